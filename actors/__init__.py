@@ -1,0 +1,1 @@
+"""Ray actors: thin wiring of the generator (vLLM), executor (judge pool) and learner group to the buffer."""

@@ -1,0 +1,1 @@
+"""Benchmarks, each run as `microcoder bench NAME [--json]`."""

@@ -1,0 +1,1 @@
+"""The ZeroMQ + msgpack replay buffer: messages, server, client, staleness gate, accounting. No torch."""

@@ -1,0 +1,24 @@
+"""Config of the replay buffer server (section `[buffer]`). No torch import."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from microcoder.launch.configbase import Section
+
+
+class BufferConfig(Section):
+    host: str = "127.0.0.1"
+    """Interface the ZeroMQ server binds to. Loopback by default; set an address for multi-node."""
+    port: int = Field(0, ge=0, le=65535)
+    """TCP port; 0 picks a free one (the address is published to the other actors)."""
+    max_staleness: int = Field(1, ge=0)
+    """k: the learner never trains on a group older than k policy versions; 0 = synchronous GRPO."""
+    max_frame_mb: float = Field(64.0, gt=0)
+    """Largest accepted message in MiB; bigger frames get an error reply and are counted."""
+    high_water_groups: int = Field(1024, ge=1)
+    """Bound on groups held in any one queue; producers are refused (and retry) beyond it."""
+    curve: bool = False
+    """Encrypt and authenticate with CurveZMQ keys stored in the run directory (multi-node clusters)."""
+    request_timeout_s: float = Field(30.0, gt=0)
+    """A client call that gets no reply within this many seconds raises a timeout error."""

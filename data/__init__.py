@@ -1,0 +1,1 @@
+"""Problem records, loaders for public formats, the synthetic task family."""

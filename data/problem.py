@@ -1,0 +1,121 @@
+"""The one normalized problem record every loader produces and the judge consumes.
+
+Kinds (LiveCodeBench's conventions):
+- `stdin`: a program reads `input` on stdin and must print `output`.
+- `functional`: a `class Solution` method or top-level function named `fn_name`; each test's
+  `input` holds one JSON value per line (one per argument), `output` one JSON value.
+- `assert`: each test is `{"code": ...}`, Python run after the solution in its namespace
+  (HumanEval/MBPP style); any failed assert or exception fails the test.
+
+Problems may declare a comparison mode (`compare`) or a checker program (`checker`); see
+sandbox/compare.py. No torch import here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KINDS = ("stdin", "functional", "assert")
+COMPARE_MODES = ("default", "case-insensitive-yesno", "unordered-tokens", "any-of", "checker")
+
+
+class ProblemFormatError(ValueError):
+    """A bad input row, named by file, line and field so the user can fix it."""
+
+    def __init__(self, source: str, line: int | None, field_name: str, message: str):
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: field '{field_name}': {message}")
+        self.source, self.line, self.field_name = source, line, field_name
+
+
+@dataclass
+class Problem:
+    id: str
+    """Unique id within the dataset."""
+    kind: str
+    """`stdin`, `functional` or `assert`."""
+    prompt: str
+    """The statement shown to the model."""
+    tests: list[dict[str, str]]
+    """stdin/functional: [{input, output}]; assert: [{code}]."""
+    fn_name: str = ""
+    """Entry point of functional problems (method of `Solution`, or a top-level function)."""
+    starter_code: str = ""
+    """Code the statement starts from (e.g. the `class Solution` signature)."""
+    time_limit_s: float | None = None
+    """Per-test wall-clock limit in seconds; None = the judge's default."""
+    memory_mb: int | None = None
+    """Address-space limit in MiB; None = the judge's default."""
+    difficulty: str = ""
+    platform: str = ""
+    date: str = ""
+    source: str = ""
+    """Where the row came from (dataset name)."""
+    compare: str = "default"
+    """Output comparison mode (see COMPARE_MODES)."""
+    checker: str = ""
+    """Python source of a checker program (argv: input, expected, actual files; exit 0 = accept)."""
+    prelude: str = ""
+    """Code run before the solution in its namespace (e.g. LeetCode's ListNode/TreeNode helpers)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Anything else a loader wants to keep (reference solution, tags)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+
+def _require(row: dict, name: str, types, source: str, line: int | None):
+    if name not in row:
+        raise ProblemFormatError(source, line, name, "missing")
+    value = row[name]
+    if not isinstance(value, types):
+        want = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
+        raise ProblemFormatError(source, line, name, f"expected {want}, got {type(value).__name__}")
+    return value
+
+
+def validate_problem(row: dict, source: str = "<dict>", line: int | None = None) -> Problem:
+    """Build a Problem from a dict in our own JSONL schema, checking every field."""
+    if not isinstance(row, dict):
+        raise ProblemFormatError(source, line, "<row>", f"expected a JSON object, got {type(row).__name__}")
+    pid = _require(row, "id", (str, int), source, line)
+    kind = _require(row, "kind", str, source, line)
+    if kind not in KINDS:
+        raise ProblemFormatError(source, line, "kind", f"'{kind}' is not one of {', '.join(KINDS)}")
+    prompt = row.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise ProblemFormatError(source, line, "prompt", "expected a string")
+    tests = _require(row, "tests", list, source, line)
+    if not tests:
+        raise ProblemFormatError(source, line, "tests", "empty: a problem needs at least one test")
+    keys = ("code",) if kind == "assert" else ("input", "output")
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict):
+            raise ProblemFormatError(source, line, f"tests[{i}]", "expected an object")
+        for k in keys:
+            if not isinstance(t.get(k), str):
+                raise ProblemFormatError(source, line, f"tests[{i}].{k}", "missing or not a string")
+    fn_name = row.get("fn_name") or ""
+    if kind == "functional" and not fn_name:
+        raise ProblemFormatError(source, line, "fn_name", "functional problems need the entry point name")
+    compare = row.get("compare") or "default"
+    if compare not in COMPARE_MODES:
+        raise ProblemFormatError(source, line, "compare", f"'{compare}' is not one of {', '.join(COMPARE_MODES)}")
+    if compare == "checker" and not row.get("checker"):
+        raise ProblemFormatError(source, line, "checker", "compare = 'checker' needs the checker's source")
+    for name in ("time_limit_s", "memory_mb"):
+        v = row.get(name)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
+            raise ProblemFormatError(source, line, name, f"expected a positive number, got {v!r}")
+    known = {f for f in Problem.__dataclass_fields__}
+    return Problem(
+        id=str(pid), kind=kind, prompt=prompt, tests=[{k: t[k] for k in keys} for t in tests],
+        fn_name=fn_name, starter_code=row.get("starter_code") or "",
+        time_limit_s=row.get("time_limit_s"), memory_mb=row.get("memory_mb"),
+        difficulty=str(row.get("difficulty") or ""), platform=str(row.get("platform") or ""),
+        date=str(row.get("date") or ""), source=str(row.get("source") or ""),
+        compare=compare, checker=row.get("checker") or "", prelude=row.get("prelude") or "",
+        meta={**(row.get("meta") or {}), **{k: v for k, v in row.items() if k not in known}},
+    )

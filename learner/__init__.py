@@ -1,0 +1,1 @@
+"""MicroCoder-GRPO: advantages, conditional truncation mask, loss; FSDP2 step; checkpoints; weight broadcast."""

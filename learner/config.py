@@ -1,0 +1,84 @@
+"""Config of the learner (section `[learner]`) and of MicroCoder-GRPO (section `[algorithm]`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from microcoder.launch.configbase import Section
+
+
+class LearnerConfig(Section):
+    world_size: int = Field(1, ge=1)
+    """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""
+    gpus_per_rank: float = Field(0.0, ge=0)
+    """GPUs per learner rank; 0 on CPU machines."""
+    batch_size: int = Field(8, ge=1)
+    """Scored groups (prompts × G responses) per optimizer step."""
+    mini_batches: int = Field(1, ge=1)
+    """Optimizer steps per batch (PPO-style mini-batches); the policy version advances once per batch."""
+    micro_batch_tokens: int = Field(4096, ge=64)
+    """Token budget of one packed micro-batch (sequence packing, no padding); gradients accumulate."""
+    lr: float = Field(1e-6, ge=0)
+    """AdamW learning rate (peak, after warmup)."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warmup length in optimizer steps."""
+    schedule: Literal["constant", "cosine"] = "constant"
+    """Learning-rate schedule after warmup."""
+    grad_clip: float = Field(1.0, gt=0)
+    """Max global gradient norm."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Training precision; auto = float32 on CPU, bfloat16 on GPU."""
+    checkpoint_every: int = Field(0, ge=0)
+    """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
+    sync_timeout_s: float = Field(120.0, gt=0)
+    """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
+
+
+class TemperatureConfig(Section):
+    initial: float = Field(1.0, gt=0)
+    """Sampling temperature before calibration (and when calibration is off)."""
+    calibrate: bool = False
+    """Before step 1, sample a probe batch at each candidate and pick the lowest T reaching the target."""
+    candidates: list[float] = [0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8]
+    """Candidate temperatures for calibration, also the stages the online monitor steps through."""
+    target_diversity: float = Field(0.5, ge=0, le=1)
+    """Diversity (1 − mean pairwise token-3-gram Jaccard) a group should keep."""
+    schedule: list[tuple[int, float]] = []
+    """Staged schedule: [[step, temperature], ...]; from each step on, that temperature."""
+    monitor_window: int = Field(0, ge=0)
+    """Online monitor: step T up one stage after this many consecutive steps below target (0 = off)."""
+
+
+class AlgorithmConfig(Section):
+    group_size: int = Field(8, ge=2)
+    """G: responses sampled per prompt."""
+    eps_low: float = Field(0.2, ge=0)
+    """Lower clip range: ratio is clipped at 1 − eps_low."""
+    eps_high: float = Field(0.28, ge=0)
+    """Upper clip range (clip-higher): ratio is clipped at 1 + eps_high."""
+    kl_coef: float = Field(0.0, ge=0)
+    """KL penalty coefficient; MicroCoder-GRPO uses none (0)."""
+    tis_cap: float = Field(2.0, gt=0)
+    """Truncated importance weight cap C on pi_old/pi_behaviour."""
+    use_tis: bool = True
+    """Apply the truncated importance weight for off-policy (stale) samples."""
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "constant-normaliser"] = "token-mean"
+    """Loss aggregation over tokens: DAPO token mean, per-sequence mean, or Dr.GRPO constant."""
+    truncation_mask: bool = True
+    """Conditional truncation mask (zero the advantage of some truncated, non-incorrect responses)."""
+    repeat_window: int = Field(128, ge=1)
+    """m: a truncated response whose last m tokens equal the m before them is looping and NOT masked."""
+    mask_prob: float = Field(0.1, ge=0, le=1)
+    """rho: a qualifying truncated response is masked with this probability."""
+    dynamic_filtering: bool = True
+    """Skip groups whose rewards are all equal (no signal) and keep sampling to fill the batch."""
+    partial_credit: bool = False
+    """Reward = fraction of tests passed instead of 1 only when all pass."""
+    temperature: TemperatureConfig = TemperatureConfig()
+    """Diversity-determined temperature."""

