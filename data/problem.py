@@ -27,7 +27,7 @@ class ProblemFormatError(ValueError):
     def __init__(self, source: str, line: int | None, field_name: str, message: str):
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: field '{field_name}': {message}")
-        self.source, self.line, self.field_name = source, line, field_name
+        self.source, self.line, self.field_name, self.message = source, line, field_name, message
 
 
 @dataclass
@@ -79,7 +79,9 @@ def _require(row: dict, name: str, types, source: str, line: int | None):
 def validate_problem(row: dict, source: str = "<dict>", line: int | None = None) -> Problem:
     """Build a Problem from a dict in our own JSONL schema, checking every field."""
     if not isinstance(row, dict):
-        raise ProblemFormatError(source, line, "<row>", f"expected a JSON object, got {type(row).__name__}")
+        raise ProblemFormatError(
+            source, line, "<row>", f"expected a JSON object, got {type(row).__name__}"
+        )
     pid = _require(row, "id", (str, int), source, line)
     kind = _require(row, "kind", str, source, line)
     if kind not in KINDS:
@@ -99,23 +101,38 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
                 raise ProblemFormatError(source, line, f"tests[{i}].{k}", "missing or not a string")
     fn_name = row.get("fn_name") or ""
     if kind == "functional" and not fn_name:
-        raise ProblemFormatError(source, line, "fn_name", "functional problems need the entry point name")
+        raise ProblemFormatError(
+            source, line, "fn_name", "functional problems need the entry point name"
+        )
     compare = row.get("compare") or "default"
     if compare not in COMPARE_MODES:
-        raise ProblemFormatError(source, line, "compare", f"'{compare}' is not one of {', '.join(COMPARE_MODES)}")
+        raise ProblemFormatError(
+            source, line, "compare", f"'{compare}' is not one of {', '.join(COMPARE_MODES)}"
+        )
     if compare == "checker" and not row.get("checker"):
-        raise ProblemFormatError(source, line, "checker", "compare = 'checker' needs the checker's source")
+        raise ProblemFormatError(
+            source, line, "checker", "compare = 'checker' needs the checker's source"
+        )
     for name in ("time_limit_s", "memory_mb"):
         v = row.get(name)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
             raise ProblemFormatError(source, line, name, f"expected a positive number, got {v!r}")
     known = {f for f in Problem.__dataclass_fields__}
     return Problem(
-        id=str(pid), kind=kind, prompt=prompt, tests=[{k: t[k] for k in keys} for t in tests],
-        fn_name=fn_name, starter_code=row.get("starter_code") or "",
-        time_limit_s=row.get("time_limit_s"), memory_mb=row.get("memory_mb"),
-        difficulty=str(row.get("difficulty") or ""), platform=str(row.get("platform") or ""),
-        date=str(row.get("date") or ""), source=str(row.get("source") or ""),
-        compare=compare, checker=row.get("checker") or "", prelude=row.get("prelude") or "",
+        id=str(pid),
+        kind=kind,
+        prompt=prompt,
+        tests=[{k: t[k] for k in keys} for t in tests],
+        fn_name=fn_name,
+        starter_code=row.get("starter_code") or "",
+        time_limit_s=row.get("time_limit_s"),
+        memory_mb=row.get("memory_mb"),
+        difficulty=str(row.get("difficulty") or ""),
+        platform=str(row.get("platform") or ""),
+        date=str(row.get("date") or ""),
+        source=str(row.get("source") or ""),
+        compare=compare,
+        checker=row.get("checker") or "",
+        prelude=row.get("prelude") or "",
         meta={**(row.get("meta") or {}), **{k: v for k, v in row.items() if k not in known}},
     )

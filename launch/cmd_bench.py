@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, module_name in BENCHES.items():
         module = importlib.import_module(module_name)
         bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
-        bp.add_argument("--json", action="store_true", help="print one JSON object with the figures")
+        bp.add_argument(
+            "--json", action="store_true", help="print one JSON object with the figures"
+        )
         module.add_arguments(bp)
         bp.set_defaults(func=run_bench, bench_module=module_name)
 

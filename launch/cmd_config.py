@@ -9,10 +9,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="inspect configs (defaults < TOML < --set)")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = csub.add_parser("show", help="print the resolved config as TOML")
-    show.add_argument("config", nargs="?", help="TOML recipe, e.g. configs/tiny-cpu.toml (omit for defaults)")
-    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a field, e.g. --set learner.lr=1e-6 (repeatable)")
-    show.add_argument("--docs", action="store_true", help="list every field with its default and meaning")
+    show.add_argument(
+        "config", nargs="?", help="TOML recipe, e.g. configs/tiny-cpu.toml (omit for defaults)"
+    )
+    show.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, e.g. --set learner.lr=1e-6 (repeatable)",
+    )
+    show.add_argument(
+        "--docs", action="store_true", help="list every field with its default and meaning"
+    )
     show.set_defaults(func=run_show)
 
 

@@ -34,7 +34,9 @@ class ModelConfig(Section):
 class DataConfig(Section):
     source: str = "synthetic"
     """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
-    format: Literal["auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"] = "auto"
+    format: Literal[
+        "auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"
+    ] = "auto"
     """Loader for `source`; auto guesses from the rows."""
     shuffle_seed: int = 0
     """Seed of the per-epoch prompt order."""
@@ -95,6 +97,8 @@ class Config(Section):
         return tomli_w.dumps(self.model_dump(mode="json"))
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> Config:
     """Defaults < TOML file at `path` < `--set` overrides. Raises ConfigError with a fix hint."""
     return load_layers(Config, path, overrides)

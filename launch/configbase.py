@@ -9,27 +9,29 @@ docstring right under them (pydantic's `use_attribute_docstrings`), which is als
 from __future__ import annotations
 
 import difflib
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class Section(BaseModel):
     """A config section: unknown keys are errors, fields are documented by their docstrings."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid", use_attribute_docstrings=True, validate_assignment=True
+    )
 
 
 class ConfigError(ValueError):
     """A config problem worded for the user: what is wrong, where, and how to fix it."""
 
 
-def _suggest(key: str, options: list[str]) -> str:
+def _suggest(key: str, options: list[str], prefix: str = "") -> str:
     close = difflib.get_close_matches(key, options, n=1, cutoff=0.5)
     if close:
-        return f"; did you mean '{close[0]}'?"
+        return f"; did you mean '{prefix}{close[0]}'?"
     return f"; valid keys here: {', '.join(sorted(options))}"
 
 
@@ -39,9 +41,13 @@ def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str 
     for key, value in raw.items():
         path = f"{prefix}{key}"
         if key not in fields:
-            raise ConfigError(f"unknown config key '{path}'" + _suggest(key, list(fields)))
+            raise ConfigError(f"unknown config key '{path}'" + _suggest(key, list(fields), prefix))
         annotation = fields[key].annotation
-        if isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if (
+            isinstance(value, dict)
+            and isinstance(annotation, type)
+            and issubclass(annotation, BaseModel)
+        ):
             check_unknown_keys(annotation, value, prefix=f"{path}.")
 
 
@@ -56,7 +62,9 @@ def parse_value(text: str) -> Any:
 def apply_override(raw: dict[str, Any], assignment: str) -> None:
     """Apply one `a.b.c=value` assignment to the nested dict `raw` in place."""
     if "=" not in assignment:
-        raise ConfigError(f"--set expects key=value, got '{assignment}' (example: --set learner.lr=1e-6)")
+        raise ConfigError(
+            f"--set expects key=value, got '{assignment}' (example: --set learner.lr=1e-6)"
+        )
     dotted, _, text = assignment.partition("=")
     parts = [p for p in dotted.strip().split(".") if p]
     if not parts:
@@ -70,13 +78,17 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     node[parts[-1]] = parse_value(text.strip())
 
 
-def load_layers(model: type[BaseModel], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()):
+def load_layers(
+    model: type[BaseModel], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()
+):
     """Build `model` from defaults < TOML file at `path` < `--set` overrides, with friendly errors."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist (recipes live in configs/, e.g. configs/tiny-cpu.toml)")
+            raise ConfigError(
+                f"config file {path} does not exist (recipes live in configs/, e.g. configs/tiny-cpu.toml)"
+            )
         try:
             raw = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as err:

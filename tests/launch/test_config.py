@@ -1,0 +1,98 @@
+"""Config layering (defaults < TOML < --set) and the errors a user sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from microcoder.launch.config import Config, load_config
+from microcoder.launch.configbase import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_apply_without_a_file():
+    cfg = load_config(None)
+    assert cfg.algorithm.eps_low == 0.2 and cfg.algorithm.eps_high == 0.28
+    assert cfg.algorithm.kl_coef == 0.0
+
+
+def test_toml_overrides_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, "[learner]\nlr = 0.5\n"))
+    assert cfg.learner.lr == 0.5
+    assert cfg.learner.batch_size == Config().learner.batch_size
+
+
+def test_set_overrides_toml(tmp_path):
+    cfg = load_config(write(tmp_path, "[learner]\nlr = 0.5\n"), ["learner.lr=1e-6"])
+    assert cfg.learner.lr == 1e-6
+
+
+def test_set_parses_toml_values_and_nested_sections():
+    cfg = load_config(None, ["algorithm.temperature.candidates=[0.5, 1.5]", "cluster.device=cpu"])
+    assert cfg.algorithm.temperature.candidates == [0.5, 1.5]
+    assert cfg.cluster.device == "cpu"
+
+
+def test_unknown_key_suggests_the_nearest_valid_key(tmp_path):
+    with pytest.raises(ConfigError, match="learner.lrr.*did you mean 'learner.lr'"):
+        load_config(write(tmp_path, "[learner]\nlrr = 0.5\n"))
+
+
+def test_unknown_section_suggests_the_nearest_section():
+    with pytest.raises(ConfigError, match="did you mean 'generator'"):
+        load_config(None, ["generatr.num_engines=2"])
+
+
+def test_wrong_type_names_the_field_and_value():
+    with pytest.raises(ConfigError, match=r"learner\.lr.*'abc'"):
+        load_config(None, ["learner.lr=abc"])
+
+
+def test_out_of_range_value_is_an_error():
+    with pytest.raises(ConfigError, match="buffer.max_staleness"):
+        load_config(None, ["buffer.max_staleness=-1"])
+
+
+def test_set_without_equals_explains_the_syntax():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(None, ["learner.lr"])
+
+
+def test_missing_file_points_at_configs(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_invalid_toml_is_reported_with_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[learner\n"))
+
+
+def test_resolved_config_round_trips_through_toml(tmp_path):
+    cfg = load_config(
+        None, ["learner.lr=3e-4", "algorithm.temperature.schedule=[[0, 0.8], [10, 1.2]]"]
+    )
+    again = load_config(write(tmp_path, cfg.to_toml()))
+    assert again == cfg
+
+
+@pytest.mark.parametrize("recipe", sorted((REPO / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_recipe_validates(recipe):
+    load_config(recipe)
+    tomllib.loads(recipe.read_text())
+
+
+def test_every_field_is_documented():
+    from microcoder.launch.configbase import describe
+
+    undocumented = [key for key, _, doc in describe(Config) if not doc]
+    assert undocumented == []
