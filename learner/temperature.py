@@ -1,0 +1,121 @@
+"""Diversity-determined temperature (MicroCoder-GRPO, arXiv 2603.07777; DESIGN.md §5).
+
+The paper's findings: a temperature too low lets the diversity of sampled groups decay and
+training collapses; the best temperature is one whose diversity stays stable; staged low→high
+steps beat a continuous ramp. This module holds the three mechanisms, as plain logic with no
+engine inside (the generator actor supplies measurements):
+
+(a) `calibrate(candidates, target, measure)`: before step 1, measure the diversity at each
+    candidate temperature (ascending) and pick the LOWEST whose diversity reaches the target;
+    if none does, pick the highest candidate and say so.
+(b) a staged schedule: [(step, T), ...]; from each listed step on, that temperature.
+(c) an online monitor: after `window` consecutive steps with diversity below the target, step
+    the temperature up to the next higher candidate (bounded by the highest), then wait another
+    full window before the next step-up.
+
+Diversity is `learner.diversity.batch_diversity` (1 − mean pairwise token-3-gram Jaccard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class CalibrationResult:
+    chosen: float
+    """The temperature picked."""
+    table: list[tuple[float, float]]
+    """(temperature, measured diversity) for every candidate, ascending."""
+    reached_target: bool
+    """False when no candidate reached the target (then `chosen` is the highest)."""
+
+    def format(self, target: float) -> str:
+        lines = [f"temperature calibration (target diversity {target:.3f}):"]
+        for t, d in self.table:
+            mark = "  <- chosen" if t == self.chosen else ""
+            lines.append(f"  T={t:<5g} diversity={d:.3f}{mark}")
+        if not self.reached_target:
+            lines.append(
+                "  no candidate reached the target: using the highest; add higher candidates"
+            )
+        return "\n".join(lines)
+
+
+def calibrate(
+    candidates: Sequence[float], target: float, measure: Callable[[float], float]
+) -> CalibrationResult:
+    """Measure diversity at each candidate (ascending) and pick the lowest reaching `target`."""
+    if not candidates:
+        raise ValueError("algorithm.temperature.candidates is empty; list at least one temperature")
+    table = [(t, float(measure(t))) for t in sorted(candidates)]
+    for t, d in table:
+        if d >= target:
+            return CalibrationResult(chosen=t, table=table, reached_target=True)
+    return CalibrationResult(chosen=table[-1][0], table=table, reached_target=False)
+
+
+@dataclass
+class TemperatureController:
+    """Current sampling temperature, driven by a staged schedule and the online monitor."""
+
+    temperature: float
+    """Temperature in force now."""
+    candidates: list[float]
+    """The ladder the monitor climbs (sorted ascending)."""
+    target: float
+    """Diversity the monitor keeps the groups at."""
+    window: int = 0
+    """Consecutive below-target steps before a step-up; 0 disables the monitor."""
+    schedule: list[tuple[int, float]] = field(default_factory=list)
+    """Staged schedule [(step, T)], applied when `step` is reached."""
+    below: int = 0
+    """Consecutive steps observed below target so far."""
+    events: list[str] = field(default_factory=list)
+    """Human-readable log of every change (also returned by `observe`)."""
+
+    def __post_init__(self) -> None:
+        self.candidates = sorted(self.candidates)
+        self.schedule = sorted((int(s), float(t)) for s, t in self.schedule)
+
+    def start_step(self, step: int) -> float:
+        """Apply a schedule stage that begins at `step`; return the temperature to sample with."""
+        for s, t in self.schedule:
+            if s == step and t != self.temperature:
+                self.events.append(
+                    f"step {step}: schedule sets temperature {self.temperature:g} -> {t:g}"
+                )
+                self.temperature, self.below = t, 0
+        return self.temperature
+
+    def observe(self, step: int, diversity: float) -> str | None:
+        """Record the step's diversity; step the temperature up when the window is exhausted."""
+        if self.window <= 0:
+            return None
+        self.below = self.below + 1 if diversity < self.target else 0
+        if self.below < self.window:
+            return None
+        self.below = 0
+        higher = [c for c in self.candidates if c > self.temperature]
+        if not higher:
+            msg = (
+                f"step {step}: diversity {diversity:.3f} below target {self.target:.3f} for "
+                f"{self.window} steps but temperature {self.temperature:g} is the highest candidate"
+            )
+        else:
+            msg = (
+                f"step {step}: diversity {diversity:.3f} below target {self.target:.3f} for "
+                f"{self.window} steps: temperature {self.temperature:g} -> {higher[0]:g}"
+            )
+            self.temperature = higher[0]
+        self.events.append(msg)
+        return msg
+
+    def state_dict(self) -> dict:
+        """Everything needed to resume (goes into checkpoints)."""
+        return asdict(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> TemperatureController:
+        return cls(**state)

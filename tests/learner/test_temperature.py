@@ -1,0 +1,79 @@
+"""Diversity-determined temperature: calibration, staged schedule, online monitor."""
+
+from __future__ import annotations
+
+import pytest
+
+from microcoder.learner.temperature import TemperatureController, calibrate
+
+# A constructed diversity curve where the answer is known: diversity rises with temperature.
+CURVE = {0.6: 0.10, 0.8: 0.25, 1.0: 0.42, 1.2: 0.55, 1.4: 0.70}
+
+
+def test_calibration_picks_the_lowest_temperature_reaching_the_target():
+    res = calibrate(list(CURVE), 0.5, CURVE.__getitem__)
+    assert res.chosen == 1.2 and res.reached_target
+
+
+def test_calibration_measures_every_candidate_in_ascending_order():
+    seen = []
+    calibrate([1.4, 0.6, 1.0], 0.0, lambda t: seen.append(t) or 1.0)
+    assert seen == [0.6, 1.0, 1.4]
+
+
+def test_calibration_falls_back_to_the_highest_when_none_reaches_target():
+    res = calibrate(list(CURVE), 0.9, CURVE.__getitem__)
+    assert res.chosen == 1.4 and not res.reached_target
+    assert "no candidate reached" in res.format(0.9)
+
+
+def test_calibration_rejects_an_empty_candidate_list():
+    with pytest.raises(ValueError, match="candidates"):
+        calibrate([], 0.5, CURVE.__getitem__)
+
+
+def controller(**kw) -> TemperatureController:
+    base = dict(temperature=1.0, candidates=[0.6, 1.0, 1.2, 1.4], target=0.5, window=3)
+    return TemperatureController(**{**base, **kw})
+
+
+def test_monitor_steps_up_after_window_consecutive_low_steps():
+    c = controller()
+    assert c.observe(1, 0.4) is None and c.observe(2, 0.4) is None
+    assert "1 -> 1.2" in c.observe(3, 0.4)
+    assert c.temperature == 1.2
+
+
+def test_monitor_resets_when_diversity_recovers():
+    c = controller()
+    for step, d in enumerate([0.4, 0.4, 0.6, 0.4, 0.4], 1):
+        c.observe(step, d)
+    assert c.temperature == 1.0
+
+
+def test_monitor_is_bounded_by_the_highest_candidate():
+    c = controller(temperature=1.4)
+    for step in range(1, 10):
+        c.observe(step, 0.0)
+    assert c.temperature == 1.4
+    assert any("highest candidate" in e for e in c.events)
+
+
+def test_monitor_off_when_window_is_zero():
+    c = controller(window=0)
+    for step in range(1, 10):
+        c.observe(step, 0.0)
+    assert c.temperature == 1.0
+
+
+def test_schedule_applies_stages_at_their_steps():
+    c = controller(window=0, schedule=[(5, 1.2), (0, 0.8)])
+    assert [c.start_step(s) for s in (0, 1, 5, 6)] == [0.8, 0.8, 1.2, 1.2]
+
+
+def test_state_round_trips():
+    c = controller()
+    c.observe(1, 0.1)
+    again = TemperatureController.from_state_dict(c.state_dict())
+    assert again == c
+    assert again.observe(2, 0.1) is None and "->" in again.observe(3, 0.1)
