@@ -22,3 +22,9 @@ class BufferConfig(Section):
     """Encrypt and authenticate with CurveZMQ keys stored in the run directory (multi-node clusters)."""
     request_timeout_s: float = Field(30.0, gt=0)
     """A client call that gets no reply within this many seconds raises a timeout error."""
+    keys_dir: str = ""
+    """Folder of the CurveZMQ keys (`microcoder keys RUN_DIR` writes RUN_DIR/keys); empty = RUN_DIR/keys."""
+    lease_timeout_s: float = Field(1800.0, ge=0)
+    """A prompt or group held longer than this many seconds by one actor is returned (0 = never)."""
+    long_poll_s: float = Field(1.0, gt=0)
+    """How long the server holds a get request that has nothing to return yet, in seconds."""

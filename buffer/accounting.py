@@ -1,0 +1,105 @@
+"""Counters that prove no group is lost, plus the rates the dashboard charts.
+
+A group slot opens when a prompt is issued and moves through four stages:
+    leased    prompt handed to a generator, group not yet back
+    unscored  group waiting for an executor
+    scoring   group leased to an executor
+    scored    group waiting for the learner
+and ends exactly once as consumed, dropped_stale or failed (failed includes prompt leases that
+were released or expired: their prompt is re-queued and issued again as a new slot).
+
+Invariants (checked by `invariant_violations`, exposed in stats):
+    issued = consumed + dropped_stale + failed + in_flight          (in_flight = sum of depths)
+    for each stage: entered = left + depth
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("leased", "unscored", "scoring", "scored")
+
+
+@dataclass
+class Counters:
+    """Monotonic totals since the run started (they survive snapshot/restore)."""
+
+    issued: int = 0
+    consumed: int = 0
+    dropped_stale: int = 0
+    failed: int = 0
+    failed_by_reason: Counter = field(default_factory=Counter)
+    """failed split by reason: lease_released, lease_expired, or the reason an actor gave."""
+    entered: Counter = field(default_factory=Counter)
+    """Slots that entered each stage."""
+    left: Counter = field(default_factory=Counter)
+    """Slots that left each stage."""
+    staleness_hist: Counter = field(default_factory=Counter)
+    """Consumed groups by staleness (keys are str(staleness))."""
+    errors: Counter = field(default_factory=Counter)
+    """Bad requests by code: malformed, oversized, unknown_kind, bad_version, bad_field, ..."""
+    response_tokens_in: int = 0
+    """Response tokens in accepted groups."""
+    bytes_in: int = 0
+    bytes_out: int = 0
+    requests: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: dict(v) if isinstance(v, Counter) else v for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Counters:
+        out = cls()
+        for k, v in data.items():
+            if hasattr(out, k):
+                setattr(out, k, Counter(v) if isinstance(v, dict) else v)
+        return out
+
+
+def invariant_violations(c: Counters, depths: dict[str, int]) -> list[str]:
+    """Every way the counters fail to add up (empty list = exact accounting)."""
+    out = []
+    in_flight = sum(depths.values())
+    total = c.consumed + c.dropped_stale + c.failed + in_flight
+    if c.issued != total:
+        out.append(
+            f"issued {c.issued} != consumed {c.consumed} + dropped_stale {c.dropped_stale} "
+            f"+ failed {c.failed} + in_flight {in_flight}"
+        )
+    if c.failed != sum(c.failed_by_reason.values()):
+        out.append(f"failed {c.failed} != sum of failed_by_reason {dict(c.failed_by_reason)}")
+    for stage in STAGES:
+        if c.entered[stage] != c.left[stage] + depths.get(stage, 0):
+            out.append(
+                f"stage {stage}: entered {c.entered[stage]} != left {c.left[stage]} "
+                f"+ depth {depths.get(stage, 0)}"
+            )
+    return out
+
+
+class Rates:
+    """Per-second rates of chosen counters, smoothed (EWMA) and updated at most once a second."""
+
+    KEYS = ("issued", "consumed", "dropped_stale", "failed", "response_tokens_in")
+    KEYS += ("bytes_in", "bytes_out")
+
+    def __init__(self, alpha: float = 0.3):
+        self.alpha = alpha
+        self._last: tuple[float, dict[str, int]] | None = None
+        self.rates: dict[str, float] = dict.fromkeys(self.KEYS, 0.0)
+
+    def update(self, now: float, c: Counters) -> None:
+        values = {k: getattr(c, k) for k in self.KEYS}
+        if self._last is None:
+            self._last = (now, values)
+            return
+        then, old = self._last
+        dt = now - then
+        if dt < 1.0:
+            return
+        for k in self.KEYS:
+            inst = (values[k] - old[k]) / dt
+            self.rates[k] = self.alpha * inst + (1 - self.alpha) * self.rates[k]
+        self._last = (now, values)

@@ -1,0 +1,238 @@
+"""The buffer client every actor uses: one DEALER socket, request ids, timeouts, retries.
+
+Each call sends one request and waits for the reply with the same request id; replies to earlier
+requests that timed out are discarded. A call that gets no reply within `timeout_s` closes the
+socket, opens a fresh one (new identity, so no stale reply can arrive later) and raises
+BufferTimeout. Not thread-safe: one client per thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from microcoder.buffer import messages as m
+from microcoder.buffer.records import MessageError
+from microcoder.buffer.wire import decode_header, encode, pack_record, unpack_record
+
+
+class BufferError(RuntimeError):
+    """The server answered with an error; `code` is the counter it was filed under."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"buffer error [{code}]: {message}")
+        self.code = code
+
+
+class BufferTimeout(TimeoutError):
+    """No reply from the server in time (it is down, unreachable, or the keys do not match)."""
+
+
+@dataclass
+class LearnerBatch:
+    """What `get_batch` returns: the groups and, per group, its staleness at `version`."""
+
+    groups: list[m.ScoredGroup]
+    version: int
+    staleness: list[int]
+    done: bool
+    """The run is finished: no more groups will ever come (the batch may be short)."""
+
+
+class BufferClient:
+    """Talk to the buffer at `address` as actor `owner` (the name leases are held under)."""
+
+    def __init__(
+        self,
+        address: str,
+        owner: str = "",
+        timeout_s: float = 30.0,
+        long_poll_s: float = 1.0,
+        keys_dir: str | Path | None = None,
+    ):
+        self.address, self.timeout_s, self.long_poll_s = address, timeout_s, long_poll_s
+        self.owner = owner or f"{os.uname().nodename}-{os.getpid()}"
+        self.keys_dir = keys_dir
+        self._ctx = zmq.Context.instance()
+        self._rids = itertools.count(1)
+        self._sock: zmq.Socket | None = None
+        self._connect()
+
+    @classmethod
+    def from_config(cls, config: Any, address: str, owner: str = "", keys_dir: str | None = None):
+        """A client with the timeouts and keys of a BufferConfig."""
+        keys = (keys_dir or config.keys_dir) if config.curve else None
+        return cls(address, owner, config.request_timeout_s, config.long_poll_s, keys)
+
+    def _connect(self) -> None:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IDENTITY, f"{self.owner}/{uuid.uuid4().hex[:8]}".encode())
+        if self.keys_dir:
+            from microcoder.buffer.keys import secure_client
+
+            secure_client(sock, self.keys_dir)
+        sock.connect(self.address)
+        self._sock = sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def __enter__(self) -> BufferClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ transport
+
+    def call(self, msg: m.Message, blobs: Iterable[Any] = (), timeout_s: float | None = None):
+        """Send `msg` (+ blob frames) and return (reply message, reply blob frames)."""
+        if self._sock is None:
+            self._connect()
+        rid = next(self._rids)
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        self._sock.send_multipart(encode(msg, rid, list(blobs)), copy=False)
+        deadline = time.monotonic() + timeout
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
+                self.close()
+                self._connect()
+                raise BufferTimeout(
+                    f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
+                    f"{timeout:.1f} s: is the buffer server running and reachable "
+                    "(and, with buffer.curve, do both sides use the same keys)?"
+                )
+            frames = self._sock.recv_multipart(copy=False)
+            try:
+                got_rid, reply = decode_header(frames[0])
+            except MessageError as err:
+                raise BufferError("malformed_reply", str(err)) from None
+            if got_rid != rid:
+                continue  # a late reply to an earlier, timed-out request
+            if isinstance(reply, m.Error):
+                raise BufferError(reply.code, reply.message)
+            return reply, frames[1:]
+
+    def _wait_call(self, msg: Any, until: float | None):
+        """A long-poll request: its wait is bounded by long_poll_s and by `until`."""
+        wait = self.long_poll_s
+        if until is not None:
+            wait = max(0.0, min(wait, until - time.monotonic()))
+        msg.wait_s = wait
+        return self.call(msg, timeout_s=self.timeout_s + wait)
+
+    # ------------------------------------------------------------ generators
+
+    def get_prompts(self, n: int, wait_s: float = 0.0) -> m.Prompts:
+        """Lease up to `n` prompts (admission control may give fewer). Waits up to `wait_s` for
+        at least one; `reply.done` means the prompt source is exhausted for good."""
+        until = time.monotonic() + wait_s
+        while True:
+            reply, _ = self._wait_call(m.GetPrompts(self.owner, n), until)
+            if reply.assignments or reply.done or time.monotonic() >= until:
+                return reply
+
+    def put_unscored(self, groups: m.Group | list[m.Group]) -> m.PutReply:
+        """Hand in groups for prompts this owner holds; retries while the queue is full."""
+        return self._put(m.PutUnscored(self.owner), groups)
+
+    # ------------------------------------------------------------ executors
+
+    def get_unscored(self, n: int, wait_s: float = 0.0) -> list[m.Group]:
+        """Lease up to `n` unscored groups; waits up to `wait_s` for at least one."""
+        until = time.monotonic() + wait_s
+        while True:
+            reply, frames = self._wait_call(m.GetUnscored(self.owner, n), until)
+            if frames or reply.done or time.monotonic() >= until:
+                return [unpack_record(m.Group, f) for f in frames]
+
+    def put_scored(self, results: m.GroupScores | list[m.GroupScores]) -> m.PutReply:
+        """Hand in scores for groups this owner holds (only the scores travel)."""
+        if not isinstance(results, list):
+            results = [results]
+        results = [r.result if isinstance(r, m.ScoredGroup) else r for r in results]
+        return self._put(m.PutScored(self.owner), results)
+
+    def fail_group(self, group_id: int, reason: str) -> None:
+        """Give up on a prompt or group this owner holds (counted as failed, not re-queued)."""
+        self.call(m.FailGroup(self.owner, group_id, reason))
+
+    def release(self, owner: str | None = None) -> m.Released:
+        """Return every lease of `owner` (default: this client's): prompts are re-queued, groups
+        go back to the unscored queue. The launcher calls this when an actor died."""
+        reply, _ = self.call(m.Release(owner or self.owner))
+        return reply
+
+    def _put(self, msg: m.Message, records: Any) -> m.PutReply:
+        if not isinstance(records, list):
+            records = [records]
+        blobs = {r.group_id: pack_record(r) for r in records}
+        total = m.PutReply()
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.01
+        while blobs:
+            reply, _ = self.call(msg, list(blobs.values()))
+            total.accepted += reply.accepted
+            total.rejected += reply.rejected
+            blobs = {gid: blobs[gid] for gid in reply.full}
+            if blobs:
+                if time.monotonic() + delay > deadline:
+                    raise BufferTimeout(
+                        f"buffer queue stayed at its high-water mark for {self.timeout_s:.0f} s; "
+                        "consumers are stalled (check executors/learner) or raise "
+                        "buffer.high_water_groups"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        return total
+
+    # ------------------------------------------------------------ learner
+
+    def get_batch(self, n: int, version: int, timeout_s: float | None = None) -> LearnerBatch:
+        """Block until `n` scored groups within the staleness bound of `version` are there
+        (fewer only when the run is finished: batch.done). BufferTimeout after `timeout_s`
+        (None = wait forever, polling the server every long_poll_s)."""
+        until = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            reply, frames = self._wait_call(m.GetBatch(self.owner, n, version), until)
+            if frames or reply.done:
+                groups = [
+                    m.ScoredGroup(unpack_record(m.Group, g), unpack_record(m.GroupScores, s))
+                    for g, s in zip(frames[::2], frames[1::2], strict=True)
+                ]
+                return LearnerBatch(groups, reply.version, reply.staleness, reply.done)
+            if until is not None and time.monotonic() >= until:
+                raise BufferTimeout(f"no batch of {n} groups within {timeout_s:.1f} s")
+
+    def announce_version(self, version: int) -> None:
+        """Tell the buffer the learner finished optimizer step `version`."""
+        self.call(m.AnnounceVersion(version))
+
+    # ------------------------------------------------------------ launcher
+
+    def stats(self) -> dict[str, Any]:
+        """Counters, depths, rates, staleness histogram, invariant check."""
+        reply, _ = self.call(m.GetStats())
+        return reply.stats
+
+    def snapshot(self, path: str | Path) -> m.SnapshotDone:
+        """Ask the server to write its snapshot to `path` (a path on the server's machine)."""
+        reply, _ = self.call(m.Snapshot(str(path)))
+        return reply
+
+    def restore(self, path: str | Path) -> m.SnapshotDone:
+        """Ask the server to replace its state by the snapshot at `path`."""
+        reply, _ = self.call(m.Restore(str(path)))
+        return reply

@@ -1,0 +1,271 @@
+"""The buffer server: one ZeroMQ ROUTER socket in front of a BufferState.
+
+Single-threaded loop: receive a request, validate it (size, msgpack, protocol version, kind,
+fields, and the group blobs it carries), apply it to the state, reply. Get requests that find
+nothing (prompts held back by admission control, no unscored groups, batch not complete) are
+parked up to `wait_s` (capped at buffer.long_poll_s) and answered as soon as the state allows.
+Any bad input gets an `error` reply and a counter in stats["errors"]; nothing kills the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from microcoder.buffer import messages as m
+from microcoder.buffer.config import BufferConfig
+from microcoder.buffer.prompts import PromptSource
+from microcoder.buffer.records import MessageError
+from microcoder.buffer.snapshot import load_snapshot, save_snapshot
+from microcoder.buffer.state import ACCEPTED, FULL, BufferState
+from microcoder.buffer.wire import check_size, decode_header, encode, unpack_record
+
+log = logging.getLogger("microcoder.buffer")
+
+
+@dataclass
+class _Parked:
+    identity: bytes
+    rid: int
+    msg: m.Message
+    deadline: float
+
+
+class BufferServer:
+    """Serve a BufferState on `tcp://{config.host}:{config.port}` (port 0 = a free one)."""
+
+    def __init__(
+        self,
+        config: BufferConfig,
+        prompts: PromptSource,
+        batch_size: int,
+        keys_dir: str | Path | None = None,
+        restore_from: str | Path | None = None,
+    ):
+        self.config = config
+        self.state = BufferState(
+            prompts, batch_size, config.max_staleness, config.high_water_groups,
+            config.lease_timeout_s,
+        )  # fmt: skip
+        if restore_from is not None:
+            load_snapshot(self.state, restore_from)
+        self.max_bytes = int(config.max_frame_mb * 2**20)
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * 2 + 2**20)  # far beyond: disconnect
+        self._auth = None
+        if config.curve:
+            from microcoder.buffer.keys import secure_server
+
+            keys = keys_dir or config.keys_dir
+            if not keys:
+                raise ValueError("buffer.curve = true needs the keys folder: set buffer.keys_dir")
+            self._auth = secure_server(self.ctx, self.sock, keys)
+        if config.port:
+            self.sock.bind(f"tcp://{config.host}:{config.port}")
+            port = config.port
+        else:
+            port = self.sock.bind_to_random_port(f"tcp://{config.host}")
+        self.address = f"tcp://{config.host}:{port}"
+        self._parked: list[_Parked] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handlers = {
+            m.GetPrompts: self._get_prompts, m.PutUnscored: self._put_unscored,
+            m.GetUnscored: self._get_unscored, m.PutScored: self._put_scored,
+            m.FailGroup: self._fail_group, m.Release: self._release, m.GetBatch: self._get_batch,
+            m.AnnounceVersion: self._announce, m.GetStats: self._stats,
+            m.Snapshot: self._snapshot, m.Restore: self._restore,
+        }  # fmt: skip
+        log.info("buffer serving on %s", self.address)
+
+    # ------------------------------------------------------------ loop
+
+    def start(self) -> str:
+        """Serve in a background thread; returns the address clients connect to."""
+        self._thread = threading.Thread(target=self.serve_forever, name="buffer", daemon=True)
+        self._thread.start()
+        return self.address
+
+    def stop(self) -> None:
+        """Stop the loop and close the socket."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+        if self._auth is not None:
+            self._auth.stop()
+        self.ctx.term()
+
+    def serve_forever(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.step(timeout_ms=100)
+        finally:
+            self.close()
+
+    def step(self, timeout_ms: int) -> None:
+        """Handle every waiting request (at most `timeout_ms` of waiting), then parked ones."""
+        now = time.monotonic()
+        if self._parked:
+            soonest = min(p.deadline for p in self._parked)
+            timeout_ms = max(0, min(timeout_ms, int((soonest - now) * 1000) + 1))
+        if self.sock.poll(timeout_ms, zmq.POLLIN):
+            for _ in range(1000):
+                try:
+                    frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                self._handle(frames)
+        now = time.monotonic()
+        self.state.expire(now)
+        self._serve_parked(now)
+
+    # ------------------------------------------------------------ dispatch
+
+    def _send(self, identity: bytes, rid: int, msg: m.Message, blobs: list[Any] = ()) -> None:
+        frames = encode(msg, rid, blobs)
+        self.state.counters.bytes_out += sum(len(f) for f in frames)
+        self.sock.send_multipart([identity, *frames], copy=False)
+
+    def _error(self, identity: bytes, rid: int, code: str, message: str) -> None:
+        self.state.counters.errors[code] += 1
+        self._send(identity, rid, m.Error(code, message))
+
+    def _handle(self, frames: list[Any]) -> None:
+        identity, body = frames[0].bytes, frames[1:]
+        c = self.state.counters
+        c.requests += 1
+        rid = 0
+        try:
+            c.bytes_in += check_size(body, self.max_bytes)
+            if not body:
+                raise MessageError("empty message", code="malformed")
+            rid, msg = decode_header(body[0].buffer)
+            handler = self._handlers.get(type(msg))
+            if handler is None:
+                raise MessageError(f"'{msg.KIND}' is a reply kind, not a request", "unknown_kind")
+            reply = handler(msg, body[1:], time.monotonic())
+        except MessageError as err:
+            log.debug("bad request: %s", err)
+            return self._error(identity, rid, err.code, str(err))
+        except Exception as err:  # a bug must not take the buffer down; report it
+            log.exception("buffer request failed")
+            return self._error(identity, rid, "internal", f"{type(err).__name__}: {err}")
+        if reply is None:  # nothing yet: park until the state allows or the wait runs out
+            wait = min(getattr(msg, "wait_s", 0.0), self.config.long_poll_s)
+            self._parked.append(_Parked(identity, rid, msg, time.monotonic() + wait))
+        else:
+            self._send(identity, rid, *reply)
+        if self._parked:
+            self._serve_parked(time.monotonic())
+
+    def _serve_parked(self, now: float) -> None:
+        keep = []
+        for p in self._parked:
+            reply = self._handlers[type(p.msg)](p.msg, [], now, final=now >= p.deadline)
+            if reply is None:
+                keep.append(p)
+            else:
+                self._send(p.identity, p.rid, *reply)
+        self._parked = keep
+
+    # ------------------------------------------------------------ handlers
+    # Each returns (reply, blobs) or None to park (waiting kinds with wait_s > 0 only).
+
+    def _get_prompts(self, msg: m.GetPrompts, blobs, now, final=False):
+        got = self.state.get_prompts(msg.owner, max(0, msg.n), now)
+        done = self.state.prompts_done
+        if not got and not done and not final and msg.wait_s > 0:
+            return None
+        return m.Prompts(got, done, 0.0 if got else self.config.long_poll_s), []
+
+    def _put(self, msg, blobs, now, cls, put):
+        if not blobs:
+            raise MessageError(f"{msg.KIND} carries no {cls.__name__} frames", code="bad_field")
+        records = [(unpack_record(cls, b), b) for b in blobs]  # validate all before applying
+        reply = m.PutReply()
+        for rec, blob in records:
+            outcome = put(msg.owner, rec, blob, now)
+            if outcome == ACCEPTED:
+                reply.accepted.append(rec.group_id)
+            elif outcome == FULL:
+                reply.full.append(rec.group_id)
+            else:
+                self.state.counters.errors["rejected_group"] += 1
+                reply.rejected.append(outcome)
+        return reply, []
+
+    def _put_unscored(self, msg: m.PutUnscored, blobs, now, final=False):
+        return self._put(msg, blobs, now, m.Group, self.state.put_unscored)
+
+    def _put_scored(self, msg: m.PutScored, blobs, now, final=False):
+        return self._put(msg, blobs, now, m.GroupScores, self.state.put_scored)
+
+    def _get_unscored(self, msg: m.GetUnscored, blobs, now, final=False):
+        got = self.state.get_unscored(msg.owner, max(0, msg.n), now)
+        done = self.state.finished and not self.state.unscored
+        if not got and not done and not final and msg.wait_s > 0:
+            return None
+        return m.Groups(done), [blob for _, blob in got]
+
+    def _get_batch(self, msg: m.GetBatch, blobs, now, final=False):
+        if msg.n < 1:
+            raise MessageError("get_batch needs n >= 1", code="bad_field")
+        got = self.state.get_batch(msg.n, msg.version)
+        if got is None:
+            if not final and msg.wait_s > 0:
+                return None
+            return m.Batch(msg.version), []
+        delivered, done = got
+        frames = [f for d in delivered for f in (d.group, d.scores)]
+        return m.Batch(msg.version, [d.staleness for d in delivered], done), frames
+
+    def _fail_group(self, msg: m.FailGroup, blobs, now, final=False):
+        outcome = self.state.fail_group(msg.owner, msg.group_id, msg.reason)
+        if outcome != ACCEPTED:
+            raise MessageError(outcome, code="unknown_group")
+        return m.Ok(), []
+
+    def _release(self, msg: m.Release, blobs, now, final=False):
+        prompts, groups = self.state.release(msg.owner)
+        if prompts or groups:
+            log.warning("released leases of '%s': %d prompts re-queued, %d groups back to the "
+                        "unscored queue", msg.owner, prompts, groups)  # fmt: skip
+        return m.Released(prompts, groups), []
+
+    def _announce(self, msg: m.AnnounceVersion, blobs, now, final=False):
+        self.state.advance(msg.version)
+        return m.Ok(f"version {self.state.version}"), []
+
+    def _stats(self, msg: m.GetStats, blobs, now, final=False):
+        return m.Stats(self.state.stats(now)), []
+
+    def _snapshot(self, msg: m.Snapshot, blobs, now, final=False):
+        try:
+            groups, nbytes = save_snapshot(self.state, msg.path)
+        except OSError as err:
+            raise MessageError(
+                f"cannot write snapshot {msg.path}: {err}", "snapshot_failed"
+            ) from None
+        log.info("buffer snapshot %s: %d groups, %d bytes", msg.path, groups, nbytes)
+        return m.SnapshotDone(msg.path, groups, nbytes), []
+
+    def _restore(self, msg: m.Restore, blobs, now, final=False):
+        try:
+            groups = load_snapshot(self.state, msg.path)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise MessageError(f"cannot restore {msg.path}: {err}", "bad_snapshot") from None
+        log.info("buffer restored from %s: %d groups", msg.path, groups)
+        return m.SnapshotDone(msg.path, groups, 0), []

@@ -1,0 +1,89 @@
+"""Frames <-> messages: a msgpack header frame plus blob frames (one msgpack record each).
+
+    [header]            {"v": PROTOCOL_VERSION, "kind": ..., "rid": int, <message fields>}
+    [blob] ...          one data record per frame (Group, GroupScores), msgpack map
+
+Blobs are separate frames so the server can validate a group once on the way in and forward the
+same bytes on the way out, without re-encoding. Every decode failure is a MessageError whose
+`code` is one of: malformed, bad_version, unknown_kind, bad_field, oversized.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from microcoder.buffer.messages import KINDS, PROTOCOL_VERSION, Message
+from microcoder.buffer.records import MessageError, Record
+
+Buffer = Any  # bytes, memoryview or zmq.Frame
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack-encode plain values (bin type for bytes, str type for str)."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: Buffer) -> Any:
+    """msgpack-decode one complete frame; any problem becomes MessageError('malformed')."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as err:  # msgpack raises several unrelated types on garbage
+        raise MessageError(f"not a valid msgpack frame: {err}", code="malformed") from None
+
+
+def encode(msg: Message, rid: int, blobs: list[Buffer] | tuple = ()) -> list[Buffer]:
+    """The frames of `msg` with request id `rid`, followed by already-encoded blob frames."""
+    header = msg.to_wire()
+    header["v"] = PROTOCOL_VERSION
+    header["kind"] = msg.KIND
+    header["rid"] = rid
+    return [pack(header), *blobs]
+
+
+def pack_record(record: Record) -> bytes:
+    """One data record as a blob frame."""
+    return pack(record.to_wire())
+
+
+def unpack_record(cls: type, blob: Buffer) -> Any:
+    """A blob frame back into a record of type `cls` (MessageError if it does not fit)."""
+    return cls.from_wire(unpack(blob))
+
+
+def decode_header(frame: Buffer) -> tuple[int, Message]:
+    """(request id, message) from a header frame; checks protocol version and kind."""
+    data = unpack(frame)
+    if not isinstance(data, dict):
+        raise MessageError("header frame is not a msgpack map", code="malformed")
+    rid = data.get("rid", 0)
+    if not isinstance(rid, int) or isinstance(rid, bool):
+        raise MessageError("header field 'rid' must be an integer request id", code="bad_field")
+    version = data.get("v")
+    if version != PROTOCOL_VERSION:
+        raise MessageError(
+            f"protocol version {version!r}, this buffer speaks {PROTOCOL_VERSION}: "
+            "run the same microcoder version on every node",
+            code="bad_version",
+        )
+    kind = data.get("kind")
+    cls = KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise MessageError(
+            f"unknown message kind {kind!r}; known: {', '.join(sorted(KINDS))}",
+            code="unknown_kind",
+        )
+    return rid, cls.from_wire(data)
+
+
+def check_size(frames: list[Buffer], max_bytes: int) -> int:
+    """Total size of `frames`; MessageError('oversized') above `max_bytes`."""
+    total = sum(len(f) for f in frames)
+    if total > max_bytes:
+        raise MessageError(
+            f"message of {total / 2**20:.1f} MiB exceeds buffer.max_frame_mb = "
+            f"{max_bytes / 2**20:.1f} MiB; raise it or send fewer groups per message",
+            code="oversized",
+        )
+    return total
