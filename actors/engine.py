@@ -27,6 +27,8 @@ def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int =
         seed=seed,
         max_model_len=cfg.max_prompt_tokens + cfg.max_response_tokens,
         enable_prefix_caching=True,
+        # Log-probs after temperature scaling: log pi_behaviour at the sampling temperature.
+        logprobs_mode="processed_logprobs",
     )
     if device == "cuda":
         kwargs.update(

