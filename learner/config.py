@@ -30,14 +30,30 @@ class LearnerConfig(Section):
     """Linear warmup length in optimizer steps."""
     schedule: Literal["constant", "cosine"] = "constant"
     """Learning-rate schedule after warmup."""
+    schedule_steps: int = Field(0, ge=0)
+    """Optimizer steps over which the cosine decays (0 = max_steps × mini_batches of the run)."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Cosine floor as a fraction of lr."""
     grad_clip: float = Field(1.0, gt=0)
     """Max global gradient norm."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Training precision; auto = float32 on CPU, bfloat16 on GPU."""
+    """Training precision; auto = float32 on CPU, bfloat16 on GPU (FSDP2 mixed precision: bf16
+    compute, fp32 master weights and gradient reduction)."""
+    packing: bool = True
+    """Sequence packing: concatenate sequences into one row per micro-batch with per-sequence
+    causal attention (no padding). False = right-padded rows (the baseline `bench learner` uses)."""
+    attn_implementation: str = "auto"
+    """Attention kernel: auto = flash_attention_2 on CUDA when flash-attn is installed, else
+    microcoder's varlen attention (SDPA per packed sequence). Any transformers name works."""
+    recompute_old_logprobs: bool = True
+    """Recompute pi_old with the learner's weights before the update (off: pi_old = the
+    generator's behaviour log-probs, and the IS weight is then 1)."""
     checkpoint_every: int = Field(0, ge=0)
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
+    sync_bucket_mb: float = Field(256.0, gt=0)
+    """Weight broadcast bucket size in MiB (tensors are packed into buckets of at most this)."""
 
 
 class TemperatureConfig(Section):
@@ -70,6 +86,11 @@ class AlgorithmConfig(Section):
     """Apply the truncated importance weight for off-policy (stale) samples."""
     aggregation: Literal["token-mean", "seq-mean-token-mean", "constant-normaliser"] = "token-mean"
     """Loss aggregation over tokens: DAPO token mean, per-sequence mean, or Dr.GRPO constant."""
+    loss_constant: int = Field(0, ge=0)
+    """Dr.GRPO normaliser in tokens per sequence for constant-normaliser (0 = the generator's
+    max response tokens, filled in by the launcher)."""
+    adv_eps: float = Field(1e-6, gt=0)
+    """eps in A = (r − mean) / (std + eps)."""
     truncation_mask: bool = True
     """Conditional truncation mask (zero the advantage of some truncated, non-incorrect responses)."""
     repeat_window: int = Field(128, ge=1)

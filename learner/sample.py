@@ -1,0 +1,64 @@
+"""The learner's own input records: a scored response and a group of them.
+
+These do not depend on the buffer's wire format; the actor layer converts buffer messages into
+`TrainSample` / `SampleGroup` (plain lists and numbers, so the conversion is a field copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    """One sampled and scored response to a prompt, as the learner trains on it."""
+
+    prompt_ids: Sequence[int]
+    """Token ids of the prompt (chat template applied); at least one token."""
+    response_ids: Sequence[int]
+    """Token ids the generator sampled (including the end-of-turn token if it emitted one)."""
+    behaviour_logprobs: Sequence[float]
+    """Generator log-prob of each response token at `temperature`; same length as response_ids."""
+    temperature: float
+    """Sampling temperature the response was generated with (> 0)."""
+    reward: float
+    """Reward from the executor (1 = all tests pass; a fraction with partial credit)."""
+    truncated: bool
+    """The response stopped at max_response_tokens instead of ending on its own."""
+    verdict: str
+    """Judge verdict (AC/WA/TLE/MLE/RE/CE/SE or "" if not judged); WA/TLE/MLE/RE = incorrect."""
+    policy_version: int
+    """Learner version of the weights that sampled the response (for staleness)."""
+
+    def __post_init__(self) -> None:
+        if len(self.prompt_ids) < 1:
+            raise ValueError(
+                "TrainSample needs a non-empty prompt (the first response token is predicted from it)"
+            )
+        if len(self.response_ids) < 1:
+            raise ValueError(
+                "TrainSample has an empty response; drop it before it reaches the learner"
+            )
+        if len(self.behaviour_logprobs) != len(self.response_ids):
+            raise ValueError(
+                f"behaviour_logprobs has {len(self.behaviour_logprobs)} entries for "
+                f"{len(self.response_ids)} response tokens; the generator must report one per token"
+            )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass(frozen=True)
+class SampleGroup:
+    """The G responses to one prompt; GRPO normalises rewards within a group."""
+
+    group_id: str
+    """Identifier of the group (for logs and accounting)."""
+    samples: Sequence[TrainSample]
+    """The responses; all share the same prompt."""
+
+    @property
+    def rewards(self) -> list[float]:
+        """Rewards of the responses, in order."""
+        return [s.reward for s in self.samples]

@@ -1,0 +1,255 @@
+"""The learner rank: an FSDP2-sharded policy and one MicroCoder-GRPO optimizer step per batch.
+
+Every rank of the learner group builds a `Learner` and calls `train_step(groups)` with the SAME
+full list of groups; each rank trains on its token-balanced share (see packing.py), and the
+per-token aggregation weights are computed over the whole batch, so W ranks × K micro-batches
+give the gradient of one big batch. FSDP2 averages gradients over ranks, hence the × W on each
+rank's loss.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from microcoder.learner import attention, grpo
+from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.distributed import (
+    full_state_dict,
+    init_distributed,
+    load_sharded_policy,
+    pick_device,
+    resolve_dtype,
+)
+from microcoder.learner.optim import build_optimizer
+from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
+from microcoder.learner.sample import SampleGroup
+
+# Sums all-reduced over ranks at the end of a step, in this order.
+_SUMS = ["loss", "tokens", "response_tokens", "clipped", "entropy", "is_weight", "is_capped", "kl"]
+
+
+class Learner:
+    """One rank of the learner group: model, optimizer, schedule, policy version."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        learner: LearnerConfig,
+        algorithm: AlgorithmConfig,
+        *,
+        seed: int = 0,
+        device: str = "auto",
+        total_steps: int = 1,
+    ) -> None:
+        self.cfg, self.algo, self.seed = learner, algorithm, seed
+        self.model_path = Path(model_path)
+        self.device = pick_device(device)
+        self.rank, self.world = init_distributed(self.device)
+        torch.manual_seed(seed + self.rank)
+        self.dtype = resolve_dtype(learner.dtype, self.device)
+        self.attn = attention.choose(learner.attn_implementation, self.device)
+        self.model = load_sharded_policy(self.model_path, self.device, self.dtype, self.attn)
+        self.ref_model = None
+        if algorithm.kl_coef > 0:
+            self.ref_model = load_sharded_policy(
+                self.model_path, self.device, self.dtype, self.attn, train=False
+            )
+        self.optimizer, self.scheduler = build_optimizer(
+            self.model.parameters(), learner, total_steps * learner.mini_batches
+        )
+        self.version = 0
+        """Policy version: optimizer batches completed (0 = the initial weights)."""
+
+    # --- training -------------------------------------------------------------------------------
+
+    def train_step(self, groups: Sequence[SampleGroup]) -> dict[str, float]:
+        """Build the batch (filter, advantages, mask) and train on it; returns the step's metrics."""
+        batch = build_batch(groups, self.algo, mask_generator(self.seed, self.version))
+        return self.train_on_batch(batch)
+
+    def train_on_batch(self, batch: TrainBatch) -> dict[str, float]:
+        """`mini_batches` optimizer steps over `batch`, then version += 1. Collective."""
+        start = time.perf_counter()
+        stats = batch.stats
+        base = {
+            "groups": float(stats.groups),
+            "filtered_groups": float(stats.filtered_groups),
+            "responses": float(stats.responses),
+            "masked_frac": stats.masked / max(stats.responses, 1),
+            "truncated_frac": stats.truncated / max(stats.responses, 1),
+            "reward_mean": stats.mean_reward,
+        }
+        if len(batch) == 0:
+            return {**base, "skipped": 1.0, "version": float(self.version)}
+        staleness = (self.version - batch.policy_versions).float()
+        base |= {"staleness_max": float(staleness.max()), "staleness_mean": float(staleness.mean())}
+        minis = [
+            batch.select(ix.tolist())
+            for ix in torch.arange(len(batch)).tensor_split(self.cfg.mini_batches)
+        ]
+        minis = [m for m in minis if len(m)]
+        plans = [self._micro_batches(m) for m in minis]
+        old = (
+            self._old_logprobs(plans)
+            if len(minis) > 1 and self.cfg.recompute_old_logprobs
+            else None
+        )
+        sums = torch.zeros(len(_SUMS), dtype=torch.float64)
+        is_max = torch.zeros(1, dtype=torch.float64)
+        grad_norms = []
+        for k, micros in enumerate(plans):
+            for j, mb in enumerate(micros):
+                self._set_sync(j == len(micros) - 1)
+                old_logp = None if old is None else old[k][j]
+                part, m = self._loss_and_stats(mb, old_logp)
+                (part * self.world).backward()
+                sums += m[:-1]
+                is_max = torch.maximum(is_max, m[-1:])
+            grad_norms.append(self._clip_and_step())
+        self.version += 1
+        if self.world > 1:
+            dist.all_reduce(sums)
+            dist.all_reduce(is_max, op=dist.ReduceOp.MAX)
+        s = dict(zip(_SUMS, sums.tolist(), strict=True))
+        rt = max(s["response_tokens"], 1.0)
+        elapsed = time.perf_counter() - start
+        return {
+            **base,
+            "loss": s["loss"] / len(plans),
+            "clip_frac": s["clipped"] / rt,
+            "entropy": s["entropy"] / rt,
+            "is_weight_mean": s["is_weight"] / rt,
+            "is_weight_max": float(is_max),
+            "is_capped_frac": s["is_capped"] / rt,
+            "kl": s["kl"] / rt,
+            "grad_norm": sum(grad_norms) / len(grad_norms),
+            "lr": self.scheduler.get_last_lr()[0],
+            "tokens": s["tokens"],
+            "tokens_per_s": s["tokens"] / elapsed,
+            "step_seconds": elapsed,
+            "version": float(self.version),
+        }
+
+    def _micro_batches(self, batch: TrainBatch) -> list[MicroBatch]:
+        weights = grpo.sequence_weights(
+            self.algo.aggregation, batch.response_lens, float(self.algo.loss_constant)
+        )
+        plan = plan_micro_batches(
+            batch.lengths.tolist(), self.world, self.cfg.micro_batch_tokens, self.cfg.packing
+        )
+        return [
+            collate(batch, ix, weights, self.cfg.packing).to(self.device) for ix in plan[self.rank]
+        ]
+
+    def _logp(self, model: torch.nn.Module, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        if mb.packed:
+            cu = mb.cu_seq_lens
+            out = model(
+                input_ids=mb.input_ids,
+                position_ids=mb.position_ids,
+                logits_to_keep=mb.logit_index,
+                cu_seq_lens_q=cu,
+                cu_seq_lens_k=cu,
+                max_length_q=mb.max_len,
+                max_length_k=mb.max_len,
+            )
+            logits = out.logits[0]  # [n, V]
+        else:
+            mask = (mb.position_ids > 0) | (
+                torch.arange(mb.input_ids.shape[1], device=self.device) == 0
+            )
+            out = model(
+                input_ids=mb.input_ids, attention_mask=mask.long(), position_ids=mb.position_ids
+            )
+            logits = out.logits.flatten(0, 1)[mb.logit_index]  # [n, V]
+        return grpo.token_logprobs(logits, mb.targets, mb.temperature)
+
+    @torch.no_grad()
+    def _old_logprobs(self, plans: list[list[MicroBatch]]) -> list[list[torch.Tensor]]:
+        return [[self._logp(self.model, mb)[0] for mb in micros] for micros in plans]
+
+    def _loss_and_stats(
+        self, mb: MicroBatch, old_logp: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """This micro-batch's share of the loss, and its metric sums (_SUMS order, then IS max)."""
+        algo = self.algo
+        logp, entropy = self._logp(self.model, mb)
+        if old_logp is None:
+            # One optimizer step per batch: pi_old is the current policy, identical to this forward.
+            old_logp = logp.detach() if self.cfg.recompute_old_logprobs else mb.behaviour_logp
+        if algo.use_tis and self.cfg.recompute_old_logprobs:
+            w_is = grpo.tis_weight(old_logp, mb.behaviour_logp, algo.tis_cap)
+        else:
+            w_is = torch.ones_like(logp)
+        token_loss, clipped = grpo.clipped_policy_loss(
+            logp, old_logp, mb.advantages, algo.eps_low, algo.eps_high
+        )
+        token_loss = token_loss * w_is
+        kl = torch.zeros_like(logp)
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_logp, _ = self._logp(self.ref_model, mb)
+            kl = grpo.kl_k3(logp, ref_logp)
+            token_loss = token_loss + algo.kl_coef * kl
+        weight = mb.weight.to(token_loss.dtype)
+        loss = (token_loss * weight).sum()
+        real = mb.seq_index >= 0  # False only for a dummy micro-batch's token
+        with torch.no_grad():
+            stats = torch.stack(
+                [
+                    loss.detach().double(),
+                    torch.tensor(float(mb.tokens), dtype=torch.float64),
+                    real.sum().double(),
+                    (clipped & real).sum().double(),
+                    (entropy * real).sum().double(),
+                    (w_is * real).sum().double(),
+                    ((w_is >= algo.tis_cap) & real).sum().double()
+                    if algo.use_tis
+                    else torch.zeros((), dtype=torch.float64),
+                    (kl.detach() * real).sum().double(),
+                    (w_is * real).max().double(),
+                ]
+            ).cpu()
+        return loss, stats
+
+    def _set_sync(self, sync: bool) -> None:
+        """Reduce-scatter gradients only on the last micro-batch of an optimizer step."""
+        self.model.set_requires_gradient_sync(sync)
+
+    def _clip_and_step(self) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    # --- weights --------------------------------------------------------------------------------
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Collective: the full weights on CPU on rank 0 ({} on the others), for broadcast/saving."""
+        return full_state_dict(self.model)
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Collective: HF folder + optimizer/scheduler/RNG/version at `path` (see checkpoint.py)."""
+        from microcoder.learner.checkpoint import save_checkpoint
+
+        return save_checkpoint(self, Path(path))
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str | Path, learner: LearnerConfig, algorithm: AlgorithmConfig, **kwargs
+    ) -> Learner:
+        """Collective: a Learner with the weights and training state saved at `path`."""
+        from microcoder.learner.checkpoint import load_training_state
+
+        self = cls(path, learner, algorithm, **kwargs)
+        load_training_state(self, Path(path))
+        return self

@@ -1,0 +1,26 @@
+"""Shared fixtures: a very small Qwen2 built locally (hidden 64, 2 layers, 275-token vocab)."""
+
+from __future__ import annotations
+
+import pytest
+
+from microcoder.learner.tiny_model import build_tiny_model
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n\nclass Stack:\n    def push(self, x):\n        pass\n"
+] * 20
+SMALL_ARCH = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory):
+    """Path of a ~0.1 M-parameter HF model folder with a byte-level BPE tokenizer."""
+    return build_tiny_model(
+        tmp_path_factory.mktemp("small-model"), seed=0, corpus=CORPUS, vocab_size=300, **SMALL_ARCH
+    )
