@@ -29,3 +29,24 @@ class ExecutorConfig(Section):
     """Stop judging a solution at its first failing test (RL rewards need only pass/fail)."""
     partial_credit: bool = False
     """Reward = fraction of tests passed instead of 1/0 (implies running all tests)."""
+    wall_factor: float = Field(3.0, ge=1.0)
+    """A test is also stopped (TLE) when its wall-clock time exceeds wall_factor × its time limit
+    + 0.5 s (catches sleeping programs; CPU time is the primary limit, robust on a loaded host)."""
+    max_processes: int = Field(16, ge=1)
+    """Processes (and threads) a program may run at once, itself included (fork bombs stop here)."""
+    tmpfs_mb: int = Field(64, ge=1)
+    """Size of the program's private writable /tmp in MiB (bwrap isolation only)."""
+    open_files: int = Field(64, ge=8)
+    """Open file descriptors a program may hold (RLIMIT_NOFILE)."""
+    sandbox_uid_base: int = Field(61000, ge=1000)
+    """Programs run as host uid sandbox_uid_base + worker slot (root hosts, bwrap only), so the
+    per-uid process limit holds and they cannot signal or trace their fork server."""
+    max_code_kb: int = Field(512, ge=1)
+    """Source larger than this is rejected as CE without being compiled."""
+    retries: int = Field(1, ge=0)
+    """How often a solution is re-run after a sandbox/system fault (SE) before SE is reported."""
+    extra_ro_paths: list[str] = Field(default_factory=list)
+    """Host paths mounted read-only into the sandbox at the same place (e.g. a site-packages
+    with numpy). The interpreter's own prefix, /usr and /etc are always mounted."""
+    python: str = ""
+    """Interpreter that runs the programs; empty = the base interpreter of the judging Python."""

@@ -1,0 +1,138 @@
+"""How a fork server is started: the bubblewrap command line, its user namespace, or bare.
+
+bwrap isolation: new PID, network, IPC, UTS and cgroup namespaces; an empty root with only
+/usr (and its /lib, /bin links), the interpreter's prefix and the judge's own fork-server code
+mounted read-only; fresh /proc, minimal /dev, a private size-capped /tmp; no environment but
+PATH/HOME/LANG; a new session (no terminal); dies with the judge. The fork server is PID 1.
+
+Process bound: as root, each worker gets its own user namespace mapping in-sandbox uid 1000 to
+host uid `sandbox_uid_base + slot`; programs run as that uid (RLIMIT_NPROC counts per real uid and
+is ignored only for host root, so it holds), cannot signal or trace the fork server (uid 0 of the
+namespace with only the capabilities it needs), and are each slot's only processes. Not root:
+bwrap's own unprivileged user namespace; programs keep the caller's uid, and RLIMIT_NPROC counts
+the processes of that uid inside the sandbox's namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from microcoder.sandbox.config import ExecutorConfig
+
+SANDBOX_UID = 1000
+"""The programs' uid inside the sandbox (root hosts)."""
+CODE_DIR = "/opt/microcoder-judge"
+"""Where the fork server's own code is mounted inside the sandbox."""
+SERVER_CAPS = (
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_KILL",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_CHOWN",
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """The configured isolation cannot be set up here; the message says how to fix it."""
+
+
+def interpreter(cfg: ExecutorConfig) -> str:
+    """The Python that runs programs (the judge's base interpreter unless configured)."""
+    return os.path.realpath(cfg.python or getattr(sys, "_base_executable", sys.executable))
+
+
+def server_code_dir() -> str:
+    return str(Path(__file__).resolve().parent)
+
+
+def bootstrap(code_dir: str, uid: int, workdir: str) -> str:
+    return (
+        f"import sys; sys.path.insert(0, {code_dir!r}); import forkserver; "
+        f"sys.path.remove({code_dir!r}); forkserver.main({uid}, {workdir!r})"
+    )
+
+
+def check_available(cfg: ExecutorConfig) -> None:
+    """Raise SandboxUnavailable when bwrap isolation is configured but cannot work here."""
+    if cfg.isolation != "bwrap":
+        return
+    if shutil.which("bwrap") is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated. Install "
+            "it (Debian/Ubuntu: apt-get install bubblewrap; scripts/setup.sh does this), or set "
+            'executor.isolation = "none" to run TRUSTED code only without any isolation.'
+        )
+    if os.geteuid() == 0 and shutil.which("unshare") is None:
+        raise SandboxUnavailable("`unshare` (util-linux) is missing; install util-linux")
+
+
+def make_userns(outer_uid: int) -> int:
+    """(root only) A user namespace mapping uid/gid 0→0 and SANDBOX_UID→outer_uid; returns its fd."""
+    helper = subprocess.Popen(
+        ["unshare", "--user", "--", "sh", "-c", "echo ready; read x"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    try:
+        if helper.stdout.readline().strip() != b"ready":
+            raise SandboxUnavailable("could not create a user namespace (unshare --user failed)")
+        mapping = f"0 0 1\n{SANDBOX_UID} {outer_uid} 1\n"
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{helper.pid}/{name}", "w") as f:
+                f.write(mapping)
+        return os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        helper.stdin.close()
+        helper.wait()
+
+
+def _root_binds(cfg: ExecutorConfig) -> list[str]:
+    args: list[str] = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    prefix = os.path.dirname(os.path.dirname(interpreter(cfg)))
+    if not prefix.startswith("/usr/") and prefix != "/usr":
+        args += ["--ro-bind", prefix, prefix]
+    for extra in cfg.extra_ro_paths:
+        args += ["--ro-bind", extra, extra]
+    return args
+
+
+def sandbox_command(cfg: ExecutorConfig, slot: int) -> tuple[list[str], tuple[int, ...]]:
+    """argv and fds to pass for one worker's fork server (the fds are closed by the caller)."""
+    python = interpreter(cfg)
+    if cfg.isolation == "none":
+        import tempfile
+
+        workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
+        return [python, "-I", "-B", "-c", bootstrap(server_code_dir(), 0, workdir)], ()
+    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
+    fds: tuple[int, ...] = ()
+    if os.geteuid() == 0:
+        fd = make_userns(cfg.sandbox_uid_base + slot)
+        fds = (fd,)
+        args += ["--userns", str(fd), "--cap-drop", "ALL"]
+        for cap in SERVER_CAPS:
+            args += ["--cap-add", cap]
+        uid = SANDBOX_UID
+    else:
+        args += ["--unshare-user", "--cap-drop", "ALL"]
+        uid = 0
+    args += _root_binds(cfg)
+    args += ["--ro-bind", server_code_dir(), CODE_DIR]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", "--size", str(cfg.tmpfs_mb << 20), "--tmpfs", "/tmp"]
+    args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp"]
+    args += ["--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp"]
+    args += ["--", python, "-I", "-B", "-c", bootstrap(CODE_DIR, uid, "/tmp/w")]
+    return args, fds

@@ -1,0 +1,193 @@
+"""What runs in the forked child, inside the sandbox: drop privileges, apply limits, run the program.
+
+Stdlib only (it runs in the fork server's interpreter). The child sees real file descriptors:
+0 = its input (a read-only memfd), 1 and 2 = memfds capped by RLIMIT_FSIZE, and for functional
+and assert problems fd 3 = the pipe it reports per-test results on. Everything else is closed, so
+it cannot reach the fork server's control pipe. Exit mirrors CPython's own shutdown (threads
+joined, atexit run, stdout flushed, status 120 when that flush fails).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+RESULT_FD = 3
+FUNCTIONAL_NAMESPACE: dict = {}
+"""LeetCode's customary names (typing, collections, ...), filled once by the fork server."""
+FUNCTIONAL_IMPORTS = (
+    "import bisect, collections, functools, heapq, itertools, math, operator, random, re, string\n"
+    "from bisect import *\nfrom collections import *\nfrom functools import *\n"
+    "from heapq import *\nfrom itertools import *\nfrom math import *\nfrom typing import *\n"
+)
+
+
+def warm_up() -> None:
+    """Import what programs commonly use, once, in the fork server (children inherit it)."""
+    exec(FUNCTIONAL_IMPORTS, FUNCTIONAL_NAMESPACE)
+    for name in ("array", "copy", "decimal", "fractions", "statistics", "datetime", "string"):
+        __import__(name)
+    sys.set_int_max_str_digits(0)
+
+
+def enter(limits: dict, uid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int):
+    """Become the program's process: fds, session, identity, rlimits. Never raises on its own."""
+    os.setsid()
+    fds = [os.open(f"/proc/self/fd/{stdin_fd}", os.O_RDONLY)]
+    fds += [os.open(f"/proc/self/fd/{fd}", os.O_WRONLY) for fd in (stdout_fd, stderr_fd)]
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    keep = 3
+    if result_fd >= 0:
+        os.dup2(result_fd, RESULT_FD)
+        keep = 4
+    os.closerange(keep, 1 << 16)
+    if uid:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    for sig in (signal.SIGXFSZ, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    cpu = max(1, int(limits["cpu_s"] + 0.999))
+    mem = limits["memory_mb"] << 20
+    for res, value in (
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (limits["output_bytes"] + 1,) * 2),
+        (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        resource.setrlimit(res, value)
+    if limits["max_processes"]:  # 0 = not enforceable here (isolation "none")
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"],) * 2)
+    _fresh_stdio()
+
+
+def _fresh_stdio() -> None:
+    def stream(fd: int, mode: str):
+        raw = io.FileIO(fd, mode, closefd=False)
+        if mode == "r":
+            return io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8")
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace")
+
+    sys.stdin = sys.__stdin__ = stream(0, "r")
+    sys.stdout = sys.__stdout__ = stream(1, "w")
+    sys.stderr = sys.__stderr__ = stream(2, "w")
+    sys.argv = ["solution.py"]
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def finish(status: int) -> None:
+    """Shut down like CPython: join threads, run atexit, flush stdio, then _exit."""
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - a program's atexit must not escape the child
+        pass
+    try:
+        sys.stdout.flush()
+    except BaseException:  # noqa: BLE001
+        status = status or 120
+    try:
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(status)
+
+
+def run_program(code) -> None:
+    """stdin problems: run the compiled module as __main__ and exit with its status."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
+    status = 0
+    try:
+        exec(code, namespace)
+    except SystemExit as exc:
+        status = _exit_code(exc)
+    except BaseException:  # noqa: BLE001 - report like the interpreter does
+        traceback.print_exc()
+        status = 1
+    finish(status)
+
+
+def _report(i: int, tag: str, cpu: float, wall: float, text: str) -> None:
+    line = f"{i}\t{tag}\t{cpu:.6f}\t{wall:.6f}\t{text}\n".encode()
+    view = memoryview(line)
+    while view:
+        view = view[os.write(RESULT_FD, view) :]
+
+
+def _error_text(exc: BaseException) -> str:
+    return json.dumps(f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+def _entry(namespace: dict, fn_name: str):
+    cls = namespace.get("Solution")
+    if isinstance(cls, type) and hasattr(cls, fn_name):
+        return lambda: getattr(cls(), fn_name)
+    fn = namespace.get(fn_name)
+    if callable(fn):
+        return lambda: fn
+    raise NameError(f"no class Solution with method {fn_name!r} and no function {fn_name!r}")
+
+
+def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_exit: bool) -> None:
+    """functional / assert problems: one process per solution, results streamed on RESULT_FD.
+
+    Each line: `index TAB tag TAB cpu_s TAB wall_s TAB json` with tag OK (json = the return value),
+    FAIL (assert failed), BAD (return value not JSON-serialisable) or ERR (exception text).
+    Index -1 reports a failure while loading the module.
+    """
+    sys.setrecursionlimit(50000)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    if kind == "functional":
+        namespace.update((k, v) for k, v in FUNCTIONAL_NAMESPACE.items() if k != "__builtins__")
+    c0, w0 = time.process_time(), time.perf_counter()
+    try:
+        if prelude is not None:
+            exec(prelude, namespace)
+        exec(code, namespace)
+        entry = _entry(namespace, fn_name) if kind == "functional" else None
+    except BaseException as exc:  # noqa: BLE001
+        _report(-1, "ERR", time.process_time() - c0, time.perf_counter() - w0, _error_text(exc))
+        finish(1)
+    for i, test in enumerate(tests):
+        c0, w0 = time.process_time(), time.perf_counter()
+        tag, text = "OK", "null"
+        try:
+            if kind == "functional":
+                args = [json.loads(line) for line in test.split("\n") if line.strip()]
+                value = entry()(*args)
+                try:
+                    text = json.dumps(value)
+                except (TypeError, ValueError) as exc:
+                    tag, text = "BAD", _error_text(exc)
+            else:
+                exec(compile(test, f"<test {i}>", "exec"), namespace)
+        except AssertionError as exc:
+            tag, text = "FAIL", _error_text(exc)
+        except BaseException as exc:  # noqa: BLE001
+            tag, text = "ERR", _error_text(exc)
+        _report(i, tag, time.process_time() - c0, time.perf_counter() - w0, text)
+        if early_exit and tag != "OK":
+            break
+    finish(0)

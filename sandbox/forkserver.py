@@ -1,0 +1,245 @@
+"""The fork server: a warm interpreter inside the sandbox that forks one child per program run.
+
+Stdlib only; started by sandbox/worker.py as `python -I -B -c <bootstrap>` with this folder on
+sys.path, inside bubblewrap (or bare with isolation "none"). It never sees expected outputs: the
+host sends a program, then inputs, and gets raw outputs back (frames.py). Inside bubblewrap it is
+PID 1 of its own PID namespace, so a program cannot kill it, and after every run it kills every
+process left in the namespace (daemons included). It is non-dumpable (no ptrace, no /proc/1/mem).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+import childproc
+from frames import FrameError, read_frame, write_frame
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_PR_SET_DUMPABLE = 4
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Server:
+    """State of one fork server: control pipes, reusable memfds, the loaded program."""
+
+    def __init__(self, ctl_in: int, ctl_out: int, uid: int, workdir: str):
+        self.ctl_in, self.ctl_out, self.uid, self.workdir = ctl_in, ctl_out, uid, workdir
+        self.is_init = os.getpid() == 1
+        self.fds = [os.memfd_create(name) for name in ("stdin", "stdout", "stderr")]
+        self.program = None
+
+    # -- requests ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        write_frame(self.ctl_out, {"op": "ready", "pid": os.getpid(), "init": self.is_init})
+        while True:
+            try:
+                header, payload = read_frame(self.ctl_in)
+            except FrameError:
+                return
+            op = header["op"]
+            if op == "load":
+                self.load(header)
+            elif op == "stdin":
+                self.run_stdin(header, payload)
+            elif op == "tests":
+                self.run_tests(header)
+            elif op == "ping":
+                write_frame(self.ctl_out, {"op": "pong"})
+            elif op == "exit":
+                return
+            # "stop" while idle: the run it meant has already finished; ignore it.
+
+    def load(self, h: dict) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        os.makedirs(self.workdir, exist_ok=True)
+        if self.uid:
+            os.chown(self.workdir, self.uid, self.uid)
+        self.program = None
+        try:
+            prelude = compile(h["prelude"], "prelude.py", "exec") if h.get("prelude") else None
+            code = compile(h["code"], "solution.py", "exec")
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
+            msg = "".join(traceback.format_exception_only(type(exc), exc))[-2000:]
+            write_frame(self.ctl_out, {"op": "loaded", "ce": msg})
+            return
+        self.program = (h["kind"], code, prelude, h.get("fn_name") or "")
+        write_frame(self.ctl_out, {"op": "loaded", "ce": None})
+
+    def run_stdin(self, h: dict, data: bytes) -> None:
+        kind, code, _, _ = self.program
+        pid, t0 = self._spawn(h["limits"], data, -1, lambda: childproc.run_program(code))
+        reason, _ = self._watch(pid, h["limits"], None)
+        self._finish(pid, t0, reason, h["limits"], with_stdout=True)
+
+    def run_tests(self, h: dict) -> None:
+        kind, code, prelude, fn_name = self.program
+        r, w = os.pipe()
+        tests, early = h["tests"], h.get("early_exit", True)
+        target = lambda: childproc.run_tests(kind, code, prelude, fn_name, tests, early)  # noqa: E731
+        pid, t0 = self._spawn(h["limits"], b"", w, target)
+        os.close(w)
+        try:
+            reason, _ = self._watch(pid, h["limits"], r)
+        finally:
+            os.close(r)
+        self._finish(pid, t0, reason, h["limits"], with_stdout=False)
+
+    # -- children ---------------------------------------------------------------------------
+    def _spawn(self, limits: dict, data: bytes, result_w: int, target) -> tuple[int, float]:
+        fin, fout, ferr = self.fds
+        for fd in self.fds:
+            os.ftruncate(fd, 0)
+        if data:
+            os.pwrite(fin, data, 0)
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                os.chdir(self.workdir)
+                childproc.enter(limits, self.uid, fin, fout, ferr, result_w)
+                target()
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                os._exit(70)
+        return pid, t0
+
+    def _watch(self, pid: int, limits: dict, result_r: int | None) -> tuple[str | None, int]:
+        """Wait for the child, streaming its result lines; kill it on TLE or a host `stop`."""
+        cpu_limit, wall_limit = limits["time_s"], limits["wall_s"]
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        if result_r is not None:
+            os.set_blocking(result_r, False)
+            poller.register(result_r, select.POLLIN)
+            poller.register(self.ctl_in, select.POLLIN)
+        t_last, cpu_base, pending, lines, reason = time.monotonic(), 0.0, b"", 0, None
+        try:
+            while True:
+                elapsed = time.monotonic() - t_last
+                wait = cpu_limit - elapsed if elapsed < cpu_limit else 0.05
+                events = poller.poll(max(0.0, min(wait, wall_limit - elapsed)) * 1000 + 1)
+                done = False
+                for fd, _ in events:
+                    if fd == pidfd:
+                        done = True
+                    elif fd == result_r:
+                        pending, n, cpu = self._forward(result_r, pending)
+                        if n:
+                            lines, cpu_base, t_last = lines + n, cpu_base + cpu, time.monotonic()
+                    elif fd == self.ctl_in:
+                        header, _ = read_frame(self.ctl_in)
+                        if header["op"] == "stop":
+                            os.kill(pid, signal.SIGKILL)
+                            reason = reason or "stopped"
+                if done:
+                    if result_r is not None:
+                        self._forward(result_r, pending)
+                    return reason, lines
+                elapsed = time.monotonic() - t_last
+                if reason is None and (
+                    elapsed > wall_limit or _proc_cpu(pid) - cpu_base > cpu_limit
+                ):
+                    os.kill(pid, signal.SIGKILL)
+                    reason = "tle"
+        finally:
+            os.close(pidfd)
+
+    def _forward(self, fd: int, pending: bytes) -> tuple[bytes, int, float]:
+        """Relay complete result lines to the host; return the incomplete rest, count, cpu."""
+        chunks = [pending]
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            return data, 0, 0.0
+        complete = data[:cut]
+        cpu = 0.0
+        for line in complete.splitlines():
+            try:
+                cpu += float(line.split(b"\t", 3)[2])
+            except (IndexError, ValueError):
+                pass
+        write_frame(self.ctl_out, {"op": "results"}, complete)
+        return data[cut:], complete.count(b"\n"), cpu
+
+    def _finish(self, pid: int, t0: float, reason, limits: dict, with_stdout: bool) -> None:
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.monotonic() - t0
+        self._sweep(pid)
+        _, fout, ferr = self.fds
+        out_bytes, err_bytes = os.fstat(fout).st_size, os.fstat(ferr).st_size
+        cap = limits["output_bytes"] + 1
+        err_tail = os.pread(ferr, 2000, max(0, err_bytes - 2000)).decode("utf-8", "replace")
+        header = {
+            "op": "done",
+            "exit": os.waitstatus_to_exitcode(status),
+            "cpu": usage.ru_utime + usage.ru_stime,
+            "wall": wall,
+            "maxrss_kb": usage.ru_maxrss,
+            "reason": reason,
+            "out_bytes": out_bytes,
+            "err_bytes": err_bytes,
+            "err_tail": err_tail,
+            "out_head": os.pread(fout, 300, 0).decode("utf-8", "replace"),
+        }
+        write_frame(self.ctl_out, header, os.pread(fout, cap, 0) if with_stdout else b"")
+
+    def _sweep(self, pid: int) -> None:
+        """Kill whatever the program left behind (daemons, orphans) and reap it."""
+        if not self.is_init:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return
+        killed = False
+        while True:
+            try:
+                wpid, _ = os.waitpid(-1, 0 if killed else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if wpid == 0:
+                os.kill(-1, signal.SIGKILL)
+                killed = True
+
+
+def main(uid: int, workdir: str) -> None:
+    """Entry point (see worker.py): control on fds 0/1, programs run as `uid` (0 = unchanged)."""
+    ctl_in, ctl_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    childproc.warm_up()
+    sys.stdout.flush()
+    try:
+        Server(ctl_in, ctl_out, uid, workdir).serve()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

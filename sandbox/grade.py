@@ -1,0 +1,209 @@
+"""Judge one solution on one fork server: send the program and inputs, compare in the host.
+
+The expected outputs never leave this process: the fork server (and so every forked program)
+only ever receives the program, the prelude and the test inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, field
+
+from microcoder.data.problem import Problem
+from microcoder.sandbox.checker import run_checker
+from microcoder.sandbox.compare import canonical_json, compare_output, compare_value
+from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.verdict import Verdict, score
+from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
+
+REPLY_SLACK_S = 10.0
+"""Extra seconds the host waits for a fork server beyond the program's own wall limit."""
+
+
+@dataclass
+class Outcome:
+    """Running tally while a solution's tests come in."""
+
+    total: int
+    passed: int = 0
+    time_s: float = 0.0
+    cpu_s: float = 0.0
+    verdict: str = "AC"
+    first_failed: int | None = None
+    message: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def fail(self, index: int, verdict: str, message: str) -> None:
+        if self.first_failed is None:
+            self.first_failed, self.verdict, self.message = index, verdict, message[:500]
+
+
+def limits_for(problem: Problem, cfg: ExecutorConfig) -> dict:
+    time_s = problem.time_limit_s or cfg.time_limit_s
+    return {
+        "time_s": time_s,
+        "wall_s": time_s * cfg.wall_factor + 0.5,
+        "cpu_s": time_s + 1,
+        "memory_mb": problem.memory_mb or cfg.memory_mb,
+        "output_bytes": cfg.output_limit_kb << 10,
+        "open_files": cfg.open_files,
+        "max_processes": cfg.max_processes if cfg.isolation == "bwrap" else 0,
+    }
+
+
+def _crash_kind(done: dict, limits: dict) -> tuple[str, str]:
+    """Verdict for a run that did not end normally (or wrote too much)."""
+    code, tail = done["exit"], done.get("err_tail", "")
+    if done.get("reason") == "tle" or code == -signal.SIGXCPU:
+        return "TLE", f"time limit {limits['time_s']:g} s exceeded"
+    if done["out_bytes"] > limits["output_bytes"] or code == -signal.SIGXFSZ:
+        return "WA", f"output limit exceeded ({limits['output_bytes'] >> 10} KiB)"
+    last = tail.strip().splitlines()[-1] if tail.strip() else ""
+    if "MemoryError" in last or done.get("maxrss_kb", 0) >= limits["memory_mb"] * 1024 * 0.95:
+        return "MLE", f"memory limit {limits['memory_mb']} MiB exceeded"
+    if code < 0:
+        return "RE", f"killed by signal {-code} ({signal.Signals(-code).name})"
+    return "RE", f"exit status {code}: {last[:200]}"
+
+
+def _excerpts(out: Outcome, done: dict) -> None:
+    out.stdout = done.get("out_head", "")[:300]
+    out.stderr = done.get("err_tail", "")[-300:]
+
+
+def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, cfg, out: Outcome, early):
+    for i, test in enumerate(problem.tests):
+        worker.send({"op": "stdin", "limits": limits}, test["input"].encode())
+        done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        out.time_s += done["wall"]
+        out.cpu_s += done["cpu"]
+        _excerpts(out, done)
+        if done["exit"] != 0 or done.get("reason") or done["out_bytes"] > limits["output_bytes"]:
+            out.fail(i, *_crash_kind(done, limits))
+        else:
+            actual = stdout.decode("utf-8", "replace")
+            if problem.compare == "checker":
+                ok, why = run_checker(problem.checker, test["input"], test["output"], actual)
+            else:
+                ok, why = compare_output(test["output"], actual, problem.compare)
+            if ok:
+                out.passed += 1
+            else:
+                out.fail(i, "WA", why)
+        if out.first_failed is not None and early:
+            return
+
+
+def _expected_for(problem: Problem) -> list[str]:
+    cached = problem.meta.get("_canonical_outputs")
+    if cached is None or len(cached) != len(problem.tests):
+        cached = [canonical_json(t["output"]) for t in problem.tests]
+        problem.meta["_canonical_outputs"] = cached
+    return cached
+
+
+def _judge_line(line: bytes, kind: str, expected: list[str], out: Outcome) -> None:
+    parts = line.decode("utf-8", "replace").split("\t", 4)
+    if len(parts) != 5:
+        out.fail(out.passed, "RE", "the program wrote garbage on the judge's result channel")
+        return
+    index, tag, cpu, wall, text = int(parts[0]), parts[1], parts[2], parts[3], parts[4]
+    out.cpu_s += float(cpu)
+    out.time_s += float(wall)
+    if index < 0 or index >= len(expected):
+        out.fail(max(index, 0), "RE", f"loading the solution failed: {json.loads(text)}")
+        return
+    if tag == "OK":
+        ok, why = compare_value(expected[index], text) if kind == "functional" else (True, "")
+        if ok:
+            out.passed += 1
+        else:
+            out.fail(index, "WA", why)
+    elif tag in ("FAIL", "BAD"):
+        out.fail(index, "WA", json.loads(text))
+    else:
+        message = json.loads(text)
+        out.fail(index, "MLE" if message.startswith("MemoryError") else "RE", message)
+
+
+def _run_tests(worker: WorkerProcess, problem: Problem, limits: dict, out: Outcome, early: bool):
+    key = "input" if problem.kind == "functional" else "code"
+    expected = _expected_for(problem) if problem.kind == "functional" else []
+    expected = expected or [""] * len(problem.tests)
+    worker.send(
+        {
+            "op": "tests",
+            "limits": limits,
+            "tests": [t[key] for t in problem.tests],
+            "early_exit": early,
+        }
+    )
+    stopped, seen = False, 0
+    while True:
+        header, payload = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        if header["op"] == "results":
+            for line in payload.splitlines():
+                seen += 1
+                if out.first_failed is None or not early:
+                    _judge_line(line, problem.kind, expected, out)
+            if out.first_failed is not None and early and not stopped:
+                worker.send({"op": "stop"})
+                stopped = True
+            continue
+        if header["op"] != "done":
+            raise WorkerCrash(f"unexpected frame {header['op']!r} while running tests")
+        _excerpts(out, header)
+        reported = out.passed + (0 if out.first_failed is None else 1)
+        if out.first_failed is None and reported < len(problem.tests):
+            index = min(seen, len(problem.tests) - 1)
+            if header.get("reason") == "tle" or header["exit"] != 0:
+                out.fail(index, *_crash_kind(header, limits))
+            else:
+                out.fail(index, "RE", "the program exited before all tests ran")
+        return
+
+
+def judge_solution(
+    worker: WorkerProcess, problem: Problem, code: str, cfg: ExecutorConfig
+) -> Verdict:
+    """Judge `code` on `problem` with `worker`; WorkerCrash propagates (the pool retries)."""
+    total = len(problem.tests)
+    early = cfg.early_exit and not cfg.partial_credit
+    out = Outcome(total=total)
+    if len(code.encode()) > cfg.max_code_kb << 10:
+        out.fail(0, "CE", f"source longer than {cfg.max_code_kb} KiB")
+    else:
+        worker.send(
+            {
+                "op": "load",
+                "kind": problem.kind,
+                "code": code,
+                "prelude": problem.prelude,
+                "fn_name": problem.fn_name,
+            }
+        )
+        header, _ = worker.recv(REPLY_SLACK_S + 30)
+        if header.get("ce"):
+            out.fail(0, "CE", header["ce"])
+        else:
+            limits = limits_for(problem, cfg)
+            if problem.kind == "stdin":
+                _run_stdin(worker, problem, limits, cfg, out, early)
+            else:
+                _run_tests(worker, problem, limits, out, early)
+    return Verdict(
+        verdict=out.verdict,
+        passed=out.passed,
+        total=total,
+        time_s=round(out.time_s, 6),
+        cpu_s=round(out.cpu_s, 6),
+        first_failed=out.first_failed,
+        message=out.message,
+        stdout=out.stdout,
+        stderr=out.stderr,
+        reward=score(out.verdict, out.passed, total, cfg.partial_credit),
+        problem_id=problem.id,
+    )

@@ -1,0 +1,177 @@
+"""JudgePool: N sandboxed fork servers judging many (problem, code) pairs concurrently.
+
+One host thread per worker drives its fork server (blocking pipe I/O releases the GIL, and the
+host does only framing and comparison). A worker that dies, hangs or breaks the protocol is
+replaced and the solution re-run (`retries`); only then is it reported as SE.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import sys
+import threading
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from microcoder.data.problem import Problem
+from microcoder.sandbox.bwrap import SandboxUnavailable, check_available
+from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.grade import judge_solution
+from microcoder.sandbox.verdict import Verdict, score
+from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
+
+NO_ISOLATION_WARNING = (
+    'executor.isolation = "none": programs run WITHOUT a sandbox. They can read every file the '
+    "judge can (including expected outputs and problem files), use the network, see other "
+    "processes, fill the disk and leave processes behind; the process-count limit is not "
+    "enforced. Use this only for trusted code (e.g. reference solutions)."
+)
+
+
+@dataclass
+class _Job:
+    job_id: int
+    problem: Problem
+    code: str | None
+    solution_id: str
+    tag: Any
+
+
+class JudgePool:
+    """Judge solutions in sandboxed worker processes; use from one thread (see package doc)."""
+
+    def __init__(self, config: ExecutorConfig | None = None, **overrides):
+        cfg = (config or ExecutorConfig()).model_copy(update=overrides)
+        ExecutorConfig.model_validate(cfg.model_dump())
+        check_available(cfg)
+        if cfg.isolation == "none":
+            warnings.warn(NO_ISOLATION_WARNING, stacklevel=2)
+            print(f"microcoder judge: WARNING: {NO_ISOLATION_WARNING}", file=sys.stderr)
+        self.cfg = cfg
+        self.size = cfg.workers or os.cpu_count() or 1
+        self._jobs: queue.Queue = queue.Queue()
+        self._done: queue.Queue = queue.Queue()
+        self._ids = itertools.count()
+        self._pending = 0
+        self._closed = False
+        self.restarts = 0
+        self.workers = [WorkerProcess(cfg, slot) for slot in range(self.size)]
+        started: queue.Queue = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._serve, args=(w, started), daemon=True, name=f"judge-{i}")
+            for i, w in enumerate(self.workers)
+        ]
+        for t in self._threads:
+            t.start()
+        errors = [e for e in (started.get() for _ in self._threads) if e is not None]
+        if errors:
+            self.close()
+            raise SandboxUnavailable(f"could not start the judge's sandbox: {errors[0]}")
+
+    # -- public API ---------------------------------------------------------------------------
+    def submit(
+        self, problem: Problem, code: str | None, solution_id: str = "", tag: Any = None
+    ) -> int:
+        """Queue one solution (code None = nothing extracted: scored WA); returns its job id."""
+        if self._closed:
+            raise RuntimeError("JudgePool is closed")
+        job = _Job(next(self._ids), problem, code, solution_id, tag)
+        self._pending += 1
+        self._jobs.put(job)
+        return job.job_id
+
+    @property
+    def pending(self) -> int:
+        """Submitted solutions whose verdict has not been taken yet."""
+        return self._pending
+
+    def as_completed(self, timeout: float | None = None) -> Iterator[Verdict]:
+        """Yield verdicts as they finish until none is pending (queue.Empty after `timeout` s idle)."""
+        while self._pending:
+            verdict = self._done.get(timeout=timeout)
+            self._pending -= 1
+            yield verdict
+
+    def judge_many(self, pairs: Iterable[tuple[Problem, str | None]]) -> list[Verdict]:
+        """Judge (problem, code) pairs and return verdicts in input order."""
+        ids = [self.submit(p, c) for p, c in pairs]
+        by_id = {v.job_id: v for v in self.as_completed()}
+        return [by_id[i] for i in ids]
+
+    def judge(self, problem: Problem, code: str | None) -> Verdict:
+        """Judge one solution (blocking)."""
+        return self.judge_many([(problem, code)])[0]
+
+    def worker_pids(self) -> list[int]:
+        """Host pids of the running fork servers' sandboxes (for diagnostics and tests)."""
+        return [w.pid for w in self.workers if w.pid is not None]
+
+    def close(self) -> None:
+        """Stop every worker (idempotent). Pending solutions are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def __enter__(self) -> JudgePool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- worker threads ----------------------------------------------------------------------
+    def _serve(self, worker: WorkerProcess, started: queue.Queue) -> None:
+        try:
+            worker.start()
+        except Exception as e:  # noqa: BLE001 - reported to the constructor
+            started.put(f"{type(e).__name__}: {e}")
+            worker.close()
+            return
+        started.put(None)
+        try:
+            while (job := self._jobs.get()) is not None:
+                self._done.put(self._run(worker, job))
+        finally:
+            worker.close()
+
+    def _run(self, worker: WorkerProcess, job: _Job) -> Verdict:
+        total = len(job.problem.tests)
+        if job.code is None:
+            v = Verdict(
+                "WA",
+                0,
+                total,
+                first_failed=0,
+                message="no code found in the response",
+                reward=score("WA", 0, total, self.cfg.partial_credit),
+            )
+        else:
+            v, attempts = None, 0
+            while v is None:
+                attempts += 1
+                try:
+                    if worker.proc is None:
+                        worker.start()
+                    v = judge_solution(worker, job.problem, job.code, self.cfg)
+                except (WorkerCrash, OSError) as e:
+                    self.restarts += 1
+                    worker.stop()
+                    if attempts > self.cfg.retries:
+                        v = Verdict(
+                            "SE", 0, total, message=f"sandbox fault: {e}"[:500], reward=None
+                        )
+            v.attempts = attempts
+        v.problem_id, v.solution_id, v.job_id, v.tag = (
+            job.problem.id,
+            job.solution_id,
+            job.job_id,
+            job.tag,
+        )
+        return v

@@ -1,0 +1,104 @@
+"""Host side of one fork server: start it, exchange frames with it, replace it when it breaks."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import tempfile
+
+from microcoder.sandbox.bwrap import sandbox_command
+from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.frames import FrameError, read_frame, write_frame
+
+START_TIMEOUT_S = 60.0
+"""How long a fresh fork server may take to say it is ready."""
+
+
+class WorkerCrash(RuntimeError):
+    """The fork server died, hung or broke the protocol (a sandbox fault, verdict SE)."""
+
+
+class WorkerProcess:
+    """One fork server process; not thread-safe (one pool thread owns it)."""
+
+    def __init__(self, cfg: ExecutorConfig, slot: int):
+        self.cfg, self.slot = cfg, slot
+        self.proc: subprocess.Popen | None = None
+        self.log = tempfile.TemporaryFile()
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        self.stop()
+        argv, fds = sandbox_command(self.cfg, self.slot)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                pass_fds=fds,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                start_new_session=True,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.starts += 1
+        header, _ = self.recv(START_TIMEOUT_S)
+        if header.get("op") != "ready":
+            raise WorkerCrash(f"fork server said {header.get('op')!r} instead of ready")
+
+    def send(self, header: dict, payload: bytes = b"") -> None:
+        try:
+            write_frame(self.proc.stdin.fileno(), header, payload)
+        except (OSError, AttributeError) as e:
+            raise WorkerCrash(f"fork server is gone ({e}){self._log_tail()}") from None
+
+    def recv(self, timeout: float) -> tuple[dict, bytes]:
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise WorkerCrash(f"fork server did not answer within {timeout:.0f} s")
+        try:
+            return read_frame(fd)
+        except (FrameError, OSError) as e:
+            raise WorkerCrash(f"fork server stream broke ({e}){self._log_tail()}") from None
+
+    def _log_tail(self) -> str:
+        try:
+            self.log.seek(0, os.SEEK_END)
+            size = self.log.tell()
+            self.log.seek(max(0, size - 600))
+            tail = self.log.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its log: {tail}" if tail else ""
+
+    def stop(self) -> None:
+        """Ask the server to exit, then make sure it (and its sandbox) is gone."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            write_frame(proc.stdin.fileno(), {"op": "exit"})
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop()
+        self.log.close()
