@@ -1,1 +1,54 @@
-"""Isolated code execution, output comparison (the judge) and the worker pool. No torch import."""
+"""The judge: isolated code execution, output comparison and the worker pool. No torch import.
+
+Python API (for the executor actor; use from one thread):
+
+    from microcoder.sandbox import JudgePool, Verdict, extract_code
+    pool = JudgePool(cfg)                    # cfg: ExecutorConfig (section [executor]); or
+    pool = JudgePool(workers=4, early_exit=True)   # defaults + field overrides
+    job = pool.submit(problem, code, solution_id="s1", tag=anything)   # -> int job id
+    for v in pool.as_completed(timeout=None):   # Verdict records as they finish
+        v.verdict, v.reward, v.passed, v.total, v.first_failed, v.tag, ...
+    pool.judge(problem, code) -> Verdict;  pool.judge_many([(problem, code), ...]) -> [Verdict]
+    pool.close()                              # or `with JudgePool(cfg) as pool:`
+    extract_code(response) -> str | None      # None: submit it anyway, it is scored WA
+
+`problem` is a microcoder.data.problem.Problem (kinds stdin / functional / assert). Verdicts:
+AC WA TLE MLE RE CE SE (SE = sandbox fault, already retried `retries` times, reward None: do not
+score it). A crashed or hung worker is replaced transparently. JudgePool raises
+SandboxUnavailable (with the fix) when bwrap is missing and isolation is not "none".
+
+Threat model. Covered (isolation = "bwrap", the default): programs run in forked children of a
+warm fork server inside bubblewrap: no network (own net namespace), own PID/IPC/UTS namespaces,
+an empty root with only /usr, the interpreter prefix and the fork server's code, read-only; a
+private size-capped /tmp; no environment variables but PATH/HOME/LANG. A program never sees
+expected outputs (compared in the judge process; the fork server never receives them), problem
+files, the judge's environment, the host's home or project directories. Limits per run: CPU time
+(primary, robust under load) and wall clock (wall_factor × limit), address space, file size
+(= output cap, also bounds /tmp files), open files, and a process count that holds for root
+(programs run as a dedicated host uid per worker, `sandbox_uid_base + slot`, via a user namespace
+mapping; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
+program cannot kill it), non-dumpable (no ptrace or /proc/1/mem) and runs as another uid; after
+every run it kills every process left in the namespace, so daemons do not outlive their test.
+Stdin, stdout and stderr are real file descriptors (memfds), and the program cannot reach the
+fork server's control pipe.
+Not covered: kernel exploits (no seccomp filter); CPU and memory-bandwidth contention between
+workers (timing side effects); programs can read world-readable files under /usr and the
+interpreter prefix; a program may use up to `max_processes` processes and `tmpfs_mb` of /tmp
+(RAM). With isolation = "none" (trusted code only; the judge warns loudly) only the rlimits
+(no process count), a scrubbed environment and a private working directory remain.
+"""
+
+from microcoder.sandbox.bwrap import SandboxUnavailable
+from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.extract import extract_code
+from microcoder.sandbox.pool import JudgePool
+from microcoder.sandbox.verdict import VERDICTS, Verdict
+
+__all__ = [
+    "VERDICTS",
+    "ExecutorConfig",
+    "JudgePool",
+    "SandboxUnavailable",
+    "Verdict",
+    "extract_code",
+]
