@@ -1,0 +1,39 @@
+"""Buffer host actor: runs the buffer server (buffer/) in a thread and publishes its address."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from microcoder.launch.config import Config
+
+
+class BufferHost:
+    """Ray actor body. The problems come from `[data]`; the server holds only ids and prompts."""
+
+    def __init__(self, cfg: Config, restore_from: str | None = None, keys_dir: str | None = None):
+        from microcoder.buffer.prompts import DatasetPrompts
+        from microcoder.buffer.server import BufferServer
+        from microcoder.launch.problems import load_run_problems
+
+        problems = load_run_problems(cfg.data, cfg.seed)
+        prompts = DatasetPrompts(problems, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
+        self.server = BufferServer(
+            cfg.buffer,
+            prompts,
+            cfg.learner.batch_size,
+            keys_dir=keys_dir,
+            restore_from=restore_from,
+        )
+        self.address = self.server.start()
+
+    def get_address(self) -> str:
+        return self.address
+
+    def stats(self) -> dict[str, Any]:
+        from microcoder.buffer.client import BufferClient
+
+        with BufferClient(self.address, owner="buffer-host") as c:
+            return c.stats()
+
+    def shutdown(self) -> None:
+        self.server.stop()

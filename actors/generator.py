@@ -1,0 +1,169 @@
+"""Generator actor: a vLLM engine wired to the buffer (prompts in, groups out) and to the learner
+(weights in). Thin: sampling is actors/rollout.py, the wire is buffer/, the weights path is
+actors/weight_sync.py.
+
+Loop: [sync weights if the learner has a newer version] -> lease up to `max_inflight_prompts`
+prompts (admission control may give fewer or none) -> sample G responses for each in one engine
+call -> hand the groups to the buffer. Weight updates are applied only between waves, so every
+response of a wave is sampled by one policy version and tagged with it exactly; a wave of the
+tiny model takes well under a second, so the learner's new weights wait at most that long. (The
+alternative, aborting in-flight requests and re-queueing their prompts, wastes finished tokens
+and buys nothing with waves this short.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from microcoder.actors.rollout import count_tokens, render_prompt_ids, sample_groups
+from microcoder.actors.timing import PoolTimer
+from microcoder.launch.config import Config
+
+
+class Generator:
+    """One generator replica (Ray actor body). `weights` is the learner's weight publisher."""
+
+    def __init__(self, name: str, cfg: Config, model_path: str, buffer_address: str, weights=None):
+        from transformers import AutoTokenizer
+
+        from microcoder.actors.engine import build_engine
+        from microcoder.buffer.client import BufferClient
+        from microcoder.launch.device import resolve_device
+
+        self.name, self.cfg, self.weights = name, cfg, weights
+        self.device = resolve_device(cfg.cluster.device)
+        self.llm = build_engine(
+            model_path, cfg.generator, self.device, seed=cfg.seed,
+            worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
+        )  # fmt: skip
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+        self.version = 0
+        self.temperature = cfg.algorithm.temperature.initial
+        self.timer = PoolTimer()
+        self.tokens = 0
+        self.groups = 0
+        self.syncs: list[dict[str, float]] = []
+        self._stop = threading.Event()
+        self._prompt_cache: dict[str, list[int]] = {}
+
+    # ------------------------------------------------------------ control (other threads)
+
+    def ready(self) -> dict[str, Any]:
+        return {"name": self.name, "device": self.device, "version": self.version}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def set_temperature(self, temperature: float) -> None:
+        self.temperature = float(temperature)
+
+    def stats(self) -> dict[str, Any]:
+        busy = self.timer.busy_s
+        return {
+            "name": self.name,
+            "version": self.version,
+            "temperature": self.temperature,
+            "groups": self.groups,
+            "tokens": self.tokens,
+            "tokens_per_s": self.tokens / busy if busy else 0.0,
+            **self.timer.summary(),
+            "last_sync": self.syncs[-1] if self.syncs else {},
+        }
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, max_waves: int | None = None) -> dict[str, Any]:
+        """Generate until stopped, the prompt source is exhausted, or `max_waves` waves."""
+        waves = 0
+        while not self._stop.is_set() and (max_waves is None or waves < max_waves):
+            self.maybe_sync_weights()
+            with self.timer.idle():
+                reply = self.client.get_prompts(self.cfg.generator.max_inflight_prompts, wait_s=0.5)
+            if reply.done:
+                break
+            if not reply.assignments:
+                continue
+            with self.timer.busy():
+                groups = self.generate(reply.assignments)
+            with self.timer.io():
+                self.client.put_unscored(groups)
+            waves += 1
+        return self.stats()
+
+    def generate(self, assignments) -> list:
+        groups = self._sample(assignments, self.temperature)
+        self.tokens += count_tokens(groups)
+        self.groups += len(groups)
+        return groups
+
+    def _sample(self, assignments, temperature: float) -> list:
+        ids = [self._prompt_ids(a.prompt) for a in assignments]
+        return sample_groups(
+            self.llm, assignments, ids,
+            group_size=self.cfg.algorithm.group_size, temperature=temperature,
+            max_tokens=self.cfg.generator.max_response_tokens, policy_version=self.version,
+            owner=self.name,
+        )  # fmt: skip
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        ids = self._prompt_cache.get(prompt)
+        if ids is None:
+            ids = render_prompt_ids(self.tokenizer, self.cfg.generator.system_prompt, prompt)
+            if len(self._prompt_cache) < 100_000:
+                self._prompt_cache[prompt] = ids
+        return ids
+
+    # ------------------------------------------------------------ weights
+
+    def maybe_sync_weights(self) -> bool:
+        """Pull the learner's newest weights if they are newer than ours."""
+        if self.weights is None:
+            return False
+        from microcoder.actors.weight_sync import pull_weights
+
+        with self.timer.sync():
+            result = pull_weights(self.llm, self.weights, self.version, self.name, self.cfg.learner)
+        if result is None:
+            return False
+        self.version = result["version"]
+        self.syncs.append(result)
+        return True
+
+    # ------------------------------------------------------------ probes
+
+    def probe_diversity(self, prompts: list[str], temperature: float) -> float:
+        """Diversity of G samples per probe prompt at `temperature` (temperature calibration)."""
+        from microcoder.buffer.messages import PromptAssignment
+        from microcoder.learner.diversity import batch_diversity
+
+        assignments = [
+            PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
+            for i, p in enumerate(prompts)
+        ]
+        groups = self._sample(assignments, temperature)
+        return batch_diversity([[r.response_ids.tolist() for r in g.responses] for g in groups])
+
+    def greedy(self, prompts: list[str], max_tokens: int) -> list[list[int]]:
+        """Greedy token ids for rendered `prompts` (used by tests to check weight sync)."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(temperature=0, max_tokens=max_tokens)
+        outs = self.llm.generate(
+            [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
+        )
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    def shutdown(self) -> None:
+        """Stop the loop, return held leases, and shut the engine down (frees /dev/shm)."""
+        self.stop()
+        try:
+            self.client.release()
+        except Exception:
+            pass
+        self.client.close()
+        try:
+            self.llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass

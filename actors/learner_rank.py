@@ -1,0 +1,131 @@
+"""Learner rank actor: one FSDP2 rank of the learner group (learner/ does the training).
+
+Rank 0 also talks to the buffer (pulls batches at its version, announces new versions) and
+serves the newest weights to generators (actors/weight_sync.py). Every rank receives the whole
+batch and trains on its share (learner/packing.py plans micro-batches per rank).
+Step time is reported split into wait-for-data / compute / sync.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from microcoder.launch.config import Config
+
+
+class LearnerRank:
+    """Ray actor body for rank `rank` of `world`; call `setup()` on all ranks at once."""
+
+    def __init__(self, rank: int, world: int, master_addr: str, master_port: int):
+        os.environ.update(
+            RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0",
+            MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+        )  # fmt: skip
+        self.rank, self.world = rank, world
+        self.learner = None
+        self.client = None
+        self.publisher = None
+
+    def setup(
+        self, cfg: Config, model_path: str, buffer_address: str, resume_from: str | None = None
+    ) -> int:
+        """Collective: build the sharded policy (or resume it); returns the policy version."""
+        from microcoder.learner.trainer import Learner
+
+        self.cfg = cfg
+        kwargs = dict(seed=cfg.seed, device=cfg.cluster.device, total_steps=cfg.max_steps)
+        if resume_from:
+            self.learner = Learner.from_checkpoint(
+                resume_from, cfg.learner, cfg.algorithm, **kwargs
+            )
+        else:
+            self.learner = Learner(model_path, cfg.learner, cfg.algorithm, **kwargs)
+        if self.rank == 0:
+            from microcoder.actors.weight_sync import WeightPublisher
+            from microcoder.buffer.client import BufferClient
+
+            self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner="learner")
+            self.publisher = WeightPublisher(cfg.learner.sync_timeout_s)
+        self.publish()
+        return self.learner.version
+
+    @property
+    def version(self) -> int:
+        return self.learner.version
+
+    # ------------------------------------------------------------ rank 0: data
+
+    def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """Rank 0: `batch_size` scored groups within the staleness bound. With dynamic filtering,
+        groups whose rewards are all equal are dropped and more are fetched until the batch is
+        full (DAPO); they count as consumed by the buffer and in `filtered_groups` here."""
+        from microcoder.actors.convert import to_sample_group
+        from microcoder.learner.grpo import group_has_signal
+
+        want, kept, filtered, staleness, rewards = self.cfg.learner.batch_size, [], 0, [], []
+        t0 = time.perf_counter()
+        done = False
+        while len(kept) < want and not done:
+            batch = self.client.get_batch(
+                want - len(kept), self.learner.version, timeout_s=timeout_s
+            )
+            done = batch.done
+            staleness += batch.staleness
+            for sg in batch.groups:
+                group = to_sample_group(sg)
+                rewards += group.rewards
+                if self.cfg.algorithm.dynamic_filtering and not group_has_signal(group.rewards):
+                    filtered += 1
+                    continue
+                kept.append(group)
+        return {
+            "groups": kept,
+            "done": done,
+            "wait_s": time.perf_counter() - t0,
+            "filtered_groups": filtered,
+            "staleness": staleness,
+            "batch_reward_mean": sum(rewards) / max(len(rewards), 1),
+        }
+
+    # ------------------------------------------------------------ all ranks
+
+    def train(self, groups) -> dict[str, float]:
+        """Collective: one policy version's worth of optimizer steps on `groups`."""
+        t0 = time.perf_counter()
+        metrics = self.learner.train_step(groups)
+        metrics["compute_s"] = time.perf_counter() - t0
+        return metrics
+
+    def publish(self) -> dict[str, float]:
+        """Collective: gather the full weights; rank 0 keeps them for generators and announces the
+        version to the buffer (so admission control and staleness move on)."""
+        t0 = time.perf_counter()
+        state = self.learner.full_state_dict()
+        gather_s = time.perf_counter() - t0
+        if self.rank == 0:
+            self.publisher.publish(self.learner.version, state)
+            self.client.announce_version(self.learner.version)
+        return {"gather_s": gather_s}
+
+    def save(self, path: str) -> str:
+        """Collective: checkpoint (HF folder + optimizer/scheduler/RNG/version)."""
+        return str(self.learner.save_checkpoint(path))
+
+    # ------------------------------------------------------------ rank 0: weights to generators
+
+    def latest_version(self) -> int:
+        return self.publisher.version if self.publisher else -1
+
+    def send_weights(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Rank 0, called by a generator (in another actor thread while training goes on)."""
+        return self.publisher.send(spec)
+
+    def shutdown(self) -> None:
+        import torch.distributed as dist
+
+        if self.client is not None:
+            self.client.close()
+        if dist.is_initialized():
+            dist.destroy_process_group()

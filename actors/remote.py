@@ -1,0 +1,43 @@
+"""Ray wrappers of the actor bodies, with resources from config (the only place ray.remote is
+applied, so the bodies stay plain classes that unit tests can build without Ray)."""
+
+from __future__ import annotations
+
+from microcoder.launch.config import Config
+
+
+def buffer_host_cls():
+    import ray
+
+    from microcoder.actors.buffer_host import BufferHost
+
+    return ray.remote(num_cpus=0, max_concurrency=4)(BufferHost)
+
+
+def generator_cls(cfg: Config):
+    import ray
+
+    from microcoder.actors.generator import Generator
+
+    g = cfg.generator
+    return ray.remote(num_cpus=g.cpus_per_engine, num_gpus=g.gpus_per_engine, max_concurrency=4)(
+        Generator
+    )
+
+
+def executor_cls(cfg: Config):
+    import ray
+
+    from microcoder.actors.executor import Executor
+
+    return ray.remote(num_cpus=cfg.executor.cpus_per_executor, max_concurrency=4)(Executor)
+
+
+def learner_rank_cls(cfg: Config):
+    import ray
+
+    from microcoder.actors.learner_rank import LearnerRank
+
+    return ray.remote(num_cpus=1, num_gpus=cfg.learner.gpus_per_rank, max_concurrency=4)(
+        LearnerRank
+    )

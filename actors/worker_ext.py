@@ -1,0 +1,45 @@
+"""A vLLM worker extension: weight loading methods that run inside the engine's worker process.
+
+vLLM mixes this class into its Worker (`worker_extension_cls=`), so the methods run where the
+model lives and are called by name through `llm.collective_rpc("mc_...")`. On CPU the engine runs
+in the generator's own process, so tensors can be passed directly (`mc_load_weights`); in a
+multi-process engine (CUDA) tensors cannot cross `collective_rpc`, so the worker joins the
+learner's broadcast group itself (`mc_receive_and_load`).
+
+CPU pitfalls handled (VLLM-CPU-NOTES.md): weights are loaded with `reload_weights` (plain
+`load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
+reload, and the caller resets the prefix cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WeightLoaderExtension:
+    """Methods added to vLLM's Worker; `self` is the worker (has `model_runner`)."""
+
+    def mc_load_weights(self, named_tensors: list) -> int:
+        """Load [(name, tensor), ...] in place; returns how many tensors were loaded."""
+        self.reload_weights(weights_iterator=named_tensors, is_checkpoint_format=True)
+        self._mc_fix_tied_lm_head()
+        return len(named_tensors)
+
+    def mc_receive_and_load(self, spec: dict[str, Any]) -> int:
+        """Join the learner's broadcast described by `spec`, receive every tensor, load them."""
+        from microcoder.actors.weight_receive import receive_named_tensors
+
+        named = list(receive_named_tensors(spec))
+        return self.mc_load_weights(named)
+
+    def _mc_fix_tied_lm_head(self) -> None:
+        model = self.model_runner.model
+        if not getattr(model.config, "tie_word_embeddings", False):
+            return
+        import torch
+
+        if self.device.type != "cpu" if isinstance(self.device, torch.device) else False:
+            return
+        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+        dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
