@@ -26,6 +26,8 @@ class MessageError(ValueError):
     def __init__(self, message: str, code: str = "bad_field"):
         super().__init__(message)
         self.code = code
+        self.rid = 0
+        """Request id of the message it was found in, when known (for the error reply)."""
 
 
 def array_field(dtype: str, **kw: Any) -> Any:

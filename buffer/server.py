@@ -149,17 +149,18 @@ class BufferServer:
         c.requests += 1
         rid = 0
         try:
-            c.bytes_in += check_size(body, self.max_bytes)
             if not body:
                 raise MessageError("empty message", code="malformed")
-            rid, msg = decode_header(body[0].buffer)
+            check_size(body[:1], self.max_bytes)
+            rid, msg = decode_header(body[0])
+            c.bytes_in += check_size(body, self.max_bytes)
             handler = self._handlers.get(type(msg))
             if handler is None:
                 raise MessageError(f"'{msg.KIND}' is a reply kind, not a request", "unknown_kind")
             reply = handler(msg, body[1:], time.monotonic())
         except MessageError as err:
             log.debug("bad request: %s", err)
-            return self._error(identity, rid, err.code, str(err))
+            return self._error(identity, err.rid or rid, err.code, str(err))
         except Exception as err:  # a bug must not take the buffer down; report it
             log.exception("buffer request failed")
             return self._error(identity, rid, "internal", f"{type(err).__name__}: {err}")

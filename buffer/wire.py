@@ -53,13 +53,22 @@ def unpack_record(cls: type, blob: Buffer) -> Any:
 
 
 def decode_header(frame: Buffer) -> tuple[int, Message]:
-    """(request id, message) from a header frame; checks protocol version and kind."""
+    """(request id, message) from a header frame; checks protocol version and kind. A
+    MessageError raised after the request id was read carries it as `err.rid` (else 0)."""
     data = unpack(frame)
     if not isinstance(data, dict):
         raise MessageError("header frame is not a msgpack map", code="malformed")
     rid = data.get("rid", 0)
-    if not isinstance(rid, int) or isinstance(rid, bool):
+    if not isinstance(rid, int) or isinstance(rid, bool) or not 0 <= rid < 2**63:
         raise MessageError("header field 'rid' must be an integer request id", code="bad_field")
+    try:
+        return rid, _message_of(data)
+    except MessageError as err:
+        err.rid = rid
+        raise
+
+
+def _message_of(data: dict) -> Message:
     version = data.get("v")
     if version != PROTOCOL_VERSION:
         raise MessageError(
@@ -74,7 +83,7 @@ def decode_header(frame: Buffer) -> tuple[int, Message]:
             f"unknown message kind {kind!r}; known: {', '.join(sorted(KINDS))}",
             code="unknown_kind",
         )
-    return rid, cls.from_wire(data)
+    return cls.from_wire(data)
 
 
 def check_size(frames: list[Buffer], max_bytes: int) -> int:

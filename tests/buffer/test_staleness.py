@@ -1,0 +1,33 @@
+"""The staleness rule and the admission formula of DESIGN §4."""
+
+from __future__ import annotations
+
+from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
+
+
+def test_staleness_is_consumer_version_minus_oldest_policy_version():
+    assert staleness(7, 4) == 3
+
+
+def test_zero_staleness_accepts_only_current_version_groups():
+    assert within_bound(5, 5, 0)
+    assert not within_bound(5, 4, 0)
+
+
+def test_bound_is_inclusive():
+    assert within_bound(5, 3, 2)
+    assert not within_bound(5, 2, 2)
+
+
+def test_admission_starts_with_k_plus_one_batches():
+    assert (
+        admission_capacity(max_staleness=1, version=0, batch_size=8, consumed=0, in_flight=0) == 16
+    )
+
+
+def test_admission_subtracts_consumed_and_in_flight():
+    assert admission_capacity(1, 2, 8, consumed=16, in_flight=10) == 6
+
+
+def test_admission_is_never_negative():
+    assert admission_capacity(0, 0, 4, consumed=0, in_flight=9) == 0
