@@ -20,6 +20,7 @@ COMMANDS = [
     "microcoder.launch.cmd_smoke",
     "microcoder.launch.cmd_bench",
     "microcoder.launch.cmd_judge",
+    "microcoder.launch.cmd_keys",
 ]
 
 
