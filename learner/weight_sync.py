@@ -1,0 +1,285 @@
+"""Weight broadcast from learner rank 0 to generator workers over a dedicated stateless group.
+
+The group is independent of the learner's default process group: a `TCPStore` hosted by the
+sender (rank 0) and a gloo (CPU) or NCCL (CUDA) process group built directly on it, which each
+generator worker joins as ranks 1..N. Only torch is imported here, so a vLLM worker extension
+can call `WeightReceiver` inside the `VLLM::Worker` process.
+
+Protocol of one sync round n (keys in the store, data over the process group):
+  1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
+     (a receiver missing at the deadline is named in the error);
+  2. broadcast int64 [header length], then the header (JSON as uint8: version, buckets, and for
+     each tensor name/dtype/shape/bucket/offset), then each bucket as one uint8 buffer;
+  3. every receiver sets `done/{rank}/{n}` after its last bucket; the sender waits for all.
+Buckets pack tensors up to `bucket_bytes` (a bigger tensor travels alone, without a copy); the
+sender packs bucket i+1 while bucket i is on the wire, and a receiver posts bucket i+1 before it
+hands out the tensors of bucket i. No pickle: the header is JSON and tensors are raw bytes.
+
+Bring-up is collective: `WeightSender(...)` returns once all N receivers have constructed their
+`WeightReceiver` (either may start first, within the timeout). After an error the group is
+broken; close both sides and build a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+_PREFIX = "microcoder-weights"
+_ALIGN = 64  # bytes; tensor offsets inside a bucket
+
+
+class WeightSyncError(RuntimeError):
+    """A peer of the weight-sync group did not answer in time or the transfer failed."""
+
+
+@dataclass(frozen=True)
+class SyncStats:
+    """What one `send` moved."""
+
+    version: int
+    tensors: int
+    buckets: int
+    bytes: int
+    seconds: float
+
+
+def _make_group(store: dist.Store, rank: int, world: int, timeout: timedelta, device: torch.device):
+    prefixed = dist.PrefixStore(f"{_PREFIX}/pg", store)
+    if device.type == "cuda":
+        opts = dist.ProcessGroupNCCL.Options()
+        opts._timeout = timeout
+        return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
+    return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+
+
+def _wait_keys(
+    store: dist.Store, keys: dict[int, str], names: dict[int, str], what: str, timeout: float
+) -> None:
+    """Poll until every key exists; else raise naming the ranks whose key is missing."""
+    deadline = time.monotonic() + timeout
+    pending = dict(keys)
+    while pending:
+        pending = {r: k for r, k in pending.items() if not store.check([k])}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            who = ", ".join(f"rank {r} ({names.get(r, 'never joined')})" for r in sorted(pending))
+            raise WeightSyncError(
+                f"weight sync: {who} did not {what} within {timeout:.0f} s; check that the generator "
+                "process is alive and calling WeightReceiver.receive(), or raise learner.sync_timeout_s"
+            )
+        time.sleep(0.005)
+
+
+def _broadcast(pg, tensor: torch.Tensor):
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    return pg.broadcast([tensor], opts)
+
+
+class WeightSender:
+    """Rank 0 of the weight-sync group: hosts the store and broadcasts state dicts."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        num_receivers: int,
+        *,
+        timeout_s: float = 120.0,
+        join_timeout_s: float | None = None,
+        bucket_bytes: int = 256 << 20,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        """Host the store at host:port and wait (join_timeout_s, default timeout_s) for all
+        `num_receivers` to join; later rounds wait at most timeout_s for each peer."""
+        self.world = num_receivers + 1
+        self.timeout_s = timeout_s
+        self.bucket_bytes = int(bucket_bytes)
+        self.device = torch.device(device)
+        self.round = 0
+        td = timedelta(seconds=timeout_s)
+        self.store = dist.TCPStore(
+            host, port, self.world, is_master=True, timeout=td, wait_for_workers=False
+        )
+        keys = {r: f"{_PREFIX}/hello/{r}" for r in range(1, self.world)}
+        _wait_keys(self.store, keys, {}, "join the weight-sync group", timeout_s)
+        self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
+        self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
+
+    def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> SyncStats:
+        """Broadcast all tensors (in bucket order) as weights of `version`; returns the stats."""
+        start = time.perf_counter()
+        n = self.round
+        self.round += 1
+        items = [(name, t.detach()) for name, t in named_tensors]
+        header, buckets = _layout(items, version, self.bucket_bytes)
+        ranks = range(1, self.world)
+        _wait_keys(
+            self.store,
+            {r: f"{_PREFIX}/ready/{r}/{n}" for r in ranks},
+            self.names,
+            f"start receiving round {n}",
+            self.timeout_s,
+        )
+        try:
+            raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
+            _broadcast(
+                self.pg, torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
+            ).wait()
+            _broadcast(self.pg, raw.to(self.device)).wait()
+            pending = None
+            for bucket in buckets:
+                buf = self._pack(items, bucket)
+                work = _broadcast(self.pg, buf)
+                if pending is not None:
+                    pending.wait()
+                pending = work
+            if pending is not None:
+                pending.wait()
+        except RuntimeError as err:
+            raise WeightSyncError(
+                f"weight sync round {n} (version {version}) failed: {err}; peers: {self.names}"
+            ) from err
+        _wait_keys(
+            self.store,
+            {r: f"{_PREFIX}/done/{r}/{n}" for r in ranks},
+            self.names,
+            f"confirm round {n}",
+            self.timeout_s,
+        )
+        total = sum(b["nbytes"] for b in header["buckets"])
+        return SyncStats(version, len(items), len(buckets), total, time.perf_counter() - start)
+
+    def _pack(self, items: list[tuple[str, torch.Tensor]], bucket: dict) -> torch.Tensor:
+        members = bucket["members"]
+        if len(members) == 1:  # a lone tensor travels as itself
+            t = items[members[0]][1].contiguous()
+            return t.reshape(-1).view(torch.uint8).to(self.device)
+        buf = torch.empty(bucket["nbytes"], dtype=torch.uint8, device=self.device)
+        for i, offset in zip(members, bucket["offsets"], strict=True):
+            flat = items[i][1].contiguous().reshape(-1).view(torch.uint8)
+            buf[offset : offset + flat.numel()].copy_(flat)
+        return buf
+
+    def close(self) -> None:
+        """Leave the group (receivers see their next receive fail)."""
+        self.pg = None
+        self.store = None
+
+
+def _layout(
+    items: list[tuple[str, torch.Tensor]], version: int, bucket_bytes: int
+) -> tuple[dict, list[dict]]:
+    """Header (JSON-able) and bucket plan: consecutive tensors up to bucket_bytes per bucket.
+
+    Offsets inside a bucket are aligned to _ALIGN bytes so every tensor can be viewed in place.
+    """
+    tensors, buckets = [], []
+    cur: dict = {"nbytes": 0, "members": [], "offsets": []}
+    for i, (name, t) in enumerate(items):
+        nbytes = t.numel() * t.element_size()
+        offset = -(-cur["nbytes"] // _ALIGN) * _ALIGN
+        if cur["members"] and offset + nbytes > bucket_bytes:
+            buckets.append(cur)
+            cur, offset = {"nbytes": 0, "members": [], "offsets": []}, 0
+        tensors.append(
+            [name, str(t.dtype).removeprefix("torch."), list(t.shape), len(buckets), offset]
+        )
+        cur["members"].append(i)
+        cur["offsets"].append(offset)
+        cur["nbytes"] = offset + nbytes
+    if cur["members"]:
+        buckets.append(cur)
+    header = {
+        "version": version,
+        "buckets": [{"nbytes": b["nbytes"]} for b in buckets],
+        "tensors": tensors,
+    }
+    return header, buckets
+
+
+class WeightReceiver:
+    """Rank 1..N of the weight-sync group (a generator worker); yields (name, tensor) pairs."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        rank: int,
+        world_size: int,
+        *,
+        timeout_s: float = 120.0,
+        name: str = "",
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if not 1 <= rank < world_size:
+            raise ValueError(
+                f"receiver rank must be in 1..{world_size - 1} (rank 0 is the sender), got {rank}"
+            )
+        self.rank, self.world, self.timeout_s = rank, world_size, timeout_s
+        self.device = torch.device(device)
+        self.round = 0
+        self.version: int | None = None
+        """Version of the weights of the last round received (None before the first)."""
+        td = timedelta(seconds=timeout_s)
+        self.store = dist.TCPStore(host, port, world_size, is_master=False, timeout=td)
+        label = name or f"receiver pid {os.getpid()} on {socket.gethostname()}"
+        self.store.set(f"{_PREFIX}/hello/{rank}", label)
+        self.pg = _make_group(self.store, rank, world_size, td, self.device)
+
+    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """One sync round: yields every (name, tensor) the sender broadcasts, in its order.
+
+        Tensors are views into per-bucket buffers owned by the caller once yielded (no copies).
+        Consume the iterator to the end: the round is confirmed to the sender only then.
+        """
+        n = self.round
+        self.round += 1
+        self.store.set(f"{_PREFIX}/ready/{self.rank}/{n}", "1")
+        try:
+            size = torch.zeros(1, dtype=torch.int64, device=self.device)
+            _broadcast(self.pg, size).wait()
+            raw = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
+            _broadcast(self.pg, raw).wait()
+            header = json.loads(bytes(raw.cpu().numpy()).decode())
+            self.version = int(header["version"])
+            sizes = [b["nbytes"] for b in header["buckets"]]
+            by_bucket: list[list] = [[] for _ in sizes]
+            for entry in header["tensors"]:
+                by_bucket[entry[3]].append(entry)
+            nxt = self._post(sizes, 0)
+            for k in range(len(sizes)):
+                buf, work = nxt
+                work.wait()
+                nxt = self._post(sizes, k + 1)
+                for name, dtype, shape, _, offset in by_bucket[k]:
+                    dt = getattr(torch, dtype)
+                    nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
+                    yield name, buf[offset : offset + nbytes].view(dt).view(shape)
+        except RuntimeError as err:
+            raise WeightSyncError(
+                f"weight sync round {n}: receiving from the learner (rank 0) failed: {err}"
+            ) from err
+        self.store.set(f"{_PREFIX}/done/{self.rank}/{n}", "1")
+
+    def receive_all(self) -> tuple[int, dict[str, torch.Tensor]]:
+        """One round, collected: (version, {name: tensor})."""
+        tensors = dict(self.receive())
+        return int(self.version), tensors
+
+    def _post(self, sizes: list[int], k: int):
+        if k >= len(sizes):
+            return None
+        buf = torch.empty(sizes[k], dtype=torch.uint8, device=self.device)
+        return buf, _broadcast(self.pg, buf)

@@ -1,0 +1,90 @@
+"""Weight broadcast over the stateless gloo group into separate receiver processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from microcoder.learner.distributed import free_port
+from microcoder.learner.weight_sync import WeightSender, WeightSyncError, _layout
+
+RECEIVER = Path(__file__).with_name("sync_receiver.py")
+
+
+def start_receiver(port: int, rank: int, world: int, out: Path, rounds: int) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        str(RECEIVER),
+        "127.0.0.1",
+        str(port),
+        str(rank),
+        str(world),
+        str(out),
+        str(rounds),
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def state_dict(seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "embed.weight": torch.randn(300, 64, generator=g),  # 76.8 kB: alone in its bucket
+        "layer.0.q.weight": torch.randn(64, 64, generator=g).to(torch.bfloat16),
+        "layer.0.q.bias": torch.randn(64, generator=g),
+        "layer.0.scale": torch.tensor(3.5),
+        "step": torch.tensor([7, 8, 9], dtype=torch.int64),
+        "transposed": torch.randn(8, 16, generator=g).t(),  # not contiguous
+        "lm_head.weight": torch.randn(300, 64, generator=g).half(),
+    }
+
+
+def test_layout_buckets_respect_the_size_and_isolate_big_tensors():
+    items = list(state_dict(0).items())
+    header, buckets = _layout(items, 5, bucket_bytes=16 << 10)
+    assert sorted(i for b in buckets for i in b["members"]) == list(range(len(items)))
+    for b in buckets:
+        assert len(b["members"]) == 1 or b["nbytes"] <= 16 << 10
+    assert header["version"] == 5 and len(header["tensors"]) == len(items)
+
+
+@pytest.mark.timeout(180)
+def test_broadcast_delivers_bit_identical_tensors_to_every_receiver(tmp_path):
+    port, world = free_port(), 3
+    outs = [tmp_path / f"rx{r}.safetensors" for r in (1, 2)]
+    procs = [start_receiver(port, r, world, outs[r - 1], rounds=2) for r in (1, 2)]
+    sender = WeightSender("127.0.0.1", port, num_receivers=2, timeout_s=60, bucket_bytes=16 << 10)
+    sender.send(state_dict(0).items(), version=1)
+    sent = state_dict(1)
+    stats = sender.send(sent.items(), version=2)
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stdout.read().decode()[-3000:]
+    assert stats.buckets > 2 and stats.tensors == len(sent)
+    for out in outs:
+        got = load_file(out)
+        assert got.keys() == sent.keys()
+        for k, v in sent.items():
+            assert got[k].dtype == v.dtype and torch.equal(got[k], v), k
+        with safe_open(out, "pt") as f:
+            assert f.metadata()["version"] == "2"
+
+
+@pytest.mark.timeout(120)
+def test_dead_receiver_raises_an_error_naming_it(tmp_path):
+    port = free_port()
+    proc = start_receiver(port, 1, 2, tmp_path / "unused", rounds=0)  # joins, then exits
+    sender = WeightSender("127.0.0.1", port, num_receivers=1, timeout_s=3, join_timeout_s=60)
+    proc.wait(timeout=60)
+    with pytest.raises(WeightSyncError, match="rank 1 \\(test-generator-1\\)"):
+        sender.send(state_dict(0).items(), version=1)
+
+
+@pytest.mark.timeout(120)
+def test_receiver_that_never_joins_is_named_at_bring_up():
+    with pytest.raises(WeightSyncError, match="rank 1 \\(never joined\\)"):
+        WeightSender("127.0.0.1", free_port(), num_receivers=1, timeout_s=2)
