@@ -1,0 +1,70 @@
+"""The pool API the executor actor uses: submit, verdicts as they finish, crash recovery."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from microcoder.data.problem import validate_problem
+from microcoder.sandbox import JudgePool, SandboxUnavailable
+from microcoder.sandbox import bwrap as bwrap_module
+
+SUM = validate_problem(
+    {
+        "id": "sum",
+        "kind": "stdin",
+        "tests": [
+            {"input": "1 2\n", "output": "3\n"},
+            {"input": "2 2\n", "output": "5\n"},
+            {"input": "3 3\n", "output": "6\n"},
+        ],
+    }
+)
+OK = "a, b = map(int, input().split())\nprint(a + b)"
+
+
+def test_verdicts_come_back_with_their_tags(pool):
+    ids = {pool.submit(SUM, OK, solution_id=f"s{i}", tag=i) for i in range(6)}
+    got = list(pool.as_completed(timeout=60))
+    assert {v.job_id for v in got} == ids and sorted(v.tag for v in got) == list(range(6))
+    assert all(v.solution_id == f"s{v.tag}" and v.problem_id == "sum" for v in got)
+
+
+def test_early_exit_stops_at_the_first_failing_test(pool):
+    v = pool.judge(SUM, OK)
+    assert (v.verdict, v.passed, v.first_failed, v.reward) == ("WA", 1, 1, 0.0)
+
+
+def test_partial_credit_runs_every_test():
+    with JudgePool(workers=1, partial_credit=True) as p:
+        v = p.judge(SUM, OK)
+    assert (v.verdict, v.passed, v.total) == ("WA", 2, 3)
+    assert v.reward == pytest.approx(2 / 3)
+
+
+def test_missing_code_is_wrong_answer(pool):
+    v = pool.judge(SUM, None)
+    assert v.verdict == "WA" and v.reward == 0.0
+
+
+def test_crashed_worker_is_replaced_transparently(pool):
+    restarts = pool.restarts
+    for pid in pool.worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    verdicts = pool.judge_many([(SUM, OK)] * 4)
+    assert [v.verdict for v in verdicts] == ["WA"] * 4
+    assert pool.restarts >= restarts + 1 and all(v.attempts <= 2 for v in verdicts)
+
+
+def test_refuses_to_run_without_bwrap_unless_configured(monkeypatch):
+    monkeypatch.setattr(bwrap_module.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxUnavailable, match="isolation"):
+        JudgePool(workers=1)
+
+
+def test_isolation_none_warns_what_is_not_protected():
+    with pytest.warns(UserWarning, match="WITHOUT a sandbox"):
+        with JudgePool(workers=1, isolation="none") as p:
+            assert p.judge(SUM, OK).first_failed == 1
