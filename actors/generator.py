@@ -47,6 +47,7 @@ class Generator:
         self.syncs: list[dict[str, float]] = []
         self._stop = threading.Event()
         self._prompt_cache: dict[str, list[int]] = {}
+        self._channel: dict[str, Any] = {}
 
     # ------------------------------------------------------------ control (other threads)
 
@@ -124,7 +125,9 @@ class Generator:
         from microcoder.actors.weight_sync import pull_weights
 
         with self.timer.sync():
-            result = pull_weights(self.llm, self.weights, self.version, self.name, self.cfg.learner)
+            result = pull_weights(
+                self.llm, self.weights, self.version, self.name, self.cfg.learner, self._channel
+            )
         if result is None:
             return False
         self.version = result["version"]

@@ -47,7 +47,9 @@ class LearnerRank:
             from microcoder.buffer.client import BufferClient
 
             self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner="learner")
-            self.publisher = WeightPublisher(cfg.learner.sync_timeout_s)
+            self.publisher = WeightPublisher(
+                cfg.learner.sync_timeout_s, device=self.learner.device.type
+            )
         self.publish()
         return self.learner.version
 
@@ -118,9 +120,13 @@ class LearnerRank:
     def latest_version(self) -> int:
         return self.publisher.version if self.publisher else -1
 
-    def send_weights(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Rank 0, called by a generator (in another actor thread while training goes on)."""
-        return self.publisher.send(spec)
+    def open_weight_channel(self, name: str) -> dict[str, Any]:
+        """Rank 0: open a weight channel for generator `name`; returns what it must join."""
+        return self.publisher.open_channel(name)
+
+    def send_weights(self, name: str) -> dict[str, Any]:
+        """Rank 0, called for a generator (in another actor thread while training goes on)."""
+        return self.publisher.send(name)
 
     def shutdown(self) -> None:
         import torch.distributed as dist

@@ -25,20 +25,33 @@ class WeightLoaderExtension:
         self._mc_fix_tied_lm_head()
         return len(named_tensors)
 
-    def mc_receive_and_load(self, spec: dict[str, Any]) -> int:
-        """Join the learner's broadcast described by `spec`, receive every tensor, load them."""
-        from microcoder.actors.weight_receive import receive_named_tensors
+    def mc_open_channel(self, spec: dict[str, Any]) -> None:
+        """Join the learner's weight channel (rank 1 of a two-rank group) described by `spec`."""
+        from microcoder.learner.weight_sync import WeightReceiver
 
-        named = list(receive_named_tensors(spec))
-        return self.mc_load_weights(named)
+        old = getattr(self, "_mc_receiver", None)
+        if old is not None and hasattr(old, "close"):
+            old.close()
+        self._mc_receiver = WeightReceiver(
+            spec["host"], spec["port"], spec["rank"], spec["world_size"],
+            timeout_s=spec["timeout_s"], name=spec["name"], device=spec.get("device", "cpu"),
+        )  # fmt: skip
+
+    def mc_receive_and_load(self) -> tuple[int, int]:
+        """Receive one round of weights on the open channel and load them; (version, tensors)."""
+        receiver = getattr(self, "_mc_receiver", None)
+        if receiver is None:
+            raise RuntimeError(
+                "no weight channel is open in this worker; call mc_open_channel first"
+            )
+        named = list(receiver.receive())
+        return int(receiver.version), self.mc_load_weights(named)
 
     def _mc_fix_tied_lm_head(self) -> None:
         model = self.model_runner.model
         if not getattr(model.config, "tie_word_embeddings", False):
             return
-        import torch
-
-        if self.device.type != "cpu" if isinstance(self.device, torch.device) else False:
+        if self.device_config.device.type != "cpu":
             return
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 

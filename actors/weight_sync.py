@@ -1,0 +1,129 @@
+"""Weight sync between learner rank 0 and the generators, pull-based, over learner/weight_sync.py.
+
+Each generator owns a private two-rank broadcast group with learner rank 0 (a *channel*): the
+learner's `WeightSender` hosts the store, the generator's vLLM worker joins as rank 1 through the
+worker extension (actors/worker_ext.py) — in the engine's own process, so the same path serves
+the in-process CPU engine and multi-process CUDA engines. Why one channel per generator instead
+of one group of all generators: generators come and go on a live run (`scale`), die and restart;
+a fixed-size group would have to be torn down and rebuilt by everyone on each change, and one
+dead member would stall every sync. gloo's broadcast sends to each peer anyway, so N channels
+cost the same bytes as one group of N+1.
+
+Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
+the collective gather) and never waits for generators; a generator pulls at its next wave
+boundary when the learner's version is newer than its own. Timeouts on both sides name the peer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from microcoder.learner.config import LearnerConfig
+
+
+class WeightPublisher:
+    """Learner rank 0: the newest weights, and one WeightSender channel per generator."""
+
+    def __init__(self, timeout_s: float, host: str = "127.0.0.1", device: str = "cpu"):
+        self.timeout_s, self.host, self.device = timeout_s, host, device
+        self.version = -1
+        self._state: dict = {}
+        self._channels: dict[str, Any] = {}
+        self._opening: dict[str, threading.Thread] = {}
+        self._errors: dict[str, BaseException] = {}
+        self._lock = threading.Lock()
+
+    def publish(self, version: int, state: dict) -> None:
+        """Keep `state` (full CPU weights) as the weights of `version`."""
+        with self._lock:
+            self._state, self.version = state, version
+
+    def open_channel(self, name: str) -> dict[str, Any]:
+        """Start a sender for generator `name` (it completes when the generator joins)."""
+        from microcoder.learner.distributed import free_port
+        from microcoder.learner.weight_sync import WeightSender
+
+        self._drop(name)
+        port = free_port(self.host)
+
+        def build() -> None:
+            try:
+                sender = WeightSender(
+                    self.host, port, 1, timeout_s=self.timeout_s, device=self.device
+                )
+                with self._lock:
+                    self._channels[name] = sender
+            except BaseException as err:  # noqa: BLE001 - reported to the generator on send
+                self._errors[name] = err
+
+        thread = threading.Thread(target=build, name=f"weights-{name}", daemon=True)
+        self._opening[name] = thread
+        thread.start()
+        return {"host": self.host, "port": port, "rank": 1, "world_size": 2, "name": name,
+                "timeout_s": self.timeout_s, "device": self.device}  # fmt: skip
+
+    def send(self, name: str) -> dict[str, Any]:
+        """Broadcast the newest weights to generator `name` over its channel."""
+        opening = self._opening.pop(name, None)
+        if opening is not None:
+            opening.join(self.timeout_s)
+        if name in self._errors:
+            raise RuntimeError(
+                f"weight channel to generator {name} failed: {self._errors.pop(name)}"
+            )
+        sender = self._channels.get(name)
+        if sender is None:
+            raise RuntimeError(
+                f"no weight channel to generator {name}: it did not join within "
+                f"{self.timeout_s:.0f} s (raise learner.sync_timeout_s if engines start slowly)"
+            )
+        with self._lock:
+            state, version = self._state, self.version
+        try:
+            stats = sender.send(state.items(), version)
+        except Exception:
+            self._drop(name)
+            raise
+        return {"version": version, "bytes": stats.bytes, "send_s": stats.seconds}
+
+    def _drop(self, name: str) -> None:
+        sender = self._channels.pop(name, None)
+        if sender is not None:
+            try:
+                sender.close()
+            except Exception:
+                pass
+
+
+def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
+    """Generator side: if rank 0 has newer weights, receive and load them into the engine.
+
+    `channel` is this generator's dict of channel state (kept across calls). Returns the sync's
+    timings and new version, or None when already current.
+    """
+    import ray
+
+    latest = ray.get(learner0.latest_version.remote(), timeout=cfg.sync_timeout_s)
+    if latest <= my_version:
+        return None
+    t0 = time.perf_counter()
+    if not channel.get("open"):
+        spec = ray.get(learner0.open_weight_channel.remote(name), timeout=cfg.sync_timeout_s)
+        llm.collective_rpc("mc_open_channel", args=(spec,))
+        channel["open"] = True
+    sent = learner0.send_weights.remote(name)
+    try:
+        version, count = llm.collective_rpc("mc_receive_and_load")[0]
+    except Exception:
+        channel["open"] = False
+        raise
+    info = ray.get(sent, timeout=cfg.sync_timeout_s)
+    llm.reset_prefix_cache()
+    return {
+        "version": int(version),
+        "tensors": int(count),
+        "bytes": info["bytes"],
+        "sync_s": time.perf_counter() - t0,
+    }
