@@ -108,12 +108,13 @@ class WeightSender:
         self.bucket_bytes = int(bucket_bytes)
         self.device = torch.device(device)
         self.round = 0
-        td = timedelta(seconds=timeout_s)
+        join = join_timeout_s or timeout_s
+        store_td = timedelta(seconds=max(timeout_s, join))
         self.store = dist.TCPStore(
-            host, port, self.world, is_master=True, timeout=td, wait_for_workers=False
+            host, port, self.world, is_master=True, timeout=store_td, wait_for_workers=False
         )
         keys = {r: f"{_PREFIX}/hello/{r}" for r in range(1, self.world)}
-        _wait_keys(self.store, keys, {}, "join the weight-sync group", timeout_s)
+        _wait_keys(self.store, keys, {}, "join the weight-sync group", join)
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
         self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
 
