@@ -1,0 +1,89 @@
+"""Executor actor: a judge pool (sandbox/) wired to the buffer: unscored groups in, scores out."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from microcoder.actors.timing import PoolTimer
+from microcoder.launch.config import Config
+
+
+class Executor:
+    """Ray actor body: leases unscored groups, judges them, hands in the scores."""
+
+    def __init__(self, name: str, cfg: Config, buffer_address: str, max_groups: int = 4):
+        from microcoder.buffer.client import BufferClient
+        from microcoder.launch.problems import load_run_problems
+        from microcoder.sandbox import JudgePool
+
+        self.name, self.cfg, self.max_groups = name, cfg, max_groups
+        problems = load_run_problems(cfg.data, cfg.seed, "train")
+        problems += load_run_problems(cfg.data, cfg.seed, "heldout")
+        self.problems = {p.id: p for p in problems}
+        self.pool = JudgePool(cfg.executor)
+        self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+        self.timer = PoolTimer()
+        self.groups = self.responses = self.tests = self.failed = 0
+        self.verdicts: dict[str, int] = {}
+        self._stop = threading.Event()
+
+    def ready(self) -> dict[str, Any]:
+        return {"name": self.name, "workers": self.pool.size, "problems": len(self.problems)}
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def stats(self) -> dict[str, Any]:
+        busy = self.timer.busy_s
+        return {
+            "name": self.name,
+            "groups": self.groups,
+            "responses": self.responses,
+            "tests": self.tests,
+            "tests_per_s": self.tests / busy if busy else 0.0,
+            "failed_groups": self.failed,
+            "verdicts": dict(self.verdicts),
+            **self.timer.summary(),
+        }
+
+    def run(self, max_waves: int | None = None) -> dict[str, Any]:
+        """Judge until stopped or the run is over (`max_waves` bounds it for tests)."""
+        from microcoder.actors.scoring import score_groups
+
+        waves = 0
+        while not self._stop.is_set() and (max_waves is None or waves < max_waves):
+            with self.timer.idle():
+                groups = self.client.get_unscored(self.max_groups, wait_s=0.5)
+            if not groups:
+                continue
+            with self.timer.busy():
+                out = score_groups(self.pool, self.problems, groups, self.name)
+            with self.timer.io():
+                if out.scored:
+                    self.client.put_scored(out.scored)
+                for gid, reason in out.failed:
+                    self.client.fail_group(gid, reason)
+            self._count(out)
+            waves += 1
+        return self.stats()
+
+    def _count(self, out) -> None:
+        self.groups += len(out.scored)
+        self.failed += len(out.failed)
+        self.tests += out.tests_run
+        for gs in out.scored:
+            self.responses += len(gs.scores)
+            for s in gs.scores:
+                self.verdicts[s.verdict] = self.verdicts.get(s.verdict, 0) + 1
+
+    def shutdown(self) -> None:
+        self.stop()
+        time.sleep(0)
+        try:
+            self.client.release()
+        except Exception:
+            pass
+        self.client.close()
+        self.pool.close()

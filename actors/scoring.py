@@ -1,0 +1,68 @@
+"""Judge groups of responses with a JudgePool: code extraction, verdicts -> per-response Scores.
+
+A response with no code block is submitted as code None (the judge scores it WA). A sandbox
+fault (SE, already retried by the pool) is never the model's fault, so a group with an SE is
+not scored at all: it is reported as failed (the buffer counts it) instead of training on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from microcoder.buffer.messages import Group, GroupScores, Score
+from microcoder.data.problem import Problem
+
+
+@dataclass
+class ScoringOutcome:
+    scored: list[GroupScores] = field(default_factory=list)
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    """(group_id, reason) for groups that could not be scored."""
+    tests_run: int = 0
+
+
+def score_groups(
+    pool, problems: Mapping[str, Problem], groups: Sequence[Group], owner: str
+) -> ScoringOutcome:
+    """Judge every response of `groups` on `pool`; one GroupScores per scorable group."""
+    from microcoder.sandbox import extract_code
+
+    out = ScoringOutcome()
+    verdicts: dict[int, list] = {}
+    for g in groups:
+        problem = problems.get(g.problem_id)
+        if problem is None:
+            out.failed.append(
+                (g.group_id, f"unknown problem id {g.problem_id!r} (executor data differs?)")
+            )
+            continue
+        verdicts[g.group_id] = [None] * len(g.responses)
+        for i, r in enumerate(g.responses):
+            pool.submit(
+                problem, extract_code(r.text), solution_id=f"{g.group_id}/{i}", tag=(g.group_id, i)
+            )
+    for v in pool.as_completed():
+        gid, i = v.tag
+        verdicts[gid][i] = v
+        out.tests_run += v.passed + (1 if v.first_failed is not None else 0)
+    for g in groups:
+        vs = verdicts.get(g.group_id)
+        if vs is None:
+            continue
+        se = [v for v in vs if v.verdict == "SE"]
+        if se:
+            out.failed.append((g.group_id, f"sandbox fault (SE) after retries: {se[0].message}"))
+            continue
+        scores = [
+            Score(
+                reward=float(v.reward), verdict=v.verdict, tests_passed=v.passed,
+                tests_total=v.total, test_times_s=np.array([v.time_s], np.float32),
+                detail=v.message[:200],
+            )
+            for v in vs
+        ]  # fmt: skip
+        out.scored.append(GroupScores(group_id=g.group_id, scores=scores, executor=owner))
+    return out
