@@ -16,7 +16,9 @@ import importlib
 import json
 
 # name -> module. Only benchmarks that exist are listed.
-BENCHES: dict[str, str] = {}
+BENCHES: dict[str, str] = {
+    "judge": "microcoder.bench.judge",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -100,10 +100,14 @@ def _root_binds(cfg: ExecutorConfig) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     prefix = os.path.dirname(os.path.dirname(interpreter(cfg)))
+    paths = list(cfg.extra_ro_paths)
     if not prefix.startswith("/usr/") and prefix != "/usr":
-        args += ["--ro-bind", prefix, prefix]
-    for extra in cfg.extra_ro_paths:
-        args += ["--ro-bind", extra, extra]
+        paths.insert(0, prefix)
+    for path in paths:
+        # traversable parents (bwrap would copy e.g. /root's 0700 and lock the programs out)
+        for parent in reversed(Path(path).parents[:-1]):
+            args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", path, path]
     return args
 
 

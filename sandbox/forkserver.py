@@ -43,6 +43,7 @@ class Server:
         self.is_init = os.getpid() == 1
         self.fds = [os.memfd_create(name) for name in ("stdin", "stdout", "stderr")]
         self.program = None
+        self.stopping = False
 
     # -- requests ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -79,15 +80,32 @@ class Server:
             write_frame(self.ctl_out, {"op": "loaded", "ce": msg})
             return
         self.program = (h["kind"], code, prelude, h.get("fn_name") or "")
-        gc.collect()
         gc.freeze()  # children then never touch these objects' GC headers (fewer COW faults)
         write_frame(self.ctl_out, {"op": "loaded", "ce": None})
 
     def run_stdin(self, h: dict, data: bytes) -> None:
-        kind, code, _, _ = self.program
-        pid, t0 = self._spawn(h["limits"], data, -1, lambda: childproc.run_program(code))
-        reason, _ = self._watch(pid, h["limits"], None)
-        self._finish(pid, t0, reason, h["limits"], with_stdout=True)
+        """Run the program once per input, back to back, streaming one `done` per run, then
+        `end`. The host compares while the next run goes on and sends `stop` at a failure."""
+        _, code, _, _ = self.program
+        inputs, start = [], 0
+        for size in h["sizes"]:
+            inputs.append(data[start : start + size])
+            start += size
+        self.stopping = False
+        for i, test_input in enumerate(inputs):
+            if self.stopping or self._stop_requested():
+                break
+            pid, t0 = self._spawn(h["limits"], test_input, -1, lambda: childproc.run_program(code))
+            reason, _ = self._watch(pid, h["limits"], None)
+            self._finish(pid, t0, reason, h["limits"], with_stdout=True, index=i)
+        write_frame(self.ctl_out, {"op": "end"})
+
+    def _stop_requested(self) -> bool:
+        while select.select([self.ctl_in], [], [], 0)[0]:
+            header, _ = read_frame(self.ctl_in)
+            if header["op"] == "stop":
+                return True
+        return False
 
     def run_tests(self, h: dict) -> None:
         kind, code, prelude, fn_name = self.program
@@ -128,10 +146,10 @@ class Server:
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
+        poller.register(self.ctl_in, select.POLLIN)
         if result_r is not None:
             os.set_blocking(result_r, False)
             poller.register(result_r, select.POLLIN)
-            poller.register(self.ctl_in, select.POLLIN)
         t_last, cpu_base, pending, lines, reason = time.monotonic(), 0.0, b"", 0, None
         try:
             while True:
@@ -150,7 +168,7 @@ class Server:
                         header, _ = read_frame(self.ctl_in)
                         if header["op"] == "stop":
                             os.kill(pid, signal.SIGKILL)
-                            reason = reason or "stopped"
+                            reason, self.stopping = reason or "stopped", True
                 if done:
                     if result_r is not None:
                         self._forward(result_r, pending)
@@ -189,7 +207,7 @@ class Server:
         write_frame(self.ctl_out, {"op": "results"}, complete)
         return data[cut:], complete.count(b"\n"), cpu
 
-    def _finish(self, pid: int, t0: float, reason, limits: dict, with_stdout: bool) -> None:
+    def _finish(self, pid: int, t0: float, reason, limits: dict, with_stdout: bool, index=-1):
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - t0
         self._sweep(pid)
@@ -199,6 +217,7 @@ class Server:
         err_tail = os.pread(ferr, 2000, max(0, err_bytes - 2000)).decode("utf-8", "replace")
         header = {
             "op": "done",
+            "i": index,
             "exit": os.waitstatus_to_exitcode(status),
             "cpu": usage.ru_utime + usage.ru_stime,
             "wall": wall,

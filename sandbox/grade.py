@@ -74,10 +74,21 @@ def _excerpts(out: Outcome, done: dict) -> None:
     out.stderr = done.get("err_tail", "")[-300:]
 
 
-def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, cfg, out: Outcome, early):
-    for i, test in enumerate(problem.tests):
-        worker.send({"op": "stdin", "limits": limits}, test["input"].encode())
+def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, out: Outcome, early: bool):
+    inputs = [t["input"].encode() for t in problem.tests]
+    worker.send(
+        {"op": "stdin", "limits": limits, "sizes": [len(b) for b in inputs]}, b"".join(inputs)
+    )
+    stopped = False
+    while True:
         done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        if done["op"] == "end":
+            return
+        if done["op"] != "done":
+            raise WorkerCrash(f"unexpected frame {done['op']!r} while running tests")
+        if out.first_failed is not None and early:
+            continue  # a run that was already under way when we said stop
+        i, test = done["i"], problem.tests[done["i"]]
         out.time_s += done["wall"]
         out.cpu_s += done["cpu"]
         _excerpts(out, done)
@@ -93,8 +104,9 @@ def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, cfg, out: 
                 out.passed += 1
             else:
                 out.fail(i, "WA", why)
-        if out.first_failed is not None and early:
-            return
+        if out.first_failed is not None and early and not stopped:
+            worker.send({"op": "stop"})
+            stopped = True
 
 
 def _expected_for(problem: Problem) -> list[str]:
@@ -191,7 +203,7 @@ def judge_solution(
         else:
             limits = limits_for(problem, cfg)
             if problem.kind == "stdin":
-                _run_stdin(worker, problem, limits, cfg, out, early)
+                _run_stdin(worker, problem, limits, out, early)
             else:
                 _run_tests(worker, problem, limits, out, early)
     return Verdict(

@@ -141,3 +141,10 @@ def test_assert_kind_runs_tests_in_the_solution_namespace(pool):
     assert pool.judge(problem, "def sq(x):\n    return x * x").verdict == "AC"
     wrong = pool.judge(problem, "def sq(x):\n    return x + x")
     assert (wrong.verdict, wrong.first_failed) == ("WA", 0)
+
+
+def test_the_whole_standard_library_is_importable(pool):
+    code = "import hashlib, json, decimal, fractions, sqlite3, ssl, threading\nprint('ok')"
+    problem = stdin_problem([("", "ok\n")], pid="stdlib")
+    v = pool.judge(problem, code)
+    assert v.verdict == "AC", v.stderr
