@@ -18,21 +18,35 @@ from microcoder.launch.config import Config
 class LearnerRank:
     """Ray actor body for rank `rank` of `world`; call `setup()` on all ranks at once."""
 
-    def __init__(self, rank: int, world: int, master_addr: str, master_port: int):
-        os.environ.update(
-            RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0",
-            MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
-        )  # fmt: skip
+    def __init__(self, rank: int, world: int):
         self.rank, self.world = rank, world
         self.learner = None
         self.client = None
         self.publisher = None
 
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0: this node's address and a free port for the learner's process group."""
+        import ray
+
+        from microcoder.learner.distributed import free_port
+
+        return ray.util.get_node_ip_address(), free_port()
+
     def setup(
-        self, cfg: Config, model_path: str, buffer_address: str, resume_from: str | None = None
+        self,
+        cfg: Config,
+        model_path: str,
+        buffer_address: str,
+        master: tuple[str, int],
+        resume_from: str | None = None,
     ) -> int:
         """Collective: build the sharded policy (or resume it); returns the policy version."""
         from microcoder.learner.trainer import Learner
+
+        os.environ.update(
+            RANK=str(self.rank), WORLD_SIZE=str(self.world), LOCAL_RANK="0",
+            MASTER_ADDR=master[0], MASTER_PORT=str(master[1]),
+        )  # fmt: skip
 
         self.cfg = cfg
         kwargs = dict(seed=cfg.seed, device=cfg.cluster.device, total_steps=cfg.max_steps)
@@ -64,9 +78,11 @@ class LearnerRank:
         groups whose rewards are all equal are dropped and more are fetched until the batch is
         full (DAPO); they count as consumed by the buffer and in `filtered_groups` here."""
         from microcoder.actors.convert import to_sample_group
+        from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.grpo import group_has_signal
 
         want, kept, filtered, staleness, rewards = self.cfg.learner.batch_size, [], 0, [], []
+        responses = []
         t0 = time.perf_counter()
         done = False
         while len(kept) < want and not done:
@@ -78,6 +94,7 @@ class LearnerRank:
             for sg in batch.groups:
                 group = to_sample_group(sg)
                 rewards += group.rewards
+                responses.append([s.response_ids for s in group.samples])
                 if self.cfg.algorithm.dynamic_filtering and not group_has_signal(group.rewards):
                     filtered += 1
                     continue
@@ -89,6 +106,7 @@ class LearnerRank:
             "filtered_groups": filtered,
             "staleness": staleness,
             "batch_reward_mean": sum(rewards) / max(len(rewards), 1),
+            "diversity": batch_diversity(responses),
         }
 
     # ------------------------------------------------------------ all ranks

@@ -12,21 +12,21 @@ PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Pr
 
 @pytest.fixture(scope="module")
 def trio(ray_cluster, actor_cfg):
-    from microcoder.actors.remote import buffer_host_cls, generator_cls, learner_rank_cls
-    from microcoder.learner.distributed import free_port
+    from microcoder.actors.learner_group import LearnerGroup
+    from microcoder.actors.remote import buffer_host_cls, generator_cls
 
     ray = ray_cluster
     host = buffer_host_cls().remote(actor_cfg)
     address = ray.get(host.get_address.remote())
-    learner = learner_rank_cls(actor_cfg).remote(0, 1, "127.0.0.1", free_port())
-    assert ray.get(learner.setup.remote(actor_cfg, actor_cfg.model.path, address)) == 0
+    group = LearnerGroup(actor_cfg, actor_cfg.model.path, address)
+    assert group.version == 0
     gen = generator_cls(actor_cfg).remote(
-        "gen-w", actor_cfg, actor_cfg.model.path, address, learner
+        "gen-w", actor_cfg, actor_cfg.model.path, address, group.rank0
     )
     ray.get(gen.ready.remote())
-    yield ray, host, learner, gen, address
+    yield ray, host, group, gen, address
     ray.get(gen.shutdown.remote())
-    ray.get(learner.shutdown.remote())
+    group.shutdown()
     ray.get(host.shutdown.remote())
 
 
@@ -66,18 +66,16 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path):
 
     from microcoder.actors.rollout import render_prompt_ids
 
-    ray, _, learner, gen, address = trio
+    ray, _, group, gen, address = trio
     before = ray.get(gen.greedy.remote(PROMPTS, 16))
     assert ray.get(gen.maybe_sync_weights.remote()) is False  # already at version 0
 
     ray.get(gen.run.remote(max_waves=1))
     score_everything(address, actor_cfg.learner.batch_size)
-    batch = ray.get(learner.fetch_batch.remote(timeout_s=60))
-    assert len(batch["groups"]) == actor_cfg.learner.batch_size
-    metrics = ray.get(learner.train.remote(batch["groups"]))
-    assert metrics["version"] == 1.0
-    ray.get(learner.publish.remote())
-    ckpt = ray.get(learner.save.remote(str(tmp_path / "step1")))
+    metrics = group.step(timeout_s=60)
+    assert metrics["version"] == 1.0 and metrics["groups"] == actor_cfg.learner.batch_size
+    assert metrics["wait_s"] >= 0 and metrics["compute_s"] > 0 and metrics["sync_s"] > 0
+    ckpt = group.save(str(tmp_path / "step1"))
 
     assert ray.get(gen.maybe_sync_weights.remote()) is True
     stats = ray.get(gen.stats.remote())

@@ -1,0 +1,80 @@
+"""The learner group seen from the driver: W LearnerRank actors acting as one learner.
+
+One `step()` = rank 0 pulls a batch at its version (wait-for-data), every rank trains on it
+(compute), every rank joins the weight gather and rank 0 publishes the version (sync).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from microcoder.launch.config import Config
+
+
+class LearnerGroup:
+    def __init__(
+        self, cfg: Config, model_path: str, buffer_address: str, resume_from: str | None = None
+    ):
+        import ray
+
+        from microcoder.actors.remote import learner_rank_cls
+
+        self.cfg, W = cfg, cfg.learner.world_size
+        cls = learner_rank_cls(cfg)
+        self.ranks = [cls.remote(r, W) for r in range(W)]
+        master = ray.get(self.ranks[0].rendezvous.remote())
+        versions = ray.get(
+            [
+                r.setup.remote(cfg, model_path, buffer_address, master, resume_from)
+                for r in self.ranks
+            ]
+        )
+        if len(set(versions)) != 1:
+            raise RuntimeError(
+                f"learner ranks disagree on the policy version after setup: {versions}"
+            )
+        self.version = versions[0]
+
+    @property
+    def rank0(self):
+        return self.ranks[0]
+
+    def step(self, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """One policy version. Returns the step's metrics, or None when the run's data is done."""
+        import ray
+
+        t0 = time.perf_counter()
+        batch = ray.get(self.rank0.fetch_batch.remote(timeout_s))
+        if not batch["groups"] and batch["done"]:
+            return None
+        t1 = time.perf_counter()
+        groups_ref = ray.put(batch["groups"])
+        metrics = ray.get([r.train.remote(groups_ref) for r in self.ranks])[0]
+        t2 = time.perf_counter()
+        gather = ray.get([r.publish.remote() for r in self.ranks])[0]
+        t3 = time.perf_counter()
+        self.version = int(metrics["version"])
+        staleness = batch["staleness"]
+        return {
+            **metrics,
+            "reward_mean": batch["batch_reward_mean"],
+            "filtered_groups": float(batch["filtered_groups"]),
+            "staleness_mean": sum(staleness) / max(len(staleness), 1),
+            "staleness_max": float(max(staleness, default=0)),
+            "wait_s": t1 - t0,
+            "compute_s": t2 - t1,
+            "sync_s": t3 - t2,
+            "gather_s": gather["gather_s"],
+            "diversity": batch.get("diversity", 0.0),
+        }
+
+    def save(self, path: str) -> str:
+        import ray
+
+        return ray.get([r.save.remote(path) for r in self.ranks])[0]
+
+    def shutdown(self) -> None:
+        import ray
+
+        ray.get([r.shutdown.remote() for r in self.ranks])
