@@ -7,6 +7,7 @@ functional ones a fresh Solution() per test; assert tests run in the solution's 
 from __future__ import annotations
 
 import builtins
+import gc
 import io
 import json
 import multiprocessing
@@ -69,6 +70,7 @@ def _judge(index: int) -> tuple[int, bool, float]:
 
 def _quiet() -> None:
     """Programs that write to fd 1 directly must not reach the benchmark's own stdout."""
+    gc.freeze()  # like our fork server: the inherited heap stays out of the children's GC
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

@@ -145,6 +145,8 @@ def _run_tests(worker: WorkerProcess, problem: Problem, limits: dict, out: Outco
     key = "input" if problem.kind == "functional" else "code"
     expected = _expected_for(problem) if problem.kind == "functional" else []
     expected = expected or [""] * len(problem.tests)
+    # one process runs every test: RLIMIT_CPU (a backstop; the server times each test) covers all
+    limits = {**limits, "cpu_s": limits["time_s"] * (len(problem.tests) + 1) + 1}
     worker.send(
         {
             "op": "tests",

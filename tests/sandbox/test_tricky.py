@@ -148,3 +148,12 @@ def test_the_whole_standard_library_is_importable(pool):
     problem = stdin_problem([("", "ok\n")], pid="stdlib")
     v = pool.judge(problem, code)
     assert v.verdict == "AC", v.stderr
+
+
+def test_functional_time_limit_is_per_test_not_per_solution(pool):
+    busy = "def spin(x):\n    import time\n    t = time.process_time()\n    while time.process_time() - t < 0.3:\n        pass\n    return x"
+    tests = [{"input": str(i), "output": str(i)} for i in range(8)]  # 2.4 s in all, 0.3 s each
+    problem = validate_problem(
+        {"id": "spin", "kind": "functional", "fn_name": "spin", "time_limit_s": 0.5, "tests": tests}
+    )
+    assert pool.judge(problem, busy).verdict == "AC"
