@@ -38,13 +38,14 @@ def varlen_attention(
     if cu_seq_lens_q is None:
         out = sdpa(query, key, value)
     else:
+        # split (not slicing): its backward is one cat, where per-slice backward would write a
+        # full-size zero gradient for every sequence.
         bounds = cu_seq_lens_q.tolist()
-        parts = [
-            sdpa(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b])
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-            if b > a
-        ]
-        out = torch.cat(parts, dim=2)
+        sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        qs, ks, vs = (t.split(sizes, dim=2) for t in (query, key, value))
+        out = torch.cat(
+            [sdpa(q, k, v) for q, k, v in zip(qs, ks, vs, strict=True) if q.shape[2]], dim=2
+        )
     return out.transpose(1, 2).contiguous(), None
 
 
