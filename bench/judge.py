@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -43,14 +44,34 @@ def _load(name: str, args):
     raise SystemExit(f"unknown workload {name!r}")
 
 
-def _ours(pool, items) -> tuple[list, float]:
+def _cpu() -> float:
+    """CPU seconds of this process plus every descendant it has reaped so far."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _ours(make_pool, items) -> tuple[list, float, float]:
+    """(verdicts, wall s without pool start-up, CPU s of judge + sandboxes + programs)."""
+    c0 = _cpu()
+    pool = make_pool()
     t0 = time.perf_counter()
     for i, it in enumerate(items):
         pool.submit(it.problem, it.code, it.solution_id, tag=i)
     verdicts = [None] * len(items)
     for v in pool.as_completed():
         verdicts[v.tag] = v
-    return verdicts, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    pool.close()  # reaps the sandboxes, so their CPU time (and their programs') is counted
+    return verdicts, wall, _cpu() - c0
+
+
+def _timed(fn, *args):
+    c0 = _cpu()
+    out = fn(*args)
+    return (*out, _cpu() - c0)
 
 
 def _compare(items, ours, lcb, lcb_meta, floor) -> dict:
@@ -94,75 +115,81 @@ def run(args: argparse.Namespace) -> dict:
 
     lcb_python = None if args.skip_lcb else ensure_lcb_venv(Path(args.lcb_venv).resolve())
     t0 = time.perf_counter()
-    pool = JudgePool(workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048)
+    JudgePool(workers=args.workers).close()
     startup = time.perf_counter() - t0
+
+    def make_pool():
+        return JudgePool(workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048)
+
     result = {
         "workers": args.workers,
         "timeout_s": args.timeout,
         "pool_startup_s": startup,
         "workloads": {},
     }
-    try:
-        for name in args.workloads.split(","):
-            items = _load(name, args)
-            tests = sum(len(it.problem.tests) for it in items)
-            ours, ours_s = _ours(pool, items)
-            lcb = lcb_meta = None
-            lcb_s = None
-            if lcb_python is not None:
-                lcb, lcb_s, lcb_meta = run_lcb(lcb_python, items, args.workers, args.timeout)
-            floor, floor_s = run_floor(items, args.workers)
-            row = {
-                "solutions": len(items),
-                "tests": tests,
-                "ours_s": ours_s,
-                "floor_s": floor_s,
-                "lcb_s": lcb_s,
-                "ours_per_s": len(items) / ours_s,
-                "ours_vs_floor": ours_s / floor_s,
-            }
-            if lcb_s:
-                row.update(
-                    lcb_per_s=len(items) / lcb_s,
-                    speedup_vs_lcb=lcb_s / ours_s,
-                    lcb_vs_floor=lcb_s / floor_s,
-                )
-            row.update(_compare(items, ours, lcb, lcb_meta, floor))
-            result["workloads"][name] = row
-    finally:
-        pool.close()
+    for name in args.workloads.split(","):
+        items = _load(name, args)
+        tests = sum(len(it.problem.tests) for it in items)
+        ours, ours_s, ours_cpu = _ours(make_pool, items)
+        lcb = lcb_meta = lcb_s = lcb_cpu = None
+        if lcb_python is not None:
+            lcb, lcb_s, lcb_meta, lcb_cpu = _timed(
+                run_lcb, lcb_python, items, args.workers, args.timeout
+            )
+        floor, floor_s, floor_cpu = _timed(run_floor, items, args.workers)
+        row = {
+            "solutions": len(items),
+            "tests": tests,
+            "ours_s": ours_s,
+            "floor_s": floor_s,
+            "lcb_s": lcb_s,
+            "ours_cpu_s": ours_cpu,
+            "lcb_cpu_s": lcb_cpu,
+            "floor_cpu_s": floor_cpu,
+            "ours_per_s": len(items) / ours_s,
+            "ours_vs_floor": ours_s / floor_s,
+            "ours_vs_floor_cpu": ours_cpu / floor_cpu,
+        }
+        if lcb_s:
+            row.update(
+                lcb_per_s=len(items) / lcb_s,
+                speedup_vs_lcb=lcb_s / ours_s,
+                lcb_vs_floor=lcb_s / floor_s,
+                speedup_vs_lcb_cpu=lcb_cpu / ours_cpu,
+                lcb_vs_floor_cpu=lcb_cpu / floor_cpu,
+            )
+        row.update(_compare(items, ours, lcb, lcb_meta, floor))
+        result["workloads"][name] = row
     return result
 
 
 def format_table(r: dict) -> str:
-    head = (
-        f"{'workload':<10} {'sols':>5} {'tests':>6} {'ours s':>8} {'LCB s':>8} {'floor s':>8} "
-        f"{'ours/s':>8} {'LCB/s':>7} {'vs LCB':>7} {'ours/fl':>7} {'LCB/fl':>7} "
-        f"{'AC o/L/f':>12} {'false o/L':>9} {'disagree':>8}"
-    )
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
     lines = [
-        f"workers={r['workers']} per-test limit={r['timeout_s']} s, "
-        f"pool start-up {r['pool_startup_s']:.2f} s (not in 'ours s')",
-        head,
+        f"workers={r['workers']}, per-test limit {r['timeout_s']} s, pool start-up "
+        f"{r['pool_startup_s']:.2f} s (not in wall). cpu = CPU seconds of everything each judge ran.",
+        f"{'workload':<10} {'sols':>5} {'tests':>6} | {'wall s ours/LCB/floor':>22} | "
+        f"{'cpu s ours/LCB/floor':>22} | {'LCB/ours wall,cpu':>17} | {'ours/floor wall,cpu':>19} | "
+        f"{'LCB/floor cpu':>13} | {'AC ours/LCB/floor':>17} | {'false o/L':>9} | disagree",
     ]
     for name, w in r["workloads"].items():
         acc, fv = w["accepted"], w["false_verdicts"]
-
-        def f(x, fmt):  # noqa: E306
-            return format(x, fmt) if x is not None else "-"
-
+        walls = f"{w['ours_s']:.2f}/{f(w['lcb_s'], '.2f')}/{w['floor_s']:.2f}"
+        cpus = f"{w['ours_cpu_s']:.2f}/{f(w['lcb_cpu_s'], '.2f')}/{w['floor_cpu_s']:.2f}"
+        vs_lcb = f"{f(w.get('speedup_vs_lcb'), '.2f')}x,{f(w.get('speedup_vs_lcb_cpu'), '.2f')}x"
+        vs_floor = f"{w['ours_vs_floor']:.2f}x,{w['ours_vs_floor_cpu']:.2f}x"
+        accs = f"{acc['ours']}/{acc.get('lcb', '-')}/{acc['floor']}"
         lines.append(
-            f"{name:<10} {w['solutions']:>5} {w['tests']:>6} {w['ours_s']:>8.2f} {f(w['lcb_s'], '8.2f')} "
-            f"{w['floor_s']:>8.2f} {w['ours_per_s']:>8.1f} {f(w.get('lcb_per_s'), '7.1f')} "
-            f"{f(w.get('speedup_vs_lcb'), '6.2f')}x {w['ours_vs_floor']:>6.2f}x "
-            f"{f(w.get('lcb_vs_floor'), '6.2f')}x "
-            f"{acc['ours']:>4}/{acc.get('lcb', '-')}/{acc['floor']:<4} "
-            f"{fv['ours']:>4}/{fv.get('lcb', '-'):<4} {w['disagreements']:>8}"
+            f"{name:<10} {w['solutions']:>5} {w['tests']:>6} | {walls:>22} | {cpus:>22} | "
+            f"{vs_lcb:>17} | {vs_floor:>19} | {f(w.get('lcb_vs_floor_cpu'), '.2f'):>12}x | "
+            f"{accs:>17} | {fv['ours']:>4}/{fv.get('lcb', '-'):<4} | {w['disagreements']:>8}"
         )
     for name, w in r["workloads"].items():
         for d in w["disagreement_list"][:12]:
             lines.append(
-                f"  {name}: {d['solution']}: ours {d['ours']} ({d['ours_msg'][:70]}) "
-                f"LCB {d['lcb']} ({d['lcb_msg'][:60]}) floor {d['floor']} truth {d['truth']}"
+                f"  {name}: {d['solution']}: ours {d['ours']} ({d['ours_msg'][:70]}) LCB {d['lcb']} "
+                f"({d['lcb_msg'][:60]}) floor {d['floor']} truth {d['truth']}"
             )
     return "\n".join(lines)

@@ -8,9 +8,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-LCB_PACKAGES = ["nvidia-livecodebench==26.3", "numpy", "tqdm"]
+LCB_PACKAGES = ["nvidia-livecodebench==26.3", "numpy", "tqdm", "sortedcontainers"]
 """Installed with --no-deps for the first: its evaluator needs only numpy and tqdm (the rest of
-its dependencies are API clients for generation)."""
+its dependencies are API clients for generation); sortedcontainers because LeetCode provides it
+and reference solutions use it (our sandbox's interpreter has it)."""
 
 
 def ensure_lcb_venv(venv: Path) -> Path:
