@@ -110,6 +110,9 @@ def run_warmstart(args: argparse.Namespace) -> int:
     except WarmStartError as e:
         print(f"tiny-model: warm start failed: {e}", file=sys.stderr)
         return 1
+    except FileExistsError as e:
+        print(f"tiny-model: {e}", file=sys.stderr)
+        return 1
     except SandboxUnavailable as e:
         print(f"tiny-model: the judge's sandbox is unavailable: {e}", file=sys.stderr)
         return 1

@@ -119,11 +119,13 @@ def warm_start(
     found = find_finished(out_dir, settings)
     if found is not None:
         return found
+    check_out_dir(Path(out_dir))
     import torch
 
     t0 = time.time()
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(choose_threads(cfg.threads))
+    threads = choose_threads(cfg.threads)
+    torch.set_num_threads(threads)
     try:
         if judge is not None:
             outcome, model, tokenizer = _train(seed, cfg, system_prompt, judge, progress, log)
@@ -144,7 +146,7 @@ def warm_start(
         seconds=round(time.time() - t0, 1),
         evals=outcome.evals,
     )
-    _save(out_dir, model, tokenizer, settings, result, outcome)
+    _save(out_dir, model, tokenizer, settings, result, outcome, threads)
     return result
 
 
@@ -221,14 +223,21 @@ def _train(seed, cfg, system_prompt, judge, progress, log):
     return outcome, model, tokenizer
 
 
-def _save(out_dir, model, tokenizer, settings, result, outcome) -> None:
-    from microcoder.learner.tiny_model import TINY_ARCH, is_tiny_model_dir
+def check_out_dir(out: Path) -> None:
+    """Refuse to write into a non-empty folder that does not hold a model (someone else's)."""
+    from microcoder.learner.tiny_model import is_tiny_model_dir
 
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not is_tiny_model_dir(out):
+    if out.is_file() or (out.exists() and any(out.iterdir()) and not is_tiny_model_dir(out)):
         raise FileExistsError(
             f"{out} exists and does not hold a model; choose another --out or remove it"
         )
+
+
+def _save(out_dir, model, tokenizer, settings, result, outcome, threads: int) -> None:
+    from microcoder.learner.tiny_model import TINY_ARCH
+
+    out = Path(out_dir)
+    check_out_dir(out)
     (out / MANIFEST).unlink(missing_ok=True)
     for stale in out.glob("*.safetensors") if out.exists() else []:
         stale.unlink()
@@ -241,6 +250,7 @@ def _save(out_dir, model, tokenizer, settings, result, outcome) -> None:
         "result": {**asdict(result), "cached": False},
         "sft": {
             "steps_run": outcome.steps_run,
+            "threads": threads,
             "train_s": round(outcome.train_s, 1),
             "eval_s": round(outcome.eval_s, 1),
             "losses": [round(x, 4) for x in outcome.losses],

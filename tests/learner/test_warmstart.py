@@ -1,0 +1,105 @@
+"""A small real warm start (the real tiny model, a few steps, the sandboxed judge) and its cache."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from microcoder.learner.sft_config import WarmStartConfig
+from microcoder.learner.warmstart import (
+    MANIFEST,
+    default_system_prompt,
+    find_finished,
+    settings_of,
+    warm_start,
+)
+
+# A window of [0, 1] accepts the first evaluation: this checks the machinery, not the learning.
+SMALL = WarmStartConfig(
+    max_steps=12,
+    eval_from=12,
+    eval_every=12,
+    target_low=0.0,
+    target_high=1.0,
+    eval_problems=8,
+    eval_max_new_tokens=16,
+    threads=1,
+)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("warm")
+    result = warm_start(out, seed=0, cfg=SMALL, progress=False, log=lambda line: None)
+    return out, result
+
+
+@pytest.mark.slow  # shares the ~30-50 s small real run
+def test_small_run_keeps_the_evaluated_step(small_run):
+    _, r = small_run
+    assert (r.step, r.cached) == (12, False)
+    assert r.evals == [(12, r.pass_rate)]
+
+
+@pytest.mark.slow  # shares the ~30-50 s small real run
+def test_small_run_loss_goes_down(small_run):
+    import json
+
+    out, _ = small_run
+    losses = json.loads((out / MANIFEST).read_text())["sft"]["losses"]
+    assert len(losses) == 12
+    assert statistics.mean(losses[-3:]) < statistics.mean(losses[:3]) - 1.0
+
+
+@pytest.mark.slow  # shares the ~30-50 s small real run
+def test_saved_folder_loads_in_transformers_and_generates(small_run):
+    out, _ = small_run
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.tie_word_embeddings is False
+    assert model.config.hidden_size == 256 and model.config.num_hidden_layers == 4
+    assert tok.eos_token == "<|im_end|>"
+    ids = tok.apply_chat_template(
+        [{"role": "system", "content": default_system_prompt()}, {"role": "user", "content": "x"}],
+        add_generation_prompt=True,
+        return_dict=True,
+    )["input_ids"]
+    with torch.no_grad():
+        gen = model.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False)
+    assert gen.shape[1] > len(ids)
+
+
+@pytest.mark.slow  # shares the ~30-50 s small real run
+def test_same_seed_and_settings_are_served_from_the_cache(small_run):
+    out, first = small_run
+
+    def no_judging(pairs):
+        raise AssertionError("a cached warm start must not evaluate")
+
+    again = warm_start(out, seed=0, cfg=SMALL, judge=no_judging, progress=False)
+    assert again.cached and (again.step, again.pass_rate) == (first.step, first.pass_rate)
+
+
+@pytest.mark.slow  # shares the ~30-50 s small real run
+def test_other_seed_or_settings_are_not_served_from_the_cache(small_run):
+    out, _ = small_run
+    sp = default_system_prompt()
+    assert find_finished(out, settings_of(0, SMALL, sp)) is not None
+    assert find_finished(out, settings_of(1, SMALL, sp)) is None
+    assert find_finished(out, settings_of(0, SMALL.model_copy(update={"lr": 5e-4}), sp)) is None
+    assert find_finished(out, settings_of(0, SMALL, sp + " ")) is None
+
+
+def test_thread_count_does_not_invalidate_the_cache():
+    sp = default_system_prompt()
+    other = SMALL.model_copy(update={"threads": 2})
+    assert settings_of(0, SMALL, sp) == settings_of(0, other, sp)
+
+
+def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="does not hold a model"):
+        warm_start(tmp_path, seed=0, cfg=SMALL, progress=False, log=lambda line: None)
