@@ -103,3 +103,43 @@ def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="does not hold a model"):
         warm_start(tmp_path, seed=0, cfg=SMALL, progress=False, log=lambda line: None)
+
+
+VLLM_VS_HF = r"""
+import json, sys
+from microcoder.launch.device import set_cpu_engine_env
+set_cpu_engine_env(1.0)
+import torch
+torch.set_num_threads(1)
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from vllm import LLM
+from microcoder.data.synthetic import generate_tasks
+from microcoder.learner.hf_sample import sample_replies
+from microcoder.learner.vllm_sample import vllm_replies
+from microcoder.learner.warmstart import default_system_prompt
+path, sp = sys.argv[1], default_system_prompt()
+tok = AutoTokenizer.from_pretrained(path)
+problems = generate_tasks(0, "heldout", 8)
+hf = sample_replies(AutoModelForCausalLM.from_pretrained(path), tok, sp, problems,
+                    temperature=0, max_new_tokens=16, seed=0)
+llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0)
+vl = vllm_replies(llm, tok, sp, problems, temperature=0, max_tokens=16)
+hot = vllm_replies(llm, tok, sp, problems, temperature=1.0, max_tokens=16)
+print("RESULT" + json.dumps({"hf": hf, "vllm": vl, "hot": hot}))
+"""
+
+
+@pytest.mark.slow
+def test_vllm_replies_render_like_the_sft_sampler(small_run):
+    import json
+    import subprocess
+    import sys
+
+    out, _ = small_run
+    res = subprocess.run(
+        [sys.executable, "-c", VLLM_VS_HF, str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(next(x for x in res.stdout.splitlines() if x.startswith("RESULT"))[6:])
+    assert got["vllm"] == got["hf"]
+    assert len(got["hot"]) == 8
