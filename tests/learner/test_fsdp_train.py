@@ -22,7 +22,12 @@ WORKER = Path(__file__).with_name("train_worker.py")
 
 
 def run_ranks(
-    model: Path, out: Path, world: int, mode: str = "train", budget: int = 4096
+    model: Path,
+    out: Path,
+    world: int,
+    mode: str = "train",
+    budget: int = 4096,
+    extra: dict | None = None,
 ) -> list[dict]:
     """Run `world` worker processes to completion; return rank 0's per-step metrics."""
     out.mkdir(parents=True, exist_ok=True)
@@ -31,7 +36,15 @@ def run_ranks(
     for rank in range(world):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
         env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, str(WORKER), str(model), str(out), mode, str(budget)]
+        cmd = [
+            sys.executable,
+            str(WORKER),
+            str(model),
+            str(out),
+            mode,
+            str(budget),
+            json.dumps(extra or {}),
+        ]
         procs.append(
             subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         )
@@ -91,3 +104,13 @@ def test_checkpoint_is_a_loadable_hf_folder(resumed):
     assert model.config.use_cache and tok.eos_token == "<|im_end|>"
     torch.testing.assert_close(model.state_dict()["lm_head.weight"], saved["lm_head.weight"])
     assert json.loads((ckpt / "trainer_state.json").read_text())["policy_version"] == 1
+
+
+@pytest.mark.slow
+def test_mini_batches_kl_and_tis_off_train_one_version_per_batch(small_model, tmp_path):
+    extra = {"learner": {"mini_batches": 2}, "algorithm": {"kl_coef": 0.1, "use_tis": False}}
+    metrics = run_ranks(small_model, tmp_path, 1, extra=extra)
+    assert [m["version"] for m in metrics] == [1, 2]
+    assert all(m["is_weight_mean"] == 1.0 for m in metrics)
+    assert metrics[1]["kl"] > 0  # the policy has moved away from the reference
+    assert all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics)

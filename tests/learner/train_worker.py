@@ -1,6 +1,8 @@
 """One learner rank for the distributed tests, run as a script with the rendezvous in the env.
 
-    python train_worker.py MODEL OUT {train,resume} MICRO_BATCH_TOKENS
+    python train_worker.py MODEL OUT {train,resume} MICRO_BATCH_TOKENS [OVERRIDES_JSON]
+
+OVERRIDES_JSON: {"learner": {...}, "algorithm": {...}} merged into the configs.
 
 Trains two steps on fixed synthetic groups (in `resume` mode: one step, checkpoint, rebuild the
 Learner from the checkpoint, one more step), then rank 0 writes OUT/weights.safetensors and every
@@ -44,8 +46,11 @@ def synthetic_groups(
 
 def main() -> None:
     model, out, mode, budget = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    cfg = LearnerConfig(lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0)
-    algo = AlgorithmConfig(mask_prob=0.5)
+    extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+    cfg = LearnerConfig(
+        lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, **extra.get("learner", {})
+    )
+    algo = AlgorithmConfig(mask_prob=0.5, **extra.get("algorithm", {}))
     learner = Learner(model, cfg, algo, seed=3)
     metrics = [learner.train_step(synthetic_groups(0))]
     if mode == "resume":
