@@ -21,7 +21,7 @@ import zmq
 
 from microcoder.buffer import messages as m
 from microcoder.buffer.records import MessageError
-from microcoder.buffer.wire import decode_header, encode, pack_record, unpack_record
+from microcoder.buffer.wire import decode_header, encode, pack_record, unpack_records
 
 
 class BufferError(RuntimeError):
@@ -156,7 +156,7 @@ class BufferClient:
         while True:
             reply, frames = self._wait_call(m.GetUnscored(self.owner, n), until)
             if frames or reply.done or time.monotonic() >= until:
-                return [unpack_record(m.Group, f) for f in frames]
+                return unpack_records(m.Group, frames)
 
     def put_scored(self, results: m.GroupScores | list[m.GroupScores]) -> m.PutReply:
         """Hand in scores for groups this owner holds (only the scores travel)."""
@@ -178,12 +178,12 @@ class BufferClient:
     def _put(self, msg: m.Message, records: Any) -> m.PutReply:
         if not isinstance(records, list):
             records = [records]
-        blobs = {r.group_id: pack_record(r) for r in records}
+        blobs = {r.group_id: pack_record(r) for r in records}  # group id -> (map, payload)
         total = m.PutReply()
         deadline = time.monotonic() + self.timeout_s
         delay = 0.01
         while blobs:
-            reply, _ = self.call(msg, list(blobs.values()))
+            reply, _ = self.call(msg, [f for pair in blobs.values() for f in pair])
             total.accepted += reply.accepted
             total.rejected += reply.rejected
             blobs = {gid: blobs[gid] for gid in reply.full}
@@ -209,8 +209,12 @@ class BufferClient:
             reply, frames = self._wait_call(m.GetBatch(self.owner, n, version), until)
             if frames or reply.done:
                 groups = [
-                    m.ScoredGroup(unpack_record(m.Group, g), unpack_record(m.GroupScores, s))
-                    for g, s in zip(frames[::2], frames[1::2], strict=True)
+                    m.ScoredGroup(g, s)
+                    for g, s in zip(
+                        unpack_records(m.Group, frames, stride=4),
+                        unpack_records(m.GroupScores, frames, stride=4, first=2),
+                        strict=True,
+                    )
                 ]
                 return LearnerBatch(groups, reply.version, reply.staleness, reply.done)
             if until is not None and time.monotonic() >= until:

@@ -1,7 +1,7 @@
 """The buffer server: one ZeroMQ ROUTER socket in front of a BufferState.
 
 Single-threaded loop: receive a request, validate it (size, msgpack, protocol version, kind,
-fields, and the group blobs it carries), apply it to the state, reply. Get requests that find
+fields, and the group records it carries), apply it to the state, reply. Get requests that find
 nothing (prompts held back by admission control, no unscored groups, batch not complete) are
 parked up to `wait_s` (capped at buffer.long_poll_s) and answered as soon as the state allows.
 Any bad input gets an `error` reply and a counter in stats["errors"]; nothing kills the loop.
@@ -134,8 +134,8 @@ class BufferServer:
 
     # ------------------------------------------------------------ dispatch
 
-    def _send(self, identity: bytes, rid: int, msg: m.Message, blobs: list[Any] = ()) -> None:
-        frames = encode(msg, rid, blobs)
+    def _send(self, identity: bytes, rid: int, msg: m.Message, records: list[Any] = ()) -> None:
+        frames = encode(msg, rid, records)
         self.state.counters.bytes_out += sum(len(f) for f in frames)
         self.sock.send_multipart([identity, *frames], copy=False)
 
@@ -193,9 +193,13 @@ class BufferServer:
         return m.Prompts(got, done, 0.0 if got else self.config.long_poll_s), []
 
     def _put(self, msg, blobs, now, cls, put):
-        if not blobs:
-            raise MessageError(f"{msg.KIND} carries no {cls.__name__} frames", code="bad_field")
-        records = [(unpack_record(cls, b), b) for b in blobs]  # validate all before applying
+        if not blobs or len(blobs) % 2:
+            raise MessageError(
+                f"{msg.KIND} needs (map, payload) frame pairs of {cls.__name__}, got {len(blobs)} frames",
+                code="bad_field",
+            )
+        pairs = [(blobs[i], blobs[i + 1]) for i in range(0, len(blobs), 2)]
+        records = [(unpack_record(cls, *pair), pair) for pair in pairs]  # validate all first
         reply = m.PutReply()
         for rec, blob in records:
             outcome = put(msg.owner, rec, blob, now)
@@ -219,7 +223,7 @@ class BufferServer:
         done = self.state.finished and not self.state.unscored
         if not got and not done and not final and msg.wait_s > 0:
             return None
-        return m.Groups(done), [blob for _, blob in got]
+        return m.Groups(done), [frame for _, pair in got for frame in pair]
 
     def _get_batch(self, msg: m.GetBatch, blobs, now, final=False):
         if msg.n < 1:
@@ -230,7 +234,7 @@ class BufferServer:
                 return None
             return m.Batch(msg.version), []
         delivered, done = got
-        frames = [f for d in delivered for f in (d.group, d.scores)]
+        frames = [f for d in delivered for f in (*d.group, *d.scores)]
         return m.Batch(msg.version, [d.staleness for d in delivered], done), frames
 
     def _fail_group(self, msg: m.FailGroup, blobs, now, final=False):

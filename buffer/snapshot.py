@@ -20,6 +20,19 @@ from microcoder.buffer.wire import pack, unpack
 FORMAT = "microcoder-buffer-snapshot/1"
 
 
+def _raw(frames: Any) -> Any:
+    """Stored frames (a (map, payload) pair, or any bytes-like) as plain bytes for the file."""
+    if frames is None:
+        return None
+    if isinstance(frames, (tuple, list)):
+        return [bytes(f) for f in frames]
+    return bytes(frames)
+
+
+def _frames(data: Any) -> Any:
+    return tuple(data) if isinstance(data, list) else data
+
+
 def export_state(state: BufferState) -> dict[str, Any]:
     """The state as plain msgpack-able data."""
     slots = []
@@ -28,8 +41,7 @@ def export_state(state: BufferState) -> dict[str, Any]:
             "group_id": s.group_id, "problem_id": s.item.problem_id, "prompt": s.item.prompt,
             "epoch": s.item.epoch, "issued_version": s.issued_version, "stage": s.stage,
             "owner": s.owner, "oldest_version": s.oldest_version, "n_responses": s.n_responses,
-            "group": None if s.group is None else bytes(s.group),
-            "scores": None if s.scores is None else bytes(s.scores),
+            "group": _raw(s.group), "scores": _raw(s.scores),
         })  # fmt: skip
     return {
         "format": FORMAT,
@@ -59,7 +71,7 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     for d in data["slots"]:
         item = PromptItem(d["problem_id"], d["prompt"], d["epoch"])
         slot = Slot(d["group_id"], item, d["issued_version"], d["stage"], d["owner"], 0.0,
-                    d["oldest_version"], d["n_responses"], d["group"], d["scores"])  # fmt: skip
+                    d["oldest_version"], d["n_responses"], _frames(d["group"]), _frames(d["scores"]))  # fmt: skip
         state.slots[slot.group_id] = slot
         state.depth[slot.stage] += 1
     state.unscored.clear()

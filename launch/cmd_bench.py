@@ -18,6 +18,7 @@ import json
 # name -> module. Only benchmarks that exist are listed.
 BENCHES: dict[str, str] = {
     "judge": "microcoder.bench.judge",
+    "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "weight-sync": "microcoder.bench.weight_sync",
 }
