@@ -67,6 +67,8 @@ class TemperatureConfig(Section):
     """Diversity (1 − mean pairwise token-3-gram Jaccard) a group should keep."""
     schedule: list[tuple[int, float]] = []
     """Staged schedule: [[step, temperature], ...]; from each step on, that temperature."""
+    probe_prompts: int = Field(8, ge=1)
+    """Prompts in the calibration probe batch (each sampled G times per candidate)."""
     monitor_window: int = Field(0, ge=0)
     """Online monitor: step T up one stage after this many consecutive steps below target (0 = off)."""
 

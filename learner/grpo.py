@@ -21,6 +21,7 @@ their rewards in their group's mean and std; only their own advantage becomes ze
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -141,6 +142,40 @@ def kl_k3(
     """Schulman's k3 estimator of KL(pi_theta || pi_ref): exp(d) − d − 1 with d = ref − logp."""
     d = ref_logp - logp
     return torch.exp(d) - d - 1.0
+
+
+class TokenLoss(NamedTuple):
+    """Per-token terms of the objective (all [T])."""
+
+    loss: torch.Tensor  # w_is · clipped surrogate (+ kl_coef · kl), with gradient
+    clipped: torch.Tensor  # bool: the clipped branch was active
+    is_weight: torch.Tensor  # truncated importance weight (1 when TIS is off)
+    kl: torch.Tensor  # k3 estimate against the reference (0 when there is none)
+
+
+def token_loss(
+    logp: torch.Tensor,  # [T] log pi_theta
+    old_logp: torch.Tensor,  # [T] log pi_old
+    behaviour_logp: torch.Tensor,  # [T] log pi_behaviour from the generator
+    advantages: torch.Tensor,  # [T]
+    eps_low: float,
+    eps_high: float,
+    tis_cap: float | None = None,  # None = TIS off (weight 1)
+    ref_logp: torch.Tensor | None = None,  # [T] log pi_ref; None = no KL term
+    kl_coef: float = 0.0,
+) -> TokenLoss:
+    """l_t = w_t · max(−A·ratio, −A·clip(ratio)) + kl_coef · k3(t), before aggregation."""
+    surrogate, clipped = clipped_policy_loss(logp, old_logp, advantages, eps_low, eps_high)
+    if tis_cap is None:
+        w = torch.ones_like(surrogate)
+    else:
+        w = tis_weight(old_logp, behaviour_logp, tis_cap)
+    loss = w * surrogate
+    kl = torch.zeros_like(surrogate)
+    if ref_logp is not None:
+        kl = kl_k3(logp, ref_logp)
+        loss = loss + kl_coef * kl
+    return TokenLoss(loss, clipped, w, kl)
 
 
 # --- aggregation: each mode gives every token of sequence s the weight w_s -----------------------

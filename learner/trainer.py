@@ -184,39 +184,42 @@ class Learner:
         if old_logp is None:
             # One optimizer step per batch: pi_old is the current policy, identical to this forward.
             old_logp = logp.detach() if self.cfg.recompute_old_logprobs else mb.behaviour_logp
-        if algo.use_tis and self.cfg.recompute_old_logprobs:
-            w_is = grpo.tis_weight(old_logp, mb.behaviour_logp, algo.tis_cap)
-        else:
-            w_is = torch.ones_like(logp)
-        token_loss, clipped = grpo.clipped_policy_loss(
-            logp, old_logp, mb.advantages, algo.eps_low, algo.eps_high
-        )
-        token_loss = token_loss * w_is
-        kl = torch.zeros_like(logp)
+        use_tis = algo.use_tis and self.cfg.recompute_old_logprobs
+        ref_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp, _ = self._logp(self.ref_model, mb)
-            kl = grpo.kl_k3(logp, ref_logp)
-            token_loss = token_loss + algo.kl_coef * kl
-        weight = mb.weight.to(token_loss.dtype)
-        loss = (token_loss * weight).sum()
-        real = mb.seq_index >= 0  # False only for a dummy micro-batch's token
+                ref_logp = self._logp(self.ref_model, mb)[0]
+        terms = grpo.token_loss(
+            logp,
+            old_logp,
+            mb.behaviour_logp,
+            mb.advantages,
+            algo.eps_low,
+            algo.eps_high,
+            tis_cap=algo.tis_cap if use_tis else None,
+            ref_logp=ref_logp,
+            kl_coef=algo.kl_coef,
+        )
+        loss = (terms.loss * mb.weight.to(terms.loss.dtype)).sum()
+        real = (mb.seq_index >= 0).double()  # 0 only for a dummy micro-batch's token
         with torch.no_grad():
+            capped = (
+                (terms.is_weight >= algo.tis_cap).double() if use_tis else torch.zeros_like(real)
+            )
             stats = torch.stack(
                 [
                     loss.detach().double(),
-                    torch.tensor(float(mb.tokens), dtype=torch.float64),
-                    real.sum().double(),
-                    (clipped & real).sum().double(),
-                    (entropy * real).sum().double(),
-                    (w_is * real).sum().double(),
-                    ((w_is >= algo.tis_cap) & real).sum().double()
-                    if algo.use_tis
-                    else torch.zeros((), dtype=torch.float64),
-                    (kl.detach() * real).sum().double(),
-                    (w_is * real).max().double(),
+                    torch.zeros((), dtype=torch.float64, device=real.device),  # tokens, set below
+                    real.sum(),
+                    (terms.clipped.double() * real).sum(),
+                    (entropy.double() * real).sum(),
+                    (terms.is_weight.double() * real).sum(),
+                    (capped * real).sum(),
+                    (terms.kl.detach().double() * real).sum(),
+                    (terms.is_weight.double() * real).max(),
                 ]
             ).cpu()
+            stats[1] = float(mb.tokens)
         return loss, stats
 
     def _set_sync(self, sync: bool) -> None:

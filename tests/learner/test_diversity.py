@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from microcoder.learner.diversity import batch_diversity, group_diversity, ngram_set
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from microcoder.learner import grpo
 
 
@@ -147,3 +148,28 @@ def test_dynamic_filter_drops_groups_with_equal_rewards():
     assert not grpo.group_has_signal([1.0, 1.0, 1.0])
     assert not grpo.group_has_signal([0.0, 0.0])
     assert grpo.group_has_signal([0.0, 1.0, 0.0])
+
+
+def test_token_loss_with_tis_weights_each_token():
+    logp = torch.log(torch.tensor([0.5, 0.5]))
+    old = logp.clone()
+    behaviour = torch.log(torch.tensor([0.25, 0.05]))  # old/behaviour = 2 and 10 -> capped at 3
+    out = grpo.token_loss(logp, old, behaviour, torch.tensor([1.0, -1.0]), 0.2, 0.28, tis_cap=3.0)
+    torch.testing.assert_close(out.is_weight, torch.tensor([2.0, 3.0]))
+    torch.testing.assert_close(out.loss, torch.tensor([-2.0, 3.0]))
+
+
+def test_token_loss_without_tis_is_the_plain_surrogate():
+    logp = torch.log(torch.tensor([0.5, 0.5]))
+    behaviour = torch.log(torch.tensor([0.25, 0.05]))
+    out = grpo.token_loss(logp, logp.clone(), behaviour, torch.tensor([1.0, -1.0]), 0.2, 0.28)
+    torch.testing.assert_close(out.loss, torch.tensor([-1.0, 1.0]))
+    assert torch.equal(out.is_weight, torch.ones(2)) and torch.equal(out.kl, torch.zeros(2))
+
+
+def test_token_loss_adds_the_kl_term_only_with_a_reference():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-2.0])
+    out = grpo.token_loss(
+        logp, logp, logp, torch.tensor([0.0]), 0.2, 0.28, ref_logp=ref, kl_coef=0.5
+    )
+    torch.testing.assert_close(out.loss, 0.5 * grpo.kl_k3(logp, ref))
