@@ -18,6 +18,18 @@ hands out the tensors of bucket i. No pickle: the header is JSON and tensors are
 Bring-up is collective: `WeightSender(...)` returns once all N receivers have constructed their
 `WeightReceiver` (either may start first, within the timeout). After an error the group is
 broken; close both sides and build a new one.
+
+Inside a vLLM worker (through a `worker_extension_cls`), a receiver is two methods:
+
+    def join_weight_sync(self, host, port, rank, world, timeout_s):
+        self._rx = WeightReceiver(host, port, rank, world, timeout_s=timeout_s, name=f"gen {rank}")
+
+    def receive_weights(self):
+        self.model_runner.reload_weights(weights_iterator=self._rx.receive(), is_checkpoint_format=True)
+        return self._rx.version  # then reset the prefix cache (VLLM-CPU-NOTES.md)
+
+and on the learner side all ranks call `Learner.broadcast_weights(sender)` (rank 0 holds the
+`WeightSender`; start `join_weight_sync` on the generators before constructing it).
 """
 
 from __future__ import annotations
