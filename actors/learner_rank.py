@@ -23,6 +23,7 @@ class LearnerRank:
         self.learner = None
         self.client = None
         self.publisher = None
+        self._stop = False
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: this node's address and a free port for the learner's process group."""
@@ -78,17 +79,26 @@ class LearnerRank:
         groups whose rewards are all equal are dropped and more are fetched until the batch is
         full (DAPO); they count as consumed by the buffer and in `filtered_groups` here."""
         from microcoder.actors.convert import to_sample_group
+        from microcoder.buffer.client import BufferTimeout
         from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.grpo import group_has_signal
 
         want, kept, filtered, staleness, rewards = self.cfg.learner.batch_size, [], 0, [], []
         responses = []
         t0 = time.perf_counter()
+        deadline = None if timeout_s is None else t0 + timeout_s
+        budget = want * self.cfg.learner.max_filtered_batches  # groups we may fetch in all
         done = False
-        while len(kept) < want and not done:
-            batch = self.client.get_batch(
-                want - len(kept), self.learner.version, timeout_s=timeout_s
-            )
+        while len(kept) < want and not done and len(responses) < budget and not self._stop:
+            try:
+                batch = self.client.get_batch(
+                    min(want - len(kept), budget - len(responses)), self.learner.version,
+                    timeout_s=1.0,
+                )  # fmt: skip
+            except BufferTimeout:
+                if deadline is not None and time.perf_counter() > deadline:
+                    raise
+                continue
             done = batch.done
             staleness += batch.staleness
             for sg in batch.groups:
@@ -149,6 +159,8 @@ class LearnerRank:
     def shutdown(self) -> None:
         import torch.distributed as dist
 
+        self._stop = True
+        time.sleep(1.5)  # let a fetch_batch in another thread see the flag and return
         if self.client is not None:
             self.client.close()
         if dist.is_initialized():

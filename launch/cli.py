@@ -18,6 +18,7 @@ COMMANDS = [
     "microcoder.launch.cmd_config",
     "microcoder.launch.cmd_tiny_model",
     "microcoder.launch.cmd_smoke",
+    "microcoder.launch.cmd_launch",
     "microcoder.launch.cmd_bench",
     "microcoder.launch.cmd_judge",
     "microcoder.launch.cmd_keys",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import tomli_w
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
@@ -91,6 +91,13 @@ class Config(Section):
     """Ray and devices."""
     monitor: MonitorConfig = MonitorConfig()
     """Dashboard, metrics and logs."""
+
+    @model_validator(mode="after")
+    def _fill_derived(self) -> Config:
+        """Fields whose default depends on another section."""
+        if self.algorithm.loss_constant == 0:
+            self.algorithm.loss_constant = self.generator.max_response_tokens
+        return self
 
     def to_toml(self) -> str:
         """The resolved config as TOML (what goes into the run directory)."""

@@ -48,6 +48,9 @@ class LearnerConfig(Section):
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the learner's weights before the update (off: pi_old = the
     generator's behaviour log-probs, and the IS weight is then 1)."""
+    max_filtered_batches: int = Field(4, ge=1)
+    """With dynamic filtering, fetch at most this many batches' worth of groups per step; if all
+    of them had equal rewards, the step is skipped (no update) and the run says so."""
     checkpoint_every: int = Field(0, ge=0)
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)

@@ -1,0 +1,137 @@
+"""The driver's training loop: one learner step per iteration, temperature control, supervision,
+metrics, progress and periodic checkpoints. Actors do the work; this only coordinates."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from microcoder.launch.runner import Run
+
+MAX_SKIPPED = 20
+"""Consecutive steps without any learning signal before the run stops with advice."""
+
+
+def build_controller(run: Run):
+    """Temperature controller: resumed state, else calibrated (if asked) or the initial T."""
+    import ray
+
+    from microcoder.learner.temperature import TemperatureController, calibrate
+
+    t = run.cfg.algorithm.temperature
+    ckpt = run.resume_from
+    if ckpt is not None and (ckpt / "temperature.json").exists():
+        return TemperatureController.from_state_dict(
+            json.loads((ckpt / "temperature.json").read_text())
+        )
+    temperature = t.initial
+    if t.calibrate:
+        from microcoder.launch.problems import load_run_problems
+
+        probe = [p.prompt for p in load_run_problems(run.cfg.data, run.cfg.seed)[: t.probe_prompts]]
+        gen = run.generators.handles()[0]
+        res = calibrate(
+            t.candidates,
+            t.target_diversity,
+            lambda T: ray.get(gen.probe_diversity.remote(probe, T)),
+        )
+        run.log(res.format(t.target_diversity))
+        run.metrics.log("event", event="calibration", table=res.table, chosen=res.chosen)
+        temperature = res.chosen
+    return TemperatureController(
+        temperature=temperature, candidates=list(t.candidates), target=t.target_diversity,
+        window=t.monitor_window, schedule=[tuple(s) for s in t.schedule],
+    )  # fmt: skip
+
+
+class Rates:
+    """Per-second rates from cumulative counters between two calls."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[float, float]] = {}
+
+    def rate(self, key: str, total: float) -> float:
+        now = time.monotonic()
+        prev = self.last.get(key)
+        self.last[key] = (now, total)
+        if prev is None or now <= prev[0]:
+            return 0.0
+        return (total - prev[1]) / (now - prev[0])
+
+
+def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
+    gens, execs = run.generators.stats(), run.executors.stats()
+    buf = run.client.stats()
+    tokens = sum(g.get("tokens", 0) for g in gens)
+    tests = sum(e.get("tests", 0) for e in execs)
+    idle = lambda xs: sum(x.get("idle_frac", 0.0) for x in xs) / max(len(xs), 1)  # noqa: E731
+    return {
+        "generators": len(gens),
+        "executors": len(execs),
+        "gen_tokens_per_s": rates.rate("gen_tokens", tokens),
+        "tests_per_s": rates.rate("tests", tests),
+        "generator_idle_frac": idle(gens),
+        "executor_idle_frac": idle(execs),
+        "buffer": buf,
+    }
+
+
+def train(run: Run, progress=None) -> dict[str, Any]:
+    """Run learner steps until max_steps (or the data runs out); returns a summary."""
+    import ray
+
+    cfg = run.cfg
+    run.controller = controller = build_controller(run)
+    for h in run.generators.handles():
+        ray.get(h.set_temperature.remote(controller.temperature))
+    rates, step, t_start = Rates(), run.learners.version, time.time()
+    sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
+    last_ckpt, skipped = None, 0
+    while step < cfg.max_steps:
+        before = controller.temperature
+        temperature = controller.start_step(step)
+        if temperature != before:
+            ray.get([h.set_temperature.remote(temperature) for h in run.generators.handles()])
+        t0 = time.time()
+        m = run.learners.step()
+        if m is None:
+            run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
+            break
+        if m.get("skipped"):
+            skipped += 1
+            run.log(
+                f"no learning signal: all {int(m['filtered_groups'])} groups fetched had equal rewards; step skipped"
+            )
+            if skipped >= MAX_SKIPPED:
+                raise RuntimeError(
+                    f"{skipped} steps in a row had no group with differing rewards: the task is too "
+                    "hard or too easy for the model (all-wrong or all-right). Warm-start the model "
+                    "(microcoder tiny-model --warmstart), use easier/harder problems, or set "
+                    "algorithm.dynamic_filtering = false"
+                )
+            continue
+        skipped = 0
+        step = int(m["version"])
+        event = controller.observe(step, m["diversity"])
+        if event:
+            run.log(event)
+            ray.get(
+                [h.set_temperature.remote(controller.temperature) for h in run.generators.handles()]
+            )
+        for pool in (run.generators, run.executors):
+            for e in pool.check(
+                before_loop=run.prepare_generator if pool is run.generators else None
+            ):
+                run.metrics.log("event", event=e, step=step)
+        for k in sums:
+            sums[k] += m[k]
+        record = run.metrics.log(
+            "step", step=step, policy_version=step, temperature=temperature,
+            step_s=time.time() - t0, **m, **pool_fields(run, rates),
+        )  # fmt: skip
+        if progress is not None:
+            progress(record)
+        if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
+            last_ckpt = run.checkpoint(step)
+    return {"steps": step, "wall_s": time.time() - t_start, **sums, "last_checkpoint": last_ckpt}

@@ -1,0 +1,60 @@
+"""Run metrics: one JSON line per record in `metrics.jsonl`, plus any extra sinks (TensorBoard,
+W&B, the dashboard) registered on the logger. Every line has `kind` ("step", "eval", "event"),
+`time` (unix seconds) and, for steps, `step` and `policy_version`."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class MetricsLogger:
+    """Appends records to `run_dir/metrics.jsonl` (line-buffered) and forwards them to sinks."""
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", buffering=1)
+        self.sinks: list[Sink] = []
+        self.history: list[dict[str, Any]] = []
+
+    def log(self, kind: str, **fields: Any) -> dict[str, Any]:
+        record = _clean({"kind": kind, "time": time.time(), **fields})
+        self._file.write(json.dumps(record) + "\n")
+        self.history.append(record)
+        for sink in self.sinks:
+            try:
+                sink(record)
+            except Exception as err:  # a broken sink must not stop training
+                print(f"metrics: sink {sink!r} failed: {err}")
+        return record
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_metrics(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """Records of a metrics.jsonl (optionally only one kind)."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            if kind is None or rec.get("kind") == kind:
+                out.append(rec)
+    return out

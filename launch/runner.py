@@ -1,0 +1,167 @@
+"""A run: bring the pools up on Ray, train to `max_steps`, checkpoint, shut everything down.
+
+Order of bring-up: Ray -> model folder -> buffer host -> learner group (publishes version 0) ->
+executors -> generators (each pulls the learner's weights before its first wave). The training
+loop itself is launch/loop.py; this file owns life and death of the actors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from microcoder.launch.config import Config
+from microcoder.launch.metrics import MetricsLogger
+
+
+class Run:
+    def __init__(
+        self, cfg: Config, run_dir: Path, address: str = "local", resume_from: Path | None = None
+    ):
+        self.cfg, self.run_dir, self.address, self.resume_from = cfg, run_dir, address, resume_from
+        self.metrics = MetricsLogger(run_dir)
+        self.log_path = run_dir / "launcher.log"
+        self.buffer = self.learners = self.generators = self.executors = None
+        self.buffer_address = ""
+        self.client = None
+        self.controller = None
+        self.start_time = time.time()
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        with self.log_path.open("a") as f:
+            f.write(line + "\n")
+
+    # ------------------------------------------------------------ bring-up
+
+    def start_ray(self, plan_cpus: float) -> None:
+        import ray
+
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        logs = str(self.run_dir / "logs")
+        if self.address == "local":
+            cores = self.cfg.cluster.num_cpus or os.cpu_count() or 1
+            ray.init(
+                num_cpus=max(cores, int(plan_cpus + 0.999)),
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
+            )
+        else:
+            ray.init(address=self.address, log_to_driver=False,
+                     runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}})  # fmt: skip
+
+    def bring_up(self, model_path: str) -> None:
+        import ray
+
+        from microcoder.actors.learner_group import LearnerGroup
+        from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
+        from microcoder.buffer.client import BufferClient
+        from microcoder.launch.pools import Pool
+
+        cfg = self.cfg
+        ckpt = self.resume_from
+        snapshot = (
+            str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
+        )
+        self.log("starting the buffer" + (f" (restoring {snapshot})" if snapshot else ""))
+        self.buffer = buffer_host_cls().options(name="mc-buffer").remote(cfg, restore_from=snapshot)
+        self.buffer_address = ray.get(self.buffer.get_address.remote())
+        self.client = BufferClient.from_config(cfg.buffer, self.buffer_address, owner="launcher")
+        self.log(
+            f"buffer at {self.buffer_address}; starting {cfg.learner.world_size} learner rank(s)"
+        )
+        self.learners = LearnerGroup(
+            cfg, model_path, self.buffer_address, str(ckpt) if ckpt else None
+        )
+        self.log(f"learner ready at policy version {self.learners.version}")
+
+        def release(owner: str) -> str:
+            r = self.client.release(owner)
+            return f"{r.prompts} prompts, {r.groups} groups"
+
+        ex_cls, gen_cls = executor_cls(cfg), generator_cls(cfg)
+        self.executors = Pool(
+            "executor", lambda n: ex_cls.options(name=f"mc-{n}", max_restarts=-1).remote(n, cfg, self.buffer_address),
+            release, self.log,
+        )  # fmt: skip
+        self.generators = Pool(
+            "generator",
+            lambda n: gen_cls.options(name=f"mc-{n}", max_restarts=-1).remote(
+                n, cfg, model_path, self.buffer_address, self.learners.rank0
+            ),
+            release, self.log,
+        )  # fmt: skip
+        self.log(f"starting {cfg.executor.num_executors} executor(s)")
+        self.executors.add(cfg.executor.num_executors)
+        self.log(
+            f"starting {cfg.generator.num_engines} generator(s) (vLLM engine start takes a while)"
+        )
+        self.generators.add(cfg.generator.num_engines, before_loop=self.prepare_generator)
+        self.log("all pools running")
+
+    def prepare_generator(self, handle) -> None:
+        """Before a generator's loop starts: give it the controller's temperature."""
+        if self.controller is not None:
+            import ray
+
+            ray.get(handle.set_temperature.remote(self.controller.temperature))
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint(self, step: int) -> Path:
+        """Learner (HF folder + optimizer/RNG/version), buffer snapshot, controller state."""
+        path = self.run_dir / "checkpoints" / f"step_{step}"
+        t0 = time.perf_counter()
+        self.learners.save(str(path))
+        self.client.snapshot(str(path / "buffer.snapshot"))
+        if self.controller is not None:
+            (path / "temperature.json").write_text(json.dumps(self.controller.state_dict()))
+        (path / "COMPLETE").write_text(str(step))
+        self.log(f"checkpoint step {step} -> {path} ({time.perf_counter() - t0:.1f} s)")
+        return path
+
+    # ------------------------------------------------------------ teardown
+
+    def shutdown(self) -> None:
+        import ray
+
+        for pool in (self.generators, self.executors):
+            if pool is not None:
+                pool.shutdown()
+        if self.learners is not None:
+            try:
+                self.learners.shutdown()
+            except Exception as err:
+                self.log(f"learner shutdown: {err}")
+        if self.client is not None:
+            self.client.close()
+        if self.buffer is not None:
+            try:
+                ray.get(self.buffer.shutdown.remote(), timeout=30)
+            except Exception:
+                pass
+        self.metrics.close()
+        if ray.is_initialized():
+            ray.shutdown()
+
+    def stats(self) -> dict[str, Any]:
+        """Everything `status` and the dashboard show, in one dict."""
+        return {
+            "buffer": self.client.stats() if self.client else {},
+            "generators": self.generators.stats() if self.generators else [],
+            "executors": self.executors.stats() if self.executors else [],
+            "version": self.learners.version if self.learners else 0,
+        }
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete `checkpoints/step_N` of a run directory."""
+    steps = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
+    return max(steps, key=lambda p: int(p.name.split("_")[1]), default=None)

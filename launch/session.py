@@ -1,0 +1,115 @@
+"""One launched run from start to end: run directory, bring-up, training, summary, clean stop.
+
+Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written, everything is
+shut down; `microcoder launch --resume RUN_DIR` continues from it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from microcoder.launch.config import Config
+
+
+def make_run_dir(cfg: Config, args) -> Path:
+    if args.resume:
+        return Path(args.resume)
+    path = Path(args.run_dir or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def progress_line(rec: dict, max_steps: int) -> str:
+    return (
+        f"step {rec['step']:>4}/{max_steps} | reward {rec.get('reward_mean', 0):.3f} "
+        f"| loss {rec.get('loss', 0):+.4f} | gen {rec.get('gen_tokens_per_s', 0):7.0f} tok/s "
+        f"| train {rec.get('tokens_per_s', 0):7.0f} tok/s | judge {rec.get('tests_per_s', 0):6.0f} tests/s "
+        f"| stale {rec.get('staleness_mean', 0):.2f} | T {rec.get('temperature', 0):.2f} "
+        f"| {rec.get('step_s', 0):.1f} s"
+    )
+
+
+def launch(cfg: Config, args) -> int:
+    from microcoder.launch.device import resolve_device
+    from microcoder.launch.loop import train
+    from microcoder.launch.model_dir import ensure_model
+    from microcoder.launch.placement import make_plan
+    from microcoder.launch.runner import Run, latest_checkpoint
+
+    run_dir = make_run_dir(cfg, args)
+    resume_from = None
+    if args.resume:
+        resume_from = latest_checkpoint(run_dir)
+        if resume_from is None:
+            print(f"launch: {run_dir} has no complete checkpoint to resume from")
+            return 2
+    device = resolve_device(cfg.cluster.device)
+    cfg.cluster.device = device
+    plan = make_plan(cfg, device, float(cfg.cluster.num_cpus or os.cpu_count() or 1), _gpus(device))
+    if plan.errors:
+        print(plan.format())
+        return 2
+    (run_dir / "config.toml").write_text(cfg.to_toml())
+    run = Run(cfg, run_dir, cfg.cluster.address, resume_from)
+    run.log(f"run directory: {run_dir.resolve()} (config.toml, metrics.jsonl, logs/, checkpoints/)")
+    print(plan.format(), flush=True)
+    stopping = {"signal": None}
+
+    def on_signal(signum, _frame):
+        if stopping["signal"] is not None:
+            raise KeyboardInterrupt
+        stopping["signal"] = signum
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        model_path = str(resume_from) if resume_from else str(ensure_model(cfg.model))
+        run.start_ray(plan.cpus)
+        run.bring_up(model_path)
+        summary = train(
+            run, progress=lambda rec: print(progress_line(rec, cfg.max_steps), flush=True)
+        )
+        if summary["last_checkpoint"] is None or not str(summary["last_checkpoint"]).endswith(
+            f"step_{summary['steps']}"
+        ):
+            run.checkpoint(summary["steps"])
+        print_summary(run, summary)
+        return 0
+    except KeyboardInterrupt:
+        run.log("interrupted: checkpointing, then shutting down (Ctrl-C again to abort)")
+        if run.learners is not None:
+            try:
+                run.checkpoint(run.learners.version)
+            except Exception as err:
+                run.log(f"checkpoint on interrupt failed: {err}")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        run.shutdown()
+
+
+def _gpus(device: str) -> float:
+    if device != "cuda":
+        return 0.0
+    import torch
+
+    return float(torch.cuda.device_count())
+
+
+def print_summary(run, summary: dict) -> None:
+    steps = [r for r in run.metrics.history if r["kind"] == "step"]
+    rewards = [r.get("reward_mean", 0.0) for r in steps]
+    k = max(1, min(5, len(rewards) // 2 or 1))
+    print("\n=== run summary ===")
+    print(f"steps: {summary['steps']}   wall: {summary['wall_s']:.1f} s   run dir: {run.run_dir}")
+    if rewards:
+        print(
+            f"batch reward: first {k} steps {sum(rewards[:k]) / k:.3f} -> last {k} steps {sum(rewards[-k:]) / k:.3f}"
+        )
+    print(
+        f"learner time: wait-for-data {summary['wait_s']:.1f} s, compute {summary['compute_s']:.1f} s, "
+        f"sync {summary['sync_s']:.1f} s"
+    )
