@@ -27,6 +27,7 @@ Clients (one per actor and thread; `owner` is the name its leases are held under
     c.fail_group(group_id, "sandbox error")          # counted failed
     # learner
     batch = c.get_batch(batch_size, version, timeout_s=None)  # blocks; .groups: [ScoredGroup]
+    c.report_filtered([gid, ...])   # dynamic filtering: delivered groups it will not train on
     c.announce_version(version + 1)                   # after each optimizer step
     # launcher / supervisor
     c.stats(); c.snapshot(path); c.restore(path)
@@ -41,7 +42,14 @@ lease_expired) and issued again as a new group id, so `issued = consumed + dropp
 + in_flight` stays exact. A returned group goes back to the front of the unscored queue.
 
 Staleness (DESIGN §4) is decided only by `staleness.within_bound`; admission control only by
-`staleness.admission_capacity`. Stale groups are dropped as soon as the learner's version makes
+`staleness.admission_capacity`, which counts groups consumed INTO TRAINING: a group the learner
+drops by dynamic filtering (DAPO: all rewards equal, fetch more) is still `consumed` (and
+`filtered`) in the accounting, but gives its admission capacity back, because the learner's
+version only moves once it has trained on a full batch. Otherwise a weak model whose groups are
+all filtered would shrink the capacity to zero while the version stands still: deadlock. The
+learner names those groups with `report_filtered`; the ids ride on its next get_batch and are
+applied before it waits (so the capacity is free exactly when it is needed); each id counts
+once (resends are harmless), and only ids of groups recently delivered count. Stale groups are dropped as soon as the learner's version makes
 them unusable, counted, and logged with a remedy. Puts beyond buffer.high_water_groups are
 answered `full` and retried by the client with backoff. Wire format: buffer/wire.py.
 """

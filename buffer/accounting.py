@@ -7,10 +7,14 @@ A group slot opens when a prompt is issued and moves through four stages:
     scored    group waiting for the learner
 and ends exactly once as consumed, dropped_stale or failed (failed includes prompt leases that
 were released or expired: their prompt is re-queued and issued again as a new slot).
+A consumed group may later be reported `filtered` by the learner (dynamic filtering: it was
+delivered but not trained on); it stays consumed, and `trained = consumed - filtered` is what
+admission control counts.
 
 Invariants (checked by `invariant_violations`, exposed in stats):
     issued = consumed + dropped_stale + failed + in_flight          (in_flight = sum of depths)
     for each stage: entered = left + depth
+    0 <= filtered <= consumed
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ class Counters:
     consumed: int = 0
     dropped_stale: int = 0
     failed: int = 0
+    filtered: int = 0
+    """Consumed groups the learner reported it did not train on (dynamic filtering: all rewards
+    equal); they stay in `consumed`. Admission control counts consumed - filtered."""
+    filtered_ignored: int = 0
+    """Filter reports for ids not delivered recently or already reported (retries, typos)."""
     failed_by_reason: Counter = field(default_factory=Counter)
     """failed split by reason: lease_released, lease_expired, or the reason an actor gave."""
     entered: Counter = field(default_factory=Counter)
@@ -68,6 +77,8 @@ def invariant_violations(c: Counters, depths: dict[str, int]) -> list[str]:
             f"issued {c.issued} != consumed {c.consumed} + dropped_stale {c.dropped_stale} "
             f"+ failed {c.failed} + in_flight {in_flight}"
         )
+    if not 0 <= c.filtered <= c.consumed:
+        out.append(f"filtered {c.filtered} not within 0..consumed {c.consumed}")
     if c.failed != sum(c.failed_by_reason.values()):
         out.append(f"failed {c.failed} != sum of failed_by_reason {dict(c.failed_by_reason)}")
     for stage in STAGES:
@@ -82,7 +93,7 @@ def invariant_violations(c: Counters, depths: dict[str, int]) -> list[str]:
 class Rates:
     """Per-second rates of chosen counters, smoothed (EWMA) and updated at most once a second."""
 
-    KEYS = ("issued", "consumed", "dropped_stale", "failed", "response_tokens_in")
+    KEYS = ("issued", "consumed", "filtered", "dropped_stale", "failed", "response_tokens_in")
     KEYS += ("bytes_in", "bytes_out")
 
     def __init__(self, alpha: float = 0.3):

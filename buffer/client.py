@@ -64,6 +64,7 @@ class BufferClient:
         self._ctx = zmq.Context.instance()
         self._rids = itertools.count(1)
         self._sock: zmq.Socket | None = None
+        self._filtered: dict[int, None] = {}  # reported filtered ids not yet acknowledged
         self._connect()
 
     @classmethod
@@ -206,7 +207,10 @@ class BufferClient:
         (None = wait forever, polling the server every long_poll_s)."""
         until = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            reply, frames = self._wait_call(m.GetBatch(self.owner, n, version), until)
+            sent = list(self._filtered)
+            reply, frames = self._wait_call(m.GetBatch(self.owner, n, version, 0.0, sent), until)
+            for gid in sent:  # the server has them now (a timeout above keeps them for a resend)
+                self._filtered.pop(gid, None)
             if frames or reply.done:
                 groups = [
                     m.ScoredGroup(g, s)
@@ -219,6 +223,13 @@ class BufferClient:
                 return LearnerBatch(groups, reply.version, reply.staleness, reply.done)
             if until is not None and time.monotonic() >= until:
                 raise BufferTimeout(f"no batch of {n} groups within {timeout_s:.1f} s")
+
+    def report_filtered(self, group_ids: Iterable[int]) -> None:
+        """Dynamic filtering: the learner consumed these delivered groups but will not train on
+        them. They travel with the next `get_batch` (no round trip of their own), which gives
+        their admission capacity back before the learner waits for more; resent until a reply
+        acknowledges them (the server counts each id once)."""
+        self._filtered.update(dict.fromkeys(group_ids))
 
     def announce_version(self, version: int) -> None:
         """Tell the buffer the learner finished optimizer step `version`."""

@@ -17,8 +17,9 @@ import numpy as np
 
 from microcoder.buffer.records import Record, array_field, record_field
 
-PROTOCOL_VERSION = 1
-"""Bumped on any incompatible change; a peer speaking another version gets an `error` reply."""
+PROTOCOL_VERSION = 2
+"""Bumped on any incompatible change; a peer speaking another version gets an `error` reply.
+2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock)."""
 
 # ---------------------------------------------------------------- data records
 
@@ -207,13 +208,17 @@ class Release(Message):
 
 @dataclass
 class GetBatch(Message):
-    """Learner at `version` asks for exactly `n` scored groups within the staleness bound."""
+    """Learner at `version` asks for exactly `n` scored groups within the staleness bound, and
+    reports groups of earlier batches it consumed but did not train on (dynamic filtering)."""
 
     KIND: ClassVar[str] = "get_batch"
     owner: str
     n: int
     version: int
     wait_s: float = 0.0
+    filtered: list[int] = field(default_factory=list)
+    """Ids of delivered groups the learner dropped without training (all rewards equal). Applied
+    before the batch is assembled; each id counts once, so resending after a timeout is safe."""
 
 
 @dataclass

@@ -228,6 +228,11 @@ class BufferServer:
     def _get_batch(self, msg: m.GetBatch, blobs, now, final=False):
         if msg.n < 1:
             raise MessageError("get_batch needs n >= 1", code="bad_field")
+        if msg.filtered:
+            if not all(type(g) is int for g in msg.filtered):
+                raise MessageError("get_batch.filtered must list group ids (int)", "bad_field")
+            self.state.report_filtered(msg.filtered)  # before waiting: frees admission capacity
+            msg.filtered = []  # a parked request is re-evaluated: report once
         got = self.state.get_batch(msg.n, msg.version)
         if got is None:
             if not final and msg.wait_s > 0:

@@ -1,6 +1,8 @@
 """Snapshot / restore of a BufferState: every group accepted and not consumed, the counters,
 the learner version and the prompt cursor, in one msgpack file (no pickle), written atomically.
 
+Consumed groups the learner may still report as filtered are kept too, so a report that
+arrives after a restore still gives their admission capacity back.
 On restore, leases are returned as the actors holding them are gone: leased prompts are counted
 failed (`lease_released`) and re-queued at the front of the prompt source; groups that were being
 scored go back to the front of the unscored queue. Nothing accepted is lost.
@@ -53,6 +55,7 @@ def export_state(state: BufferState) -> dict[str, Any]:
         "slots": slots,
         "unscored": list(state.unscored),
         "scored": list(state.scored),
+        "awaiting_filter": list(state.awaiting_filter),
     }
 
 
@@ -78,6 +81,7 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     state.unscored.extend(data["unscored"])
     state.scored.clear()
     state.scored.extend(data["scored"])
+    state.awaiting_filter = dict.fromkeys(data.get("awaiting_filter", []))
     for owner in sorted(
         {s.owner for s in state.slots.values() if s.stage in ("leased", "scoring")}
     ):

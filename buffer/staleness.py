@@ -23,13 +23,18 @@ def within_bound(consumer_version: int, oldest_policy_version: int, max_stalenes
 
 
 def admission_capacity(
-    max_staleness: int, version: int, batch_size: int, consumed: int, in_flight: int
+    max_staleness: int, version: int, batch_size: int, trained: int, in_flight: int
 ) -> int:
     """How many more prompts may be handed out now (never negative).
 
     DESIGN §4: prompts are handed out only while
-        groups in flight + groups waiting <= (k + 1 + v) * batch_size − groups consumed,
+        groups in flight + groups waiting <= (k + 1 + v) * batch_size − groups trained,
     where `in_flight` counts every group slot issued and not yet consumed, dropped or failed
-    (leased prompts, groups waiting to be scored, being scored, waiting for the learner).
+    (leased prompts, groups waiting to be scored, being scored, waiting for the learner) and
+    `trained` counts the groups consumed INTO TRAINING: consumed minus those the learner reported
+    as filtered (dynamic filtering drops groups whose rewards are all equal and asks for more).
+    Only trained groups move the version v on (B of them per step); counting filtered groups
+    here would shrink the capacity with every filtered group while v stands still, and with a
+    weak model (all rewards 0) it reaches 0 and the run deadlocks.
     """
-    return max(0, (max_staleness + 1 + version) * batch_size - consumed - in_flight)
+    return max(0, (max_staleness + 1 + version) * batch_size - trained - in_flight)

@@ -68,6 +68,10 @@ class BufferState:
         self.version = 0
         self.next_id = 1
         self.source_done = False
+        self.awaiting_filter: dict[int, None] = {}
+        """Ids of recently consumed groups the learner may still report as filtered (oldest
+        first, at most `filter_memory`); a reported id leaves it, so a report counts once."""
+        self.filter_memory = max(4096, 16 * batch_size)
         self.counters = Counters()
         self.rates = Rates()
 
@@ -131,8 +135,9 @@ class BufferState:
 
     def capacity(self) -> int:
         in_flight = sum(self.depth.values())
+        trained = self.counters.consumed - self.counters.filtered
         return admission_capacity(
-            self.max_staleness, self.version, self.batch_size, self.counters.consumed, in_flight
+            self.max_staleness, self.version, self.batch_size, trained, in_flight
         )
 
     def get_prompts(self, owner: str, n: int, now: float) -> list[PromptAssignment]:
@@ -280,8 +285,26 @@ class BufferState:
             s = staleness(version, slot.oldest_version)
             self.counters.staleness_hist[str(s)] += 1
             self._end(slot, "consumed")
+            self.awaiting_filter[slot.group_id] = None
             out.append(Delivered(slot.group_id, slot.group, slot.scores, s))
+        while len(self.awaiting_filter) > self.filter_memory:
+            del self.awaiting_filter[next(iter(self.awaiting_filter))]
         return out, self.finished and not self.scored
+
+    def report_filtered(self, group_ids: list[int]) -> int:
+        """The learner consumed these delivered groups but did not train on them (dynamic
+        filtering). Each counts once in `filtered` (they stay `consumed`), which gives their
+        admission capacity back; ids not delivered recently or already reported are ignored,
+        so a retried report is harmless. Returns how many were counted."""
+        counted = 0
+        for gid in group_ids:
+            if gid in self.awaiting_filter:
+                del self.awaiting_filter[gid]
+                counted += 1
+            else:
+                self.counters.filtered_ignored += 1
+        self.counters.filtered += counted
+        return counted
 
     # ------------------------------------------------------------ views
 
@@ -310,6 +333,7 @@ class BufferState:
             "batch_size": self.batch_size,
             "high_water_groups": self.high_water,
             "in_flight": sum(depths.values()),
+            "trained": self.counters.consumed - self.counters.filtered,
             "depths": depths,
             "admission_capacity": self.capacity(),
             "prompts_done": self.prompts_done,

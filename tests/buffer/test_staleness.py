@@ -21,13 +21,13 @@ def test_bound_is_inclusive():
 
 def test_admission_starts_with_k_plus_one_batches():
     assert (
-        admission_capacity(max_staleness=1, version=0, batch_size=8, consumed=0, in_flight=0) == 16
+        admission_capacity(max_staleness=1, version=0, batch_size=8, trained=0, in_flight=0) == 16
     )
 
 
-def test_admission_subtracts_consumed_and_in_flight():
-    assert admission_capacity(1, 2, 8, consumed=16, in_flight=10) == 6
+def test_admission_subtracts_trained_and_in_flight():
+    assert admission_capacity(1, 2, 8, trained=16, in_flight=10) == 6
 
 
 def test_admission_is_never_negative():
-    assert admission_capacity(0, 0, 4, consumed=0, in_flight=9) == 0
+    assert admission_capacity(0, 0, 4, trained=0, in_flight=9) == 0

@@ -2,7 +2,14 @@
 
 Properties checked after every step: no group above the staleness bound is ever delivered, no
 group is delivered twice or mixed with another's payload, the accounting invariant holds, and
-admission control never lets in_flight + consumed exceed (k + 1 + v) * batch_size.
+admission control never lets in_flight + trained exceed (k + 1 + v) * batch_size.
+
+The learner is a DAPO learner: it drops (filters) some delivered groups and asks for more until
+it has kept batch_size, reporting the dropped ones with its next request; after a full batch it
+trains (announces version + 1). In `honest` runs that is the only way versions move and groups
+are consumed, and admission must never deadlock: whenever the learner has reported what it
+filtered, either a group is in flight or prompts may be handed out. In the other runs chaotic
+consumers (random batches, random version bumps) run as well.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from microcoder.buffer import messages as m
 from microcoder.buffer.prompts import DatasetPrompts
@@ -34,8 +41,10 @@ class BufferMachine(RuleBasedStateMachine):
         problems=st.integers(1, 6),
         epochs=st.integers(0, 2),
         lease=st.sampled_from([0.0, 5.0]),
+        honest=st.booleans(),
+        weak=st.booleans(),
     )
-    def setup(self, k, batch, high_water, problems, epochs, lease):
+    def setup(self, k, batch, high_water, problems, epochs, lease, honest, weak):
         self.args = ([f"p{i}" for i in range(problems)], epochs)
         self.params = (batch, k, high_water, lease)
         self.state = BufferState(DatasetPrompts(*self.args, seed=1), *self.params)
@@ -44,6 +53,8 @@ class BufferMachine(RuleBasedStateMachine):
         self.oldest: dict[int, int] = {}  # group id -> oldest policy version we put
         self.delivered: set[int] = set()
         self.now = 0.0
+        self.honest, self.weak = honest, weak  # weak: every group has equal rewards (filtered)
+        self.kept, self.pending_filtered, self.run_over = 0, [], False
 
     @rule(owner=st.sampled_from(GENS), n=st.integers(0, 5))
     def get_prompts(self, owner, n):
@@ -110,14 +121,39 @@ class BufferMachine(RuleBasedStateMachine):
         self.now += dt
         self.state.expire(self.now)
 
+    @precondition(lambda self: not self.honest)
     @rule(step=st.integers(0, 2))
     def announce(self, step):
         self.state.advance(self.state.version + step)
 
+    @precondition(lambda self: not self.honest)
     @rule(n=st.integers(1, 4), ahead=st.integers(0, 1))
     def get_batch(self, n, ahead):
         version = self.state.version + ahead
+        self.check_delivery(version, n, self.state.get_batch(n, version))
+
+    @rule(data=st.data())
+    def learner_fetch(self, data):
+        """DAPO learner: report what it filtered, ask for the rest of its batch, filter, train."""
+        self.state.report_filtered(self.pending_filtered)
+        self.pending_filtered = []
+        self.admission_never_deadlocks()
+        version, n = self.state.version, self.batch - self.kept
         got = self.state.get_batch(n, version)
+        self.check_delivery(version, n, got)
+        if got is None:
+            return
+        for d in got[0]:
+            if self.weak or data.draw(st.booleans(), label="filtered"):
+                self.pending_filtered.append(d.group_id)
+            else:
+                self.kept += 1
+        self.run_over = got[1]
+        if self.kept == self.batch:
+            self.state.advance(version + 1)
+            self.kept = 0
+
+    def check_delivery(self, version, n, got):
         if got is None:
             return
         delivered, done = got
@@ -149,7 +185,18 @@ class BufferMachine(RuleBasedStateMachine):
         if hasattr(self, "state"):
             s, c = self.state, self.state.counters
             in_flight = sum(s.depth.values())
-            assert in_flight + c.consumed <= (self.k + 1 + s.version) * self.batch
+            trained = c.consumed - c.filtered
+            assert in_flight + trained <= (self.k + 1 + s.version) * self.batch
+
+    @invariant()
+    def admission_never_deadlocks(self):
+        """With the learner asking (its filtered groups reported), there is always work: a group
+        in flight that will reach it, or capacity to hand out another prompt."""
+        if hasattr(self, "state") and self.honest and not self.pending_filtered:
+            if not self.run_over:
+                assert sum(self.state.depth.values()) > 0 or self.state.capacity() > 0, (
+                    "admission deadlock: nothing in flight and no capacity while the learner waits"
+                )
 
 
 BufferMachine.TestCase.settings = settings(
