@@ -77,7 +77,9 @@ class LearnerRank:
     def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Rank 0: `batch_size` scored groups within the staleness bound. With dynamic filtering,
         groups whose rewards are all equal are dropped and more are fetched until the batch is
-        full (DAPO); they count as consumed by the buffer and in `filtered_groups` here."""
+        full (DAPO); they count as consumed by the buffer and in `filtered_groups` here, and are
+        reported to the buffer (with the next get_batch) so admission control does not count them
+        as trained: a weak model whose groups are all filtered must not starve the generators."""
         from microcoder.actors.convert import to_sample_group
         from microcoder.buffer.client import BufferTimeout
         from microcoder.learner.diversity import batch_diversity
@@ -101,14 +103,17 @@ class LearnerRank:
                 continue
             done = batch.done
             staleness += batch.staleness
+            dropped = []
             for sg in batch.groups:
                 group = to_sample_group(sg)
                 rewards += group.rewards
                 responses.append([s.response_ids for s in group.samples])
                 if self.cfg.algorithm.dynamic_filtering and not group_has_signal(group.rewards):
-                    filtered += 1
+                    dropped.append(sg.group.group_id)
                     continue
                 kept.append(group)
+            filtered += len(dropped)
+            self.client.report_filtered(dropped)
         return {
             "groups": kept,
             "done": done,
