@@ -36,6 +36,7 @@ def launch(cfg: Config, args) -> int:
     from microcoder.launch.device import resolve_device
     from microcoder.launch.loop import train
     from microcoder.launch.model_dir import ensure_model
+    from microcoder.launch.monitoring import check_exports, start_monitoring
     from microcoder.launch.placement import make_plan
     from microcoder.launch.runner import Run, latest_checkpoint
 
@@ -52,6 +53,11 @@ def launch(cfg: Config, args) -> int:
     if plan.errors:
         print(plan.format())
         return 2
+    try:
+        check_exports(cfg)
+    except RuntimeError as err:
+        print(f"launch: {err}")
+        return 2
     (run_dir / "config.toml").write_text(cfg.to_toml())
     run = Run(cfg, run_dir, cfg.cluster.address, resume_from)
     run.log(f"run directory: {run_dir.resolve()} (config.toml, metrics.jsonl, logs/, checkpoints/)")
@@ -65,10 +71,13 @@ def launch(cfg: Config, args) -> int:
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, on_signal)
+    monitor = None
     try:
+        monitor = start_monitoring(run)  # dashboard URL printed now; pools appear as they start
         model_path = str(resume_from) if resume_from else str(ensure_model(cfg.model))
         run.start_ray(plan.cpus)
         run.bring_up(model_path)
+        monitor.set_state("running")
         summary = train(
             run, progress=lambda rec: print(progress_line(rec, cfg.max_steps), flush=True)
         )
@@ -88,6 +97,8 @@ def launch(cfg: Config, args) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, old)
+        if monitor is not None:
+            monitor.stop()
         run.shutdown()
 
 

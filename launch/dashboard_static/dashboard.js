@@ -1,0 +1,261 @@
+// microcoder live dashboard: polls /api/metrics?since=N and /api/status, draws plain SVG charts.
+// No libraries, no network beyond this server. Every series path carries data-points (the number
+// of points drawn) so headless tests can check that the charts hold data.
+"use strict";
+
+const POLL_MS = Number(new URLSearchParams(location.search).get("poll")) || 2000;
+const COLORS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777"];
+const CHARTS = [
+  { id: "tokens", title: "Tokens per second", unit: "tok/s",
+    series: [["gen_tokens_per_s", "generated"], ["tokens_per_s", "trained"]] },
+  { id: "tests", title: "Tests judged per second", unit: "tests/s", series: [["tests_per_s", "judged"]] },
+  { id: "buffer", title: "Buffer depths", unit: "groups",
+    series: [["buffer.depths.leased", "generating"], ["buffer.depths.unscored", "unscored"],
+             ["buffer.depths.scoring", "scoring"], ["buffer.depths.scored", "ready for learner"]] },
+  { id: "hist", title: "Staleness of consumed groups", unit: "groups", bars: true },
+  { id: "staleness", title: "Staleness per step", unit: "versions",
+    series: [["staleness_mean", "mean"], ["staleness_max", "max"]] },
+  { id: "idle", title: "Idle fraction per pool", unit: "%", pct: true, ymax: 1,
+    series: [["generator_idle_frac", "generators"], ["executor_idle_frac", "executors"],
+             ["learner_idle_frac", "learner (waiting)"]] },
+  { id: "reward", title: "Reward / pass rate", unit: "fraction",
+    series: [["reward_mean", "batch reward"], ["pass_rate", "pass rate"],
+             ["heldout_pass_rate", "held-out pass rate", "evals"],
+             ["heldout_greedy_pass_rate", "held-out greedy", "evals"]] },
+  { id: "temperature", title: "Temperature and diversity", unit: "",
+    series: [["temperature", "temperature"], ["diversity", "diversity"]] },
+  { id: "loss", title: "Loss", unit: "", series: [["loss", "policy loss"]] },
+  { id: "clip", title: "Clip fraction", unit: "%", pct: true, series: [["clip_frac", "clipped tokens"]] },
+  { id: "sync", title: "Weight-sync time", unit: "s", series: [["sync_s", "broadcast"]] },
+  { id: "steptime", title: "Learner step time", unit: "s",
+    series: [["wait_s", "waiting for data"], ["compute_s", "compute"], ["sync_s", "sync"]] },
+];
+const W = 340, H = 150, PL = 44, PR = 10, PT = 8, PB = 18;
+const NS = "http://www.w3.org/2000/svg";
+const data = { steps: [], evals: [], events: [], hist: {}, next: 0 };
+let status = null;
+
+const $ = (id) => document.getElementById(id);
+function el(tag, attrs = {}, text) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(NS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function fmt(v, pct) {
+  if (typeof v !== "number" || !isFinite(v)) return "–";
+  if (pct) return (100 * v).toFixed(Math.abs(v) < 0.1 ? 1 : 0) + "%";
+  const a = Math.abs(v);
+  if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+  if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
+  if (a >= 100 || Number.isInteger(v)) return v.toFixed(0);
+  if (a >= 1) return v.toFixed(2);
+  return a === 0 ? "0" : v.toPrecision(3);
+}
+function fmtAxis(v, pct) {  // 3 significant digits, no trailing zeros
+  if (pct) return fmt(v, true);
+  return Math.abs(v) >= 1e4 ? fmt(v) : String(Number(v.toPrecision(3)));
+}
+function ago(t) {
+  if (!t) return "–";
+  const s = Math.max(0, Date.now() / 1000 - t);
+  return s < 120 ? s.toFixed(0) + " s ago" : (s / 60).toFixed(0) + " min ago";
+}
+
+function buildCards() {
+  const grid = $("charts");
+  for (const c of CHARTS) {
+    const card = el("div", { class: "card", id: "chart-" + c.id });
+    const h = el("h2", {}, c.title);
+    if (c.unit) h.appendChild(el("span", { class: "unit" }, "(" + c.unit + ")"));
+    card.append(h, el("div", { class: "legend" }),
+      el("svg:svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", "data-points": "0" }));
+    grid.appendChild(card);
+  }
+}
+
+function points(key, source) {
+  const out = [];
+  for (const r of data[source || "steps"]) {
+    if (typeof r[key] === "number" && typeof r.step === "number") out.push([r.step, r[key]]);
+  }
+  return out;
+}
+
+function axes(svg, lo, hi, x0, x1, pct) {
+  for (const f of [0, 0.5, 1]) {
+    const y = PT + (1 - f) * (H - PT - PB);
+    svg.appendChild(el("svg:line", { class: "grid-line", x1: PL, x2: W - PR, y1: y, y2: y }));
+    svg.appendChild(el("svg:text", { x: PL - 4, y: y + 3, "text-anchor": "end" }, fmtAxis(lo + f * (hi - lo), pct)));
+  }
+  svg.appendChild(el("svg:text", { x: PL, y: H - 4 }, "step " + x0));
+  svg.appendChild(el("svg:text", { x: W - PR, y: H - 4, "text-anchor": "end" }, "step " + x1));
+}
+
+function drawLines(c, card) {
+  const svg = card.querySelector("svg"), legend = card.querySelector(".legend");
+  svg.replaceChildren(); legend.replaceChildren();
+  const series = c.series.map(([key, label, src], i) => ({ key, label, color: COLORS[i], pts: points(key, src) }))
+    .filter((s) => s.pts.length > 0);
+  const all = series.flatMap((s) => s.pts);
+  svg.setAttribute("data-points", String(all.length));
+  if (!all.length) {
+    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, "waiting for data…"));
+    return;
+  }
+  let x0 = Math.min(...all.map((p) => p[0])), x1 = Math.max(...all.map((p) => p[0]));
+  let lo = Math.min(0, ...all.map((p) => p[1])), hi = Math.max(...all.map((p) => p[1]));
+  if (c.ymax !== undefined) hi = Math.max(hi, c.ymax);
+  if (hi <= lo) hi = lo + 1;
+  hi += (hi - lo) * 0.05;
+  const X = (x) => PL + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (W - PL - PR);
+  const Y = (y) => PT + (1 - (y - lo) / (hi - lo)) * (H - PT - PB);
+  axes(svg, lo, hi, x0, x1, c.pct);
+  for (const s of series) {
+    const d = s.pts.map((p, i) => (i ? "L" : "M") + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1)).join("");
+    svg.appendChild(el("svg:path", { class: "series", d, stroke: s.color, "data-series": s.key,
+      "data-points": String(s.pts.length), "vector-effect": "non-scaling-stroke" }));
+    const shown = s.pts.length <= 40 ? s.pts : [s.pts[s.pts.length - 1]];
+    for (const p of shown) {
+      svg.appendChild(el("svg:circle", { cx: X(p[0]), cy: Y(p[1]), r: 2.2, fill: s.color }));
+    }
+    const item = el("span");
+    item.append(el("span", { class: "dot", style: "background:" + s.color }), s.label + " ",
+      el("b", {}, fmt(s.pts[s.pts.length - 1][1], c.pct)));
+    legend.appendChild(item);
+  }
+}
+
+function drawBars(c, card) {
+  const svg = card.querySelector("svg"), legend = card.querySelector(".legend");
+  svg.replaceChildren(); legend.replaceChildren();
+  const keys = Object.keys(data.hist).sort((a, b) => a - b), counts = keys.map((k) => data.hist[k]);
+  const total = counts.reduce((a, b) => a + b, 0);
+  svg.setAttribute("data-points", String(keys.length));
+  svg.setAttribute("data-total", String(total));
+  if (!keys.length) {
+    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, "no group consumed yet"));
+    return;
+  }
+  const hi = Math.max(...counts) * 1.05, bw = (W - PL - PR) / keys.length;
+  axes(svg, 0, hi, "", "", false);
+  svg.lastChild.remove(); svg.lastChild.remove();  // no step labels on a histogram
+  keys.forEach((k, i) => {
+    const h = (counts[i] / hi) * (H - PT - PB), x = PL + i * bw + bw * 0.15;
+    svg.appendChild(el("svg:rect", { x, y: H - PB - h, width: bw * 0.7, height: h, rx: 2, fill: COLORS[0],
+      "data-staleness": k, "data-count": String(counts[i]) }));
+    svg.appendChild(el("svg:text", { x: x + bw * 0.35, y: H - 4, "text-anchor": "middle" }, k));
+  });
+  legend.append("versions behind · total ", el("b", {}, String(total)));
+}
+
+function render() {
+  for (const c of CHARTS) (c.bars ? drawBars : drawLines)(c, $("chart-" + c.id));
+  document.body.dataset.next = String(data.next);
+  document.body.dataset.steps = String(data.steps.length);
+  const last = data.steps[data.steps.length - 1];
+  if (last) {
+    $("gen-rate").textContent = fmt(last.gen_tokens_per_s) + " tok/s";
+    $("train-rate").textContent = fmt(last.tokens_per_s) + " tok/s";
+    $("test-rate").textContent = fmt(last.tests_per_s) + " tests/s";
+  }
+}
+
+function addSteps(steps) {
+  for (const r of steps) {  // a resumed run repeats steps after its checkpoint: keep the newest
+    while (data.steps.length && data.steps[data.steps.length - 1].step >= r.step) data.steps.pop();
+    data.steps.push(r);
+  }
+}
+
+async function pollMetrics() {
+  try {
+    const res = await fetch("/api/metrics?since=" + data.next, { cache: "no-store" });
+    const m = await res.json();
+    addSteps(m.steps); data.evals.push(...m.evals); data.events.push(...m.events);
+    data.hist = m.staleness_hist; data.next = m.next;
+    render();
+    if (m.next < m.total) return setTimeout(pollMetrics, 0);
+  } catch (err) {
+    setState("unreachable");
+  }
+  setTimeout(pollMetrics, POLL_MS);
+}
+
+function setState(state) {
+  const b = $("state"), word = (state || "unknown").split(" ")[0];
+  b.textContent = word; b.className = "badge " + word;
+  b.title = state || "";
+}
+
+function poolCard(kind, pool, idle) {
+  const unit = kind === "generator" ? "tok/s" : "tests/s";
+  const card = el("div", { class: "card", "data-pool": kind });
+  const head = el("div", { class: "pool-head" });
+  head.append(el("h2", {}, `${kind}s · ${pool.count}`), el("span", { class: "idle" }, "idle " + fmt(idle, true)));
+  card.appendChild(head);
+  if (kind === "learner") {
+    const l = status.learning || {}, r = status.rates || {};
+    card.appendChild(el("div", { class: "pool-note" }, `${pool.count} rank(s) · step ${fmt(r.step_s)} s · ` +
+      `weight sync ${fmt(l.sync_s)} s · trained ${fmt(r.train_tokens_per_s)} tok/s`));
+  }
+  if (!pool.replicas.length) return card;
+  const t = el("table", { class: "replicas" }), hr = el("tr");
+  for (const h of ["replica", unit, "idle", "restarts", "version"]) hr.appendChild(el("th", {}, h));
+  t.appendChild(hr);
+  for (const r of pool.replicas) {
+    const tr = el("tr");
+    if (r.error) {
+      tr.append(el("td", {}, r.name), el("td", { class: "err", colspan: 4 }, r.error));
+    } else {
+      for (const v of [r.name, fmt(r.rate), fmt(r.idle_frac, true), String(r.restarts), r.version ?? "–"]) {
+        tr.appendChild(el("td", {}, String(v)));
+      }
+    }
+    t.appendChild(tr);
+  }
+  card.appendChild(t);
+  return card;
+}
+
+function renderStatus() {
+  const s = status;
+  $("run-name").textContent = s.run || "run";
+  document.title = `${s.run} · step ${s.step} · microcoder`;
+  setState(s.state);
+  $("step").textContent = s.max_steps ? `${s.step} / ${s.max_steps}` : String(s.step);
+  $("version").textContent = String(s.version);
+  $("updated").textContent = ago(s.updated);
+  $("pools").replaceChildren(...["generator", "executor", "learner"].map((k) => poolCard(k, s.pools[k], s.idle[k])));
+  const b = s.buffer, acc = $("accounting");
+  acc.replaceChildren();
+  const inv = b.invariant_ok === true ? "ok" : b.invariant_ok === false ? "VIOLATED" : "–";
+  for (const [k, v] of [["issued", b.issued], ["consumed", b.consumed], ["dropped stale", b.dropped_stale],
+    ["failed", b.failed], ["in flight", b.in_flight], ["admission capacity", b.admission_capacity],
+    ["max staleness", s.staleness.max_allowed], ["invariant", inv]]) {
+    acc.append(el("span", { class: "k" }, k), el("span", { class: inv === "VIOLATED" && k === "invariant" ? "err" : "" }, String(v ?? "–")));
+  }
+  const ul = $("events");
+  ul.replaceChildren();
+  for (const e of s.errors || []) ul.appendChild(el("li", { class: "error" }, e));
+  for (const e of data.events.slice(-15).reverse()) {
+    ul.appendChild(el("li", {}, (typeof e.step === "number" ? `step ${e.step}: ` : "") + e.text));
+  }
+  if (!ul.children.length) ul.appendChild(el("li", {}, "none"));
+}
+
+async function pollStatus() {
+  try {
+    const res = await fetch("/api/status", { cache: "no-store" });
+    status = await res.json();
+    renderStatus();
+  } catch (err) {
+    setState("unreachable");
+  }
+  setTimeout(pollStatus, POLL_MS);
+}
+
+buildCards();
+render();
+pollMetrics();
+pollStatus();

@@ -1,0 +1,100 @@
+"""The dashboard's view of a run's metrics: a thread-safe list of flattened records.
+
+The launcher registers `MetricsStore.add` as a MetricsLogger sink; the HTTP server answers
+`/api/metrics?since=N` from it. A record is flattened to dotted numeric keys
+(`buffer.depths.scored`), which is what the page's charts name; the staleness histogram of the
+newest step travels separately (it is a distribution, not a time series).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from microcoder.launch.metrics import read_metrics
+
+CHARTED_KINDS = ("step", "eval")
+"""Record kinds that become chart points; "event" records go to the event list."""
+SKIP_SUBTREES = ("buffer.prompt_cursor", "buffer.staleness_hist", "buffer.rates")
+"""Nested fields that are not time series (or are too big to send every step)."""
+MAX_BATCH = 5000
+"""Most records one `/api/metrics` answer carries (the page asks again for the rest)."""
+
+
+def flatten(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of a (nested) record as {"a.b.c": value}; booleans become 0/1."""
+    out: dict[str, float] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if name in SKIP_SUBTREES:
+            continue
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        elif isinstance(value, bool):
+            out[name] = 1.0 if value else 0.0
+        elif isinstance(value, (int, float)):
+            out[name] = float(value)
+    return out
+
+
+def staleness_hist(record: dict[str, Any]) -> dict[str, int]:
+    """The buffer's consumed-groups-by-staleness histogram of a step record ({} if absent)."""
+    hist = (record.get("buffer") or {}).get("staleness_hist") or {}
+    return {str(k): int(v) for k, v in sorted(hist.items(), key=lambda kv: int(kv[0]))}
+
+
+class MetricsStore:
+    """Every record of the run (raw and flattened), appended by the metrics sink."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.raw: list[dict[str, Any]] = []
+        self._flat: list[dict[str, Any]] = []
+        self.latest_step: dict[str, Any] = {}
+
+    def add(self, record: dict[str, Any]) -> None:
+        """The MetricsLogger sink: keep the record (called on the training thread)."""
+        flat = {"kind": record.get("kind", ""), **flatten(record)}
+        if flat.get("step_s", 0.0) > 0 and "wait_s" in flat:  # learner waiting for data
+            flat["learner_idle_frac"] = flat["wait_s"] / flat["step_s"]
+        if record.get("kind") == "event":
+            flat["text"] = str(record.get("event", ""))
+        with self._lock:
+            self.raw.append(record)
+            self._flat.append(flat)
+            if record.get("kind") == "step":
+                self.latest_step = record
+
+    def load(self, path: str | Path) -> int:
+        """Add the records of an existing metrics.jsonl (a resumed or finished run)."""
+        path = Path(path)
+        records = read_metrics(path) if path.exists() else []
+        for rec in records:
+            self.add(rec)
+        return len(records)
+
+    def __len__(self) -> int:
+        return len(self._flat)
+
+    def since(self, index: int, limit: int = MAX_BATCH) -> dict[str, Any]:
+        """The `/api/metrics?since=N` answer: records N.. split by kind, and where to ask next."""
+        with self._lock:
+            index = max(0, min(index, len(self._flat)))
+            chunk = self._flat[index : index + limit]
+            latest = self.latest_step
+            total = len(self._flat)
+        return {
+            "since": index,
+            "next": index + len(chunk),
+            "total": total,
+            "steps": [r for r in chunk if r["kind"] == "step"],
+            "evals": [r for r in chunk if r["kind"] == "eval"],
+            "events": [r for r in chunk if r["kind"] == "event"],
+            "staleness_hist": staleness_hist(latest),
+        }
+
+    def events(self, last: int = 20) -> list[dict[str, Any]]:
+        """The newest `last` event records (raw)."""
+        with self._lock:
+            return [r for r in self.raw if r.get("kind") == "event"][-last:]

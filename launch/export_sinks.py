@@ -1,0 +1,101 @@
+"""MetricsLogger sinks that export a run's records: TensorBoard event files and Weights & Biases.
+
+Both receive every record; "step" records are logged at global step `step` under tags made from
+the dotted keys (`buffer.depths.scored` -> `buffer/depths/scored`), "eval" records under `eval/`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from microcoder.launch.dashboard_store import flatten
+
+WANDB_MISSING = (
+    "monitor.wandb_project is set but the `wandb` package is not installed: run "
+    "`.venv/bin/pip install wandb` (and `wandb login`), or clear monitor.wandb_project"
+)
+TB_MISSING = (
+    "monitor.tensorboard is on but the `tensorboard` package is not installed: run "
+    "`.venv/bin/pip install tensorboard`, or set monitor.tensorboard=false"
+)
+
+
+def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]] | None:
+    """(global step, {tag: value}) of a step or eval record; None for other kinds or no step."""
+    kind, step = record.get("kind"), record.get("step")
+    if kind not in ("step", "eval") or not isinstance(step, (int, float)):
+        return None
+    body = {k: v for k, v in record.items() if k not in ("kind", "time", "step")}
+    prefix = "eval." if kind == "eval" else ""
+    return int(step), {k.replace(".", "/"): v for k, v in flatten(body, prefix).items()}
+
+
+def require_wandb():
+    """The wandb module, or a RuntimeError that says how to install it."""
+    try:
+        import wandb
+    except ImportError as err:
+        raise RuntimeError(WANDB_MISSING) from err
+    return wandb
+
+
+def require_tensorboard():
+    """torch's SummaryWriter, or a RuntimeError that says how to install tensorboard."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:
+        raise RuntimeError(TB_MISSING) from err
+    return SummaryWriter
+
+
+class TensorBoardSink:
+    """Writes event files under `log_dir` (view: `tensorboard --logdir RUN_DIR/tensorboard`)."""
+
+    def __init__(self, log_dir: str | Path):
+        self.writer = require_tensorboard()(log_dir=str(log_dir))
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        got = scalars(record)
+        if got is None:
+            return
+        step, values = got
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, value, global_step=step, walltime=record.get("time"))
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbSink:
+    """Logs to a W&B run; a resumed launch continues the same W&B run (id kept in the run dir)."""
+
+    def __init__(self, project: str, run_dir: str | Path, config: dict[str, Any] | None = None):
+        self.wandb = require_wandb()
+        run_dir = Path(run_dir)
+        id_file = run_dir / "wandb.json"
+        run_id = (
+            json.loads(id_file.read_text())["id"]
+            if id_file.exists()
+            else self.wandb.util.generate_id()
+        )
+        id_file.write_text(json.dumps({"id": run_id, "project": project}))
+        self.run = self.wandb.init(
+            project=project,
+            name=run_dir.name,
+            id=run_id,
+            resume="allow",
+            dir=str(run_dir),
+            config=config or {},
+        )
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        got = scalars(record)
+        if got is not None:
+            step, values = got
+            self.run.log(values, step=step)
+
+    def close(self) -> None:
+        self.run.finish()

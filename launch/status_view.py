@@ -1,0 +1,191 @@
+"""The status of a run as one dict (what `/api/status` answers) and as one terminal screen.
+
+`build_status` is pure: the live server feeds it the pools' replica stats, `microcoder status`
+on a finished run feeds it what metrics.jsonl and launcher.log hold. `render_status` turns the
+dict into the screen `microcoder status` prints.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+POOLS = ("generator", "executor", "learner")
+
+
+def _f(x: Any, default: float = 0.0) -> float:
+    return float(x) if isinstance(x, (int, float)) else default
+
+
+def replica_row(kind: str, stats: dict[str, Any]) -> dict[str, Any]:
+    """One replica's line: name, rate, idle fraction, restarts, version, error."""
+    rate_key = "tokens_per_s" if kind == "generator" else "tests_per_s"
+    row = {"name": stats.get("name", "?"), "restarts": int(_f(stats.get("restarts")))}
+    if "error" in stats:
+        row["error"] = str(stats["error"])
+        return row
+    row["rate"] = _f(stats.get(rate_key))
+    row["idle_frac"] = _f(stats.get("idle_frac"))
+    if "version" in stats:
+        row["version"] = int(_f(stats["version"]))
+    return row
+
+
+def build_status(
+    latest_step: dict[str, Any],
+    latest_eval: dict[str, Any] | None = None,
+    errors: list[str] | None = None,
+    replicas: dict[str, list[dict[str, Any]]] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Status from the newest step record; `replicas` (live only) gives per-replica rows.
+
+    meta: run, run_dir, state ("running"/"finished"/"stopped"), source ("live"/"files"),
+    max_steps, started (unix s), dashboard (URL), world_size.
+    """
+    s, meta, replicas = latest_step or {}, meta or {}, replicas or {}
+    buf = s.get("buffer") or {}
+    step_s = _f(s.get("step_s"))
+    counts = {
+        "generator": int(_f(s.get("generators"), len(replicas.get("generator", [])))),
+        "executor": int(_f(s.get("executors"), len(replicas.get("executor", [])))),
+        "learner": int(_f(meta.get("world_size"), 1)),
+    }
+    pools = {}
+    for kind in POOLS:
+        rows = [replica_row(kind, r) for r in replicas.get(kind, [])]
+        pools[kind] = {"count": len(rows) if rows else counts[kind], "replicas": rows}
+    hist = buf.get("staleness_hist") or {}
+    return {
+        "run": meta.get("run", ""),
+        "run_dir": meta.get("run_dir", ""),
+        "state": meta.get("state", "unknown"),
+        "source": meta.get("source", "files"),
+        "dashboard": meta.get("dashboard", ""),
+        "step": int(_f(s.get("step"))),
+        "max_steps": meta.get("max_steps"),
+        "version": int(_f(s.get("policy_version"), _f(buf.get("version")))),
+        "started": meta.get("started"),
+        "updated": s.get("time"),
+        "pools": pools,
+        "rates": {
+            "gen_tokens_per_s": _f(s.get("gen_tokens_per_s")),
+            "train_tokens_per_s": _f(s.get("tokens_per_s")),
+            "tests_per_s": _f(s.get("tests_per_s")),
+            "step_s": step_s,
+        },
+        "buffer": {
+            "depths": dict(buf.get("depths") or {}),
+            **{
+                k: buf.get(k)
+                for k in ("in_flight", "issued", "consumed", "dropped_stale", "failed")
+            },
+            "admission_capacity": buf.get("admission_capacity"),
+            "invariant_ok": buf.get("invariant_ok"),
+            "invariant_violations": list(buf.get("invariant_violations") or []),
+        },
+        "staleness": {
+            "mean": _f(s.get("staleness_mean")),
+            "max": _f(s.get("staleness_max")),
+            "max_allowed": buf.get("max_staleness"),
+            "hist": {str(k): int(v) for k, v in sorted(hist.items(), key=lambda kv: int(kv[0]))},
+        },
+        "idle": {
+            "generator": _f(s.get("generator_idle_frac")),
+            "executor": _f(s.get("executor_idle_frac")),
+            "learner": _f(s.get("wait_s")) / step_s if step_s > 0 else 0.0,
+        },
+        "learning": {
+            k: s[k]
+            for k in (
+                "reward_mean",
+                "loss",
+                "clip_frac",
+                "entropy",
+                "temperature",
+                "diversity",
+                "sync_s",
+            )
+            if isinstance(s.get(k), (int, float))
+        },
+        "eval": {
+            k: v
+            for k, v in (latest_eval or {}).items()
+            if k.startswith("heldout") and isinstance(v, (int, float))
+        },
+        "errors": list(errors or [])[-10:],
+    }
+
+
+def _age(t: float | None, now: float) -> str:
+    if not t:
+        return "never"
+    sec = max(0.0, now - t)
+    return (
+        f"{sec:.0f} s ago"
+        if sec < 120
+        else f"{sec / 60:.0f} min ago"
+        if sec < 7200
+        else f"{sec / 3600:.1f} h ago"
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}%"
+
+
+def render_status(st: dict[str, Any], now: float | None = None) -> str:
+    """One screen of text for `microcoder status`."""
+    now = time.time() if now is None else now
+    steps = f"{st['step']}/{st['max_steps']}" if st.get("max_steps") else str(st["step"])
+    out = [
+        f"run {st['run']}  [{st['state']}, from {st['source']}]  {st['run_dir']}",
+        f"step {steps}   policy version {st['version']}   last step {_age(st.get('updated'), now)}",
+    ]
+    if st.get("dashboard"):
+        out.append(f"dashboard {st['dashboard']}")
+    r, idle = st["rates"], st["idle"]
+    out += [
+        "",
+        f"rates    generated {r['gen_tokens_per_s']:9.1f} tok/s   trained {r['train_tokens_per_s']:9.1f} tok/s"
+        f"   judged {r['tests_per_s']:8.1f} tests/s   step {r['step_s']:.2f} s",
+        "pools",
+    ]
+    for kind in POOLS:
+        pool = st["pools"][kind]
+        idle_txt = f"idle {_pct(idle[kind])}"
+        out.append(f"  {kind + 's':<11}{pool['count']:>3} replica(s)   {idle_txt}")
+        unit = "tok/s" if kind == "generator" else "tests/s"
+        for rep in pool["replicas"]:
+            if "error" in rep:
+                out.append(f"    {rep['name']:<14} ERROR {rep['error']}")
+                continue
+            ver = f"   v{rep['version']}" if "version" in rep else ""
+            out.append(
+                f"    {rep['name']:<14}{rep['rate']:9.1f} {unit:<8} idle {_pct(rep['idle_frac'])}"
+                f"   restarts {rep['restarts']}{ver}"
+            )
+    b, stl = st["buffer"], st["staleness"]
+    depths = "  ".join(f"{k} {v}" for k, v in b["depths"].items()) or "-"
+    inv = {True: "ok", False: "VIOLATED", None: "?"}[b.get("invariant_ok")]
+    out += [
+        f"buffer   {depths}   (in flight {b.get('in_flight', '-')}, capacity {b.get('admission_capacity', '-')})",
+        f"         issued {b.get('issued', '-')}  consumed {b.get('consumed', '-')}  "
+        f"dropped stale {b.get('dropped_stale', '-')}  failed {b.get('failed', '-')}  invariant {inv}",
+    ]
+    out += [f"         ! {v}" for v in b.get("invariant_violations", [])]
+    hist = "  ".join(f"{k}:{v}" for k, v in stl["hist"].items()) or "-"
+    allowed = stl.get("max_allowed")
+    out.append(
+        f"staleness mean {stl['mean']:.2f}  max {stl['max']:.0f}"
+        + (f" (allowed {allowed})" if allowed is not None else "")
+        + f"   consumed by staleness {hist}"
+    )
+    learn = "   ".join(f"{k} {v:.4g}" for k, v in st["learning"].items())
+    if learn:
+        out.append(f"learning {learn}")
+    if st["eval"]:
+        out.append("eval     " + "   ".join(f"{k} {v:.3f}" for k, v in st["eval"].items()))
+    out.append("last errors" + ("" if st["errors"] else "  none"))
+    out += [f"  {e}" for e in st["errors"]]
+    return "\n".join(out)

@@ -1,0 +1,86 @@
+"""Plausible step/eval/event records shaped like launch/loop.py's, for tests and demos of the
+dashboard, the exports and `microcoder status` without Ray (deterministic in `step`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def synthetic_step(step: int, generators: int = 2, executors: int = 2) -> dict[str, Any]:
+    """The fields of one "step" record (without kind/time) at learner step `step` (>= 1)."""
+    wave = math.sin(step / 3.0)
+    consumed = 8 * step
+    hist = {"0": consumed // 2, "1": consumed // 3, "2": consumed - consumed // 2 - consumed // 3}
+    depths = {"leased": 4 + step % 3, "unscored": 2 + step % 2, "scoring": 2, "scored": step % 4}
+    in_flight = sum(depths.values())
+    return {
+        "step": step,
+        "policy_version": step,
+        "version": float(step),
+        "reward_mean": min(1.0, 0.1 + 0.03 * step + 0.02 * wave),
+        "loss": 0.05 * wave - 0.01,
+        "clip_frac": 0.02 + 0.01 * abs(wave),
+        "entropy": 1.2 - 0.01 * step,
+        "grad_norm": 0.8 + 0.1 * wave,
+        "tokens_per_s": 900.0 + 50 * wave,
+        "gen_tokens_per_s": 2400.0 + 300 * wave,
+        "tests_per_s": 150.0 + 20 * wave,
+        "generator_idle_frac": 0.1 + 0.05 * abs(wave),
+        "executor_idle_frac": 0.6 - 0.1 * abs(wave),
+        "staleness_mean": 0.8 + 0.2 * wave,
+        "staleness_max": 2.0,
+        "temperature": 1.0 if step < 10 else 1.2,
+        "diversity": 0.55 + 0.05 * wave,
+        "wait_s": 0.3 + 0.1 * abs(wave),
+        "compute_s": 1.5,
+        "sync_s": 0.2 + 0.02 * wave,
+        "step_s": 2.0 + 0.1 * abs(wave),
+        "generators": generators,
+        "executors": executors,
+        "buffer": {
+            "issued": consumed + in_flight + 3,
+            "consumed": consumed,
+            "dropped_stale": 2,
+            "failed": 1,
+            "failed_by_reason": {"lease_expired": 1},
+            "entered": {},
+            "left": {},
+            "staleness_hist": hist,
+            "errors": {},
+            "response_tokens_in": 1000 * step,
+            "bytes_in": 50_000 * step,
+            "bytes_out": 20_000 * step,
+            "requests": 100 * step,
+            "version": step,
+            "max_staleness": 2,
+            "batch_size": 8,
+            "high_water_groups": 40,
+            "in_flight": in_flight,
+            "depths": depths,
+            "admission_capacity": 32,
+            "prompts_done": False,
+            "finished": False,
+            "prompt_cursor": {"epoch": 0, "index": 8 * step},
+            "rates": {"issued": 4.0, "consumed": 4.0},
+            "invariant_ok": True,
+            "invariant_violations": [],
+        },
+    }
+
+
+def synthetic_eval(step: int) -> dict[str, Any]:
+    """Fields of an "eval" record (held-out pass rates) at `step`."""
+    return {
+        "step": step,
+        "heldout_pass_rate": 0.2 + 0.01 * step,
+        "heldout_greedy_pass_rate": 0.25 + 0.01 * step,
+    }
+
+
+def feed(logger, first: int, last: int, eval_every: int = 5) -> None:
+    """Log steps first..last (and an eval every `eval_every` steps) into a MetricsLogger."""
+    for step in range(first, last + 1):
+        logger.log("step", **synthetic_step(step))
+        if eval_every and step % eval_every == 0:
+            logger.log("eval", **synthetic_eval(step))

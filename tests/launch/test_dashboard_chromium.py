@@ -1,0 +1,113 @@
+"""The dashboard page in headless Chromium: served on synthetic metrics that keep arriving, the
+charts must hold exactly the points of the records the page received. Screenshot kept as a test
+artifact: tests/artifacts/dashboard.png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from microcoder.launch.chromium import body_attrs, chart_points, page_dom, series_points
+from microcoder.launch.dashboard_server import DashboardServer
+from microcoder.launch.dashboard_store import MetricsStore
+from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.status_view import build_status
+from microcoder.launch.synthetic_metrics import feed, synthetic_step
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+REPLICAS = {
+    "generator": [
+        {
+            "name": f"generator-{i}",
+            "tokens_per_s": 1200.0 - 40 * i,
+            "idle_frac": 0.1,
+            "restarts": i,
+            "version": 9,
+        }
+        for i in range(2)
+    ],  # fmt: skip
+    "executor": [
+        {"name": f"executor-{i}", "tests_per_s": 75.0, "idle_frac": 0.6, "restarts": 0}
+        for i in range(2)
+    ],  # fmt: skip
+}
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """Serve 20 steps; every /api/metrics request logs one more step (metrics keep arriving)."""
+    logger = MetricsLogger(tmp_path_factory.mktemp("run"))
+    store = MetricsStore()
+    logger.sinks.append(store.add)
+    feed(logger, 1, 20, eval_every=5)
+    logger.log("event", event="generator-1 died (killed); restarting", step=12)
+    since = store.since
+
+    def since_and_more(index: int, limit: int = 5000):
+        n = sum(1 for r in store.raw if r["kind"] == "step")
+        logger.log("step", **synthetic_step(n + 1))
+        return since(index, limit)
+
+    store.since = since_and_more
+    meta = {"run": "chromium-test", "state": "running", "source": "live", "max_steps": 100}
+    server = DashboardServer(
+        store,
+        lambda: build_status(
+            store.latest_step, None, ["step 12: generator-1 died"], REPLICAS, meta
+        ),
+    ).start()
+    try:
+        dom = page_dom(
+            server.url + "?poll=500", budget_ms=4000, screenshot=ARTIFACTS / "dashboard.png"
+        )
+    finally:
+        server.stop()
+        logger.close()
+    return dom, store
+
+
+def served_steps(store: MetricsStore, next_index: int) -> int:
+    return sum(1 for r in store.raw[:next_index] if r["kind"] == "step")
+
+
+def test_page_received_records_from_several_polls(loaded):
+    dom, store = loaded
+    attrs = body_attrs(dom)
+    assert int(attrs["steps"]) > 21  # more than the first answer: later polls brought new steps
+    assert int(attrs["steps"]) == served_steps(store, int(attrs["next"]))
+
+
+def test_every_line_chart_has_one_point_per_received_step(loaded):
+    dom, store = loaded
+    n = served_steps(store, int(body_attrs(dom)["next"]))
+    series = series_points(dom)
+    for key in [("tokens", "gen_tokens_per_s"), ("tokens", "tokens_per_s"), ("tests", "tests_per_s"),
+                ("buffer", "buffer.depths.scored"), ("staleness", "staleness_mean"),
+                ("idle", "generator_idle_frac"), ("idle", "learner_idle_frac"),
+                ("reward", "reward_mean"), ("temperature", "diversity"), ("loss", "loss"),
+                ("clip", "clip_frac"), ("sync", "sync_s")]:  # fmt: skip
+        assert series[key] == n, key
+
+
+def test_heldout_lines_have_one_point_per_eval_record(loaded):
+    dom, store = loaded
+    evals = sum(1 for r in store.raw if r["kind"] == "eval")
+    assert series_points(dom)[("reward", "heldout_pass_rate")] == evals == 4
+
+
+def test_staleness_histogram_has_a_bar_per_bucket(loaded):
+    dom, _ = loaded
+    assert chart_points(dom)["hist"] == 3
+    assert dom.count("data-staleness=") == 3
+
+
+def test_header_pools_and_errors_are_rendered(loaded):
+    dom, _ = loaded
+    assert "chromium-test" in dom and "generator-1" in dom and "executor-0" in dom
+    assert "step 12: generator-1 died" in dom
+
+
+def test_screenshot_is_kept_as_an_artifact(loaded):
+    shot = ARTIFACTS / "dashboard.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

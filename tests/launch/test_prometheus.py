@@ -1,0 +1,86 @@
+"""The Prometheus /metrics page: exposition format, gauges and counters of the newest step."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+from microcoder.launch.dashboard_server import DashboardServer
+from microcoder.launch.dashboard_store import MetricsStore
+from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.prometheus import metric_name, prometheus_text
+from microcoder.launch.synthetic_metrics import feed, synthetic_eval, synthetic_step
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]\w*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
+
+
+def parse(text: str) -> dict[str, float]:
+    """{'name{labels}': value}; asserts every line is a HELP/TYPE comment or a valid sample."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a valid exposition line: {line!r}"
+        out[line.rsplit(" ", 1)[0]] = float(m.group(4))
+    return out
+
+
+def test_every_line_is_valid_exposition_format():
+    text = prometheus_text({"kind": "step", "time": 1.0, **synthetic_step(4)}, synthetic_eval(4))
+    assert text.endswith("\n")
+    assert parse(text)
+
+
+def test_each_metric_has_one_help_and_one_type_line():
+    text = prometheus_text({"kind": "step", **synthetic_step(4)})
+    types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    helps = [line.split()[2] for line in text.splitlines() if line.startswith("# HELP")]
+    assert len(types) == len(set(types)) and sorted(types) == sorted(helps)
+
+
+def test_step_fields_are_gauges_with_their_values():
+    rec = synthetic_step(6)
+    got = parse(prometheus_text(rec))
+    assert got["microcoder_gen_tokens_per_s"] == rec["gen_tokens_per_s"]
+    assert got["microcoder_policy_version"] == 6
+    assert "# TYPE microcoder_staleness_mean gauge" in prometheus_text(rec)
+
+
+def test_buffer_depths_and_counters_are_labelled():
+    rec = synthetic_step(6)
+    text = prometheus_text(rec)
+    got = parse(text)
+    assert got['microcoder_buffer_depth{stage="scored"}'] == rec["buffer"]["depths"]["scored"]
+    assert got['microcoder_buffer_groups_total{outcome="consumed"}'] == rec["buffer"]["consumed"]
+    assert got['microcoder_buffer_consumed_by_staleness_total{staleness="1"}'] == 16
+    assert "# TYPE microcoder_buffer_groups_total counter" in text
+
+
+def test_eval_record_is_exported_under_eval():
+    got = parse(prometheus_text(synthetic_step(5), synthetic_eval(5)))
+    assert got["microcoder_eval_heldout_pass_rate"] == 0.25
+
+
+def test_no_step_yet_still_reports_up():
+    assert parse(prometheus_text({})) == {"microcoder_up": 1.0}
+
+
+def test_metric_names_are_sanitised():
+    assert metric_name("buffer.depths.scored") == "microcoder_buffer_depths_scored"
+    assert metric_name("9lives-x") == "microcoder__9lives_x"
+
+
+def test_endpoint_serves_the_newest_step(tmp_path):
+    logger, store = MetricsLogger(tmp_path), MetricsStore()
+    logger.sinks.append(store.add)
+    feed(logger, 1, 3)
+    server = DashboardServer(store, dict).start()
+    try:
+        with urllib.request.urlopen(server.url + "metrics", timeout=10) as res:
+            assert res.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            got = parse(res.read().decode())
+        assert got["microcoder_step"] == 3
+    finally:
+        server.stop()
+        logger.close()
