@@ -143,3 +143,13 @@ def test_vllm_replies_render_like_the_sft_sampler(small_run):
     got = json.loads(next(x for x in res.stdout.splitlines() if x.startswith("RESULT"))[6:])
     assert got["vllm"] == got["hf"]
     assert len(got["hot"]) == 8
+
+
+@pytest.mark.slow
+def test_default_warm_start_reaches_the_window(tmp_path):
+    """The real recipe (defaults): seed 2 entered the window at step 120 (~2.5 min, 1 thread)."""
+    cfg = WarmStartConfig(threads=1)
+    r = warm_start(tmp_path, seed=2, cfg=cfg, progress=False, log=lambda line: None)
+    assert cfg.target_low <= r.pass_rate <= cfg.target_high
+    assert r.evals[-1] == (r.step, r.pass_rate)
+    assert not any(cfg.target_low <= rate <= cfg.target_high for _, rate in r.evals[:-1])
