@@ -14,7 +14,6 @@ import io
 import json
 import os
 import resource
-import signal
 import sys
 import time
 import traceback
@@ -37,13 +36,26 @@ def warm_up() -> None:
     sys.set_int_max_str_digits(0)
 
 
-def enter(limits: dict, uid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, result_fd: int):
-    """Become the program's process: fds, session, identity, rlimits. Never raises on its own."""
+def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
+    """The (resource, (soft, hard)) pairs a program runs under, computed once per solution."""
+    cpu = max(1, int(limits["cpu_s"] + 0.999))
+    mem = limits["memory_mb"] << 20
+    out = [
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (limits["output_bytes"] + 1,) * 2),
+        (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+    if limits["max_processes"]:  # 0 = not enforceable here (isolation "none")
+        out.append((resource.RLIMIT_NPROC, (limits["max_processes"],) * 2))
+    return out
+
+
+def enter(limits: list, uid: int, result_fd: int) -> None:
+    """Become the program's process: session, fds, identity, rlimits. Fds 0-2 (the program's
+    stdio), the working directory and the signal dispositions are inherited from the server."""
     os.setsid()
-    fds = [os.open(f"/proc/self/fd/{stdin_fd}", os.O_RDONLY)]
-    fds += [os.open(f"/proc/self/fd/{fd}", os.O_WRONLY) for fd in (stdout_fd, stderr_fd)]
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
     keep = 3
     if result_fd >= 0:
         os.dup2(result_fd, RESULT_FD)
@@ -53,20 +65,8 @@ def enter(limits: dict, uid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int,
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    for sig in (signal.SIGXFSZ, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
-    cpu = max(1, int(limits["cpu_s"] + 0.999))
-    mem = limits["memory_mb"] << 20
-    for res, value in (
-        (resource.RLIMIT_AS, (mem, mem)),
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, (limits["output_bytes"] + 1,) * 2),
-        (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
-        (resource.RLIMIT_CORE, (0, 0)),
-    ):
+    for res, value in limits:
         resource.setrlimit(res, value)
-    if limits["max_processes"]:  # 0 = not enforceable here (isolation "none")
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"],) * 2)
     _fresh_stdio()
 
 

@@ -9,11 +9,9 @@ process left in the namespace (daemons included). It is non-dumpable (no ptrace,
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 import select
-import shutil
 import signal
 import sys
 import time
@@ -24,6 +22,34 @@ from frames import FrameError, read_frame, write_frame
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PR_SET_DUMPABLE = 4
+
+
+def _remove(path: str) -> None:
+    """Delete a file or a whole tree, best effort (shutil is not imported: its compression
+    modules would enlarge the server that every run forks)."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            for root, dirs, files in os.walk(path, topdown=False):
+                for name in files:
+                    os.unlink(os.path.join(root, name))
+                for name in dirs:
+                    _remove(os.path.join(root, name))
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _not_dumpable() -> None:
+    """No ptrace of the server and no /proc/1/mem for its programs. (Not via a change of the
+    effective gid, which would do it without ctypes: that also clears --die-with-parent.)"""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError, ImportError):
+        pass
 
 
 def _proc_cpu(pid: int) -> float:
@@ -41,7 +67,17 @@ class Server:
     def __init__(self, ctl_in: int, ctl_out: int, uid: int, workdir: str):
         self.ctl_in, self.ctl_out, self.uid, self.workdir = ctl_in, ctl_out, uid, workdir
         self.is_init = os.getpid() == 1
+        # Inside the sandbox the whole private /tmp is the programs' (workdir is /tmp/w).
+        self.scratch = os.path.dirname(workdir) if self.is_init else None
         self.fds = [os.memfd_create(name) for name in ("stdin", "stdout", "stderr")]
+        # fds 0/1/2 of the server ARE the program's stdio (read-only / write-only descriptions
+        # of the memfds, offsets rewound before each run), so a child needs no open/dup2.
+        modes = (os.O_RDONLY, os.O_WRONLY, os.O_WRONLY)
+        for target, (fd, mode) in enumerate(zip(self.fds, modes, strict=True)):
+            view = os.open(f"/proc/self/fd/{fd}", mode)
+            os.dup2(view, target)
+            os.close(view)
+        self.workdir_id: tuple | None = None
         self.program = None
         self.stopping = False
 
@@ -54,65 +90,83 @@ class Server:
             except FrameError:
                 return
             op = header["op"]
-            if op == "load":
-                self.load(header)
-            elif op == "stdin":
-                self.run_stdin(header, payload)
+            if op == "stdin":
+                if self.load(header):
+                    self.run_stdin(header, payload)
             elif op == "tests":
-                self.run_tests(header)
+                if self.load(header):
+                    self.run_tests(header)
             elif op == "ping":
                 write_frame(self.ctl_out, {"op": "pong"})
             elif op == "exit":
                 return
-            # "stop" while idle: the run it meant has already finished; ignore it.
+            # "stop"/"next" while idle: the run they meant has already finished; ignore them.
 
-    def load(self, h: dict) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        os.makedirs(self.workdir, exist_ok=True)
-        if self.uid:
-            os.chown(self.workdir, self.uid, self.uid)
+    def load(self, h: dict) -> bool:
+        """Fresh working directory, compile the program; on a syntax error reply `ce`."""
+        self.reset_workdir()
         self.program = None
         try:
             prelude = compile(h["prelude"], "prelude.py", "exec") if h.get("prelude") else None
             code = compile(h["code"], "solution.py", "exec")
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             msg = "".join(traceback.format_exception_only(type(exc), exc))[-2000:]
-            write_frame(self.ctl_out, {"op": "loaded", "ce": msg})
-            return
+            write_frame(self.ctl_out, {"op": "ce", "msg": msg})
+            return False
         self.program = (h["kind"], code, prelude, h.get("fn_name") or "")
+        self.rlimits = childproc.rlimits(h["limits"])
         gc.freeze()  # children then never touch these objects' GC headers (fewer COW faults)
-        write_frame(self.ctl_out, {"op": "loaded", "ce": None})
+        return True
+
+    def reset_workdir(self) -> None:
+        """Empty the programs' writable space, unless the last solution left it untouched."""
+        if self.workdir_id is not None and self._workdir_clean():
+            return
+        if self.scratch:
+            for name in os.listdir(self.scratch):
+                _remove(os.path.join(self.scratch, name))
+        else:
+            _remove(self.workdir)
+        os.makedirs(self.workdir, mode=0o755)
+        if self.uid:
+            os.chown(self.workdir, self.uid, self.uid)
+        os.chdir(self.workdir)  # children inherit it as their working directory
+        st = os.stat(self.workdir)
+        self.workdir_id = (st.st_ino, st.st_mode, st.st_uid, st.st_gid)
+
+    def _workdir_clean(self) -> bool:
+        try:
+            st = os.stat(self.workdir)
+            if (st.st_ino, st.st_mode, st.st_uid, st.st_gid) != self.workdir_id:
+                return False
+            if os.listdir(self.workdir):
+                return False
+            return not self.scratch or os.listdir(self.scratch) == [os.path.basename(self.workdir)]
+        except OSError:
+            return False
 
     def run_stdin(self, h: dict, data: bytes) -> None:
-        """Run the program once per input, back to back, streaming one `done` per run, then
-        `end`. The host compares while the next run goes on and sends `stop` at a failure."""
+        """Run the program once per input, one `done` per run. In lockstep mode (early exit)
+        the server waits after each run for the host's `next` (it compared: passed) or `stop`,
+        so no run starts that the verdict does not need."""
         _, code, _, _ = self.program
-        inputs, start = [], 0
-        for size in h["sizes"]:
-            inputs.append(data[start : start + size])
+        sizes, lockstep, limits = h["sizes"], h.get("lockstep", False), h["limits"]
+        start = 0
+        for i, size in enumerate(sizes):
+            if i and lockstep and read_frame(self.ctl_in)[0]["op"] != "next":
+                return
+            pid, t0 = self._spawn(data[start : start + size], -1, childproc.run_program, code)
             start += size
-        self.stopping = False
-        for i, test_input in enumerate(inputs):
-            if self.stopping or self._stop_requested():
-                break
-            pid, t0 = self._spawn(h["limits"], test_input, -1, lambda: childproc.run_program(code))
-            reason, _ = self._watch(pid, h["limits"], None)
-            self._finish(pid, t0, reason, h["limits"], with_stdout=True, index=i)
-        write_frame(self.ctl_out, {"op": "end"})
-
-    def _stop_requested(self) -> bool:
-        while select.select([self.ctl_in], [], [], 0)[0]:
-            header, _ = read_frame(self.ctl_in)
-            if header["op"] == "stop":
-                return True
-        return False
+            reason = self._wait(pid, limits)
+            self._finish(pid, t0, reason, limits, with_stdout=True, index=i)
 
     def run_tests(self, h: dict) -> None:
         kind, code, prelude, fn_name = self.program
         r, w = os.pipe()
         tests, early = h["tests"], h.get("early_exit", True)
-        target = lambda: childproc.run_tests(kind, code, prelude, fn_name, tests, early)  # noqa: E731
-        pid, t0 = self._spawn(h["limits"], b"", w, target)
+        args = (kind, code, prelude, fn_name, tests, early)
+        self.stopping = False
+        pid, t0 = self._spawn(b"", w, childproc.run_tests, *args)
         os.close(w)
         try:
             reason, _ = self._watch(pid, h["limits"], r)
@@ -121,24 +175,44 @@ class Server:
         self._finish(pid, t0, reason, h["limits"], with_stdout=False)
 
     # -- children ---------------------------------------------------------------------------
-    def _spawn(self, limits: dict, data: bytes, result_w: int, target) -> tuple[int, float]:
+    def _spawn(self, data: bytes, result_w: int, target, *args) -> tuple[int, float]:
         fin, fout, ferr = self.fds
-        for fd in self.fds:
-            os.ftruncate(fd, 0)
+        os.ftruncate(fout, 0)
+        os.ftruncate(ferr, 0)
+        os.ftruncate(fin, 0)
         if data:
             os.pwrite(fin, data, 0)
+        for fd in (0, 1, 2):
+            os.lseek(fd, 0, os.SEEK_SET)
+        rlimits, uid = self.rlimits, self.uid
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             try:
-                os.chdir(self.workdir)
-                childproc.enter(limits, self.uid, fin, fout, ferr, result_w)
-                target()
+                childproc.enter(rlimits, uid, result_w)
+                target(*args)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
                 os._exit(70)
         return pid, t0
+
+    def _wait(self, pid: int, limits: dict) -> str | None:
+        """Wait for a stdin run (nothing else can arrive meanwhile); kill it on TLE."""
+        cpu_limit, wall_limit = limits["time_s"], limits["wall_s"]
+        pidfd = os.pidfd_open(pid)
+        try:
+            t0 = time.monotonic()
+            wait = min(cpu_limit, wall_limit)
+            while not select.select([pidfd], [], [], wait)[0]:
+                elapsed = time.monotonic() - t0
+                if elapsed > wall_limit or _proc_cpu(pid) > cpu_limit:
+                    os.kill(pid, signal.SIGKILL)
+                    return "tle"
+                wait = max(0.0, min(0.05, wall_limit - elapsed)) + 0.001
+            return None
+        finally:
+            os.close(pidfd)
 
     def _watch(self, pid: int, limits: dict, result_r: int | None) -> tuple[str | None, int]:
         """Wait for the child, streaming its result lines; kill it on TLE or a host `stop`."""
@@ -250,18 +324,15 @@ class Server:
 
 
 def main(uid: int, workdir: str) -> None:
-    """Entry point (see worker.py): control on fds 0/1, programs run as `uid` (0 = unchanged)."""
-    ctl_in, ctl_out = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(null, fd)
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    """Entry point (see worker.py): control on fds 0/1, log on fd 2, programs run as `uid` (0 =
+    unchanged). Fds 0-2 are then handed to the programs' stdio (see Server)."""
+    ctl_in, ctl_out, log = os.dup(0), os.dup(1), os.dup(2)
+    sys.stdout = sys.stderr = open(log, "w", buffering=1, encoding="utf-8", errors="replace")
+    _not_dumpable()
+    for sig in (signal.SIGXFSZ, signal.SIGPIPE):  # programs get the default actions (inherited)
+        signal.signal(sig, signal.SIG_DFL)
     childproc.warm_up()
-    sys.stdout.flush()
     try:
         Server(ctl_in, ctl_out, uid, workdir).serve()
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove(workdir)

@@ -74,21 +74,23 @@ def _excerpts(out: Outcome, done: dict) -> None:
     out.stderr = done.get("err_tail", "")[-300:]
 
 
-def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, out: Outcome, early: bool):
-    inputs = [t["input"].encode() for t in problem.tests]
-    worker.send(
-        {"op": "stdin", "limits": limits, "sizes": [len(b) for b in inputs]}, b"".join(inputs)
-    )
-    stopped = False
-    while True:
+def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outcome, early: bool):
+    """One request runs the tests; with early exit the server waits after each run for `next`
+    (this one passed) or `stop`, so a failing solution costs no run beyond its first failure."""
+    limits, tests = request["limits"], problem.tests
+    if not tests:
+        return
+    inputs = [t["input"].encode() for t in tests]
+    request.update(op="stdin", sizes=[len(b) for b in inputs], lockstep=early)
+    worker.send(request, b"".join(inputs))
+    for expected_i in range(len(tests)):
         done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
-        if done["op"] == "end":
+        if done["op"] == "ce":
+            out.fail(0, "CE", done["msg"])
             return
-        if done["op"] != "done":
+        if done["op"] != "done" or done["i"] != expected_i:
             raise WorkerCrash(f"unexpected frame {done['op']!r} while running tests")
-        if out.first_failed is not None and early:
-            continue  # a run that was already under way when we said stop
-        i, test = done["i"], problem.tests[done["i"]]
+        i, test = expected_i, tests[expected_i]
         out.time_s += done["wall"]
         out.cpu_s += done["cpu"]
         _excerpts(out, done)
@@ -104,9 +106,11 @@ def _run_stdin(worker: WorkerProcess, problem: Problem, limits: dict, out: Outco
                 out.passed += 1
             else:
                 out.fail(i, "WA", why)
-        if out.first_failed is not None and early and not stopped:
-            worker.send({"op": "stop"})
-            stopped = True
+        if early and i + 1 < len(tests):
+            if out.first_failed is not None:
+                worker.send({"op": "stop"})
+                return
+            worker.send({"op": "next"})
 
 
 def _expected_for(problem: Problem) -> list[str]:
@@ -141,23 +145,21 @@ def _judge_line(line: bytes, kind: str, expected: list[str], out: Outcome) -> No
         out.fail(index, "MLE" if message.startswith("MemoryError") else "RE", message)
 
 
-def _run_tests(worker: WorkerProcess, problem: Problem, limits: dict, out: Outcome, early: bool):
+def _run_tests(worker: WorkerProcess, request: dict, problem: Problem, out: Outcome, early: bool):
     key = "input" if problem.kind == "functional" else "code"
     expected = _expected_for(problem) if problem.kind == "functional" else []
     expected = expected or [""] * len(problem.tests)
     # one process runs every test: RLIMIT_CPU (a backstop; the server times each test) covers all
-    limits = {**limits, "cpu_s": limits["time_s"] * (len(problem.tests) + 1) + 1}
-    worker.send(
-        {
-            "op": "tests",
-            "limits": limits,
-            "tests": [t[key] for t in problem.tests],
-            "early_exit": early,
-        }
-    )
+    limits = request["limits"]
+    limits["cpu_s"] = limits["time_s"] * (len(problem.tests) + 1) + 1
+    request.update(op="tests", tests=[t[key] for t in problem.tests], early_exit=early)
+    worker.send(request)
     stopped, seen = False, 0
     while True:
         header, payload = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        if header["op"] == "ce":
+            out.fail(0, "CE", header["msg"])
+            return
         if header["op"] == "results":
             for line in payload.splitlines():
                 seen += 1
@@ -190,24 +192,17 @@ def judge_solution(
     if len(code.encode()) > cfg.max_code_kb << 10:
         out.fail(0, "CE", f"source longer than {cfg.max_code_kb} KiB")
     else:
-        worker.send(
-            {
-                "op": "load",
-                "kind": problem.kind,
-                "code": code,
-                "prelude": problem.prelude,
-                "fn_name": problem.fn_name,
-            }
-        )
-        header, _ = worker.recv(REPLY_SLACK_S + 30)
-        if header.get("ce"):
-            out.fail(0, "CE", header["ce"])
+        request = {
+            "kind": problem.kind,
+            "code": code,
+            "prelude": problem.prelude,
+            "fn_name": problem.fn_name,
+            "limits": limits_for(problem, cfg),
+        }
+        if problem.kind == "stdin":
+            _run_stdin(worker, request, problem, out, early)
         else:
-            limits = limits_for(problem, cfg)
-            if problem.kind == "stdin":
-                _run_stdin(worker, problem, limits, out, early)
-            else:
-                _run_tests(worker, problem, limits, out, early)
+            _run_tests(worker, request, problem, out, early)
     return Verdict(
         verdict=out.verdict,
         passed=out.passed,
