@@ -130,6 +130,10 @@ def _age(t: float | None, now: float) -> str:
     )
 
 
+def _v(x: Any) -> str:
+    return "-" if x is None else str(x)
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:5.1f}%"
 
@@ -162,16 +166,16 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
                 continue
             ver = f"   v{rep['version']}" if "version" in rep else ""
             out.append(
-                f"    {rep['name']:<14}{rep['rate']:9.1f} {unit:<8} idle {_pct(rep['idle_frac'])}"
+                f"    {rep['name']:<14}{rep['rate']:9.1f} {unit + ' busy':<13} idle {_pct(rep['idle_frac'])}"
                 f"   restarts {rep['restarts']}{ver}"
             )
     b, stl = st["buffer"], st["staleness"]
     depths = "  ".join(f"{k} {v}" for k, v in b["depths"].items()) or "-"
     inv = {True: "ok", False: "VIOLATED", None: "?"}[b.get("invariant_ok")]
     out += [
-        f"buffer   {depths}   (in flight {b.get('in_flight', '-')}, capacity {b.get('admission_capacity', '-')})",
-        f"         issued {b.get('issued', '-')}  consumed {b.get('consumed', '-')}  "
-        f"dropped stale {b.get('dropped_stale', '-')}  failed {b.get('failed', '-')}  invariant {inv}",
+        f"buffer   {depths}   (in flight {_v(b.get('in_flight'))}, capacity {_v(b.get('admission_capacity'))})",
+        f"         issued {_v(b.get('issued'))}  consumed {_v(b.get('consumed'))}  "
+        f"dropped stale {_v(b.get('dropped_stale'))}  failed {_v(b.get('failed'))}  invariant {inv}",
     ]
     out += [f"         ! {v}" for v in b.get("invariant_violations", [])]
     hist = "  ".join(f"{k}:{v}" for k, v in stl["hist"].items()) or "-"

@@ -54,7 +54,8 @@ function fmt(v, pct) {
 }
 function fmtAxis(v, pct) {  // 3 significant digits, no trailing zeros
   if (pct) return fmt(v, true);
-  return Math.abs(v) >= 1e4 ? fmt(v) : String(Number(v.toPrecision(3)));
+  const a = Math.abs(v);
+  return a >= 1e4 ? fmt(v) : String(Number(v.toPrecision(a < 0.1 ? 2 : 3)));
 }
 function ago(t) {
   if (!t) return "–";
@@ -201,7 +202,7 @@ function poolCard(kind, pool, idle) {
   }
   if (!pool.replicas.length) return card;
   const t = el("table", { class: "replicas" }), hr = el("tr");
-  for (const h of ["replica", unit, "idle", "restarts", "version"]) hr.appendChild(el("th", {}, h));
+  for (const h of ["replica", unit + " busy", "idle", "restarts", "version"]) hr.appendChild(el("th", {}, h));
   t.appendChild(hr);
   for (const r of pool.replicas) {
     const tr = el("tr");

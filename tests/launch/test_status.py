@@ -84,7 +84,7 @@ def test_render_flags_an_accounting_violation():
 
 def test_render_of_a_run_without_steps_does_not_fail():
     text = render_status(build_status({}, meta={"run": "empty", "state": "starting"}))
-    assert "step 0" in text and "last errors  none" in text
+    assert "step 0" in text and "last errors  none" in text and "None" not in text
 
 
 def test_finished_run_status_comes_from_its_files(tmp_path):
