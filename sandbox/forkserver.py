@@ -77,6 +77,7 @@ class Server:
             view = os.open(f"/proc/self/fd/{fd}", mode)
             os.dup2(view, target)
             os.close(view)
+        childproc.prepare_stdio()
         self.workdir_id: tuple | None = None
         self.program = None
         self.stopping = False
