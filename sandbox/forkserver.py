@@ -81,15 +81,17 @@ class Server:
         self.workdir_id: tuple | None = None
         self.program = None
         self.stopping = False
+        self.pending: tuple[dict, bytes] | None = None
 
     # -- requests ---------------------------------------------------------------------------
     def serve(self) -> None:
         write_frame(self.ctl_out, {"op": "ready", "pid": os.getpid(), "init": self.is_init})
         while True:
             try:
-                header, payload = read_frame(self.ctl_in)
+                header, payload = self.pending or read_frame(self.ctl_in)
             except FrameError:
                 return
+            self.pending = None
             op = header["op"]
             if op == "stdin":
                 if self.load(header):
@@ -154,8 +156,12 @@ class Server:
         sizes, lockstep, limits = h["sizes"], h.get("lockstep", False), h["limits"]
         start = 0
         for i, size in enumerate(sizes):
-            if i and lockstep and read_frame(self.ctl_in)[0]["op"] != "next":
-                return
+            if i and lockstep:
+                frame = read_frame(self.ctl_in)
+                if frame[0]["op"] != "next":
+                    if frame[0]["op"] != "stop":
+                        self.pending = frame  # a new request: the host gave up on this one
+                    return
             pid, t0 = self._spawn(data[start : start + size], -1, childproc.run_program, code)
             start += size
             reason = self._wait(pid, limits)

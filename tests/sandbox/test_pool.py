@@ -68,3 +68,42 @@ def test_isolation_none_warns_what_is_not_protected():
     with pytest.warns(UserWarning, match="WITHOUT a sandbox"):
         with JudgePool(workers=1, isolation="none") as p:
             assert p.judge(SUM, OK).first_failed == 1
+
+
+def test_no_run_starts_after_the_first_failing_test(pool, monkeypatch):
+    from microcoder.sandbox import worker as worker_module
+
+    ops: list[str] = []
+    real_recv = worker_module.WorkerProcess.recv
+
+    def spy(self, timeout):
+        header, payload = real_recv(self, timeout)
+        ops.append(header["op"])
+        return header, payload
+
+    monkeypatch.setattr(worker_module.WorkerProcess, "recv", spy)
+    restarts = pool.restarts
+    first = pool.judge(SUM, OK)  # passes test 0, fails test 1: test 2 must never run
+    assert ops == ["done", "done"] and first.first_failed == 1
+    again = pool.judge(SUM, "a, b = map(int, input().split())\nprint(a + b + (a == b == 2))")
+    assert again.verdict == "AC" and pool.restarts == restarts
+
+
+def test_files_a_solution_leaves_are_gone_for_the_next():
+    problem = validate_problem(
+        {"id": "files", "kind": "stdin", "tests": [{"input": "", "output": "clean\n"}]}
+    )
+    dirty = (
+        "import os\nopen('left.txt', 'w').write('x')\nopen('/tmp/left2', 'w').write('x')\n"
+        "os.mkdir('sub')\nos.chmod('.', 0o500)\nprint('clean')"
+    )
+    check = (
+        "import os\nopen('new.txt', 'w').write('y')\n"
+        "left = os.path.exists('left.txt') or os.path.exists('/tmp/left2') or os.path.exists('sub')"
+        "\nprint('dirty' if left else 'clean')"
+    )
+    with JudgePool(workers=1) as p:  # one worker: both run in the same sandbox
+        assert [v.verdict for v in p.judge_many([(problem, dirty), (problem, check)])] == [
+            "AC",
+            "AC",
+        ]
