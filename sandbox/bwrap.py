@@ -118,7 +118,7 @@ def sandbox_command(cfg: ExecutorConfig, slot: int) -> tuple[list[str], tuple[in
         import tempfile
 
         workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
-        return [python, "-I", "-B", "-c", bootstrap(server_code_dir(), 0, workdir)], ()
+        return [python, "-I", "-S", "-B", "-c", bootstrap(server_code_dir(), 0, workdir)], ()
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
     fds: tuple[int, ...] = ()
@@ -138,5 +138,5 @@ def sandbox_command(cfg: ExecutorConfig, slot: int) -> tuple[list[str], tuple[in
     args += ["--perms", "1777", "--size", str(cfg.tmpfs_mb << 20), "--tmpfs", "/tmp"]
     args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp"]
     args += ["--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp"]
-    args += ["--", python, "-I", "-B", "-c", bootstrap(CODE_DIR, uid, "/tmp/w")]
+    args += ["--", python, "-I", "-S", "-B", "-c", bootstrap(CODE_DIR, uid, "/tmp/w")]
     return args, fds

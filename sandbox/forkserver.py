@@ -41,6 +41,38 @@ def _remove(path: str) -> None:
         pass
 
 
+def _site() -> None:
+    """What `site` gives a program, without running .pth import lines: the server starts with
+    -S, then gets quit()/exit()/help, the site-packages directories and the path lines of their
+    .pth files. (Executable .pth lines would run in the server, so every forked program would
+    carry what they import; on the development box one imports certifi, shutil, lzma, ...,
+    which made each run ~30% dearer.)"""
+    import site  # with -S, importing site does not run site.main()
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+    for base in site.getsitepackages():
+        if not os.path.isdir(base) or base in sys.path:
+            continue
+        sys.path.append(base)
+        for name in sorted(os.listdir(base)):
+            if not name.endswith(".pth"):
+                continue
+            try:
+                with open(os.path.join(base, name), encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                path = os.path.join(base, line)
+                if os.path.isdir(path) and path not in sys.path:
+                    sys.path.append(path)
+
+
 def _not_dumpable() -> None:
     """No ptrace of the server and no /proc/1/mem for its programs. (Not via a change of the
     effective gid, which would do it without ctypes: that also clears --die-with-parent.)"""
@@ -336,6 +368,7 @@ def main(uid: int, workdir: str) -> None:
     ctl_in, ctl_out, log = os.dup(0), os.dup(1), os.dup(2)
     sys.stdout = sys.stderr = open(log, "w", buffering=1, encoding="utf-8", errors="replace")
     _not_dumpable()
+    _site()
     for sig in (signal.SIGXFSZ, signal.SIGPIPE):  # programs get the default actions (inherited)
         signal.signal(sig, signal.SIG_DFL)
     childproc.warm_up()
