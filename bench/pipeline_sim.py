@@ -76,6 +76,7 @@ def run_point(
     from microcoder.buffer.client import BufferClient
     from microcoder.launch.config import load_config
 
+    warmup = max(1, warmup)  # the last warm-up step marks where the measured window starts
     overrides = [f"buffer.max_staleness={max_staleness}", f"learner.batch_size={batch_size}"]
     cfg = load_config(None, overrides)
     host = buffer_host_cls().remote(cfg)

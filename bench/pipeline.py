@@ -1,0 +1,112 @@
+"""`microcoder bench pipeline`: how much the asynchronous pipeline buys, two ways, in one run.
+
+1. Real tiny workload: the same config (default configs/tiny-cpu.toml, same seed) launched
+   twice through the real launcher, with buffer.max_staleness = 0 (synchronous GRPO) and then
+   = --async-staleness; per run: wall seconds per step, samples/s, idle fraction of each pool,
+   staleness (bench/pipeline_real.py). `speedup` = async samples/s / sync samples/s.
+2. Simulated stage costs: generator, executor and learner actors whose work is a sleep of a
+   configurable cost per batch, on the real buffer host (bench/pipeline_sim.py), for 1, 2, 4, 8
+   generators: achieved learner steps/s against the ideal bound 1 / max(stage seconds per batch).
+   Goal: ratio >= 0.9. Sleeps cost no CPU, so this half is robust on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = (
+    "async vs sync pipeline on the tiny config, and simulated stage costs vs the ideal bound"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    real = parser.add_argument_group("real tiny workload")
+    real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
+    real.add_argument("--max-steps", type=int, default=10, help="learner steps per launch")
+    real.add_argument("--warmup", type=int, default=2, help="first steps left out of the figures")
+    real.add_argument("--seed", type=int, default=0, help="seed of both launches")
+    real.add_argument(
+        "--async-staleness", type=int, default=2, help="max_staleness of the async run"
+    )
+    real.add_argument("--real-set", action="append", default=[], metavar="KEY=VALUE",
+                      help="extra --set for both launches (repeatable)")  # fmt: skip
+    real.add_argument("--runs-dir", default="", help="keep the two run directories here")
+    real.add_argument("--skip-real", action="store_true", help="only the simulated part")
+    sim = parser.add_argument_group("simulated stage costs")
+    sim.add_argument("--gen-s", type=float, default=0.8, help="s per batch of one generator")
+    sim.add_argument("--judge-s", type=float, default=0.2, help="s per batch of one executor")
+    sim.add_argument("--train-s", type=float, default=0.3, help="s per learner step")
+    sim.add_argument("--generators", default="1,2,4,8", help="generator counts to measure")
+    sim.add_argument("--executors", type=int, default=1, help="simulated executors")
+    sim.add_argument("--sim-staleness", type=int, default=2, help="max_staleness (>= 1)")
+    sim.add_argument("--sim-steps", type=int, default=20, help="measured learner steps per point")
+    sim.add_argument("--sim-warmup", type=int, default=4, help="learner steps left out per point")
+    sim.add_argument("--batch-size", type=int, default=16, help="groups per learner step")
+    sim.add_argument("--group-size", type=int, default=8, help="responses per group")
+    sim.add_argument("--sync-before-lease", action="store_true",
+                     help="generators learn the version before leasing prompts (the order of "
+                          "actors/generator.py) instead of right before sampling")  # fmt: skip
+    sim.add_argument("--skip-sim", action="store_true", help="only the real part")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from microcoder.bench.pipeline_real import run_real
+    from microcoder.bench.pipeline_sim import StageCosts, run_simulated
+
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "load_start": os.getloadavg()[0],
+    }
+    if not args.skip_sim:
+        result["simulated"] = run_simulated(
+            StageCosts(args.gen_s, args.judge_s, args.train_s),
+            [int(n) for n in args.generators.split(",") if n.strip()],
+            args.executors,
+            batch_size=args.batch_size,
+            group_size=args.group_size,
+            max_staleness=max(1, args.sim_staleness),
+            warmup=args.sim_warmup,
+            steps=args.sim_steps,
+            sync_before_lease=args.sync_before_lease,
+        )
+    if not args.skip_real:
+        keep = bool(args.runs_dir)
+        runs_dir = Path(args.runs_dir or tempfile.mkdtemp(prefix="bench-pipeline-"))
+        try:
+            real = run_real(
+                args.config, args.max_steps, args.warmup, args.seed,
+                [0, args.async_staleness], runs_dir, args.real_set,
+            )  # fmt: skip
+        finally:
+            if not keep:
+                shutil.rmtree(runs_dir, ignore_errors=True)
+        result["real"] = real
+        result.update(headline(real, args.async_staleness))
+    result["load_end"] = os.getloadavg()[0]
+    return result
+
+
+def headline(real: dict[str, Any], k: int) -> dict[str, float]:
+    """The top-level figures: samples/s of both runs and their ratio."""
+    sync, async_ = real["runs"]["0"], real["runs"][str(k)]
+    s, a = sync["samples_per_s"], async_["samples_per_s"]
+    return {"sync_samples_per_s": s, "async_samples_per_s": a, "speedup": a / s if s else 0.0}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    from microcoder.bench.pipeline_format import real_table, sim_table
+
+    lines = [f"{result['date']}, {result['cpus']} CPUs, load {result['load_start']:.1f} -> "
+             f"{result['load_end']:.1f} (1-min average)"]  # fmt: skip
+    if "real" in result:
+        lines += ["", *real_table(result)]
+    if "simulated" in result:
+        lines += ["", *sim_table(result["simulated"])]
+    return "\n".join(lines)

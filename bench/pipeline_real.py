@@ -1,0 +1,116 @@
+"""The real half of `microcoder bench pipeline`: the tiny config launched through the real
+launcher (`python -m microcoder launch`, a subprocess per run), synchronous (max_staleness = 0)
+and asynchronous, summarised from each run's metrics.jsonl.
+
+Per run, over the steps after the warm-up: wall seconds per step (between metrics lines, so the
+driver's own work counts), samples/s (responses the learner trained on per second), the idle
+fraction of each pool and the staleness of the consumed groups. Learner idle = wait_s / step_s.
+Generator and executor idle fractions are reported by the actors cumulatively since they started
+(PoolTimer); the window's share is recovered from two records (see `window_idle`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def launch_command(
+    config: str, run_dir: str, max_steps: int, max_staleness: int, seed: int, extra: list[str]
+) -> list[str]:
+    """The exact launcher command of one run (the dashboard on a free port: the bench must not
+    collide with another run on this machine)."""
+    sets = [f"max_steps={max_steps}", f"buffer.max_staleness={max_staleness}", f"seed={seed}"]
+    sets += ["monitor.dashboard_port=0", *extra]
+    cmd = [sys.executable, "-m", "microcoder", "launch", config, "--run-dir", run_dir]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
+def run_launch(cmd: list[str], run_dir: Path, timeout_s: float) -> list[dict[str, Any]]:
+    """Run one launch to its end; its output goes to run_dir/bench-launch.log. Returns the
+    records of its metrics.jsonl."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / "bench-launch.log"
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-30:])
+        raise RuntimeError(
+            f"launch exited with {proc.returncode}; command: {' '.join(cmd)}\n"
+            f"last lines of {log}:\n{tail}"
+        )
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def window_idle(first: dict, last: dict, key: str, t0: float) -> float:
+    """A pool's idle fraction between two step records, from its cumulative fractions
+    f = idle / (t - t0): (f_last (t_last - t0) - f_first (t_first - t0)) / (t_last - t_first).
+    `t0` is when the pool's timers started, estimated as the start of the first step."""
+    t1, t2 = first["time"], last["time"]
+    if t2 <= t1:
+        return float(last.get(key, 0.0))
+    idle = last.get(key, 0.0) * (t2 - t0) - first.get(key, 0.0) * (t1 - t0)
+    return min(1.0, max(0.0, idle / (t2 - t1)))
+
+
+def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
+    """Figures of one run over its step records after the first `warmup` (at least 1: the last
+    warm-up record marks where the window starts)."""
+    steps = sorted((r for r in records if r.get("kind") == "step"), key=lambda r: r["step"])
+    warmup = max(1, warmup)
+    if len(steps) <= warmup:
+        raise ValueError(
+            f"the run has {len(steps)} steps, not more than the {warmup} warm-up steps: "
+            "raise --max-steps or lower --warmup"
+        )
+    first, window = steps[warmup - 1], steps[warmup:]
+    last = window[-1]
+    wall = last["time"] - first["time"]
+    samples = sum(r.get("responses", 0.0) for r in window)
+    t0 = steps[0]["time"] - steps[0].get("step_s", 0.0)
+    evals = [r for r in records if r.get("kind") == "eval" and "heldout_pass_rate" in r]
+    return {
+        "steps_measured": len(window),
+        "window_s": wall,
+        "s_per_step": wall / len(window),
+        "samples_per_s": samples / wall if wall > 0 else 0.0,
+        "learner_idle_frac": sum(r.get("wait_s", 0.0) for r in window)
+        / max(sum(r.get("step_s", 0.0) for r in window), 1e-9),
+        "generator_idle_frac": window_idle(first, last, "generator_idle_frac", t0),
+        "executor_idle_frac": window_idle(first, last, "executor_idle_frac", t0),
+        "compute_s_mean": sum(r.get("compute_s", 0.0) for r in window) / len(window),
+        "sync_s_mean": sum(r.get("sync_s", 0.0) for r in window) / len(window),
+        "staleness_mean": sum(r.get("staleness_mean", 0.0) for r in window) / len(window),
+        "staleness_max": max(r.get("staleness_max", 0.0) for r in window),
+        "heldout_pass_rate": evals[-1]["heldout_pass_rate"] if evals else None,
+    }
+
+
+def run_real(
+    config: str, max_steps: int, warmup: int, seed: int, staleness: list[int],
+    runs_dir: Path, extra: list[str], timeout_s: float = 1800.0,
+) -> dict[str, Any]:  # fmt: skip
+    """Launch the config once per `staleness` value, one after the other; summaries by k."""
+    out: dict[str, Any] = {"config": config, "max_steps": max_steps, "warmup": warmup, "runs": {}}
+    for k in staleness:
+        run_dir = runs_dir / f"staleness-{k}"
+        cmd = launch_command(config, str(run_dir), max_steps, k, seed, extra)
+        load, t0 = os.getloadavg()[0], time.monotonic()
+        records = run_launch(cmd, run_dir, timeout_s)
+        out["runs"][str(k)] = {
+            **summarize_run(records, warmup),
+            "command": "python " + " ".join(cmd[1:]),
+            "run_dir": str(run_dir),
+            "launch_wall_s": time.monotonic() - t0,
+            "load_before": load,
+            "load_after": os.getloadavg()[0],
+        }
+    return out
