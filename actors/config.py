@@ -28,6 +28,9 @@ class GeneratorConfig(Section):
     """CPU KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE); on GPU see gpu_memory_utilization."""
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
     """Fraction of GPU memory the engine may take (CUDA only)."""
+    ignore_eos: bool = False
+    """Sample past the end-of-sequence token up to max_response_tokens (fixed-size work for
+    `microcoder bench generation`; keep false for training)."""
     system_prompt: str = (
         "Write a Python program that solves the problem. Reply with one ```python code block."
     )

@@ -105,7 +105,7 @@ class Generator:
             self.llm, assignments, ids,
             group_size=self.cfg.algorithm.group_size, temperature=temperature,
             max_tokens=self.cfg.generator.max_response_tokens, policy_version=self.version,
-            owner=self.name,
+            owner=self.name, ignore_eos=self.cfg.generator.ignore_eos,
         )  # fmt: skip
 
     def _prompt_ids(self, prompt: str) -> list[int]:

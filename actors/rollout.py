@@ -37,6 +37,17 @@ def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) 
     )
 
 
+def sampling_params(*, group_size: int, temperature: float, max_tokens: int, ignore_eos=False):
+    """vLLM SamplingParams of one wave: G samples, sampled-token log-probs, no per-request seed.
+    `ignore_eos` samples exactly `max_tokens` per response (fixed-size benchmark work)."""
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        n=group_size, temperature=temperature, max_tokens=max_tokens, logprobs=0,
+        ignore_eos=ignore_eos,
+    )  # fmt: skip
+
+
 def sample_groups(
     llm,
     assignments: Sequence[PromptAssignment],
@@ -47,13 +58,13 @@ def sample_groups(
     max_tokens: int,
     policy_version: int,
     owner: str,
+    ignore_eos: bool = False,
 ) -> list[Group]:
     """Sample `group_size` responses for each assignment in one engine call; one Group each."""
-    from vllm import SamplingParams
-
-    params = SamplingParams(
-        n=group_size, temperature=temperature, max_tokens=max_tokens, logprobs=0
-    )
+    params = sampling_params(
+        group_size=group_size, temperature=temperature, max_tokens=max_tokens,
+        ignore_eos=ignore_eos,
+    )  # fmt: skip
     t0 = time.perf_counter()
     outputs = llm.generate(
         [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False

@@ -115,15 +115,21 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
         channel["open"] = True
     sent = learner0.send_weights.remote(name)
     try:
-        version, count = llm.collective_rpc("mc_receive_and_load")[0]
+        version, count, receive_s, reload_s = llm.collective_rpc("mc_receive_and_load")[0]
     except Exception:
         channel["open"] = False
         raise
     info = ray.get(sent, timeout=cfg.sync_timeout_s)
+    t1 = time.perf_counter()
     llm.reset_prefix_cache()
+    t2 = time.perf_counter()
     return {
         "version": int(version),
         "tensors": int(count),
         "bytes": info["bytes"],
-        "sync_s": time.perf_counter() - t0,
+        "send_s": info["send_s"],  # learner rank 0's side of the broadcast
+        "receive_s": receive_s,
+        "reload_s": reload_s,
+        "reset_prefix_cache_s": t2 - t1,
+        "sync_s": t2 - t0,
     }

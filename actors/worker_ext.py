@@ -13,6 +13,7 @@ reload, and the caller resets the prefix cache.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -37,15 +38,19 @@ class WeightLoaderExtension:
             timeout_s=spec["timeout_s"], name=spec["name"], device=spec.get("device", "cpu"),
         )  # fmt: skip
 
-    def mc_receive_and_load(self) -> tuple[int, int]:
-        """Receive one round of weights on the open channel and load them; (version, tensors)."""
+    def mc_receive_and_load(self) -> tuple[int, int, float, float]:
+        """Receive one round of weights on the open channel and load them;
+        (version, tensors, receive seconds, reload seconds)."""
         receiver = getattr(self, "_mc_receiver", None)
         if receiver is None:
             raise RuntimeError(
                 "no weight channel is open in this worker; call mc_open_channel first"
             )
+        t0 = time.perf_counter()
         named = list(receiver.receive())
-        return int(receiver.version), self.mc_load_weights(named)
+        t1 = time.perf_counter()
+        count = self.mc_load_weights(named)
+        return int(receiver.version), count, t1 - t0, time.perf_counter() - t1
 
     def _mc_fix_tied_lm_head(self) -> None:
         model = self.model_runner.model

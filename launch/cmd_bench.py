@@ -21,6 +21,7 @@ BENCHES: dict[str, str] = {
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "weight-sync": "microcoder.bench.weight_sync",
+    "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",
 }
 

@@ -1,0 +1,227 @@
+"""`microcoder bench generation`: the generator actor's tokens/s vs bare vLLM, and the full
+weight-sync cycle time.
+
+Side by side in one run, same workload (default 64 prompts x G=8 x 128 tokens on the tiny model,
+`ignore_eos` so every response is exactly 128 tokens on both sides), alternating, never at once:
+  (a) bare: one `LLM.generate` call in this process on an engine built by
+      `actors/engine.build_engine` with the generator's settings, prompts pre-rendered;
+  (b) actor: the real Generator Ray actor wired to a real buffer host, one wave
+      (`run(max_waves=1)`: lease 64 prompts under admission control, render, sample, push the
+      groups); timed on the driver around the Ray call (wall) and by the actor's own busy time.
+Both sides draw the same prompts: the bench replays the buffer's seeded prompt order locally and
+checks the problem ids of the groups that reached the buffer.
+Then the weight-sync cycle (bench/generation_sync.py): a learner group of one rank trains a step
+on synthetic groups, and the bench times publish (gather) -> generator pull (send/receive ->
+reload -> prefix-cache reset) -> first token on the new weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+DESCRIPTION = "generator actor tokens/s vs bare vLLM (goal >= 0.95x) and the weight-sync cycle"
+FIELDS = ("actor_tokens_per_s", "bare_tokens_per_s", "ratio", "sync_cycle_s")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompts", type=int, default=64, help="prompts per run (default 64)")
+    parser.add_argument("--group-size", type=int, default=8, help="G samples per prompt (8)")
+    parser.add_argument("--tokens", type=int, default=128, help="tokens per response (128)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per side (default 3)")
+    parser.add_argument("--sync-cycles", type=int, default=3, help="timed sync cycles (3)")
+    parser.add_argument(
+        "--model", default="", help="model folder (default: runs/tiny-model, else build one)"
+    )
+    parser.add_argument("--device", default="auto", help="cluster.device: auto | cpu | cuda")
+
+
+def bench_config(args: argparse.Namespace, model_path: str):
+    """The run config both sides share: admission wide open for every timed run."""
+    from microcoder.launch.config import load_config
+
+    waves = 2 * (args.repeats + 1)
+    return load_config(
+        None,
+        [
+            f'model.path="{model_path}"',
+            f"cluster.device={args.device}",
+            f"generator.max_response_tokens={args.tokens}",
+            f"generator.max_inflight_prompts={args.prompts}",
+            "generator.ignore_eos=true",
+            f"algorithm.group_size={args.group_size}",
+            f"learner.batch_size={args.prompts}",
+            f"buffer.max_staleness={waves + 2}",
+            "learner.world_size=1",
+        ],
+    )
+
+
+def _model_path(args: argparse.Namespace, tmp: str) -> str:
+    if args.model:
+        return args.model
+    if os.path.exists(os.path.join("runs", "tiny-model", "config.json")):
+        return os.path.abspath(os.path.join("runs", "tiny-model"))
+    from microcoder.learner.tiny_model import build_tiny_model
+
+    return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
+
+
+def _prompt_batches(cfg, n: int, batches: int) -> list[list]:
+    """The buffer's first `batches` x `n` prompts, in the order it will hand them out."""
+    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.launch.problems import load_run_problems
+
+    source = DatasetPrompts(
+        load_run_problems(cfg.data, cfg.seed), epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed
+    )
+    return [[source.next() for _ in range(n)] for _ in range(batches)]
+
+
+def _bare_run(llm, prompt_ids: list[list[int]], params) -> dict:
+    t0 = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], params, use_tqdm=False)
+    wall = time.perf_counter() - t0
+    tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
+    return {"tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
+
+
+def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
+    from microcoder.buffer.client import BufferClient
+
+    s0 = ray.get(gen.stats.remote())
+    t0 = time.perf_counter()
+    s1 = ray.get(gen.run.remote(max_waves=1))
+    wall = time.perf_counter() - t0
+    with BufferClient(address, owner="bench-drain") as c:  # keep admission open; check prompts
+        groups = []
+        while len(groups) < len(expect_ids):
+            groups += c.get_unscored(len(expect_ids) - len(groups), wait_s=5)
+        for g in groups:
+            c.fail_group(g.group_id, "bench: drained")
+    got = sorted(g.problem_id for g in groups)
+    if got != sorted(expect_ids):
+        raise RuntimeError("bench: the actor sampled other prompts than the bare run")
+    d = {k: s1[k] - s0[k] for k in ("tokens", "busy_s", "idle_s", "io_s", "sync_s")}
+    gen_s = max(g.timings.get("generate_s", 0.0) for g in groups)
+    return {
+        "tokens": d["tokens"], "wall_s": wall, "tokens_per_s": d["tokens"] / wall,
+        "busy_tokens_per_s": d["tokens"] / d["busy_s"], "engine_generate_s": gen_s,
+        "busy_s": d["busy_s"], "prompt_fetch_s": d["idle_s"], "put_s": d["io_s"],
+        "sync_check_s": d["sync_s"],
+        "other_s": wall - d["busy_s"] - d["idle_s"] - d["io_s"] - d["sync_s"],
+    }  # fmt: skip
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def run(args: argparse.Namespace) -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mc-bench-gen-") as tmp:
+        return _run(args, _model_path(args, tmp))
+
+
+def _run(args: argparse.Namespace, model_path: str) -> dict:
+    import ray
+    from transformers import AutoTokenizer
+
+    from microcoder.actors.engine import build_engine
+    from microcoder.actors.rollout import render_prompt_ids, sampling_params
+    from microcoder.bench.generation_sync import measure_sync_cycles
+    from microcoder.launch.device import resolve_device
+
+    cfg = bench_config(args, model_path)
+    device = resolve_device(cfg.cluster.device)
+    load_start = os.getloadavg()
+    batches = _prompt_batches(cfg, args.prompts, args.repeats + 1)  # +1: warm-up
+    tok = AutoTokenizer.from_pretrained(model_path)
+    sys_prompt = cfg.generator.system_prompt
+    ids = [[render_prompt_ids(tok, sys_prompt, it.prompt) for it in b] for b in batches]
+    llm = build_engine(
+        model_path, cfg.generator, device, seed=cfg.seed,
+        worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
+    )  # fmt: skip
+    params = sampling_params(
+        group_size=cfg.algorithm.group_size, temperature=cfg.algorithm.temperature.initial,
+        max_tokens=cfg.generator.max_response_tokens, ignore_eos=cfg.generator.ignore_eos,
+    )  # fmt: skip
+
+    own_ray = not ray.is_initialized()
+    if own_ray:
+        ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        from microcoder.actors.learner_group import LearnerGroup
+        from microcoder.actors.remote import buffer_host_cls, generator_cls
+
+        host = buffer_host_cls().remote(cfg)
+        address = ray.get(host.get_address.remote())
+        group = LearnerGroup(cfg, model_path, address)
+        gen = generator_cls(cfg).remote("gen-bench", cfg, model_path, address, group.rank0)
+        ray.get(gen.ready.remote())
+        bare, actor = [], []
+        for i, batch in enumerate(batches):  # alternate; run 0 is the warm-up of each side
+            b = _bare_run(llm, ids[i], params)
+            a = _actor_run(ray, gen, address, [it.problem_id for it in batch])
+            if i:
+                bare.append(b)
+                actor.append(a)
+        sync = measure_sync_cycles(ray, group, gen, cfg, args.sync_cycles, batches[0][0].prompt)
+        ray.get(gen.shutdown.remote())
+        group.shutdown()
+        ray.get(host.shutdown.remote())
+    finally:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:
+            pass
+        if own_ray:
+            ray.shutdown()
+    return summarize(args, bare, actor, sync, load_start, os.getloadavg(), device)
+
+
+def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load1, device) -> dict:
+    """The figures: medians over the timed runs; ratio = median of the per-pair ratios."""
+    ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(actor, bare, strict=True)]
+    busy = [a["busy_tokens_per_s"] / b["tokens_per_s"] for a, b in zip(actor, bare, strict=True)]
+    parts = ("engine_generate_s", "busy_s", "prompt_fetch_s", "put_s", "sync_check_s", "other_s")
+    return {
+        "workload": {"prompts": args.prompts, "group_size": args.group_size,
+                     "tokens": args.tokens, "repeats": args.repeats, "device": device},
+        "actor_tokens_per_s": _median(actor, "tokens_per_s"),
+        "actor_busy_tokens_per_s": _median(actor, "busy_tokens_per_s"),
+        "bare_tokens_per_s": _median(bare, "tokens_per_s"),
+        "ratio": statistics.median(ratios),
+        "busy_ratio": statistics.median(busy),
+        "actor_tokens": actor[0]["tokens"], "bare_tokens": bare[0]["tokens"],
+        "bare_wall_s": _median(bare, "wall_s"), "actor_wall_s": _median(actor, "wall_s"),
+        "actor_parts_s": {p: _median(actor, p) for p in parts},
+        **sync,
+        "load_avg": [round(x, 2) for x in (*load0, *load1)],
+        "runs": {"bare": bare, "actor": actor},
+    }  # fmt: skip
+
+
+def format_table(result: dict) -> str:
+    w = result["workload"]
+    rows = [
+        f"generation: {w['prompts']} prompts x G={w['group_size']} x {w['tokens']} tokens, "
+        f"{w['device']}, median of {w['repeats']} (load {result['load_avg']})",
+        f"{'':28}{'tokens/s':>12}{'wall s':>10}{'ratio':>8}",
+        f"{'bare vLLM (LLM.generate)':28}{result['bare_tokens_per_s']:>12.0f}"
+        f"{result['bare_wall_s']:>10.2f}{1.0:>8.2f}",
+        f"{'actor, wall (driver)':28}{result['actor_tokens_per_s']:>12.0f}"
+        f"{result['actor_wall_s']:>10.2f}{result['ratio']:>8.3f}",
+        f"{'actor, own busy time':28}{result['actor_busy_tokens_per_s']:>12.0f}"
+        f"{result['actor_parts_s']['busy_s']:>10.2f}{result['busy_ratio']:>8.3f}",
+        "actor wall parts (s): "
+        + ", ".join(f"{k[:-2]} {v:.3f}" for k, v in result["actor_parts_s"].items()),
+        f"weight-sync cycle: {result['sync_cycle_s']:.3f} s (median of {result['sync_cycles']};"
+        f" first, opening the channel: {result['sync_first_cycle_s']:.3f} s)",
+        "  parts (s): " + ", ".join(f"{k} {v:.3f}" for k, v in result["sync_parts_s"].items()),
+    ]
+    return "\n".join(rows)
