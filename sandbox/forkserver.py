@@ -326,8 +326,12 @@ class Server:
         self._sweep(pid)
         _, fout, ferr = self.fds
         out_bytes, err_bytes = os.fstat(fout).st_size, os.fstat(ferr).st_size
-        cap = limits["output_bytes"] + 1
-        err_tail = os.pread(ferr, 2000, max(0, err_bytes - 2000)).decode("utf-8", "replace")
+        # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run)
+        keep = min(out_bytes, limits["output_bytes"] + 1)
+        stdout = os.pread(fout, keep, 0) if keep and with_stdout else b""
+        err_tail = b""
+        if err_bytes:
+            err_tail = os.pread(ferr, min(err_bytes, 2000), max(0, err_bytes - 2000))
         header = {
             "op": "done",
             "i": index,
@@ -338,10 +342,12 @@ class Server:
             "reason": reason,
             "out_bytes": out_bytes,
             "err_bytes": err_bytes,
-            "err_tail": err_tail,
-            "out_head": os.pread(fout, 300, 0).decode("utf-8", "replace"),
+            "err_tail": err_tail.decode("utf-8", "replace"),
+            "out_head": (stdout[:300] if with_stdout else os.pread(fout, 300, 0)).decode(
+                "utf-8", "replace"
+            ),
         }
-        write_frame(self.ctl_out, header, os.pread(fout, cap, 0) if with_stdout else b"")
+        write_frame(self.ctl_out, header, stdout)
 
     def _sweep(self, pid: int) -> None:
         """Kill whatever the program left behind (daemons, orphans) and reap it."""
