@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import time
 from pathlib import Path
 
@@ -27,6 +28,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA), help="folder with leetcodedataset/, humaneval/")
     p.add_argument("--lcb-venv", default=".lcb-venv", help="LiveCodeBench's separate venv")
     p.add_argument("--skip-lcb", action="store_true", help="only ours and the floor")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each workload N times (ours, LCB, floor interleaved) and report the medians "
+        "of times and ratios (a shared machine's load changes from minute to minute)",
+    )
 
 
 def _load(name: str, args):
@@ -72,6 +80,32 @@ def _timed(fn, *args):
     c0 = _cpu()
     out = fn(*args)
     return (*out, _cpu() - c0)
+
+
+def _figures(n: int, ours_s, ours_cpu, lcb_s, lcb_cpu, floor_s, floor_cpu) -> dict:
+    """One run's times and ratios (CPU per solution in ms: the figure least moved by load)."""
+    row = {
+        "ours_s": ours_s,
+        "floor_s": floor_s,
+        "ours_cpu_s": ours_cpu,
+        "floor_cpu_s": floor_cpu,
+        "ours_cpu_ms_per_solution": ours_cpu / n * 1e3,
+        "ours_per_s": n / ours_s,
+        "ours_vs_floor": ours_s / floor_s,
+        "ours_vs_floor_cpu": ours_cpu / floor_cpu,
+    }
+    if lcb_s:
+        row.update(
+            lcb_s=lcb_s,
+            lcb_cpu_s=lcb_cpu,
+            lcb_cpu_ms_per_solution=lcb_cpu / n * 1e3,
+            lcb_per_s=n / lcb_s,
+            speedup_vs_lcb=lcb_s / ours_s,
+            lcb_vs_floor=lcb_s / floor_s,
+            speedup_vs_lcb_cpu=lcb_cpu / ours_cpu,
+            lcb_vs_floor_cpu=lcb_cpu / floor_cpu,
+        )
+    return row
 
 
 def _compare(items, ours, lcb, lcb_meta, floor) -> dict:
@@ -130,34 +164,20 @@ def run(args: argparse.Namespace) -> dict:
     for name in args.workloads.split(","):
         items = _load(name, args)
         tests = sum(len(it.problem.tests) for it in items)
-        ours, ours_s, ours_cpu = _ours(make_pool, items)
-        lcb = lcb_meta = lcb_s = lcb_cpu = None
-        if lcb_python is not None:
-            lcb, lcb_s, lcb_meta, lcb_cpu = _timed(
-                run_lcb, lcb_python, items, args.workers, args.timeout
-            )
-        floor, floor_s, floor_cpu = _timed(run_floor, items, args.workers)
-        row = {
-            "solutions": len(items),
-            "tests": tests,
-            "ours_s": ours_s,
-            "floor_s": floor_s,
-            "lcb_s": lcb_s,
-            "ours_cpu_s": ours_cpu,
-            "lcb_cpu_s": lcb_cpu,
-            "floor_cpu_s": floor_cpu,
-            "ours_per_s": len(items) / ours_s,
-            "ours_vs_floor": ours_s / floor_s,
-            "ours_vs_floor_cpu": ours_cpu / floor_cpu,
-        }
-        if lcb_s:
-            row.update(
-                lcb_per_s=len(items) / lcb_s,
-                speedup_vs_lcb=lcb_s / ours_s,
-                lcb_vs_floor=lcb_s / floor_s,
-                speedup_vs_lcb_cpu=lcb_cpu / ours_cpu,
-                lcb_vs_floor_cpu=lcb_cpu / floor_cpu,
-            )
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            ours, ours_s, ours_cpu = _ours(make_pool, items)
+            lcb = lcb_meta = lcb_s = lcb_cpu = None
+            if lcb_python is not None:
+                lcb, lcb_s, lcb_meta, lcb_cpu = _timed(
+                    run_lcb, lcb_python, items, args.workers, args.timeout
+                )
+            floor, floor_s, floor_cpu = _timed(run_floor, items, args.workers)
+            runs.append(_figures(len(items), ours_s, ours_cpu, lcb_s, lcb_cpu, floor_s, floor_cpu))
+        row = {"solutions": len(items), "tests": tests, "load_avg": os.getloadavg()[0]}
+        row.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
+        if len(runs) > 1:
+            row["runs"] = runs
         row.update(_compare(items, ours, lcb, lcb_meta, floor))
         result["workloads"][name] = row
     return result
@@ -176,8 +196,8 @@ def format_table(r: dict) -> str:
     ]
     for name, w in r["workloads"].items():
         acc, fv = w["accepted"], w["false_verdicts"]
-        walls = f"{w['ours_s']:.2f}/{f(w['lcb_s'], '.2f')}/{w['floor_s']:.2f}"
-        cpus = f"{w['ours_cpu_s']:.2f}/{f(w['lcb_cpu_s'], '.2f')}/{w['floor_cpu_s']:.2f}"
+        walls = f"{w['ours_s']:.2f}/{f(w.get('lcb_s'), '.2f')}/{w['floor_s']:.2f}"
+        cpus = f"{w['ours_cpu_s']:.2f}/{f(w.get('lcb_cpu_s'), '.2f')}/{w['floor_cpu_s']:.2f}"
         vs_lcb = f"{f(w.get('speedup_vs_lcb'), '.2f')}x,{f(w.get('speedup_vs_lcb_cpu'), '.2f')}x"
         vs_floor = f"{w['ours_vs_floor']:.2f}x,{w['ours_vs_floor_cpu']:.2f}x"
         accs = f"{acc['ours']}/{acc.get('lcb', '-')}/{acc['floor']}"
@@ -186,6 +206,17 @@ def format_table(r: dict) -> str:
             f"{vs_lcb:>17} | {vs_floor:>19} | {f(w.get('lcb_vs_floor_cpu'), '.2f'):>12}x | "
             f"{accs:>17} | {fv['ours']:>4}/{fv.get('lcb', '-'):<4} | {w['disagreements']:>8}"
         )
+    for name, w in r["workloads"].items():
+        runs = w.get("runs", [])
+        line = (
+            f"  {name}: CPU per solution ours {w['ours_cpu_ms_per_solution']:.2f} ms, LCB "
+            f"{f(w.get('lcb_cpu_ms_per_solution'), '.2f')} ms; load average {w['load_avg']:.1f}"
+        )
+        if runs:
+            walls = ", ".join(f(x.get("speedup_vs_lcb"), ".2f") for x in runs)
+            cpus = ", ".join(f(x.get("speedup_vs_lcb_cpu"), ".2f") for x in runs)
+            line += f"; medians of {len(runs)} runs (LCB/ours wall: {walls}; cpu: {cpus})"
+        lines.append(line)
     for name, w in r["workloads"].items():
         for d in w["disagreement_list"][:12]:
             lines.append(
