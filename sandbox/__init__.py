@@ -28,9 +28,13 @@ files, the judge's environment, the host's home or project directories. Limits p
 (programs run as a dedicated host uid per worker, `sandbox_uid_base + slot`, via a user namespace
 mapping; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
 program cannot kill it), non-dumpable (no ptrace or /proc/1/mem) and runs as another uid; after
-every run it kills every process left in the namespace, so daemons do not outlive their test.
-Stdin, stdout and stderr are real file descriptors (memfds), and the program cannot reach the
-fork server's control pipe.
+every run it kills every process left in the namespace, so daemons do not outlive their test;
+before the next solution it empties the private /tmp if anything was written there (files a
+solution leaves are never seen by another). Stdin, stdout and stderr are real file descriptors
+(memfds), and the program cannot reach the fork server's control pipe. With early exit no test
+runs after the first failing one (the fork server waits for the judge's verdict on each run).
+The interpreter starts without `site` (-S): programs get quit()/exit(), the site-packages
+directories and the path lines of their .pth files, but .pth import lines are not executed.
 Not covered: kernel exploits (no seccomp filter); CPU and memory-bandwidth contention between
 workers (timing side effects); programs can read world-readable files under /usr and the
 interpreter prefix; a program may use up to `max_processes` processes and `tmpfs_mb` of /tmp
