@@ -1,10 +1,17 @@
 """The fork server: a warm interpreter inside the sandbox that forks one child per program run.
 
-Stdlib only; started by sandbox/worker.py as `python -I -B -c <bootstrap>` with this folder on
+Stdlib only; started by sandbox/worker.py as `python -I -S -B -c <bootstrap>` with this folder on
 sys.path, inside bubblewrap (or bare with isolation "none"). It never sees expected outputs: the
-host sends a program, then inputs, and gets raw outputs back (frames.py). Inside bubblewrap it is
-PID 1 of its own PID namespace, so a program cannot kill it, and after every run it kills every
-process left in the namespace (daemons included). It is non-dumpable (no ptrace, no /proc/1/mem).
+host sends one request per solution (the program and its inputs or test calls) and gets raw
+outputs back (frames.py); for stdin problems with early exit it waits for the host's `next` or
+`stop` after each run. Inside bubblewrap it is PID 1 of its own PID namespace, so a program
+cannot kill it, and after every run it kills every process left in the namespace (daemons
+included). It is non-dumpable (no ptrace, no /proc/1/mem).
+
+Cheap runs: what a run would otherwise build is built once here and inherited pristine by every
+fork (the stdio fds and objects, the compiled program, the rlimits, the working directory), and
+the server stays small (no shutil, no .pth imports): a fork copies its page tables, and every
+page a child or the server writes afterwards is a copy-on-write fault.
 """
 
 from __future__ import annotations
