@@ -26,78 +26,7 @@ import traceback
 
 import childproc
 from frames import FrameError, read_frame, write_frame
-
-_TICK = os.sysconf("SC_CLK_TCK")
-_PR_SET_DUMPABLE = 4
-
-
-def _remove(path: str) -> None:
-    """Delete a file or a whole tree, best effort (shutil is not imported: its compression
-    modules would enlarge the server that every run forks)."""
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            for root, dirs, files in os.walk(path, topdown=False):
-                for name in files:
-                    os.unlink(os.path.join(root, name))
-                for name in dirs:
-                    _remove(os.path.join(root, name))
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-def _site() -> None:
-    """What `site` gives a program, without running .pth import lines: the server starts with
-    -S, then gets quit()/exit()/help, the site-packages directories and the path lines of their
-    .pth files. (Executable .pth lines would run in the server, so every forked program would
-    carry what they import; on the development box one imports certifi, shutil, lzma, ...,
-    which made each run ~30% dearer.)"""
-    import site  # with -S, importing site does not run site.main()
-
-    site.setquit()
-    site.setcopyright()
-    site.sethelper()
-    for base in site.getsitepackages():
-        if not os.path.isdir(base) or base in sys.path:
-            continue
-        sys.path.append(base)
-        for name in sorted(os.listdir(base)):
-            if not name.endswith(".pth"):
-                continue
-            try:
-                with open(os.path.join(base, name), encoding="utf-8") as f:
-                    lines = f.read().splitlines()
-            except (OSError, UnicodeDecodeError):
-                continue
-            for line in lines:
-                line = line.strip()
-                if not line or line.startswith(("#", "import ", "import\t")):
-                    continue
-                path = os.path.join(base, line)
-                if os.path.isdir(path) and path not in sys.path:
-                    sys.path.append(path)
-
-
-def _not_dumpable() -> None:
-    """No ptrace of the server and no /proc/1/mem for its programs. (Not via a change of the
-    effective gid, which would do it without ctypes: that also clears --die-with-parent.)"""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError, ImportError):
-        pass
-
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
-        return 0.0
+from serverenv import not_dumpable, proc_cpu, remove_tree, site_paths
 
 
 class Server:
@@ -166,9 +95,9 @@ class Server:
             return
         if self.scratch:
             for name in os.listdir(self.scratch):
-                _remove(os.path.join(self.scratch, name))
+                remove_tree(os.path.join(self.scratch, name))
         else:
-            _remove(self.workdir)
+            remove_tree(self.workdir)
         os.makedirs(self.workdir, mode=0o755)
         if self.uid:
             os.chown(self.workdir, self.uid, self.uid)
@@ -252,7 +181,7 @@ class Server:
             wait = min(cpu_limit, wall_limit)
             while not select.select([pidfd], [], [], wait)[0]:
                 elapsed = time.monotonic() - t0
-                if elapsed > wall_limit or _proc_cpu(pid) > cpu_limit:
+                if elapsed > wall_limit or proc_cpu(pid) > cpu_limit:
                     os.kill(pid, signal.SIGKILL)
                     return "tle"
                 wait = max(0.0, min(0.05, wall_limit - elapsed)) + 0.001
@@ -295,7 +224,7 @@ class Server:
                     return reason, lines
                 elapsed = time.monotonic() - t_last
                 if reason is None and (
-                    elapsed > wall_limit or _proc_cpu(pid) - cpu_base > cpu_limit
+                    elapsed > wall_limit or proc_cpu(pid) - cpu_base > cpu_limit
                 ):
                     os.kill(pid, signal.SIGKILL)
                     reason = "tle"
@@ -380,12 +309,12 @@ def main(uid: int, workdir: str) -> None:
     unchanged). Fds 0-2 are then handed to the programs' stdio (see Server)."""
     ctl_in, ctl_out, log = os.dup(0), os.dup(1), os.dup(2)
     sys.stdout = sys.stderr = open(log, "w", buffering=1, encoding="utf-8", errors="replace")
-    _not_dumpable()
-    _site()
+    not_dumpable()
+    site_paths()
     for sig in (signal.SIGXFSZ, signal.SIGPIPE):  # programs get the default actions (inherited)
         signal.signal(sig, signal.SIG_DFL)
     childproc.warm_up()
     try:
         Server(ctl_in, ctl_out, uid, workdir).serve()
     finally:
-        _remove(workdir)
+        remove_tree(workdir)
