@@ -11,10 +11,12 @@ class BufferHost:
     """Ray actor body. The problems come from `[data]`; the server holds only ids and prompts."""
 
     def __init__(self, cfg: Config, restore_from: str | None = None, keys_dir: str | None = None):
+        from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.prompts import DatasetPrompts
         from microcoder.buffer.server import BufferServer
         from microcoder.launch.problems import load_run_problems
 
+        redirect_to_run_dir("buffer")
         problems = load_run_problems(cfg.data, cfg.seed)
         prompts = DatasetPrompts(problems, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
         self.server = BufferServer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -14,11 +15,13 @@ class Executor:
     """Ray actor body: leases unscored groups, judges them, hands in the scores."""
 
     def __init__(self, name: str, cfg: Config, buffer_address: str, max_groups: int = 4):
+        from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.launch.problems import load_run_problems
         from microcoder.sandbox import JudgePool
 
         self.name, self.cfg, self.max_groups = name, cfg, max_groups
+        redirect_to_run_dir(name)
         problems = load_run_problems(cfg.data, cfg.seed, "train")
         problems += load_run_problems(cfg.data, cfg.seed, "heldout")
         self.problems = {p.id: p for p in problems}
@@ -28,6 +31,7 @@ class Executor:
         self.groups = self.responses = self.tests = self.failed = 0
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
+        self._pool_lock = threading.Lock()  # the judge pool is used from one thread at a time
 
     def ready(self) -> dict[str, Any]:
         return {"name": self.name, "workers": self.pool.size, "problems": len(self.problems)}
@@ -39,6 +43,7 @@ class Executor:
         busy = self.timer.busy_s
         return {
             "name": self.name,
+            "pid": os.getpid(),
             "groups": self.groups,
             "responses": self.responses,
             "tests": self.tests,
@@ -58,7 +63,7 @@ class Executor:
                 groups = self.client.get_unscored(self.max_groups, wait_s=0.5)
             if not groups:
                 continue
-            with self.timer.busy():
+            with self.timer.busy(), self._pool_lock:
                 out = score_groups(self.pool, self.problems, groups, self.name)
             with self.timer.io():
                 if out.scored:
@@ -68,6 +73,13 @@ class Executor:
             self._count(out)
             waves += 1
         return self.stats()
+
+    def judge_codes(self, pairs: list[tuple[str, str | None]]) -> list[float | None]:
+        """Rewards of (problem_id, extracted code) pairs, judged in the sandbox (evaluation);
+        None = sandbox fault (not scored)."""
+        jobs = [(self.problems[pid], code) for pid, code in pairs]
+        with self._pool_lock:
+            return [v.reward for v in self.pool.judge_many(jobs)]
 
     def _count(self, out) -> None:
         self.groups += len(out.scored)

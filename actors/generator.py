@@ -13,6 +13,7 @@ and buys nothing with waves this short.)
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -28,10 +29,12 @@ class Generator:
         from transformers import AutoTokenizer
 
         from microcoder.actors.engine import build_engine
+        from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.launch.device import resolve_device
 
         self.name, self.cfg, self.weights = name, cfg, weights
+        redirect_to_run_dir(name)
         self.device = resolve_device(cfg.cluster.device)
         self.llm = build_engine(
             model_path, cfg.generator, self.device, seed=cfg.seed,
@@ -46,6 +49,7 @@ class Generator:
         self.groups = 0
         self.syncs: list[dict[str, float]] = []
         self._stop = threading.Event()
+        self._engine = threading.Lock()  # vLLM's LLM is not thread-safe: one user at a time
         self._prompt_cache: dict[str, list[int]] = {}
         self._channel: dict[str, Any] = {}
 
@@ -64,6 +68,7 @@ class Generator:
         busy = self.timer.busy_s
         return {
             "name": self.name,
+            "pid": os.getpid(),
             "version": self.version,
             "temperature": self.temperature,
             "groups": self.groups,
@@ -86,7 +91,7 @@ class Generator:
                 break
             if not reply.assignments:
                 continue
-            with self.timer.busy():
+            with self.timer.busy(), self._engine:
                 groups = self.generate(reply.assignments)
             with self.timer.io():
                 self.client.put_unscored(groups)
@@ -124,7 +129,7 @@ class Generator:
             return False
         from microcoder.actors.weight_sync import pull_weights
 
-        with self.timer.sync():
+        with self.timer.sync(), self._engine:
             result = pull_weights(
                 self.llm, self.weights, self.version, self.name, self.cfg.learner, self._channel
             )
@@ -145,7 +150,8 @@ class Generator:
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
             for i, p in enumerate(prompts)
         ]
-        groups = self._sample(assignments, temperature)
+        with self._engine:
+            groups = self._sample(assignments, temperature)
         return batch_diversity([[r.response_ids.tolist() for r in g.responses] for g in groups])
 
     def greedy(self, prompts: list[str], max_tokens: int) -> list[list[int]]:
@@ -153,10 +159,25 @@ class Generator:
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=0, max_tokens=max_tokens)
-        outs = self.llm.generate(
-            [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
-        )
+        with self._engine:
+            outs = self.llm.generate(
+                [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
+            )
         return [list(o.outputs[0].token_ids) for o in outs]
+
+    def sample_texts(
+        self, prompts: list[str], temperature: float, max_tokens: int
+    ) -> dict[str, Any]:
+        """One reply text per prompt on the newest weights (held-out evaluation); T=0 is greedy."""
+        from vllm import SamplingParams
+
+        self.maybe_sync_weights()
+        params = SamplingParams(n=1, temperature=temperature, max_tokens=max_tokens)
+        with self._engine:
+            outs = self.llm.generate(
+                [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
+            )
+        return {"version": self.version, "texts": [o.outputs[0].text for o in outs]}
 
     def shutdown(self) -> None:
         """Stop the loop, return held leases, and shut the engine down (frees /dev/shm)."""

@@ -19,6 +19,9 @@ class LearnerRank:
     """Ray actor body for rank `rank` of `world`; call `setup()` on all ranks at once."""
 
     def __init__(self, rank: int, world: int):
+        from microcoder.actors.logs import redirect_to_run_dir
+
+        redirect_to_run_dir(f"learner-{rank}")
         self.rank, self.world = rank, world
         self.learner = None
         self.client = None

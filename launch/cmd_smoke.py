@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from microcoder.launch.model_dir import ensure_model
 
     cfg = load_config(args.config, args.overrides)
-    model_path = ensure_model(cfg.model)
+    model_path = ensure_model(cfg.model, cfg)
     device = resolve_device(cfg.cluster.device)
     print(f"smoke: starting vLLM on {device} with {model_path} ...", flush=True)
     from transformers import AutoTokenizer

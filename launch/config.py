@@ -17,6 +17,7 @@ from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.launch.configbase import ConfigError, Section, load_layers
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.sft_config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig
 
 __all__ = ["Config", "ConfigError", "load_config"]
@@ -29,6 +30,9 @@ class ModelConfig(Section):
     """If `path` does not exist, build the tiny local model there (no download)."""
     tiny_seed: int = 0
     """Seed of the tiny model's weights (used only when building it)."""
+    warmstart: bool = False
+    """Build the tiny model with a supervised warm start on the synthetic task family (cached in
+    `path`; settings in [warmstart]) instead of random weights."""
 
 
 class DataConfig(Section):
@@ -42,6 +46,17 @@ class DataConfig(Section):
     """Seed of the per-epoch prompt order."""
     epochs: int = Field(0, ge=0)
     """Passes over the problems; 0 = endless (the run stops at max_steps)."""
+
+
+class EvalConfig(Section):
+    every: int = Field(0, ge=0)
+    """Evaluate the held-out split every N learner steps (and at start and end); 0 = never."""
+    problems: int = Field(160, ge=1)
+    """Held-out problems evaluated (the first N of the split; one sample each)."""
+    temperature: float = Field(1.0, gt=0)
+    """Temperature of the sampled held-out pass rate (a greedy pass rate is measured too)."""
+    max_tokens: int = Field(64, ge=1)
+    """Max new tokens per held-out reply."""
 
 
 class ClusterConfig(Section):
@@ -91,6 +106,10 @@ class Config(Section):
     """Ray and devices."""
     monitor: MonitorConfig = MonitorConfig()
     """Dashboard, metrics and logs."""
+    eval: EvalConfig = EvalConfig()
+    """Held-out evaluation during the run."""
+    warmstart: WarmStartConfig = WarmStartConfig()
+    """Supervised warm start of the tiny model (used when model.warmstart = true)."""
 
     @model_validator(mode="after")
     def _fill_derived(self) -> Config:

@@ -74,7 +74,33 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
         "generator_idle_frac": idle(gens),
         "executor_idle_frac": idle(execs),
         "buffer": buf,
+        "replicas": [
+            {k: x.get(k) for k in ("name", "pid", "restarts", "version", "error")}
+            for x in gens + execs
+        ],
     }
+
+
+def apply_control(run: Run, inbox) -> None:
+    """Apply `microcoder scale` requests waiting in the run directory."""
+    for rid, action in inbox.poll():
+        pool = {"generators": run.generators, "executors": run.executors}.get(action.get("pool"))
+        if action.get("action") != "scale" or pool is None or int(action.get("n", 0)) < 1:
+            inbox.reply(rid, {"ok": False, "error": f"cannot do {action}"})
+            continue
+        before = len(pool)
+        run.log(f"scaling {action['pool']}: {before} -> {action['n']}")
+        try:
+            hook = run.prepare_generator if pool is run.generators else None
+            added, removed = pool.scale_to(int(action["n"]), before_loop=hook)
+        except Exception as err:
+            inbox.reply(rid, {"ok": False, "error": str(err)})
+            continue
+        run.metrics.log("event", event=f"scaled {action['pool']} {before} -> {len(pool)}")
+        inbox.reply(
+            rid,
+            {"ok": True, "before": before, "after": len(pool), "added": added, "removed": removed},
+        )
 
 
 def train(run: Run, progress=None) -> dict[str, Any]:
@@ -87,8 +113,16 @@ def train(run: Run, progress=None) -> dict[str, Any]:
         ray.get(h.set_temperature.remote(controller.temperature))
     rates, step, t_start = Rates(), run.learners.version, time.time()
     sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
-    last_ckpt, skipped = None, 0
+    from microcoder.launch.control import ControlInbox
+    from microcoder.launch.evaluation import evaluate
+
+    inbox = ControlInbox(run.run_dir)
+    last_ckpt, skipped, last_eval = None, 0, None
+    if cfg.eval.every:
+        last_eval = step
+        evaluate(run, step)
     while step < cfg.max_steps:
+        apply_control(run, inbox)
         before = controller.temperature
         temperature = controller.start_step(step)
         if temperature != before:
@@ -134,4 +168,9 @@ def train(run: Run, progress=None) -> dict[str, Any]:
             progress(record)
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
             last_ckpt = run.checkpoint(step)
+        if cfg.eval.every and step % cfg.eval.every == 0:
+            last_eval = step
+            evaluate(run, step)
+    if cfg.eval.every and last_eval != step:
+        evaluate(run, step)
     return {"steps": step, "wall_s": time.time() - t_start, **sums, "last_checkpoint": last_ckpt}

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from microcoder.launch.config import ModelConfig
+from microcoder.launch.config import Config, ModelConfig
 
 
-def ensure_model(cfg: ModelConfig) -> Path:
-    """Return the model folder; build the tiny model there first if it is missing and allowed."""
+def ensure_model(cfg: ModelConfig, root: Config | None = None) -> Path:
+    """Return the model folder; build the tiny model there first if it is missing and allowed
+    (warm-started when `model.warmstart`, which is cached: a finished warm start is reused)."""
     from microcoder.learner.tiny_model import build_tiny_model, is_tiny_model_dir
 
     path = Path(cfg.path)
+    if cfg.warmstart:
+        from microcoder.learner.warmstart import warm_start
+
+        root = root or Config()
+        print(f"model: warm start of the tiny model in {path} (cached once done) ...", flush=True)
+        res = warm_start(
+            path, seed=cfg.tiny_seed, cfg=root.warmstart, system_prompt=root.generator.system_prompt
+        )
+        state = "cached" if res.cached else f"done in {res.seconds:.0f} s"
+        print(f"model: warm start {state}: step {res.step}, held-out pass rate {res.pass_rate:.3f}")
+        return path
     if is_tiny_model_dir(path):
         return path
     if not cfg.build_tiny:

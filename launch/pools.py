@@ -21,6 +21,7 @@ class Replica:
     name: str
     handle: Any
     loop: Any = None
+    ready: Any = None
     restarts: int = 0
     started: float = field(default_factory=time.time)
 
@@ -33,6 +34,8 @@ class Pool:
     ):
         self.kind, self.make, self.release, self.log = kind, make, release, log
         self.replicas: dict[str, Replica] = {}
+        self.pending: list[Replica] = []
+        self.ready_timeout_s = 900.0
         self._next = 0
         self.errors: list[str] = []
 
@@ -42,27 +45,72 @@ class Pool:
     def handles(self) -> list[Any]:
         return [r.handle for r in self.replicas.values()]
 
-    def add(self, n: int, before_loop: Callable[[Any], None] | None = None) -> list[str]:
-        """Start `n` replicas, wait until ready, then start their loops."""
+    def add(
+        self, n: int, before_loop: Callable[[Any], None] | None = None, wait: bool = True
+    ) -> list[str]:
+        """Start `n` replicas. wait=True: block until ready and start their loops; wait=False:
+        return at once, `check()` starts each loop when its replica is ready (a live run keeps
+        training while new vLLM engines start)."""
         import ray
 
         new = []
         for _ in range(n):
             name = f"{self.kind}-{self._next}"
             self._next += 1
-            new.append(Replica(name, self.make(name)))
-        ray.get([r.handle.ready.remote() for r in new])
+            r = Replica(name, self.make(name))
+            r.ready = r.handle.ready.remote()
+            new.append(r)
+        if not wait:
+            self.pending.extend(new)
+            return [r.name for r in new]
+        try:
+            ray.get([r.ready for r in new], timeout=self.ready_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"{self.kind} replicas were not ready within {self.ready_timeout_s:.0f} s: the "
+                "cluster may lack free CPUs/GPUs for them (see the placement plan), or start is slow"
+            ) from None
         for r in new:
-            if before_loop is not None:
-                before_loop(r.handle)
-            r.loop = r.handle.run.remote()
-            self.replicas[r.name] = r
+            self._start_loop(r, before_loop)
         return [r.name for r in new]
+
+    def _start_loop(self, r: Replica, before_loop) -> None:
+        if before_loop is not None:
+            before_loop(r.handle)
+        r.loop = r.handle.run.remote()
+        self.replicas[r.name] = r
+
+    def _promote_ready(self, before_loop) -> list[str]:
+        """Start the loops of pending replicas that became ready."""
+        import ray
+
+        if not self.pending:
+            return []
+        done, _ = ray.wait(
+            [r.ready for r in self.pending], num_returns=len(self.pending), timeout=0
+        )
+        started = []
+        for r in [r for r in self.pending if r.ready in done]:
+            self.pending.remove(r)
+            try:
+                ray.get(r.ready)
+            except Exception as err:
+                self.errors.append(f"{r.name} failed to start: {str(err).splitlines()[0][:200]}")
+                continue
+            self._start_loop(r, before_loop)
+            started.append(f"{r.name} started")
+        return started
 
     def remove(self, n: int, timeout_s: float = 60.0) -> list[str]:
         """Stop the `n` newest replicas: finish their current wave, return leases, shut down."""
         import ray
 
+        cancelled = []
+        while n > 0 and self.pending:  # replicas still starting go first
+            r = self.pending.pop()
+            ray.kill(r.handle, no_restart=True)
+            cancelled.append(r.name)
+            n -= 1
         victims = list(self.replicas.values())[-n:] if n > 0 else []
         for r in victims:
             r.handle.stop.remote()
@@ -73,21 +121,23 @@ class Pool:
                 self.log(f"{r.name}: did not stop cleanly ({err}); killing it")
             self.shutdown_replica(r)
             del self.replicas[r.name]
-        return [r.name for r in victims]
+        return cancelled + [r.name for r in victims]
 
     def scale_to(self, n: int, before_loop=None) -> tuple[list[str], list[str]]:
-        """Add or remove replicas until there are `n`; returns (added, removed)."""
-        if n > len(self):
-            return self.add(n - len(self), before_loop), []
-        if n < len(self):
-            return [], self.remove(len(self) - n)
+        """Add or remove replicas until there are `n` (counting ones still starting); returns
+        (added, removed). Added replicas start in the background (see `check`)."""
+        have = len(self) + len(self.pending)
+        if n > have:
+            return self.add(n - have, before_loop, wait=False), []
+        if n < have:
+            return [], self.remove(have - n)
         return [], []
 
     def check(self, before_loop=None) -> list[str]:
         """Restart the loops of replicas whose process died; returns what was done."""
         import ray
 
-        events = []
+        events = self._promote_ready(before_loop)
         loops = {r.loop: r for r in self.replicas.values() if r.loop is not None}
         if not loops:
             return events
@@ -142,6 +192,9 @@ class Pool:
     def shutdown(self) -> None:
         import ray
 
+        for r in self.pending:
+            ray.kill(r.handle, no_restart=True)
+        self.pending.clear()
         for r in self.replicas.values():
             r.handle.stop.remote()
         for r in self.replicas.values():

@@ -46,8 +46,10 @@ class Run:
         logs = str(self.run_dir / "logs")
         if self.address == "local":
             cores = self.cfg.cluster.num_cpus or os.cpu_count() or 1
+            # Logical CPUs: the plan's reservations plus headroom so `microcoder scale` can add
+            # replicas on a laptop (they time-share the cores; Ray counts are not a hardware limit).
             ray.init(
-                num_cpus=max(cores, int(plan_cpus + 0.999)),
+                num_cpus=max(cores, int(plan_cpus + 0.999)) + 8,
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,

@@ -74,7 +74,7 @@ def launch(cfg: Config, args) -> int:
     monitor = None
     try:
         monitor = start_monitoring(run)  # dashboard URL printed now; pools appear as they start
-        model_path = str(resume_from) if resume_from else str(ensure_model(cfg.model))
+        model_path = str(resume_from) if resume_from else str(ensure_model(cfg.model, cfg))
         run.start_ray(plan.cpus)
         run.bring_up(model_path)
         monitor.set_state("running")
@@ -111,16 +111,11 @@ def _gpus(device: str) -> float:
 
 
 def print_summary(run, summary: dict) -> None:
-    steps = [r for r in run.metrics.history if r["kind"] == "step"]
-    rewards = [r.get("reward_mean", 0.0) for r in steps]
-    k = max(1, min(5, len(rewards) // 2 or 1))
-    print("\n=== run summary ===")
-    print(f"steps: {summary['steps']}   wall: {summary['wall_s']:.1f} s   run dir: {run.run_dir}")
-    if rewards:
-        print(
-            f"batch reward: first {k} steps {sum(rewards[:k]) / k:.3f} -> last {k} steps {sum(rewards[-k:]) / k:.3f}"
-        )
-    print(
-        f"learner time: wait-for-data {summary['wait_s']:.1f} s, compute {summary['compute_s']:.1f} s, "
-        f"sync {summary['sync_s']:.1f} s"
-    )
+    """The end-of-run table: held-out pass rates at start and end, the reward curve, where the
+    wall time went."""
+    from microcoder.launch.summary import summary_table
+
+    pools = {"generators": run.generators.stats(), "executors": run.executors.stats()}
+    text = summary_table(run.metrics.history, summary, pools)
+    print(text, flush=True)
+    (run.run_dir / "summary.txt").write_text(text + "\n")

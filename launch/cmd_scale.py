@@ -1,0 +1,46 @@
+"""`microcoder scale generators|executors N [--run DIR]`: resize a pool of a live run."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scale", help="resize the generator or executor pool of a live run")
+    p.add_argument("pool", choices=["generators", "executors"], help="which pool")
+    p.add_argument("n", type=int, help="number of replicas wanted (>= 1)")
+    p.add_argument("--run", default=None, help="run directory (default: the newest under runs/)")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for the run to apply it"
+    )
+    p.set_defaults(func=run)
+
+
+def newest_run(root: str = "runs") -> str:
+    from pathlib import Path
+
+    runs = [p for p in Path(root).glob("*") if (p / "config.toml").exists()]
+    if not runs:
+        raise SystemExit(f"no run directory under {root}/; pass --run DIR")
+    return str(max(runs, key=lambda p: (p / "config.toml").stat().st_mtime))
+
+
+def run(args: argparse.Namespace) -> int:
+    from microcoder.launch.control import send_request
+
+    if args.n < 1:
+        print("scale: a pool needs at least 1 replica")
+        return 2
+    run_dir = args.run or newest_run()
+    print(
+        f"scale: asking the run in {run_dir} for {args.n} {args.pool} (applied between learner steps) ..."
+    )
+    result = send_request(
+        run_dir, {"action": "scale", "pool": args.pool, "n": args.n}, args.timeout
+    )
+    if not result.get("ok"):
+        print(f"scale: failed: {result.get('error')}")
+        return 1
+    print(f"scale: {args.pool}: {result['before']} -> {result['after']} "
+          f"(added {result['added']}, removed {result['removed']})")  # fmt: skip
+    return 0

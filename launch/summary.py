@@ -1,0 +1,51 @@
+"""The table a run prints at its end (also written to run_dir/summary.txt)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fifths(values: list[float]) -> list[float]:
+    """Means of the values split into (up to) five consecutive chunks."""
+    if not values:
+        return []
+    n = min(5, len(values))
+    size = len(values) / n
+    chunks = [values[round(i * size) : round((i + 1) * size)] for i in range(n)]
+    return [sum(c) / len(c) for c in chunks if c]
+
+
+def summary_table(
+    history: list[dict[str, Any]], summary: dict[str, Any], pools: dict[str, list]
+) -> str:
+    steps = [r for r in history if r["kind"] == "step"]
+    evals = [r for r in history if r["kind"] == "eval"]
+    rewards = [float(r.get("reward_mean") or 0.0) for r in steps]
+    lines = [
+        "",
+        "=== run summary ===",
+        f"steps: {summary['steps']}   wall: {summary['wall_s']:.1f} s",
+    ]
+    if evals:
+        a, b = evals[0], evals[-1]
+        lines += [
+            f"{'held-out pass rate':<28}{'start (step ' + str(a['step']) + ')':>18}{'end (step ' + str(b['step']) + ')':>18}",
+            f"{'  sampled (T=1.0)':<28}{a['heldout_pass_rate']:>18.3f}{b['heldout_pass_rate']:>18.3f}",
+            f"{'  greedy':<28}{a['heldout_greedy_pass_rate']:>18.3f}{b['heldout_greedy_pass_rate']:>18.3f}",
+        ]
+    if rewards:
+        k = min(5, len(rewards))
+        curve = " -> ".join(f"{v:.2f}" for v in _fifths(rewards))
+        lines += [
+            f"batch reward: first {k} steps {sum(rewards[:k]) / k:.3f}, last {k} steps "
+            f"{sum(rewards[-k:]) / k:.3f}, max {max(rewards):.3f}",
+            f"reward curve (mean per fifth of the run): {curve}",
+        ]
+    gen_busy = sum(g.get("busy_s", 0.0) for g in pools.get("generators", []))
+    judge_busy = sum(e.get("busy_s", 0.0) for e in pools.get("executors", []))
+    lines += [
+        "wall time split (seconds; pools overlap, so the parts add up to more than the wall time):",
+        f"  generate {gen_busy:8.1f}   judge {judge_busy:8.1f}   train {summary['compute_s']:8.1f}"
+        f"   sync {summary['sync_s']:8.1f}   learner wait-for-data {summary['wait_s']:8.1f}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""The real one-command launch on the tiny config: steps, live scaling, SIGKILL of a generator
+and of an executor, Ctrl-C with a checkpoint, and --resume. One launched run is shared by the
+tests of this module (a vLLM engine takes 15-40 s to start here); they run in file order."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = [
+    "--set", "learner.batch_size=4", "--set", "generator.max_inflight_prompts=4",
+    "--set", "generator.max_response_tokens=32", "--set", "algorithm.group_size=4",
+    "--set", "executor.workers=1", "--set", "monitor.dashboard_port=0",
+]  # fmt: skip
+
+
+def microcoder(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "microcoder", *args], capture_output=True, text=True, **kw
+    )
+
+
+def steps(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "step"]
+
+
+def events(run_dir: Path) -> list[str]:
+    path = run_dir / "metrics.jsonl"
+    recs = map(json.loads, path.read_text().splitlines())
+    return [r["event"] for r in recs if r["kind"] == "event" and "event" in r]
+
+
+def wait_for(cond, timeout_s: float, what: str, proc=None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def live_run(tiny_model_dir, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("launch") / "run"
+    log = (run_dir.parent / "launch.log").open("w")
+    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml", "--run-dir", str(run_dir),
+           "--set", "max_steps=100000", "--set", f'model.path="{tiny_model_dir}"', *SETTINGS]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: len(steps(run_dir)) >= 2, 600, "two learner steps", proc)
+    yield proc, run_dir
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def last_step(run_dir: Path) -> dict:
+    return steps(run_dir)[-1]
+
+
+def test_launch_runs_steps_with_versions_and_rates(live_run):
+    proc, run_dir = live_run
+    wait_for(lambda: len(steps(run_dir)) >= 4, 300, "four steps", proc)
+    recs = steps(run_dir)
+    versions = [r["policy_version"] for r in recs]
+    assert versions == sorted(versions) and versions[-1] >= 4
+    assert (run_dir / "config.toml").exists() and (run_dir / "logs" / "generator-0.log").exists()
+    assert any(r["gen_tokens_per_s"] > 0 for r in recs) and any(r["tests_per_s"] > 0 for r in recs)
+    assert all(r["buffer"]["invariant_ok"] for r in recs)
+    assert max(r["staleness_max"] for r in recs) <= 1  # tiny-cpu.toml: max_staleness = 1
+
+
+def test_scale_generators_up_then_down_keeps_the_accounting(live_run):
+    proc, run_dir = live_run
+    up = microcoder("scale", "generators", "2", "--run", str(run_dir), timeout=900)
+    assert up.returncode == 0, up.stdout + up.stderr
+    wait_for(lambda: last_step(run_dir)["generators"] == 2, 600, "a step with two generators", proc)
+    n = len(steps(run_dir))
+    wait_for(lambda: len(steps(run_dir)) >= n + 2, 300, "more steps with two generators", proc)
+    assert {r["name"] for r in last_step(run_dir)["replicas"]} >= {"generator-0", "generator-1"}
+    down = microcoder("scale", "generators", "1", "--run", str(run_dir), timeout=900)
+    assert down.returncode == 0, down.stdout + down.stderr
+    n = len(steps(run_dir))
+    wait_for(lambda: len(steps(run_dir)) >= n + 2, 300, "steps after scaling down", proc)
+    rec = last_step(run_dir)
+    assert rec["generators"] == 1 and rec["buffer"]["invariant_ok"]
+
+
+@pytest.mark.parametrize("kind", ["generator", "executor"])
+def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live_run, kind):
+    proc, run_dir = live_run
+    victim = next(
+        r for r in last_step(run_dir)["replicas"] if r["name"].startswith(kind) and r.get("pid")
+    )
+    os.kill(victim["pid"], signal.SIGKILL)
+    wait_for(lambda: any(e == f"{victim['name']} restarted" for e in events(run_dir)), 600,
+             f"{victim['name']} to be restarted", proc)  # fmt: skip
+    n = len(steps(run_dir))
+    wait_for(lambda: len(steps(run_dir)) >= n + 2, 300, "steps after the restart", proc)
+    assert last_step(run_dir)["buffer"]["invariant_ok"]
+
+
+def test_ctrl_c_checkpoints_and_resume_continues_from_it(live_run):
+    proc, run_dir = live_run
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=300) == 130
+    ckpts = sorted((run_dir / "checkpoints").glob("step_*"), key=lambda p: int(p.name[5:]))
+    assert ckpts and (ckpts[-1] / "COMPLETE").exists() and (ckpts[-1] / "buffer.snapshot").exists()
+    saved = int(ckpts[-1].name[5:])
+    before = last_step(run_dir)["buffer"]
+    res = microcoder(
+        "launch", "--resume", str(run_dir), "--set", f"max_steps={saved + 2}", timeout=900
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    resumed = [r for r in steps(run_dir) if r["time"] > proc_end_time(run_dir, saved)]
+    assert [r["policy_version"] for r in resumed] == [saved + 1, saved + 2]
+    after = resumed[-1]["buffer"]
+    assert after["invariant_ok"] and after["consumed"] >= before["consumed"]
+
+
+def proc_end_time(run_dir: Path, saved: int) -> float:
+    return (run_dir / "checkpoints" / f"step_{saved}" / "COMPLETE").stat().st_mtime
