@@ -7,7 +7,7 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(BIN)/microcoder smoke
+	$(BIN)/microcoder launch configs/tiny-cpu.toml
 
 lint: setup
 	$(BIN)/ruff check .

@@ -22,7 +22,15 @@ class LearnerGroup:
 
         self.cfg, W = cfg, cfg.learner.world_size
         cls = learner_rank_cls(cfg)
-        self.ranks = [cls.remote(r, W) for r in range(W)]
+        from microcoder.launch.placement import replica_options
+
+        lc = cfg.learner
+        self.ranks = [
+            cls.options(
+                **replica_options(1, lc.gpus_per_rank, cfg.cluster.device, f"learner-{r}")
+            ).remote(r, W)
+            for r in range(W)
+        ]
         master = ray.get(self.ranks[0].rendezvous.remote())
         versions = ray.get(
             [

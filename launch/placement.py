@@ -107,3 +107,20 @@ def make_plan(cfg: Config, device: str, cluster_cpus: float, cluster_gpus: float
                 "cpus_per_* fields or the replica counts"
             )
     return plan
+
+
+def replica_options(cpus: float, gpus: float, device: str, name: str) -> dict:
+    """Ray `.options()` for one replica. On GPUs each replica gets its own placement group with
+    one bundle of whole GPUs, so no two replicas (of any pool) ever share a device; on CPUs plain
+    logical CPU reservations suffice (there is no device to share)."""
+    if device != "cuda" or not gpus:
+        return {}
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = placement_group([{"CPU": cpus, "GPU": gpus}], strategy="STRICT_PACK", name=f"mc-{name}")
+    ray.get(pg.ready(), timeout=600)
+    return {
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+    }

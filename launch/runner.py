@@ -65,6 +65,7 @@ class Run:
         from microcoder.actors.learner_group import LearnerGroup
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
+        from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
 
         cfg = self.cfg
@@ -95,7 +96,10 @@ class Run:
         )  # fmt: skip
         self.generators = Pool(
             "generator",
-            lambda n: gen_cls.options(name=f"mc-{n}", max_restarts=-1).remote(
+            lambda n: gen_cls.options(
+                name=f"mc-{n}", max_restarts=-1,
+                **replica_options(cfg.generator.cpus_per_engine, cfg.generator.gpus_per_engine, cfg.cluster.device, n),
+            ).remote(
                 n, cfg, model_path, self.buffer_address, self.learners.rank0
             ),
             release, self.log,

@@ -20,6 +20,9 @@ SETTINGS = [
     "--set", "learner.batch_size=4", "--set", "generator.max_inflight_prompts=4",
     "--set", "generator.max_response_tokens=32", "--set", "algorithm.group_size=4",
     "--set", "executor.workers=1", "--set", "monitor.dashboard_port=0",
+    # The machinery test runs the random-weight model: no warm start, no eval, no filtering.
+    "--set", "model.warmstart=false", "--set", "algorithm.dynamic_filtering=false",
+    "--set", "eval.every=0",
 ]  # fmt: skip
 
 
