@@ -94,10 +94,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def headline(real: dict[str, Any], k: int) -> dict[str, float]:
-    """The top-level figures: samples/s of both runs and their ratio."""
+    """The top-level figures: samples/s of both runs and their ratio; also the ratio at equal
+    learner compute (each run's seconds per step over its learner compute seconds per step),
+    which discounts a change of machine load between the two launches."""
     sync, async_ = real["runs"]["0"], real["runs"][str(k)]
     s, a = sync["samples_per_s"], async_["samples_per_s"]
-    return {"sync_samples_per_s": s, "async_samples_per_s": a, "speedup": a / s if s else 0.0}
+
+    def per_compute(r: dict[str, Any]) -> float:
+        return r["s_per_step"] / r["compute_s_mean"] if r["compute_s_mean"] else 0.0
+
+    pa = per_compute(async_)
+    return {
+        "sync_samples_per_s": s,
+        "async_samples_per_s": a,
+        "speedup": a / s if s else 0.0,
+        "speedup_at_equal_compute": per_compute(sync) / pa if pa else 0.0,
+    }
 
 
 def format_table(result: dict[str, Any]) -> str:

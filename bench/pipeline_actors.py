@@ -2,9 +2,12 @@
 code. They talk to the real buffer (BufferClient -> the BufferHost actor, with its admission
 control and staleness gate) like the product actors do, but their work is `time.sleep(cost)`:
 
-- SimGenerator: [learn the learner's newest version] -> lease up to `wave` prompts -> sleep
+- SimGenerator: lease up to `wave` prompts -> learn the learner's newest version -> sleep
   `per_group_s` per leased prompt -> hand in one group of `group_size` tiny responses per prompt,
-  tagged with that version (the loop of actors/generator.py, with sampling replaced by a sleep);
+  tagged with that version (the loop of actors/generator.py, with sampling replaced by a sleep).
+  actors/generator.py syncs BEFORE it leases (`sync_before_lease=True` reproduces that): a lease
+  that waits in the buffer's long poll while the learner steps then carries an older tag than
+  admission control assumed, and with many generators those groups go stale and are dropped;
 - SimExecutor: lease up to `max_groups` unscored groups -> sleep `per_group_s` per group -> hand
   in scores (the loop of actors/executor.py);
 - SimLearner: get_batch(batch_size) at its version -> sleep `train_s` -> version + 1 ->

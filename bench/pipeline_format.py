@@ -41,6 +41,11 @@ def real_table(result: dict[str, Any]) -> list[str]:
         f"speedup async/sync (samples/s): {result['speedup']:.2f}x   "
         f"({result['async_samples_per_s']:.1f} vs {result['sync_samples_per_s']:.1f} samples/s)"
     )
+    if "speedup_at_equal_compute" in result:
+        out.append(
+            f"speedup at equal learner compute (s per step / compute s per step): "
+            f"{result['speedup_at_equal_compute']:.2f}x"
+        )
     out += [f"  {h}: {r['command']}" for h, r in zip(heads, runs, strict=True)]
     return out
 

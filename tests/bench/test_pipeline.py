@@ -142,6 +142,14 @@ def test_headline_speedup_is_async_over_sync_samples_per_second():
     assert _result()["speedup"] == pytest.approx(1.5)
 
 
+def test_speedup_at_equal_compute_discounts_a_slower_learner():
+    run = summarize_run([_step(1, 110.0), _step(2, 112.0), _step(3, 114.0)], warmup=1)
+    # async: 1 s per step, all of it compute; sync: 2 s per step, 1.5 s of it compute
+    fast = {**run, "s_per_step": 1.0, "compute_s_mean": 1.0}
+    h = headline({"runs": {"0": run, "2": fast}}, 2)
+    assert h["speedup_at_equal_compute"] == pytest.approx((2.0 / 1.5) / 1.0)
+
+
 def test_table_shows_both_runs_side_by_side_with_the_speedup():
     text = format_table(_result())
     assert "sync (k=0)" in text and "async (k=2)" in text and "1.50x" in text
