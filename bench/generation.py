@@ -3,8 +3,9 @@ weight-sync cycle time.
 
 Side by side in one run, same workload (default 64 prompts x G=8 x 128 tokens on the tiny model,
 `ignore_eos` so every response is exactly 128 tokens on both sides), alternating, never at once:
-  (a) bare: one `LLM.generate` call in this process on an engine built by
-      `actors/engine.build_engine` with the generator's settings, prompts pre-rendered;
+  (a) bare: one `LLM.generate` call on an engine built by `actors/engine.build_engine` with the
+      generator's settings, prompts pre-rendered, in a plain Ray actor with the generator's
+      resources (bench/generation_bare.py), timed around the call inside that actor;
   (b) actor: the real Generator Ray actor wired to a real buffer host, one wave
       (`run(max_waves=1)`: lease 64 prompts under admission control, render, sample, push the
       groups); timed on the driver around the Ray call (wall) and by the actor's own busy time.
@@ -80,14 +81,6 @@ def _prompt_batches(cfg, n: int, batches: int) -> list[list]:
     return [[source.next() for _ in range(n)] for _ in range(batches)]
 
 
-def _bare_run(llm, prompt_ids: list[list[int]], params) -> dict:
-    t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompt_ids], params, use_tqdm=False)
-    wall = time.perf_counter() - t0
-    tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
-    return {"tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
-
-
 def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
     from microcoder.buffer.client import BufferClient
 
@@ -120,18 +113,27 @@ def _median(runs: list[dict], key: str) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
+    import sys
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="mc-bench-gen-") as tmp:
-        return _run(args, _model_path(args, tmp))
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)  # vLLM logs to stdout: keep it for the table / JSON alone
+    try:
+        with tempfile.TemporaryDirectory(prefix="mc-bench-gen-") as tmp:
+            return _run(args, _model_path(args, tmp))
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _run(args: argparse.Namespace, model_path: str) -> dict:
     import ray
     from transformers import AutoTokenizer
 
-    from microcoder.actors.engine import build_engine
-    from microcoder.actors.rollout import render_prompt_ids, sampling_params
+    from microcoder.actors.rollout import render_prompt_ids
+    from microcoder.bench.generation_bare import bare_engine_cls
     from microcoder.bench.generation_sync import measure_sync_cycles
     from microcoder.launch.device import resolve_device
 
@@ -142,14 +144,6 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     tok = AutoTokenizer.from_pretrained(model_path)
     sys_prompt = cfg.generator.system_prompt
     ids = [[render_prompt_ids(tok, sys_prompt, it.prompt) for it in b] for b in batches]
-    llm = build_engine(
-        model_path, cfg.generator, device, seed=cfg.seed,
-        worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
-    )  # fmt: skip
-    params = sampling_params(
-        group_size=cfg.algorithm.group_size, temperature=cfg.algorithm.temperature.initial,
-        max_tokens=cfg.generator.max_response_tokens, ignore_eos=cfg.generator.ignore_eos,
-    )  # fmt: skip
 
     own_ray = not ray.is_initialized()
     if own_ray:
@@ -158,6 +152,8 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
         from microcoder.actors.learner_group import LearnerGroup
         from microcoder.actors.remote import buffer_host_cls, generator_cls
 
+        bare_engine = bare_engine_cls(cfg).remote(model_path, cfg, device)
+        ray.get(bare_engine.generate.remote(ids[0][:1]))  # engine up before the actor starts
         host = buffer_host_cls().remote(cfg)
         address = ray.get(host.get_address.remote())
         group = LearnerGroup(cfg, model_path, address)
@@ -165,20 +161,16 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
         ray.get(gen.ready.remote())
         bare, actor = [], []
         for i, batch in enumerate(batches):  # alternate; run 0 is the warm-up of each side
-            b = _bare_run(llm, ids[i], params)
+            b = ray.get(bare_engine.generate.remote(ids[i]))
             a = _actor_run(ray, gen, address, [it.problem_id for it in batch])
             if i:
                 bare.append(b)
                 actor.append(a)
         sync = measure_sync_cycles(ray, group, gen, cfg, args.sync_cycles, batches[0][0].prompt)
-        ray.get(gen.shutdown.remote())
+        ray.get([gen.shutdown.remote(), bare_engine.shutdown.remote()])
         group.shutdown()
         ray.get(host.shutdown.remote())
     finally:
-        try:
-            llm.llm_engine.engine_core.shutdown()
-        except Exception:
-            pass
         if own_ray:
             ray.shutdown()
     return summarize(args, bare, actor, sync, load_start, os.getloadavg(), device)
