@@ -12,6 +12,7 @@ import itertools
 import os
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,27 +105,8 @@ class BufferClient:
         rid = next(self._rids)
         timeout = self.timeout_s if timeout_s is None else timeout_s
         self._sock.send_multipart(encode(msg, rid, list(blobs)), copy=False)
-        deadline = time.monotonic() + timeout
-        while True:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
-                self.close()
-                self._connect()
-                raise BufferTimeout(
-                    f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
-                    f"{timeout:.1f} s: is the buffer server running and reachable "
-                    "(and, with buffer.curve, do both sides use the same keys)?"
-                )
-            frames = self._sock.recv_multipart(copy=False)
-            try:
-                got_rid, reply = decode_header(frames[0])
-            except MessageError as err:
-                raise BufferError("malformed_reply", str(err)) from None
-            if got_rid != rid:
-                continue  # a late reply to an earlier, timed-out request
-            if isinstance(reply, m.Error):
-                raise BufferError(reply.code, reply.message)
-            return reply, frames[1:]
+        _, reply, frames = self._reply(msg, {rid}, time.monotonic() + timeout, timeout)
+        return reply, frames
 
     def _wait_call(self, msg: Any, until: float | None):
         """A long-poll request: its wait is bounded by long_poll_s and by `until`."""
@@ -176,19 +158,46 @@ class BufferClient:
         reply, _ = self.call(m.Release(owner or self.owner))
         return reply
 
-    def _put(self, msg: m.Message, records: Any) -> m.PutReply:
-        if not isinstance(records, list):
-            records = [records]
-        blobs = {r.group_id: pack_record(r) for r in records}  # group id -> (map, payload)
-        total = m.PutReply()
+    def put_unscored_many(self, waves: Iterable[list[m.Group]], window: int = 4) -> m.PutReply:
+        """Hand in several waves of groups, one request each, with up to `window` requests in
+        flight (replies matched by request id): the next wave is encoded and sent while the
+        server still checks the previous one, so the producer never idles a round trip."""
+        return self._put(m.PutUnscored(self.owner), waves, window)
+
+    def _put(self, msg: m.Message, batches: Any, window: int = 1) -> m.PutReply:
+        """Put records (`batches`: one record, a list = one request, or an iterable of lists
+        with window > 1); records refused as `full` are resent with backoff."""
+        if isinstance(batches, m.Record):
+            batches = [[batches]]
+        elif isinstance(batches, list) and (not batches or not isinstance(batches[0], list)):
+            batches = [batches]
+        if self._sock is None:
+            self._connect()
+        todo, retry = iter(batches), deque()
+        pending: dict[int, dict[int, tuple]] = {}  # rid -> {group id: (map, payload)}
+        total, delay = m.PutReply(), 0.01
         deadline = time.monotonic() + self.timeout_s
-        delay = 0.01
-        while blobs:
-            reply, _ = self.call(msg, [f for pair in blobs.values() for f in pair])
+        while True:
+            while len(pending) < max(1, window):
+                blobs = retry.popleft() if retry else None
+                if blobs is None:
+                    records = next(todo, None)
+                    if records is None:
+                        break
+                    if not records:
+                        continue
+                    blobs = {r.group_id: pack_record(r) for r in records}
+                rid = next(self._rids)
+                frames = encode(msg, rid, [f for pair in blobs.values() for f in pair])
+                self._sock.send_multipart(frames, copy=False)
+                pending[rid] = blobs
+            if not pending:
+                return total
+            rid, reply, _ = self._reply(msg, pending, deadline, self.timeout_s)
+            blobs = pending.pop(rid)
             total.accepted += reply.accepted
             total.rejected += reply.rejected
-            blobs = {gid: blobs[gid] for gid in reply.full}
-            if blobs:
+            if reply.full:
                 if time.monotonic() + delay > deadline:
                     raise BufferTimeout(
                         f"buffer queue stayed at its high-water mark for {self.timeout_s:.0f} s; "
@@ -197,7 +206,33 @@ class BufferClient:
                     )
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
-        return total
+                retry.append({gid: blobs[gid] for gid in reply.full})
+            else:
+                deadline = time.monotonic() + self.timeout_s
+
+    def _reply(self, msg: m.Message, pending: Any, deadline: float, timeout: float):
+        """(rid, reply, blob frames) of the next reply to one of the `pending` request ids;
+        replies to other ids (late answers to timed-out requests) are skipped."""
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
+                self.close()
+                self._connect()
+                raise BufferTimeout(
+                    f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
+                    f"{timeout:.1f} s: is the buffer server running and reachable "
+                    "(and, with buffer.curve, do both sides use the same keys)?"
+                )
+            frames = self._sock.recv_multipart(copy=False)
+            try:
+                rid, reply = decode_header(frames[0])
+            except MessageError as err:
+                raise BufferError("malformed_reply", str(err)) from None
+            if rid not in pending:
+                continue
+            if isinstance(reply, m.Error):
+                raise BufferError(reply.code, reply.message)
+            return rid, reply, frames[1:]
 
     # ------------------------------------------------------------ learner
 

@@ -77,6 +77,7 @@ class Bulk:
         self.chunks: list[Any] = []
         self.size = 0
         self.payload = None if payload is None else memoryview(payload).cast("B")
+        self.length = 0 if payload is None else len(self.payload)
 
     def add(self, array: np.ndarray) -> list[int]:
         ref = [self.size, array.nbytes]
@@ -89,6 +90,17 @@ class Bulk:
 
     def join(self) -> bytes:
         return b"".join(self.chunks)
+
+    def view(self, ref: list, dtype: np.dtype) -> np.ndarray | None:
+        """Fast path of `take`: the array if `ref` is a valid reference, else None."""
+        if len(ref) == 2:
+            offset, nbytes = ref
+            if (
+                type(offset) is int and type(nbytes) is int and 0 <= offset
+                and 0 <= nbytes and offset + nbytes <= self.length and not nbytes % dtype.itemsize
+            ):  # fmt: skip
+                return np.frombuffer(self.payload, dtype, nbytes // dtype.itemsize, offset)
+        return None
 
     def take(self, where: str, ref: Any, dtype: np.dtype) -> np.ndarray:
         try:
@@ -172,6 +184,10 @@ class Record:
 
 def _decode_value(where: str, name: str, kind: str, detail: Any, value: Any, bulk: Any) -> Any:
     if kind == "array":
+        if type(value) is list and bulk is not None and bulk.payload is not None:
+            view = bulk.view(value, detail)  # the common case: a valid [offset, nbytes] reference
+            if view is not None:
+                return view
         if not isinstance(value, (bytes, bytearray, memoryview)):
             return (bulk or Bulk()).take(f"{where}.{name}", value, detail)
         if len(value) % detail.itemsize:

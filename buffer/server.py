@@ -75,6 +75,7 @@ class BufferServer:
             port = self.sock.bind_to_random_port(f"tcp://{config.host}")
         self.address = f"tcp://{config.host}:{port}"
         self._parked: list[_Parked] = []
+        self._next_expiry = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handlers = {
@@ -129,7 +130,9 @@ class BufferServer:
                     break
                 self._handle(frames)
         now = time.monotonic()
-        self.state.expire(now)
+        if now >= self._next_expiry:  # a scan of every slot: once a second is plenty
+            self.state.expire(now)
+            self._next_expiry = now + 1.0
         self._serve_parked(now)
 
     # ------------------------------------------------------------ dispatch

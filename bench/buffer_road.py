@@ -1,0 +1,207 @@
+"""Processes of `microcoder bench buffer`: the road generator -> executor -> learner, through the
+buffer and as raw PUSH/PULL, with the call patterns of actors/generator.py, executor.py and
+learner_rank.py. Every function here runs in a spawned child (or the parent for the learner).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+PROMPT_TOKENS = 256
+
+
+def make_group(group_id: int, problem_id: str, g: int, tokens: int):
+    """G responses of `tokens` int32 ids + float32 log-probs + ~3 chars of text per token."""
+    import numpy as np
+
+    from microcoder.buffer.messages import Group, Response
+
+    rng = np.random.default_rng(tokens * 100 + g)
+    responses = [
+        Response(
+            rng.integers(0, 150_000, tokens, dtype=np.int32),
+            -rng.random(tokens, dtype=np.float32),
+            "x" * (3 * tokens),
+            1.0,
+            0,
+            tokens == 4096,
+            "length" if tokens == 4096 else "stop",
+        )
+        for _ in range(g)
+    ]
+    prompt = np.arange(PROMPT_TOKENS, dtype=np.int32)
+    return Group(group_id, problem_id, "p" * 4 * PROMPT_TOKENS, prompt, responses, "gen", {})
+
+
+def make_scores(group_id: int, g: int):
+    """What an executor hands in: one Score per response (5 tests each)."""
+    import numpy as np
+
+    from microcoder.buffer.messages import GroupScores, Score
+
+    score = Score(0.0, "WA", 3, 5, ["AC", "AC", "AC", "WA"], np.full(4, 0.01, np.float32), "")
+    return GroupScores(group_id, [score] * g, "ex", 0.5)
+
+
+def serve(conn, n: int) -> None:
+    """The buffer server process (k and high water out of the way: this measures transport)."""
+    from microcoder.buffer.config import BufferConfig
+    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.buffer.server import BufferServer
+
+    cfg = BufferConfig(max_staleness=10**6, high_water_groups=10**6, max_frame_mb=1024)
+    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=n)
+    conn.send(server.address)
+    server.serve_forever()
+
+
+def lease(client, n: int) -> list:
+    out = []
+    while len(out) < n:
+        out += client.get_prompts(n - len(out)).assignments
+    return out
+
+
+def buffer_generator(address: str, n: int, g: int, t: int, wave: int, window: int, ready, go, cpu):
+    """Generator: leases prompts, then hands in one wave of groups per put (encoded each time)."""
+    from microcoder.buffer.client import BufferClient
+
+    client = BufferClient(address, "gen", timeout_s=120)
+    template = make_group(0, "", g, t)
+    groups = [replace(template, group_id=a.group_id, problem_id=a.problem_id) for a in lease(client, n)]  # fmt: skip
+    ready.set()
+    go.wait()
+    t0 = time.process_time()
+    waves = [groups[i : i + wave] for i in range(0, n, wave)]
+    if window > 1:
+        client.put_unscored_many(waves, window)
+    else:
+        for w in waves:
+            client.put_unscored(w)
+    client.close()
+    cpu.value = time.process_time() - t0
+
+
+def buffer_executor(address: str, n: int, g: int, per_get: int, ready, go, cpu) -> None:
+    """Executor: leases `per_get` groups per get (decoded to Group records), hands in scores."""
+    from microcoder.buffer.client import BufferClient
+
+    client = BufferClient(address, "ex", timeout_s=120)
+    template = make_scores(0, g)
+    ready.set()
+    go.wait()
+    t0 = time.process_time()
+    done = 0
+    while done < n:
+        groups = client.get_unscored(per_get, wait_s=5)
+        assert all(len(x.responses) == g for x in groups)
+        if groups:
+            client.put_scored([replace(template, group_id=x.group_id) for x in groups])
+        done += len(groups)
+    client.close()
+    cpu.value = time.process_time() - t0
+
+
+def buffer_learner(address: str, n: int, batch: int) -> int:
+    """Learner: batches of `batch` scored groups (decoded) until `n` groups arrived."""
+    from microcoder.buffer.client import BufferClient
+
+    got = 0
+    with BufferClient(address, "learner", timeout_s=120) as client:
+        while got < n:
+            b = client.get_batch(min(batch, n - got), version=0, timeout_s=30)
+            got += len(b.groups)
+        assert client.stats()["invariant_ok"]
+    return got
+
+
+def raw_generator(address: str, frames: list, n: int, wave: int, ready, go, cpu) -> None:
+    """Raw: PUSH the same encoded group frames, one wave per multipart message."""
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(address)
+    ready.set()
+    go.wait()
+    t0 = time.process_time()
+    for i in range(0, n, wave):
+        sock.send_multipart(frames * min(wave, n - i), copy=False)
+    sock.close(linger=-1)
+    cpu.value = time.process_time() - t0
+    ctx.term()  # flush: a multiprocessing child ends with os._exit, dropping queued messages
+
+
+def raw_executor(
+    pull_addr: str, push_addr: str, scores: list, n: int, per_get: int, ready, go, cpu
+):
+    """Raw: PULL waves, PUSH `per_get` groups + their score frames per message to the learner."""
+    import zmq
+
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull.bind(pull_addr)
+    push.connect(push_addr)
+    ready.set()
+    go.wait()
+    t0 = time.process_time()
+    done = 0
+    while done < n:
+        frames = pull.recv_multipart(copy=False)
+        for i in range(0, len(frames), 2 * per_get):
+            part = frames[i : i + 2 * per_get]
+            push.send_multipart(part + scores * (len(part) // 2), copy=False)
+        done += len(frames) // 2
+    pull.close(linger=0)
+    push.close(linger=-1)
+    cpu.value = time.process_time() - t0
+    ctx.term()
+
+
+def raw_learner(pull, n: int) -> int:
+    got = 0
+    while got < n:
+        got += len(pull.recv_multipart(copy=False)) // 4
+    return got
+
+
+def start(mp, target, args) -> tuple:
+    """Start a child that signals `ready`, starts on `go` and reports its CPU seconds from then
+    (all its threads, zmq's included) in `cpu`; returns (process, go, cpu)."""
+    ready, go, cpu = mp.Event(), mp.Event(), mp.Value("d", float("nan"))
+    proc = mp.Process(target=target, args=(*args, ready, go, cpu), daemon=True)
+    proc.start()
+    while not ready.wait(0.5):
+        if not proc.is_alive():
+            raise RuntimeError(f"benchmark process {target.__name__} died (exit {proc.exitcode})")
+    return proc, go, cpu
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) used so far by process `pid` (Linux /proc)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_road(mp, children: list[tuple], learn, others: dict | None = None) -> tuple[float, dict]:
+    """Start every child, release them at once, time `learn()` (the learner in this process).
+    Returns (seconds, CPU seconds per role during the run: each child by function name, each of
+    `others` (name -> pid of a process already running, e.g. the server) and `learner`)."""
+    started = [(t.__name__, *start(mp, t, args)) for t, args in children]
+    before = {name: cpu_s(pid) for name, pid in (others or {}).items()}
+    me = time.process_time()
+    t0 = time.perf_counter()
+    for _, _, go, _ in started:
+        go.set()
+    learn()
+    elapsed = time.perf_counter() - t0
+    cpu = {"learner": time.process_time() - me}
+    cpu |= {name: cpu_s(pid) - before[name] for name, pid in (others or {}).items()}
+    for name, proc, _, value in started:
+        proc.join(60)
+        cpu[name.split("_", 1)[1]] = value.value
+    return elapsed, cpu
