@@ -84,13 +84,15 @@ class Generator:
         """Generate until stopped, the prompt source is exhausted, or `max_waves` waves."""
         waves = 0
         while not self._stop.is_set() and (max_waves is None or waves < max_waves):
-            self.maybe_sync_weights()
             with self.timer.idle():
                 reply = self.client.get_prompts(self.cfg.generator.max_inflight_prompts, wait_s=0.5)
             if reply.done:
                 break
             if not reply.assignments:
                 continue
+            # Sync after the lease, not before: a lease may wait in the buffer while the learner
+            # steps, and the groups must carry the newest version (else they are needlessly stale).
+            self.maybe_sync_weights()
             with self.timer.busy(), self._engine:
                 groups = self.generate(reply.assignments)
             with self.timer.io():

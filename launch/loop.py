@@ -57,7 +57,10 @@ class Rates:
         self.last[key] = (now, total)
         if prev is None or now <= prev[0]:
             return 0.0
-        return (total - prev[1]) / (now - prev[0])
+        delta = total - prev[1]
+        if delta < 0:  # a replica restarted (or was removed): its counter began again
+            delta = 0.0
+        return delta / (now - prev[0])
 
 
 def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
