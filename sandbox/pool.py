@@ -160,7 +160,11 @@ class JudgePool:
                     if worker.proc is None:
                         worker.start()
                     v = judge_solution(worker, job.problem, job.code, self.cfg)
-                except (WorkerCrash, OSError) as e:
+                except Exception as e:  # noqa: BLE001 - WorkerCrash, OSError, or a host-side bug
+                    # (e.g. a problem's checker raising): the protocol may be mid-request, so the
+                    # worker is replaced either way; never let the worker thread die.
+                    if not isinstance(e, (WorkerCrash, OSError)):
+                        e = RuntimeError(f"{type(e).__name__} in the judge: {e}")
                     self.restarts += 1
                     worker.stop()
                     if attempts > self.cfg.retries:

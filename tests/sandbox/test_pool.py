@@ -107,3 +107,23 @@ def test_files_a_solution_leaves_are_gone_for_the_next():
             "AC",
             "AC",
         ]
+
+
+def test_a_host_side_error_mid_solution_is_retried_and_the_pool_keeps_judging(monkeypatch):
+    from microcoder.sandbox import grade
+
+    real, calls = grade.compare_output, []
+
+    def flaky(*args):
+        calls.append(1)
+        if len(calls) == 1:  # first comparison of the first solution: a bug in the judge
+            raise ValueError("injected")
+        return real(*args)
+
+    monkeypatch.setattr(grade, "compare_output", flaky)
+    good = "a, b = map(int, input().split())\nprint(a + b + (a == b == 2))"
+    with JudgePool(workers=1) as p:
+        ids = [p.submit(SUM, good), p.submit(SUM, good)]
+        got = {v.job_id: v for v in p.as_completed(timeout=60)}  # a dead worker thread: Empty
+    first, second = got[ids[0]], got[ids[1]]
+    assert (first.verdict, first.attempts, second.verdict) == ("AC", 2, "AC")
