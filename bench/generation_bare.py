@@ -1,7 +1,9 @@
 """The bare side of `microcoder bench generation`: a vLLM engine and one `LLM.generate` call, in a
-Ray actor with the generator's resources, so both sides run in the same process environment
-(Ray sets OMP_NUM_THREADS to the actor's CPUs; the same engine in the driver process, without
-it, ran 3.5x slower on the loaded 2-core machine — a thread setting, not actor overhead)."""
+Ray actor with the generator's resources and concurrency, so both sides run their engine in the
+same process and thread environment. Why: Ray sets OMP_NUM_THREADS to the actor's CPUs, and a
+threaded actor (max_concurrency > 1) runs methods off the thread vLLM bound its OpenMP threads
+to; the same engine in the driver process ran 3.5x slower, and in a single-threaded actor ~10%
+slower, than in the generator on the loaded 2-core machine: thread settings, not actor work."""
 
 from __future__ import annotations
 
@@ -48,4 +50,6 @@ def bare_engine_cls(cfg):
     import ray
 
     g = cfg.generator
-    return ray.remote(num_cpus=g.cpus_per_engine, num_gpus=g.gpus_per_engine)(BareEngine)
+    return ray.remote(num_cpus=g.cpus_per_engine, num_gpus=g.gpus_per_engine, max_concurrency=4)(
+        BareEngine
+    )
