@@ -3,7 +3,10 @@
 1. Real tiny workload: the same config (default configs/tiny-cpu.toml, same seed) launched
    twice through the real launcher, with buffer.max_staleness = 0 (synchronous GRPO) and then
    = --async-staleness; per run: wall seconds per step, samples/s, idle fraction of each pool,
-   staleness (bench/pipeline_real.py). `speedup` = async samples/s / sync samples/s.
+   staleness (bench/pipeline_real.py). `speedup` = async samples/s / sync samples/s. Both runs
+   evaluate the held-out split at the same steps (start and end by default): sampled and greedy
+   pass rates at start and end, and async - sync (bench/pipeline_heldout.py): async must not
+   cost learning.
 2. Simulated stage costs: generator, executor and learner actors whose work is a sleep of a
    configurable cost per batch, on the real buffer host (bench/pipeline_sim.py), for 1, 2, 4, 8
    generators: achieved learner steps/s against the ideal bound 1 / max(stage seconds per batch).
@@ -28,7 +31,10 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     real = parser.add_argument_group("real tiny workload")
     real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
-    real.add_argument("--max-steps", type=int, default=10, help="learner steps per launch")
+    real.add_argument("--max-steps", type=int, default=30, help="learner steps per launch")
+    real.add_argument("--eval-every", type=int, default=0,
+                      help="held-out eval every N steps (and at start and end); 0 = only at the "
+                           "start and the end")  # fmt: skip
     real.add_argument("--warmup", type=int, default=2, help="first steps left out of the figures")
     real.add_argument("--seed", type=int, default=0, help="seed of both launches")
     real.add_argument(
@@ -83,6 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             real = run_real(
                 args.config, args.max_steps, args.warmup, args.seed,
                 [0, args.async_staleness], runs_dir, args.real_set,
+                eval_every=args.eval_every or args.max_steps,
             )  # fmt: skip
         finally:
             if not keep:
@@ -93,10 +100,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def headline(real: dict[str, Any], k: int) -> dict[str, float]:
+def headline(real: dict[str, Any], k: int) -> dict[str, Any]:
     """The top-level figures: samples/s of both runs and their ratio; also the ratio at equal
     learner compute (each run's seconds per step over its learner compute seconds per step),
-    which discounts a change of machine load between the two launches."""
+    which discounts a change of machine load between the two launches; and the held-out pass
+    rates of both runs at start and end with async - sync (`heldout_headline`)."""
+    from microcoder.bench.pipeline_heldout import heldout_headline
+
     sync, async_ = real["runs"]["0"], real["runs"][str(k)]
     s, a = sync["samples_per_s"], async_["samples_per_s"]
 
@@ -109,16 +119,21 @@ def headline(real: dict[str, Any], k: int) -> dict[str, float]:
         "async_samples_per_s": a,
         "speedup": a / s if s else 0.0,
         "speedup_at_equal_compute": per_compute(sync) / pa if pa else 0.0,
+        "async_staleness": k,
+        "sync_s_per_step": sync["s_per_step"],
+        "async_s_per_step": async_["s_per_step"],
+        **heldout_headline(sync, async_),
     }
 
 
 def format_table(result: dict[str, Any]) -> str:
     from microcoder.bench.pipeline_format import real_table, sim_table
+    from microcoder.bench.pipeline_heldout import heldout_table
 
     lines = [f"{result['date']}, {result['cpus']} CPUs, load {result['load_start']:.1f} -> "
              f"{result['load_end']:.1f} (1-min average)"]  # fmt: skip
     if "real" in result:
-        lines += ["", *real_table(result)]
+        lines += ["", *real_table(result), "", *heldout_table(result)]
     if "simulated" in result:
         lines += ["", *sim_table(result["simulated"])]
     return "\n".join(lines)

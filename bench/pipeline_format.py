@@ -13,7 +13,9 @@ REAL_ROWS = [
     ("compute_s_mean", "learner compute s per step", "{:.2f}"),
     ("staleness_mean", "staleness mean", "{:.2f}"),
     ("staleness_max", "staleness max", "{:.0f}"),
-    ("heldout_pass_rate", "held-out pass rate (last eval)", "{:.2f}"),
+    ("reward_first5", "reward mean, first 5 steps", "{:.3f}"),
+    ("reward_last5", "reward mean, last 5 steps", "{:.3f}"),
+    ("launch_wall_s", "launch wall s (start to exit)", "{:.0f}"),
 ]
 
 
@@ -31,6 +33,7 @@ def real_table(result: dict[str, Any]) -> list[str]:
     out = [
         f"Real tiny workload: {real['config']}, {real['max_steps']} steps per launch, "
         f"first {real['warmup']} left out ({n} measured)",
+        *_warmstart_line(real.get("warmstart")),
         f"{'':32}" + "".join(f"{h:>14}" for h in heads),
     ]
     for key, label, fmt in REAL_ROWS:
@@ -48,6 +51,19 @@ def real_table(result: dict[str, Any]) -> list[str]:
         )
     out += [f"  {h}: {r['command']}" for h, r in zip(heads, runs, strict=True)]
     return out
+
+
+def _warmstart_line(ws: dict[str, Any] | None) -> list[str]:
+    if not ws or not ws.get("warmstart"):
+        return []
+    if ws.get("cached"):
+        return [f"warm-started model {ws['model']}: cached (reused by both launches)"]
+    took = ws.get("built_by_first_launch_s")
+    took = f" in {took:.0f} s" if took is not None else ""
+    return [
+        f"warm-started model {ws['model']}: NOT cached, built by the first launch{took} "
+        "(before its first step: not in the per-step figures, in its launch wall s)"
+    ]
 
 
 def sim_table(sim: dict[str, Any]) -> list[str]:

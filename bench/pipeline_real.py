@@ -3,10 +3,15 @@ launcher (`python -m microcoder launch`, a subprocess per run), synchronous (max
 and asynchronous, summarised from each run's metrics.jsonl.
 
 Per run, over the steps after the warm-up: wall seconds per step (between metrics lines, so the
-driver's own work counts), samples/s (responses the learner trained on per second), the idle
-fraction of each pool and the staleness of the consumed groups. Learner idle = wait_s / step_s.
-Generator and executor idle fractions are reported by the actors cumulatively since they started
-(PoolTimer); the window's share is recovered from two records (see `window_idle`).
+driver's own work counts, less any held-out evaluation inside the window), samples/s (responses
+the learner trained on per second), the idle fraction of each pool and the staleness of the
+consumed groups. Learner idle = wait_s / step_s. Generator and executor idle fractions are
+reported by the actors cumulatively since they started (PoolTimer); the window's share is
+recovered from two records (see `window_idle`). Held-out pass rates at the first and last
+evaluation: bench/pipeline_heldout.py.
+
+A warm-started model (model.warmstart) that is not cached yet is built by the first launch;
+that happens before its first step, so no per-step figure contains it (`warmstart` says so).
 """
 
 from __future__ import annotations
@@ -19,13 +24,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from microcoder.bench.pipeline_heldout import eval_records, eval_seconds, heldout_summary
+
 
 def launch_command(
-    config: str, run_dir: str, max_steps: int, max_staleness: int, seed: int, extra: list[str]
-) -> list[str]:
+    config: str, run_dir: str, max_steps: int, max_staleness: int, seed: int, extra: list[str],
+    eval_every: int | None = None,
+) -> list[str]:  # fmt: skip
     """The exact launcher command of one run (the dashboard on a free port: the bench must not
-    collide with another run on this machine)."""
+    collide with another run on this machine). `eval_every` = N evaluates the held-out split at
+    the start, every N steps and at the end (None: the config's setting)."""
     sets = [f"max_steps={max_steps}", f"buffer.max_staleness={max_staleness}", f"seed={seed}"]
+    if eval_every is not None:
+        sets.append(f"eval.every={eval_every}")
     sets += ["monitor.dashboard_port=0", *extra]
     cmd = [sys.executable, "-m", "microcoder", "launch", config, "--run-dir", run_dir]
     for s in sets:
@@ -73,13 +84,18 @@ def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
         )
     first, window = steps[warmup - 1], steps[warmup:]
     last = window[-1]
-    wall = last["time"] - first["time"]
+    evals = eval_records(records)
+    eval_s = sum(eval_seconds(r) for r in evals if first["time"] < r["time"] <= last["time"])
+    wall = max(last["time"] - first["time"] - eval_s, 1e-9)
     samples = sum(r.get("responses", 0.0) for r in window)
-    t0 = steps[0]["time"] - steps[0].get("step_s", 0.0)
-    evals = [r for r in records if r.get("kind") == "eval" and "heldout_pass_rate" in r]
+    starts = [steps[0]["time"] - steps[0].get("step_s", 0.0)]
+    starts += [r["time"] - eval_seconds(r) for r in evals[:1]]  # the eval at step 0 comes first
+    t0 = min(starts)
+    rewards = [r.get("reward_mean", 0.0) for r in steps]
     return {
         "steps_measured": len(window),
         "window_s": wall,
+        "eval_s_in_window": eval_s,
         "s_per_step": wall / len(window),
         "samples_per_s": samples / wall if wall > 0 else 0.0,
         "learner_idle_frac": sum(r.get("wait_s", 0.0) for r in window)
@@ -90,19 +106,58 @@ def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
         "sync_s_mean": sum(r.get("sync_s", 0.0) for r in window) / len(window),
         "staleness_mean": sum(r.get("staleness_mean", 0.0) for r in window) / len(window),
         "staleness_max": max(r.get("staleness_max", 0.0) for r in window),
-        "heldout_pass_rate": evals[-1]["heldout_pass_rate"] if evals else None,
+        "reward_first5": sum(rewards[:5]) / len(rewards[:5]),
+        "reward_last5": sum(rewards[-5:]) / len(rewards[-5:]),
+        **heldout_summary(records),
     }
+
+
+def warmstart_state(config: str, extra: list[str]) -> dict[str, Any]:
+    """Whether the config warm-starts its model (model.warmstart) and whether a finished warm
+    start with exactly its settings is cached in model.path already."""
+    from microcoder.launch.config import load_config
+    from microcoder.learner.warmstart import find_finished, settings_of
+
+    cfg = load_config(config, extra)
+    if not cfg.model.warmstart:
+        return {"warmstart": False, "model": cfg.model.path}
+    settings = settings_of(cfg.model.tiny_seed, cfg.warmstart, cfg.generator.system_prompt)
+    found = find_finished(cfg.model.path, settings)
+    return {"warmstart": True, "model": cfg.model.path, "cached": found is not None}
+
+
+def warmstart_build_s(model: str) -> float | None:
+    """Seconds the warm start cached in `model` took (its manifest), None if unknown."""
+    try:
+        return float(json.loads((Path(model) / "warmstart.json").read_text())["result"]["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def run_real(
     config: str, max_steps: int, warmup: int, seed: int, staleness: list[int],
-    runs_dir: Path, extra: list[str], timeout_s: float = 1800.0,
+    runs_dir: Path, extra: list[str], timeout_s: float = 1800.0, eval_every: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Launch the config once per `staleness` value, one after the other; summaries by k."""
-    out: dict[str, Any] = {"config": config, "max_steps": max_steps, "warmup": warmup, "runs": {}}
-    for k in staleness:
+    """Launch the config once per `staleness` value, one after the other; summaries by k.
+    A missing warm start is announced on stderr; the first launch builds it (before its first
+    step, so outside every per-step figure; its launch_wall_s includes it)."""
+    ws = warmstart_state(config, extra)
+    if ws["warmstart"] and not ws["cached"]:
+        print(
+            f"bench pipeline: no cached warm start in {ws['model']}; the first launch "
+            "(max_staleness 0) builds it first (several minutes, not in the per-step figures)",
+            file=sys.stderr,
+            flush=True,
+        )
+    out: dict[str, Any] = {
+        "config": config, "max_steps": max_steps, "warmup": warmup, "eval_every": eval_every,
+        "warmstart": ws, "runs": {},
+    }  # fmt: skip
+    for i, k in enumerate(staleness):
         run_dir = runs_dir / f"staleness-{k}"
-        cmd = launch_command(config, str(run_dir), max_steps, k, seed, extra)
+        cmd = launch_command(config, str(run_dir), max_steps, k, seed, extra, eval_every)
+        print(f"bench pipeline: launch {i + 1}/{len(staleness)}: {' '.join(cmd[1:])}",
+              file=sys.stderr, flush=True)  # fmt: skip
         load, t0 = os.getloadavg()[0], time.monotonic()
         records = run_launch(cmd, run_dir, timeout_s)
         out["runs"][str(k)] = {
@@ -110,7 +165,10 @@ def run_real(
             "command": "python " + " ".join(cmd[1:]),
             "run_dir": str(run_dir),
             "launch_wall_s": time.monotonic() - t0,
+            "built_warmstart": bool(i == 0 and ws["warmstart"] and not ws["cached"]),
             "load_before": load,
             "load_after": os.getloadavg()[0],
         }
+    if ws["warmstart"] and not ws["cached"]:
+        ws["built_by_first_launch_s"] = warmstart_build_s(ws["model"])
     return out
