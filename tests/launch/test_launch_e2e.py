@@ -86,6 +86,20 @@ def test_launch_runs_steps_with_versions_and_rates(live_run):
     assert max(r["staleness_max"] for r in recs) <= 1  # tiny-cpu.toml: max_staleness = 1
 
 
+def test_dashboard_of_the_live_run_charts_its_steps(live_run):
+    from microcoder.launch.chromium import body_attrs, chart_points, page_dom
+
+    proc, run_dir = live_run
+    url = json.loads((run_dir / "dashboard.json").read_text())["url"]
+    artifacts = Path(__file__).resolve().parents[1] / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    dom = page_dom(url, budget_ms=6000, screenshot=artifacts / "dashboard-launch.png")
+    points = chart_points(dom)
+    assert points.get("tokens", 0) > 0, points
+    assert int(body_attrs(dom)["steps"]) >= 4
+    assert (artifacts / "dashboard-launch.png").stat().st_size > 10_000
+
+
 def test_scale_generators_up_then_down_keeps_the_accounting(live_run):
     proc, run_dir = live_run
     up = microcoder("scale", "generators", "2", "--run", str(run_dir), timeout=900)
