@@ -110,22 +110,31 @@ def train(run: Run, progress=None) -> dict[str, Any]:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
     import ray
 
-    cfg = run.cfg
-    run.controller = controller = build_controller(run)
+    from microcoder.launch.supervisor import Supervisor
+
+    run.controller = build_controller(run)
     for h in run.generators.handles():
-        ray.get(h.set_temperature.remote(controller.temperature))
-    rates, step, t_start = Rates(), run.learners.version, time.time()
-    sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
-    from microcoder.launch.control import ControlInbox
+        ray.get(h.set_temperature.remote(run.controller.temperature))
+    supervisor = Supervisor(run).start()
+    try:
+        return _train_steps(run, progress)
+    finally:
+        supervisor.stop()
+
+
+def _train_steps(run: Run, progress) -> dict[str, Any]:
+    import ray
+
     from microcoder.launch.evaluation import evaluate
 
-    inbox = ControlInbox(run.run_dir)
+    cfg, controller = run.cfg, run.controller
+    rates, step, t_start = Rates(), run.learners.version, time.time()
+    sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
     last_ckpt, skipped, last_eval = None, 0, None
     if cfg.eval.every:
         last_eval = step
         evaluate(run, step)
     while step < cfg.max_steps:
-        apply_control(run, inbox)
         before = controller.temperature
         temperature = controller.start_step(step)
         if temperature != before:
@@ -156,11 +165,6 @@ def train(run: Run, progress=None) -> dict[str, Any]:
             ray.get(
                 [h.set_temperature.remote(controller.temperature) for h in run.generators.handles()]
             )
-        for pool in (run.generators, run.executors):
-            for e in pool.check(
-                before_loop=run.prepare_generator if pool is run.generators else None
-            ):
-                run.metrics.log("event", event=e, step=step)
         for k in sums:
             sums[k] += m[k]
         record = run.metrics.log(

@@ -10,10 +10,23 @@ replica never samples with stale weights.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def _locked(method):
+    """Run a Pool method under the pool's lock (the supervisor thread and the loop share pools)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass
@@ -33,6 +46,7 @@ class Pool:
         self, kind: str, make: Callable[[str], Any], release: Callable[[str], Any], log=print
     ):
         self.kind, self.make, self.release, self.log = kind, make, release, log
+        self._lock = threading.RLock()
         self.replicas: dict[str, Replica] = {}
         self.pending: list[Replica] = []
         self.ready_timeout_s = 900.0
@@ -42,9 +56,11 @@ class Pool:
     def __len__(self) -> int:
         return len(self.replicas)
 
+    @_locked
     def handles(self) -> list[Any]:
         return [r.handle for r in self.replicas.values()]
 
+    @_locked
     def add(
         self, n: int, before_loop: Callable[[Any], None] | None = None, wait: bool = True
     ) -> list[str]:
@@ -98,9 +114,10 @@ class Pool:
                 self.errors.append(f"{r.name} failed to start: {str(err).splitlines()[0][:200]}")
                 continue
             self._start_loop(r, before_loop)
-            started.append(f"{r.name} started")
+            started.append(f"{r.name} {'restarted' if r.restarts else 'started'}")
         return started
 
+    @_locked
     def remove(self, n: int, timeout_s: float = 60.0) -> list[str]:
         """Stop the `n` newest replicas: finish their current wave, return leases, shut down."""
         import ray
@@ -123,6 +140,7 @@ class Pool:
             del self.replicas[r.name]
         return cancelled + [r.name for r in victims]
 
+    @_locked
     def scale_to(self, n: int, before_loop=None) -> tuple[list[str], list[str]]:
         """Add or remove replicas until there are `n` (counting ones still starting); returns
         (added, removed). Added replicas start in the background (see `check`)."""
@@ -133,6 +151,7 @@ class Pool:
             return [], self.remove(have - n)
         return [], []
 
+    @_locked
     def check(self, before_loop=None) -> list[str]:
         """Restart the loops of replicas whose process died; returns what was done."""
         import ray
@@ -155,17 +174,13 @@ class Pool:
             msg = f"{r.name} died ({reason}); returned its leases ({released}); restarting (restart #{r.restarts})"
             self.log(msg)
             self.errors.append(msg)
-            try:
-                ray.get(r.handle.ready.remote(), timeout=600)
-                if before_loop is not None:
-                    before_loop(r.handle)
-                r.loop = r.handle.run.remote()
-                events.append(f"{r.name} restarted")
-            except Exception as err:
-                self.errors.append(f"{r.name} could not restart: {err}")
-                r.loop = None
+            # Ray is restarting the process; its loop starts again once it is ready (_promote_ready).
+            r.loop, r.ready = None, r.handle.ready.remote()
+            del self.replicas[r.name]
+            self.pending.append(r)
         return events
 
+    @_locked
     def stats(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
         import ray
 
@@ -189,6 +204,7 @@ class Pool:
             pass
         ray.kill(r.handle, no_restart=True)
 
+    @_locked
     def shutdown(self) -> None:
         import ray
 
