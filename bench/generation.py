@@ -189,6 +189,9 @@ def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load
         "bare_tokens_per_s": _median(bare, "tokens_per_s"),
         "ratio": statistics.median(ratios),
         "busy_ratio": statistics.median(busy),
+        # the actor's own overhead, immune to engine-to-engine differences: the share of the
+        # actor's wall time (driver, around run()) spent inside LLM.generate
+        "engine_share": statistics.median(a["engine_generate_s"] / a["wall_s"] for a in actor),
         "actor_tokens": actor[0]["tokens"], "bare_tokens": bare[0]["tokens"],
         "bare_wall_s": _median(bare, "wall_s"), "actor_wall_s": _median(actor, "wall_s"),
         "actor_parts_s": {p: _median(actor, p) for p in parts},
@@ -210,6 +213,7 @@ def format_table(result: dict) -> str:
         f"{result['actor_wall_s']:>10.2f}{result['ratio']:>8.3f}",
         f"{'actor, own busy time':28}{result['actor_busy_tokens_per_s']:>12.0f}"
         f"{result['actor_parts_s']['busy_s']:>10.2f}{result['busy_ratio']:>8.3f}",
+        f"actor wall spent in LLM.generate: {result['engine_share']:.4f}",
         "actor wall parts (s): "
         + ", ".join(f"{k[:-2]} {v:.3f}" for k, v in result["actor_parts_s"].items()),
         f"weight-sync cycle: {result['sync_cycle_s']:.3f} s (median of {result['sync_cycles']};"

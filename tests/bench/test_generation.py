@@ -51,6 +51,10 @@ def test_ratio_is_the_median_of_the_paired_actor_over_bare_rates():
     assert _result()["ratio"] == pytest.approx(0.95)
 
 
+def test_engine_share_is_the_median_fraction_of_the_actor_wall_in_llm_generate():
+    assert _result()["engine_share"] == pytest.approx(0.9 * 950.0 / 1000)
+
+
 def test_table_names_both_sides_the_ratio_and_the_sync_cycle():
     table = format_table(_result())
     for text in ("bare vLLM", "actor, wall", "0.950", "weight-sync cycle: 0.200 s", "reload"):
