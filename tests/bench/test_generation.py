@@ -1,13 +1,14 @@
-"""`microcoder bench generation`: the summary/table carry the required figures (no vLLM), and a
-small real run (slow) reports positive figures."""
+"""`microcoder bench generation`: the summary/table carry the required figures (no vLLM, no Ray).
+
+No real run here: even the smallest one starts two vLLM engines, a learner and Ray (~1 min on a
+quiet machine, 5.5 min measured under load 40), over the CI budget for a smoke test. Run it by
+hand: `microcoder bench generation --json --prompts 4 --group-size 2 --tokens 8 --repeats 1
+--sync-cycles 1`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -65,14 +66,3 @@ def test_bench_is_registered_with_the_cli():
     from microcoder.launch.cmd_bench import BENCHES
 
     assert BENCHES["generation"] == "microcoder.bench.generation"
-
-
-@pytest.mark.slow
-def test_small_real_run_reports_positive_figures(tiny_model_dir):
-    cmd = [str(Path(sys.executable).parent / "microcoder"), "bench", "generation", "--json",
-           "--prompts", "4", "--group-size", "2", "--tokens", "8", "--repeats", "1",
-           "--sync-cycles", "1", "--device", "cpu", "--model", str(tiny_model_dir)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
-    result = json.loads(out)
-    assert all(result[f] > 0 for f in FIELDS)
-    assert result["actor_tokens"] == result["bare_tokens"] == 4 * 2 * 8
