@@ -107,12 +107,20 @@ class Pool:
         )
         started = []
         for r in [r for r in self.pending if r.ready in done]:
-            self.pending.remove(r)
             try:
                 ray.get(r.ready)
             except Exception as err:
-                self.errors.append(f"{r.name} failed to start: {str(err).splitlines()[0][:200]}")
+                # A call made while Ray restarts the process fails at once ("temporarily
+                # unavailable"): ask again until the start deadline, then give up loudly.
+                if time.time() - r.started < self.ready_timeout_s:
+                    r.ready = r.handle.ready.remote()
+                    continue
+                self.pending.remove(r)
+                msg = f"{r.name} failed to start within {self.ready_timeout_s:.0f} s: {str(err).splitlines()[0][:200]}"
+                self.errors.append(msg)
+                started.append(msg)
                 continue
+            self.pending.remove(r)
             self._start_loop(r, before_loop)
             started.append(f"{r.name} {'restarted' if r.restarts else 'started'}")
         return started
@@ -175,7 +183,7 @@ class Pool:
             self.log(msg)
             self.errors.append(msg)
             # Ray is restarting the process; its loop starts again once it is ready (_promote_ready).
-            r.loop, r.ready = None, r.handle.ready.remote()
+            r.loop, r.ready, r.started = None, r.handle.ready.remote(), time.time()
             del self.replicas[r.name]
             self.pending.append(r)
         return events
