@@ -85,8 +85,14 @@ class Run:
         )
         self.log(f"learner ready at policy version {self.learners.version}")
 
+        # The supervisor thread returns dead replicas' leases through its own client: a ZeroMQ
+        # socket must not be used by two threads at once (the loop uses self.client).
+        self.release_client = BufferClient.from_config(
+            cfg.buffer, self.buffer_address, owner="supervisor"
+        )
+
         def release(owner: str) -> str:
-            r = self.client.release(owner)
+            r = self.release_client.release(owner)
             return f"{r.prompts} prompts, {r.groups} groups"
 
         ex_cls, gen_cls = executor_cls(cfg), generator_cls(cfg)
@@ -146,8 +152,9 @@ class Run:
                 self.learners.shutdown()
             except Exception as err:
                 self.log(f"learner shutdown: {err}")
-        if self.client is not None:
-            self.client.close()
+        for client in (self.client, getattr(self, "release_client", None)):
+            if client is not None:
+                client.close()
         if self.buffer is not None:
             try:
                 ray.get(self.buffer.shutdown.remote(), timeout=30)
