@@ -9,6 +9,7 @@ Step time is reported split into wait-for-data / compute / sync.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ class LearnerRank:
         self.client = None
         self.publisher = None
         self._stop = False
+        self._work = threading.Lock()  # train / publish / save: one at a time, in call order
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: this node's address and a free port for the learner's process group."""
@@ -74,6 +76,11 @@ class LearnerRank:
     @property
     def version(self) -> int:
         return self.learner.version
+
+    def get_version(self) -> int:
+        """The policy version, after any train/publish/save in flight (the actor is threaded)."""
+        with self._work:
+            return self.learner.version
 
     # ------------------------------------------------------------ rank 0: data
 
@@ -131,25 +138,28 @@ class LearnerRank:
 
     def train(self, groups) -> dict[str, float]:
         """Collective: one policy version's worth of optimizer steps on `groups`."""
-        t0 = time.perf_counter()
-        metrics = self.learner.train_step(groups)
-        metrics["compute_s"] = time.perf_counter() - t0
-        return metrics
+        with self._work:
+            t0 = time.perf_counter()
+            metrics = self.learner.train_step(groups)
+            metrics["compute_s"] = time.perf_counter() - t0
+            return metrics
 
     def publish(self) -> dict[str, float]:
         """Collective: gather the full weights; rank 0 keeps them for generators and announces the
         version to the buffer (so admission control and staleness move on)."""
-        t0 = time.perf_counter()
-        state = self.learner.full_state_dict()
-        gather_s = time.perf_counter() - t0
-        if self.rank == 0:
-            self.publisher.publish(self.learner.version, state)
-            self.client.announce_version(self.learner.version)
-        return {"gather_s": gather_s}
+        with self._work:
+            t0 = time.perf_counter()
+            state = self.learner.full_state_dict()
+            gather_s = time.perf_counter() - t0
+            if self.rank == 0:
+                self.publisher.publish(self.learner.version, state)
+                self.client.announce_version(self.learner.version)
+            return {"gather_s": gather_s}
 
     def save(self, path: str) -> str:
         """Collective: checkpoint (HF folder + optimizer/scheduler/RNG/version)."""
-        return str(self.learner.save_checkpoint(path))
+        with self._work:  # never while a step is half done (Ctrl-C can land mid-step)
+            return str(self.learner.save_checkpoint(path))
 
     # ------------------------------------------------------------ rank 0: weights to generators
 

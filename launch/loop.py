@@ -174,7 +174,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         if progress is not None:
             progress(record)
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
-            last_ckpt = run.checkpoint(step)
+            last_ckpt = run.checkpoint()
         if cfg.eval.every and step % cfg.eval.every == 0:
             last_eval = step
             evaluate(run, step)

@@ -127,8 +127,12 @@ class Run:
 
     # ------------------------------------------------------------ checkpoints
 
-    def checkpoint(self, step: int) -> Path:
-        """Learner (HF folder + optimizer/RNG/version), buffer snapshot, controller state."""
+    def checkpoint(self) -> Path:
+        """Learner (HF folder + optimizer/RNG/version), buffer snapshot, controller state. Named by
+        the learner's own version: after Ctrl-C mid-step the learner may be one step ahead."""
+        import ray
+
+        step = ray.get(self.learners.rank0.get_version.remote())
         path = self.run_dir / "checkpoints" / f"step_{step}"
         t0 = time.perf_counter()
         self.learners.save(str(path))

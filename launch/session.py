@@ -84,14 +84,14 @@ def launch(cfg: Config, args) -> int:
         if summary["last_checkpoint"] is None or not str(summary["last_checkpoint"]).endswith(
             f"step_{summary['steps']}"
         ):
-            run.checkpoint(summary["steps"])
+            run.checkpoint()
         print_summary(run, summary)
         return 0
     except KeyboardInterrupt:
         run.log("interrupted: checkpointing, then shutting down (Ctrl-C again to abort)")
         if run.learners is not None:
             try:
-                run.checkpoint(run.learners.version)
+                run.checkpoint()
             except Exception as err:
                 run.log(f"checkpoint on interrupt failed: {err}")
         return 130
