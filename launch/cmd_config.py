@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from microcoder.launch.cliargs import add_set_argument
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="inspect configs (defaults < TOML < --set)")
@@ -12,14 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "config", nargs="?", help="TOML recipe, e.g. configs/tiny-cpu.toml (omit for defaults)"
     )
-    show.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field, e.g. --set learner.lr=1e-6 (repeatable)",
-    )
+    add_set_argument(show, "learner.lr=1e-6")
     show.add_argument(
         "--docs", action="store_true", help="list every field with its default and meaning"
     )

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from microcoder.launch.cliargs import add_set_argument
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -22,14 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-tests", action="store_true", help="run every test (partial credit)")
     p.add_argument("--format", default="auto", help="problem file format (default: auto)")
     p.add_argument("--config", help="TOML config whose [executor] section is used")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field, e.g. --set executor.isolation=none",
-    )
+    add_set_argument(p, "executor.isolation=none")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -5,25 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from microcoder.launch.cliargs import add_recipe_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "launch", help="bring up a whole run (buffer, generators, executors, learner) and train"
     )
-    p.add_argument(
-        "config",
-        nargs="?",
-        default="configs/tiny-cpu.toml",
-        help="recipe (default configs/tiny-cpu.toml)",
-    )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field, e.g. --set max_steps=5 (repeatable)",
-    )
+    add_recipe_arguments(p, "max_steps=5")
     p.add_argument(
         "--address",
         default=None,

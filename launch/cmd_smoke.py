@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from microcoder.launch.cliargs import add_recipe_arguments
+
 PROMPTS = [
     "Read two integers a and b. Print a+b.",
     "Read a string s. Print it reversed.",
@@ -16,20 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "smoke", help="build the model if needed and sample from it with vLLM (a stack check)"
     )
-    p.add_argument(
-        "config",
-        nargs="?",
-        default="configs/tiny-cpu.toml",
-        help="recipe (default configs/tiny-cpu.toml)",
-    )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )
+    add_recipe_arguments(p, "generator.max_response_tokens=32")
     p.add_argument("-n", type=int, default=2, help="samples per prompt (default 2)")
     p.add_argument("--max-tokens", type=int, default=48, help="new tokens per sample (default 48)")
     p.set_defaults(func=run)

@@ -1,0 +1,26 @@
+"""Arguments shared by the commands that read a config (standard library only: `--help` stays instant)."""
+
+from __future__ import annotations
+
+
+def add_set_argument(parser, example: str = "learner.lr=1e-6") -> None:
+    """The `--set KEY=VALUE` option every config-reading command takes (repeatable)."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a config field, e.g. --set {example} (repeatable)",
+    )
+
+
+def add_recipe_arguments(parser, example: str = "learner.lr=1e-6") -> None:
+    """A positional recipe (default: the embedded tiny-cpu one) plus `--set`."""
+    parser.add_argument(
+        "config",
+        nargs="?",
+        default="configs/tiny-cpu.toml",
+        help="recipe (default configs/tiny-cpu.toml)",
+    )
+    add_set_argument(parser, example)
