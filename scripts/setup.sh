@@ -15,32 +15,30 @@ elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; the
 else EXTRA=cpu; fi
 WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $EXTRA"
 
-ensure_bwrap() {
-  if command -v bwrap >/dev/null 2>&1; then return 0; fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing bubblewrap (the judge's sandbox) with apt-get"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
-  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing bubblewrap (the judge's sandbox) with sudo apt-get"
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
-  else
-    echo "setup: WARNING: bubblewrap (bwrap) is missing and cannot be installed from here." >&2
-    echo "       Install it (Debian/Ubuntu: 'sudo apt-get install bubblewrap'; Fedora: 'sudo dnf install bubblewrap')," >&2
-    echo "       or judge trusted code only with executor.isolation = \"none\"." >&2
+# apt_install PACKAGE WHAT: install a Debian package as root or with passwordless sudo;
+# returns 1 (installing nothing) when neither is possible, so the caller can say what to do.
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; else return 1; fi
   fi
+  command -v apt-get >/dev/null 2>&1 || return 1
+  echo "setup: installing $1 ($2) with ${sudo:+sudo }apt-get"
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
 }
 
-ensure_chromium() {  # headless Chromium: the dashboard test (tests/launch/test_dashboard_chromium.py)
-  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then return 0; fi
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing chromium (headless dashboard test) with apt-get"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing chromium (headless dashboard test) with sudo apt-get"
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "setup: WARNING: chromium is missing; the dashboard test needs it (Debian/Ubuntu: 'sudo apt-get install chromium')." >&2
-  fi
+ensure_bwrap() {
+  command -v bwrap >/dev/null 2>&1 && return 0
+  apt_install bubblewrap "the judge's sandbox" && return 0
+  echo "setup: WARNING: bubblewrap (bwrap) is missing and cannot be installed from here." >&2
+  echo "       Install it (Debian/Ubuntu: 'sudo apt-get install bubblewrap'; Fedora: 'sudo dnf install bubblewrap')," >&2
+  echo "       or judge trusted code only with executor.isolation = \"none\"." >&2
+}
+
+ensure_chromium() {  # headless Chromium: the dashboard tests
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 && return 0
+  apt_install chromium "headless dashboard test" && return 0
+  echo "setup: WARNING: chromium is missing; the dashboard test needs it (Debian/Ubuntu: 'sudo apt-get install chromium')." >&2
 }
 
 ensure_bwrap
