@@ -95,6 +95,21 @@ def launch(cfg: Config, args) -> int:
             except Exception as err:
                 run.log(f"checkpoint on interrupt failed: {err}")
         return 130
+    except Exception as err:  # e.g. a learner rank died: the run cannot go on without it
+        run.log(f"the run stopped: {type(err).__name__}: {str(err).splitlines()[0][:300]}")
+        try:
+            run.checkpoint()  # possible when the failure was not the learner's own death
+        except Exception:
+            pass
+        newest = latest_checkpoint(run_dir)
+        if newest is not None:
+            run.log(f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})")
+        else:
+            run.log(
+                "no checkpoint was written yet: set learner.checkpoint_every to keep resumable state"
+            )
+        run.log(f"details: {run_dir / 'logs'} (one log per actor) and the traceback below")
+        raise
     finally:
         signal.signal(signal.SIGTERM, old)
         if monitor is not None:
