@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from microcoder.buffer.messages import ScoredGroup
 from microcoder.learner.sample import SampleGroup, TrainSample
 
@@ -27,7 +25,3 @@ def to_sample_group(sg: ScoredGroup) -> SampleGroup:
         if len(r.response_ids)
     ]
     return SampleGroup(group_id=str(sg.group.group_id), samples=samples)
-
-
-def to_sample_groups(groups: Sequence[ScoredGroup]) -> list[SampleGroup]:
-    return [to_sample_group(g) for g in groups]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 from microcoder.actors.timing import PoolTimer
@@ -92,7 +91,6 @@ class Executor:
 
     def shutdown(self) -> None:
         self.stop()
-        time.sleep(0)
         try:
             self.client.release()
         except Exception:

