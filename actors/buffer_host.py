@@ -13,7 +13,7 @@ class BufferHost:
     def __init__(self, cfg: Config, restore_from: str | None = None, keys_dir: str | None = None):
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.prompts import DatasetPrompts
-        from microcoder.buffer.server import BufferServer
+        from microcoder.buffer.server import BufferServer, dedicate_process
         from microcoder.launch.problems import load_run_problems
 
         redirect_to_run_dir("buffer")
@@ -26,6 +26,7 @@ class BufferHost:
             keys_dir=keys_dir,
             restore_from=restore_from,
         )
+        dedicate_process()  # this actor's process exists to serve the buffer
         self.address = self.server.start()
 
     def get_address(self) -> str:

@@ -5,11 +5,14 @@ of text per token, plus a 256-token prompt) travelling generator -> executor -> 
 the call patterns of the actors (bench/buffer_road.py):
 - buffer: a generator process hands in one wave of --wave groups per put_unscored (encoded each
   time, as actors/generator.py does; --window puts in flight), an executor process leases
-  --per-get groups per get_unscored (decoded to Group records) and hands in their scores, and
-  the learner (this process) takes batches of --batch with get_batch (decoded);
+  --per-get groups per get_unscored (decoded to Group records: text and metadata, what a judge
+  needs, as actors/executor.py does) and hands in their scores, and the learner (this process)
+  takes batches of --batch with get_batch (decoded, token arrays included);
 - raw: the same encoded frames PUSHed generator -> executor (one wave per message) and
-  executor -> learner (--per-get groups + their score frames per message), no broker: the
-  least any design moves (the buffer adds a hop: its bytes cross 3 sockets instead of 2);
+  executor -> learner (--per-get groups + their score frames per message), no broker and no
+  encoding or decoding at all;
+- "+tok": the buffer road again with the executor fetching the token arrays too, so the group's
+  bytes make every hop raw makes plus one (3 socket crossings instead of 2);
 - latency: one group at a time, put then get (two round trips through the server), vs one
   PUSH -> PULL hop of the same bytes.
 Also reports encode/decode cost per group. Ratios, not absolute times: the machine is shared.
@@ -43,7 +46,9 @@ def _pct(samples: list[float], q: int) -> float:
     return statistics.quantiles(samples, n=100)[q - 1] * 1000 if len(samples) > 1 else 0.0
 
 
-def _raw_road(mp, frames, score_frames, n: int, args) -> float:
+def _raw_road(mp, frames, score_frame, n: int, args, group=None, scores=None) -> float:
+    """Raw PUSH/PULL road; with `group` and `scores` (templates) every endpoint encodes and
+    decodes its records as in the buffer road, else the same encoded frames are pushed."""
     import zmq
 
     from microcoder.bench import buffer_road as road
@@ -55,10 +60,10 @@ def _raw_road(mp, frames, score_frames, n: int, args) -> float:
     elapsed, cpu = road.timed_road(
         mp,
         [
-            (road.raw_executor, (executor, learner, score_frames, n, args.per_get)),
-            (road.raw_generator, (executor, frames, n, args.wave)),
+            (road.raw_executor, (executor, learner, score_frame, n, args.per_get, scores)),
+            (road.raw_generator, (executor, frames, n, args.wave, group)),
         ],
-        lambda: road.raw_learner(pull, n),
+        lambda: road.raw_learner(pull, n, group is not None),
     )
     pull.close(linger=0)
     return elapsed, cpu
@@ -79,7 +84,7 @@ def socket_port():
     return free()
 
 
-def _buffer_road(mp, n: int, g: int, t: int, window: int, args) -> float:
+def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
     from microcoder.bench import buffer_road as road
 
     parent, child = mp.Pipe()
@@ -89,8 +94,8 @@ def _buffer_road(mp, n: int, g: int, t: int, window: int, args) -> float:
     elapsed, cpu = road.timed_road(
         mp,
         [
-            (road.buffer_executor, (address, n, g, args.per_get)),
-            (road.buffer_generator, (address, n, g, t, args.wave, window)),
+            (road.buffer_executor, (address, n, g, args.per_get, tokens)),
+            (road.buffer_generator, (address, n, g, t, args.wave, args.window)),
         ],
         lambda: road.buffer_learner(address, n, args.batch),
         others={"server": server.pid},
@@ -136,35 +141,37 @@ def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]
 
 def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
     from microcoder.bench.buffer_road import make_group, make_scores
-    from microcoder.buffer.messages import Group
-    from microcoder.buffer.wire import pack_record, unpack_record
+    from microcoder.buffer.codec import group_frames, read_group, scores_frame
 
     group = make_group(1, "p0", g, t)
-    frames = list(pack_record(group))
-    score_frames = list(pack_record(make_scores(1, g)))
+    frames = list(group_frames(group))
+    score_frame = scores_frame(make_scores(1, g))
     size = sum(len(f) for f in frames)
     n = max(200, min(4000, int(args.mb * 2**20 / size)))
     n -= n % args.wave
     reps = 20
     t0 = time.perf_counter()
     for _ in range(reps):
-        pack_record(group)
+        group_frames(group)
     encode_ms = (time.perf_counter() - t0) / reps * 1000
     t0 = time.perf_counter()
     for _ in range(reps):
-        unpack_record(Group, *frames)
+        read_group(*frames)
     decode_ms = (time.perf_counter() - t0) / reps * 1000
 
-    raw_s, raw_cpu = _raw_road(mp, frames, score_frames, n, args)
-    buf_s, buf_cpu = _buffer_road(mp, n, g, t, args.window, args)
-    buf1_s = _buffer_road(mp, n, g, t, 1, args)[0] if args.window > 1 else buf_s
+    raw_s, raw_cpu = _raw_road(mp, frames, score_frame, n, args)
+    codec_s, codec_cpu = _raw_road(mp, frames, score_frame, n, args, group, make_scores(1, g))
+    buf_s, buf_cpu = _buffer_road(mp, n, g, t, False, args)
+    full_s = _buffer_road(mp, n, g, t, True, args)[0]
     per_group = {k: v / n * 1000 for k, v in buf_cpu.items()}
     lat, raw_lat = _latency(mp, group, frames, args.latency_samples)
     return {
         "G": g, "tokens": t, "bytes_per_group": size, "groups": n, "wave": args.wave,
         "per_get": args.per_get, "batch": args.batch, "window": args.window,
         "groups_per_s": n / buf_s, "raw_groups_per_s": n / raw_s, "ratio": raw_s / buf_s,
-        "window1_groups_per_s": n / buf1_s, "ratio_window1": raw_s / buf1_s,
+        "raw_codec_groups_per_s": n / codec_s, "ratio_codec": codec_s / buf_s,
+        "raw_codec_cpu_ms_per_group": sum(codec_cpu.values()) / n * 1000,
+        "tokens_to_executor_groups_per_s": n / full_s, "ratio_tokens_to_executor": raw_s / full_s,
         "mb_per_s": n * size / buf_s / 2**20, "raw_mb_per_s": n * size / raw_s / 2**20,
         "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
         "raw_p50_ms": _pct(raw_lat, 50), "raw_p99_ms": _pct(raw_lat, 99),
@@ -179,6 +186,9 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> dict:
     import multiprocessing
 
+    # numpy's OpenBLAS threads spin for a while after import in every spawned process (3 % of
+    # all CPU samples each in perf, on 2 cores): nothing here uses BLAS, so keep them out.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     mp = multiprocessing.get_context("spawn")
     wanted = {x for x in args.payloads.split(",") if x}
     results = {
@@ -201,16 +211,16 @@ def _split(cpu: dict) -> str:
 
 def format_table(result: dict) -> str:
     head = (
-        f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'w=1/s':>8} "
-        f"{'ratio w=1':>9} {'MiB/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'raw p50':>7} "
+        f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'+tok/s':>8} "
+        f"{'ratio +tok':>10} {'MiB/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'raw p50':>7} "
         f"{'raw p99':>7} {'cpu ms':>6} {'raw cpu':>7} {'gen/srv/ex/lrn cpu ms':>22}"
     )
     lines = [head, "-" * len(head)]
     for name, r in result["payloads"].items():
         lines.append(
             f"{name:<10} {r['bytes_per_group'] / 1024:>5.0f} {r['groups_per_s']:>9.0f} "
-            f"{r['raw_groups_per_s']:>8.0f} {r['ratio']:>6.2f} {r['window1_groups_per_s']:>8.0f} "
-            f"{r['ratio_window1']:>9.2f} {r['mb_per_s']:>6.0f} {r['p50_ms']:>7.2f} "
+            f"{r['raw_groups_per_s']:>8.0f} {r['ratio']:>6.2f} {r['tokens_to_executor_groups_per_s']:>8.0f} "
+            f"{r['ratio_tokens_to_executor']:>10.2f} {r['mb_per_s']:>6.0f} {r['p50_ms']:>7.2f} "
             f"{r['p99_ms']:>7.2f} {r['raw_p50_ms']:>7.2f} {r['raw_p99_ms']:>7.2f} "
             f"{r['cpu_ms_per_group']:>6.3f} {r['raw_cpu_ms_per_group']:>7.3f} "
             + f"{_split(r['cpu_ms_per_group_by_process']):>22}"
@@ -218,7 +228,8 @@ def format_table(result: dict) -> str:
     r = next(iter(result["payloads"].values()))
     lines.append(
         f"(unit: one group generator -> executor -> learner; waves of {r['wave']} per put, "
-        f"{r['window']} puts in flight (w=1: one), {r['per_get']} groups per executor get, "
+        f"{r['window']} puts in flight, {r['per_get']} groups per executor get (text and "
+        "metadata; +tok: with the token arrays, as raw moves them), "
         f"batches of {r['batch']}; raw = same frames PUSHed gen -> exec -> learner; cpu = CPU ms "
         "per group, all processes and their zmq threads; "
         f"{result['cpu_count']} CPUs, load {result['load_avg']:.1f}, {result['date']})"

@@ -48,11 +48,12 @@ def serve(conn, n: int) -> None:
     """The buffer server process (k and high water out of the way: this measures transport)."""
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.buffer.server import BufferServer
+    from microcoder.buffer.server import BufferServer, dedicate_process
 
     cfg = BufferConfig(max_staleness=10**6, high_water_groups=10**6, max_frame_mb=1024)
     server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=n)
     conn.send(server.address)
+    dedicate_process()
     server.serve_forever()
 
 
@@ -83,8 +84,11 @@ def buffer_generator(address: str, n: int, g: int, t: int, wave: int, window: in
     cpu.value = time.process_time() - t0
 
 
-def buffer_executor(address: str, n: int, g: int, per_get: int, ready, go, cpu) -> None:
-    """Executor: leases `per_get` groups per get (decoded to Group records), hands in scores."""
+def buffer_executor(
+    address: str, n: int, g: int, per_get: int, tokens: bool, ready, go, cpu
+) -> None:
+    """Executor: leases `per_get` groups per get (decoded to Group records; with `tokens` their
+    token arrays too, as raw moves them), hands in scores."""
     from microcoder.buffer.client import BufferClient
 
     client = BufferClient(address, "ex", timeout_s=120)
@@ -94,7 +98,7 @@ def buffer_executor(address: str, n: int, g: int, per_get: int, ready, go, cpu) 
     t0 = time.process_time()
     done = 0
     while done < n:
-        groups = client.get_unscored(per_get, wait_s=5)
+        groups = client.get_unscored(per_get, wait_s=5, tokens=tokens)
         assert all(len(x.responses) == g for x in groups)
         if groups:
             client.put_scored([replace(template, group_id=x.group_id) for x in groups])
@@ -116,10 +120,14 @@ def buffer_learner(address: str, n: int, batch: int) -> int:
     return got
 
 
-def raw_generator(address: str, frames: list, n: int, wave: int, ready, go, cpu) -> None:
-    """Raw: PUSH the same encoded group frames, one wave per multipart message."""
+def raw_generator(address: str, frames: list, n: int, wave: int, codec, ready, go, cpu) -> None:
+    """Raw: PUSH one wave of groups per multipart message: the same encoded frames every time,
+    or with `codec` (a template Group) each group encoded as it is sent, like the buffer road."""
     import zmq
 
+    from microcoder.buffer.codec import group_frames
+
+    groups = [replace(codec, group_id=i) for i in range(n)] if codec is not None else None
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
     sock.connect(address)
@@ -127,17 +135,26 @@ def raw_generator(address: str, frames: list, n: int, wave: int, ready, go, cpu)
     go.wait()
     t0 = time.process_time()
     for i in range(0, n, wave):
-        sock.send_multipart(frames * min(wave, n - i), copy=False)
+        k = min(wave, n - i)
+        if groups is None:
+            sock.send_multipart(frames * k, copy=False)
+        else:
+            sock.send_multipart([f for g in groups[i : i + k] for f in group_frames(g)], copy=False)
     sock.close(linger=-1)
-    cpu.value = time.process_time() - t0
-    ctx.term()  # flush: a multiprocessing child ends with os._exit, dropping queued messages
+    ctx.term()  # flush (a multiprocessing child ends with os._exit, dropping queued messages)
+    cpu.value = time.process_time() - t0  # after the flush: the sending is part of the cost
 
 
 def raw_executor(
-    pull_addr: str, push_addr: str, scores: list, n: int, per_get: int, ready, go, cpu
+    pull_addr: str, push_addr: str, scores: bytes, n: int, per_get: int, codec, ready, go, cpu
 ):
-    """Raw: PULL waves, PUSH `per_get` groups + their score frames per message to the learner."""
+    """Raw: PULL waves, PUSH `per_get` groups per message to the learner, each as its meta and
+    tensors frames + a scores frame (the learner does not read the text). With `codec` (a
+    template GroupScores) each group is decoded (meta + text, as a judge reads it) and its
+    scores encoded, like the buffer road's executor."""
     import zmq
+
+    from microcoder.buffer.codec import read_group, scores_frame
 
     ctx = zmq.Context()
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
@@ -149,20 +166,34 @@ def raw_executor(
     done = 0
     while done < n:
         frames = pull.recv_multipart(copy=False)
-        for i in range(0, len(frames), 2 * per_get):
-            part = frames[i : i + 2 * per_get]
-            push.send_multipart(part + scores * (len(part) // 2), copy=False)
-        done += len(frames) // 2
+        for i in range(0, len(frames), 3 * per_get):
+            part, out = frames[i : i + 3 * per_get], []
+            for j in range(0, len(part), 3):
+                meta, text, tensors = part[j : j + 3]
+                if codec is not None:
+                    group = read_group(meta, text)
+                    scores = scores_frame(replace(codec, group_id=group.group_id))
+                out += (meta, tensors, scores)
+            push.send_multipart(out, copy=False)
+        done += len(frames) // 3
     pull.close(linger=0)
     push.close(linger=-1)
-    cpu.value = time.process_time() - t0
     ctx.term()
+    cpu.value = time.process_time() - t0
 
 
-def raw_learner(pull, n: int) -> int:
+def raw_learner(pull, n: int, codec: bool) -> int:
+    """Raw: PULL until `n` groups arrived (with `codec`: each decoded, as get_batch does)."""
+    from microcoder.buffer.codec import read_group, read_scores
+
     got = 0
     while got < n:
-        got += len(pull.recv_multipart(copy=False)) // 4
+        frames = pull.recv_multipart(copy=False)
+        if codec:
+            for j in range(0, len(frames), 3):
+                read_group(frames[j], None, frames[j + 1])
+                read_scores(frames[j + 2])
+        got += len(frames) // 3  # meta, tensors, scores per group
     return got
 
 

@@ -21,8 +21,25 @@ from typing import Any
 import zmq
 
 from microcoder.buffer import messages as m
+from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
 from microcoder.buffer.records import MessageError
-from microcoder.buffer.wire import decode_header, encode, pack_record, unpack_records
+from microcoder.buffer.wire import decode_header, encode
+
+
+def _one_frame(result: m.GroupScores) -> tuple[bytes]:
+    return (scores_frame(result),)
+
+
+def _scored_groups(reply: m.Batch, frames: list[Any]) -> list[m.ScoredGroup]:
+    """Decode a Batch reply: metas and scores from its header, per group [text,] tensors frames."""
+    step = 2 if reply.text else 1
+    out = []
+    for i, (meta, scores) in enumerate(zip(reply.metas, reply.scores, strict=True)):
+        text = frames[i * step] if reply.text else None
+        out.append(
+            m.ScoredGroup(read_group(meta, text, frames[i * step + step - 1]), read_scores(scores))
+        )
+    return out
 
 
 class BufferError(RuntimeError):
@@ -129,24 +146,29 @@ class BufferClient:
 
     def put_unscored(self, groups: m.Group | list[m.Group]) -> m.PutReply:
         """Hand in groups for prompts this owner holds; retries while the queue is full."""
-        return self._put(m.PutUnscored(self.owner), groups)
+        return self._put(self._unscored_request, groups, group_frames)
 
     # ------------------------------------------------------------ executors
 
-    def get_unscored(self, n: int, wait_s: float = 0.0) -> list[m.Group]:
-        """Lease up to `n` unscored groups; waits up to `wait_s` for at least one."""
+    def get_unscored(self, n: int, wait_s: float = 0.0, tokens: bool = False) -> list[m.Group]:
+        """Lease up to `n` unscored groups; waits up to `wait_s` for at least one. Without
+        `tokens` (a judge reads text) the groups' token arrays are not sent and are None."""
         until = time.monotonic() + wait_s
         while True:
-            reply, frames = self._wait_call(m.GetUnscored(self.owner, n), until)
+            reply, frames = self._wait_call(m.GetUnscored(self.owner, n, tokens=tokens), until)
             if frames or reply.done or time.monotonic() >= until:
-                return unpack_records(m.Group, frames)
+                step = 2 if reply.tokens else 1  # text[, tensors] per group
+                return [
+                    read_group(meta, *frames[i * step : (i + 1) * step])
+                    for i, meta in enumerate(reply.metas)
+                ]
 
     def put_scored(self, results: m.GroupScores | list[m.GroupScores]) -> m.PutReply:
         """Hand in scores for groups this owner holds (only the scores travel)."""
         if not isinstance(results, list):
             results = [results]
         results = [r.result if isinstance(r, m.ScoredGroup) else r for r in results]
-        return self._put(m.PutScored(self.owner), results)
+        return self._put(self._scored_request, results, _one_frame)
 
     def fail_group(self, group_id: int, reason: str) -> None:
         """Give up on a prompt or group this owner holds (counted as failed, not re-queued)."""
@@ -162,11 +184,20 @@ class BufferClient:
         """Hand in several waves of groups, one request each, with up to `window` requests in
         flight (replies matched by request id): the next wave is encoded and sent while the
         server still checks the previous one, so the producer never idles a round trip."""
-        return self._put(m.PutUnscored(self.owner), waves, window)
+        return self._put(self._unscored_request, waves, group_frames, window)
 
-    def _put(self, msg: m.Message, batches: Any, window: int = 1) -> m.PutReply:
+    def _unscored_request(self, parts: list[tuple]) -> tuple[m.Message, list]:
+        """Groups' metas ride in the header; their text and tensors frames follow."""
+        return m.PutUnscored(self.owner, [p[0] for p in parts]), [f for p in parts for f in p[1:]]
+
+    def _scored_request(self, parts: list[tuple]) -> tuple[m.Message, list]:
+        """GroupScores are small: they all ride in the header."""
+        return m.PutScored(self.owner, [p[0] for p in parts]), []
+
+    def _put(self, request: Any, batches: Any, frames_of: Any, window: int = 1) -> m.PutReply:
         """Put records (`batches`: one record, a list = one request, or an iterable of lists
-        with window > 1); records refused as `full` are resent with backoff."""
+        with window > 1), each encoded by `frames_of`, requests built by `request`; records
+        refused as `full` are resent with backoff."""
         if isinstance(batches, m.Record):
             batches = [[batches]]
         elif isinstance(batches, list) and (not batches or not isinstance(batches[0], list)):
@@ -174,7 +205,7 @@ class BufferClient:
         if self._sock is None:
             self._connect()
         todo, retry = iter(batches), deque()
-        pending: dict[int, dict[int, tuple]] = {}  # rid -> {group id: (map, payload)}
+        pending: dict[int, dict[int, tuple]] = {}  # rid -> {group id: its frames}
         total, delay = m.PutReply(), 0.01
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -186,10 +217,10 @@ class BufferClient:
                         break
                     if not records:
                         continue
-                    blobs = {r.group_id: pack_record(r) for r in records}
+                    blobs = {r.group_id: frames_of(r) for r in records}
                 rid = next(self._rids)
-                frames = encode(msg, rid, [f for pair in blobs.values() for f in pair])
-                self._sock.send_multipart(frames, copy=False)
+                msg, frames = request(list(blobs.values()))
+                self._sock.send_multipart(encode(msg, rid, frames), copy=False)
                 pending[rid] = blobs
             if not pending:
                 return total
@@ -236,25 +267,23 @@ class BufferClient:
 
     # ------------------------------------------------------------ learner
 
-    def get_batch(self, n: int, version: int, timeout_s: float | None = None) -> LearnerBatch:
+    def get_batch(
+        self, n: int, version: int, timeout_s: float | None = None, text: bool = False
+    ) -> LearnerBatch:
         """Block until `n` scored groups within the staleness bound of `version` are there
         (fewer only when the run is finished: batch.done). BufferTimeout after `timeout_s`
-        (None = wait forever, polling the server every long_poll_s)."""
+        (None = wait forever, polling the server every long_poll_s). Without `text` (training
+        reads token ids) the groups' prompt and response texts are not sent and are None."""
         until = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             sent = list(self._filtered)
-            reply, frames = self._wait_call(m.GetBatch(self.owner, n, version, 0.0, sent), until)
+            reply, frames = self._wait_call(
+                m.GetBatch(self.owner, n, version, 0.0, sent, text), until
+            )
             for gid in sent:  # the server has them now (a timeout above keeps them for a resend)
                 self._filtered.pop(gid, None)
             if frames or reply.done:
-                groups = [
-                    m.ScoredGroup(g, s)
-                    for g, s in zip(
-                        unpack_records(m.Group, frames, stride=4),
-                        unpack_records(m.GroupScores, frames, stride=4, first=2),
-                        strict=True,
-                    )
-                ]
+                groups = _scored_groups(reply, frames)
                 return LearnerBatch(groups, reply.version, reply.staleness, reply.done)
             if until is not None and time.monotonic() >= until:
                 raise BufferTimeout(f"no batch of {n} groups within {timeout_s:.1f} s")

@@ -1,11 +1,12 @@
 """Every record and message that crosses the buffer's wire, with its meaning.
 
 Data records (what flows: prompts -> groups -> scores):
-  PromptAssignment, Response, Group, Score, GroupScores, and ScoredGroup (a Group with its scores;
-  it travels as two frames so the executor never re-uploads the tokens it was given).
+  PromptAssignment, Response, Group, Score, GroupScores, and ScoredGroup (a Group with its
+  scores; the executor uploads only the scores, never the tokens).
 Requests (client -> server) and replies (server -> client) carry a `KIND`; on the wire each
 message is a msgpack header map {"v": PROTOCOL_VERSION, "kind": KIND, "rid": request id, ...}
-followed by zero or more blob frames, each one msgpack-encoded data record (see wire.py).
+followed by the bulk frames of the Groups it carries (layouts in codec.py; their small parts,
+and GroupScores, ride in the header as msgpack bin values).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import numpy as np
 
 from microcoder.buffer.records import Record, array_field, record_field
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """Bumped on any incompatible change; a peer speaking another version gets an `error` reply.
-2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock)."""
+2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock).
+3: columnar Group (meta, text, tensors) and GroupScores layouts, small parts in the header;
+   consumers choose parts (GetUnscored.tokens, GetBatch.text)."""
 
 # ---------------------------------------------------------------- data records
 
@@ -65,7 +68,12 @@ class Response(Record):
 
 @dataclass
 class Group(Record):
-    """One prompt with its G responses; moves through the buffer as one unit, never split."""
+    """One prompt with its G responses; moves through the buffer as one unit, never split.
+
+    Each consumer gets the parts it reads (codec.py): executors get groups without tokens
+    (`get_unscored(tokens=False)`, the default), whose `prompt_ids` and response `response_ids`
+    and `logprobs` are None; the learner gets them without text (`get_batch(text=False)`, the
+    default), whose `prompt` and response `text` are None."""
 
     group_id: int
     """The id from the PromptAssignment."""
@@ -86,6 +94,15 @@ class Group(Record):
     def min_policy_version(self) -> int:
         """Oldest policy version among the responses (what staleness is measured from)."""
         return min((r.policy_version for r in self.responses), default=0)
+
+    @property
+    def n_responses(self) -> int:
+        return len(self.responses)
+
+    @property
+    def n_tokens(self) -> int:
+        """Response tokens of the group."""
+        return sum(len(r.response_ids) for r in self.responses)
 
 
 @dataclass
@@ -120,6 +137,10 @@ class GroupScores(Record):
     """Owner id of the executor."""
     score_time_s: float = 0.0
     """Wall seconds spent judging the group."""
+
+    @property
+    def n_scores(self) -> int:
+        return len(self.scores)
 
 
 @dataclass
@@ -163,28 +184,35 @@ class GetPrompts(Message):
 
 @dataclass
 class PutUnscored(Message):
-    """Generator hands in Groups (one blob frame each) for prompts it holds."""
+    """Generator hands in Groups for prompts it holds: each Group's meta (codec.py) in `metas`,
+    its text and tensors frames after the header, in the same order."""
 
     KIND: ClassVar[str] = "put_unscored"
     owner: str
+    metas: list[bytes] = field(default_factory=list)
 
 
 @dataclass
 class GetUnscored(Message):
-    """Executor asks for up to `n` unscored groups, leased to `owner` until scored or failed."""
+    """Executor asks for up to `n` unscored groups, leased to `owner` until scored or failed.
+    With `tokens` false each group's meta and text frames travel (all a judge needs); true adds
+    its tensors frame (prompt and response ids, log-probs)."""
 
     KIND: ClassVar[str] = "get_unscored"
     owner: str
     n: int
     wait_s: float = 0.0
+    tokens: bool = False
 
 
 @dataclass
 class PutScored(Message):
-    """Executor hands in GroupScores (one blob frame each) for groups it holds."""
+    """Executor hands in GroupScores (each encoded by codec.scores_frame; small, so they ride
+    in the header) for groups it holds."""
 
     KIND: ClassVar[str] = "put_scored"
     owner: str
+    scores: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -219,6 +247,9 @@ class GetBatch(Message):
     filtered: list[int] = field(default_factory=list)
     """Ids of delivered groups the learner dropped without training (all rewards equal). Applied
     before the batch is assembled; each id counts once, so resending after a timeout is safe."""
+    text: bool = False
+    """Also send each group's text frame (prompt and response texts); the learner trains on
+    token ids and does not need it."""
 
 
 @dataclass
@@ -279,21 +310,28 @@ class PutReply(Message):
 
 @dataclass
 class Groups(Message):
-    """Reply to GetUnscored: blob frames, one Group each."""
+    """Reply to GetUnscored: each Group's meta in `metas`; after the header, per Group its text
+    frame, then its tensors frame if `tokens`; `done`: nothing more will ever come."""
 
     KIND: ClassVar[str] = "groups"
     done: bool = False
+    tokens: bool = False
+    metas: list[bytes] = field(default_factory=list)
 
 
 @dataclass
 class Batch(Message):
-    """Reply to GetBatch: 2n blob frames (Group, GroupScores) per group, or none if not ready.
+    """Reply to GetBatch: per group its meta in `metas` and its GroupScores in `scores`; after
+    the header, per group its text frame (only if `text`) and tensors frame; none if not ready.
     `staleness` lists each delivered group's staleness; `done`: nothing more will ever come."""
 
     KIND: ClassVar[str] = "batch"
     version: int = 0
     staleness: list[int] = field(default_factory=list)
     done: bool = False
+    text: bool = False
+    metas: list[bytes] = field(default_factory=list)
+    scores: list[bytes] = field(default_factory=list)
 
 
 @dataclass

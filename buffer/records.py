@@ -3,14 +3,14 @@
 A record is a dataclass deriving from `Record`. Field kinds, chosen by annotation and metadata:
 - plain values (int, float, str, bool, list, dict of plain values): stored as is;
 - numeric arrays: `array_field("<i4")` — a 1-D numpy array on the Python side, raw
-  little-endian bytes on the wire (4 bytes per int32 token id / float32 log-prob). With a `Bulk`
-  the bytes go to a separate payload frame and the map holds [offset, nbytes], so the server
-  validates a group without copying its tokens and forwards both frames as received;
+  little-endian bytes on the wire (4 bytes per int32 token id / float32 log-prob);
 - nested records: `record_field(Response)` (one) or `record_field(Response, many=True)` (a list).
 
 Decoding checks presence and type of every field and raises `MessageError` (a ValueError) whose
 text says which record and field is wrong; nothing here ever evaluates or unpickles input.
 Decoded arrays are read-only views of the received bytes: call `.copy()` before writing to them.
+The two records that carry the data volume, Group and GroupScores, have a faster columnar
+codec of their own (buffer/codec.py); this generic one serves every message.
 """
 
 from __future__ import annotations
@@ -67,56 +67,6 @@ def _plain_types(annotation: Any) -> tuple[type, ...]:
     return _PLAIN[origin]
 
 
-class Bulk:
-    """The payload frame of one record: its arrays back to back (8-byte aligned).
-
-    Encoding: `ref = bulk.add(array)` then `bulk.join()`; decoding: `Bulk(frame).take(ref, dtype)`
-    gives a zero-copy read-only view of the received frame."""
-
-    def __init__(self, payload: Any = None):
-        self.chunks: list[Any] = []
-        self.size = 0
-        self.payload = None if payload is None else memoryview(payload).cast("B")
-        self.length = 0 if payload is None else len(self.payload)
-
-    def add(self, array: np.ndarray) -> list[int]:
-        ref = [self.size, array.nbytes]
-        self.chunks.append(memoryview(array).cast("B"))
-        pad = -array.nbytes % 8
-        if pad:
-            self.chunks.append(b"\x00" * pad)
-        self.size += array.nbytes + pad
-        return ref
-
-    def join(self) -> bytes:
-        return b"".join(self.chunks)
-
-    def view(self, ref: list, dtype: np.dtype) -> np.ndarray | None:
-        """Fast path of `take`: the array if `ref` is a valid reference, else None."""
-        if len(ref) == 2:
-            offset, nbytes = ref
-            if (
-                type(offset) is int and type(nbytes) is int and 0 <= offset
-                and 0 <= nbytes and offset + nbytes <= self.length and not nbytes % dtype.itemsize
-            ):  # fmt: skip
-                return np.frombuffer(self.payload, dtype, nbytes // dtype.itemsize, offset)
-        return None
-
-    def take(self, where: str, ref: Any, dtype: np.dtype) -> np.ndarray:
-        try:
-            offset, nbytes = ref
-            ok = type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok or self.payload is None:
-            raise MessageError(f"{where}: expected packed bytes or an [offset, nbytes] reference")
-        if offset + nbytes > len(self.payload) or nbytes % dtype.itemsize:
-            raise MessageError(
-                f"{where}: reference {ref} does not fit the {len(self.payload)}-byte payload"
-            )
-        return np.frombuffer(self.payload, dtype, nbytes // dtype.itemsize, offset)
-
-
 _MISSING = object()
 
 
@@ -145,27 +95,25 @@ class Record:
             cls._schema = schema
         return cls._schema  # type: ignore[return-value]
 
-    def to_wire(self, bulk: Bulk | None = None) -> dict[str, Any]:
-        """This record as a dict of msgpack-able values; arrays become little-endian bytes
-        inline, or [offset, nbytes] references into `bulk` when one is given."""
+    def to_wire(self) -> dict[str, Any]:
+        """This record as a dict of msgpack-able values; arrays become little-endian bytes."""
         out: dict[str, Any] = {}
         for name, kind, detail, _ in self._fields():
             value = getattr(self, name)
             if kind == "array":
                 array = np.ascontiguousarray(value, dtype=detail).reshape(-1)
-                out[name] = array.tobytes() if bulk is None else bulk.add(array)
+                out[name] = array.tobytes()
             elif kind == "record":
-                out[name] = value.to_wire(bulk)
+                out[name] = value.to_wire()
             elif kind == "records":
-                out[name] = [v.to_wire(bulk) for v in value]
+                out[name] = [v.to_wire() for v in value]
             else:
                 out[name] = value
         return out
 
     @classmethod
-    def from_wire(cls, data: Any, bulk: Bulk | None = None) -> Any:
-        """Check `data` against this record's schema and build the record (MessageError if not);
-        array references are resolved in `bulk`."""
+    def from_wire(cls, data: Any) -> Any:
+        """Check `data` against this record's schema and build the record (MessageError if not)."""
         where = cls.__name__
         if not isinstance(data, dict):
             raise MessageError(f"{where}: expected a map, got {type(data).__name__}")
@@ -178,27 +126,23 @@ class Record:
             elif kind == "plain" and type(value) in detail:
                 kwargs[name] = value  # the common case, checked exactly (bool is not int)
             else:
-                kwargs[name] = _decode_value(where, name, kind, detail, value, bulk)
+                kwargs[name] = _decode_value(where, name, kind, detail, value)
         return cls(**kwargs)
 
 
-def _decode_value(where: str, name: str, kind: str, detail: Any, value: Any, bulk: Any) -> Any:
+def _decode_value(where: str, name: str, kind: str, detail: Any, value: Any) -> Any:
     if kind == "array":
-        if type(value) is list and bulk is not None and bulk.payload is not None:
-            view = bulk.view(value, detail)  # the common case: a valid [offset, nbytes] reference
-            if view is not None:
-                return view
         if not isinstance(value, (bytes, bytearray, memoryview)):
-            return (bulk or Bulk()).take(f"{where}.{name}", value, detail)
+            raise MessageError(f"{where}.{name}: expected packed little-endian bytes")
         if len(value) % detail.itemsize:
             raise MessageError(f"{where}.{name}: {len(value)} bytes is not a multiple of {detail}")
         return np.frombuffer(value, dtype=detail)
     if kind == "record":
-        return detail.from_wire(value, bulk)
+        return detail.from_wire(value)
     if kind == "records":
         if not isinstance(value, (list, tuple)):
             raise MessageError(f"{where}.{name}: expected a list of {detail.__name__}")
-        return [detail.from_wire(v, bulk) for v in value]
+        return [detail.from_wire(v) for v in value]
     if not isinstance(value, detail) or (isinstance(value, bool) and bool not in detail):
         raise MessageError(f"{where}.{name}: expected {detail[0].__name__}, got {value!r:.40}")
     return value

@@ -19,11 +19,12 @@ from microcoder.buffer.prompts import PromptItem
 from microcoder.buffer.state import BufferState, Slot
 from microcoder.buffer.wire import pack, unpack
 
-FORMAT = "microcoder-buffer-snapshot/1"
+FORMAT = "microcoder-buffer-snapshot/2"
+"""2: groups stored in the columnar layout of protocol 3 (codec.py)."""
 
 
 def _raw(frames: Any) -> Any:
-    """Stored frames (a (map, payload) pair, or any bytes-like) as plain bytes for the file."""
+    """Stored frames (a group's (head, tensors) pair, or scores' one frame) as plain bytes."""
     if frames is None:
         return None
     if isinstance(frames, (tuple, list)):

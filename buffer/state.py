@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from microcoder.buffer.accounting import STAGES, Counters, Rates, invariant_violations
+from microcoder.buffer.codec import GroupInfo, ScoresInfo
 from microcoder.buffer.messages import Group, GroupScores, PromptAssignment
 from microcoder.buffer.prompts import PromptItem, PromptSource
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
@@ -221,20 +222,20 @@ class BufferState:
 
     # ------------------------------------------------------------ groups
 
-    def put_unscored(self, owner: str, group: Group, blob: Any, now: float) -> str:
+    def put_unscored(self, owner: str, group: Group | GroupInfo, blob: Any, now: float) -> str:
         """A generator hands in a group: ACCEPTED, FULL (retry later) or why it was rejected."""
         slot = self._held(owner, group.group_id, "leased")
         if isinstance(slot, str):
             return slot
         if group.problem_id != slot.item.problem_id:
             return f"group {group.group_id} is for problem '{slot.item.problem_id}', not '{group.problem_id}'"
-        if not group.responses:
+        if not group.n_responses:
             return f"group {group.group_id} has no responses"
         if self.depth["unscored"] >= self.high_water:
             return FULL
         slot.group, slot.oldest_version = blob, group.min_policy_version
-        slot.n_responses = len(group.responses)
-        self.counters.response_tokens_in += sum(len(r.response_ids) for r in group.responses)
+        slot.n_responses = group.n_responses
+        self.counters.response_tokens_in += group.n_tokens
         self._enter(slot, "unscored", "", now)
         self.unscored.append(slot.group_id)
         if not within_bound(self.version, slot.oldest_version, self.max_staleness):
@@ -253,13 +254,15 @@ class BufferState:
             out.append((slot.group_id, slot.group))
         return out
 
-    def put_scored(self, owner: str, scores: GroupScores, blob: Any, now: float) -> str:
+    def put_scored(
+        self, owner: str, scores: GroupScores | ScoresInfo, blob: Any, now: float
+    ) -> str:
         """An executor hands in a group's scores: ACCEPTED, FULL or why it was rejected."""
         slot = self._held(owner, scores.group_id, "scoring")
         if isinstance(slot, str):
             return slot
-        if len(scores.scores) != slot.n_responses:
-            return f"group {scores.group_id}: {len(scores.scores)} scores for {slot.n_responses} responses"
+        if scores.n_scores != slot.n_responses:
+            return f"group {scores.group_id}: {scores.n_scores} scores for {slot.n_responses} responses"
         if self.depth["scored"] >= self.high_water:
             return FULL
         slot.scores = blob

@@ -1,13 +1,12 @@
-"""Frames <-> messages: a msgpack header frame plus blob frames (one msgpack record each).
+"""Frames <-> messages: a msgpack header frame plus the data frames of the records it carries.
 
-    [header]            {"v": PROTOCOL_VERSION, "kind": ..., "rid": int, <message fields>}
-    [meta][payload] ... two frames per data record (Group, GroupScores): a msgpack map whose
-                        arrays are [offset, nbytes] references into the payload frame
+    [header]   {"v": PROTOCOL_VERSION, "kind": ..., "rid": int, <message fields>}
+    [data] ... per Group: [head][tensors]; per GroupScores: [scores] (layouts in codec.py)
 
-Records travel as separate frames so the server can validate a group once on the way in (the
-map is parsed, the arrays only bounds-checked) and forward the same frames on the way out,
-without copying or re-encoding the tokens. Every decode failure is a MessageError whose
-`code` is one of: malformed, bad_version, unknown_kind, bad_field, oversized.
+Records travel as frames of their own so the server checks a group once on the way in and
+forwards the frames it received on the way out, without copying or re-encoding the tokens.
+Every decode failure is a MessageError whose `code` is one of: malformed, bad_version,
+unknown_kind, bad_field, oversized.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 import msgpack
 
 from microcoder.buffer.messages import KINDS, PROTOCOL_VERSION, Message
-from microcoder.buffer.records import Bulk, MessageError, Record
+from microcoder.buffer.records import MessageError
 
 Buffer = Any  # bytes, memoryview or zmq.Frame
 
@@ -56,24 +55,6 @@ def encode(msg: Message, rid: int, blobs: list[Buffer] | tuple = ()) -> list[Buf
     header["kind"] = msg.KIND
     header["rid"] = rid
     return [pack(header), *blobs]
-
-
-def pack_record(record: Record) -> tuple[bytes, bytes]:
-    """One data record as its two frames: (msgpack map, payload of its arrays)."""
-    bulk = Bulk()
-    meta = pack(record.to_wire(bulk))
-    return meta, bulk.join()
-
-
-def unpack_record(cls: type, meta: Buffer, payload: Buffer) -> Any:
-    """A record of type `cls` from its two frames (MessageError if they do not fit); its arrays
-    are zero-copy read-only views of `payload`."""
-    return cls.from_wire(unpack(meta), Bulk(payload))
-
-
-def unpack_records(cls: type, frames: list[Buffer], stride: int = 2, first: int = 0) -> list[Any]:
-    """Every record of type `cls` in `frames`, starting at frame `first`, one every `stride`."""
-    return [unpack_record(cls, frames[i], frames[i + 1]) for i in range(first, len(frames), stride)]
 
 
 def decode_header(frame: Buffer) -> tuple[int, Message]:

@@ -28,7 +28,7 @@ def test_groups_arrive_in_the_buffer_with_shapes_versions_and_flags(gen_setup, a
     ray, _, gen, address = gen_setup
     ray.get(gen.run.remote(max_waves=1))
     with BufferClient(address, owner="test-exec") as c:
-        groups = c.get_unscored(16, wait_s=5)
+        groups = c.get_unscored(16, wait_s=5, tokens=True)
         for g in groups:
             c.fail_group(g.group_id, "test consumed it")
     assert groups
@@ -54,7 +54,7 @@ def test_behaviour_logprobs_match_transformers_at_the_sampling_temperature(gen_s
     ray.get(gen.run.remote(max_waves=1))
     ray.get(gen.set_temperature.remote(actor_cfg.algorithm.temperature.initial))
     with BufferClient(address, owner="test-exec") as c:
-        groups = c.get_unscored(16, wait_s=5)
+        groups = c.get_unscored(16, wait_s=5, tokens=True)
         for g in groups:
             c.fail_group(g.group_id, "test consumed it")
     model = AutoModelForCausalLM.from_pretrained(actor_cfg.model.path)

@@ -66,6 +66,42 @@ def test_groups_travel_from_prompt_to_learner_intact(serve, make_group, make_sco
     assert stats["consumed"] == 2 and stats["invariant_ok"] and stats["staleness_hist"] == {"0": 2}
 
 
+def test_each_consumer_gets_only_the_parts_it_reads(serve, make_group, make_scores):
+    _, addr = serve(max_staleness=1)
+    with BufferClient(addr, "gen", timeout_s=5) as gen, BufferClient(addr, "ex", timeout_s=5) as ex:
+        prompts = gen.get_prompts(2).assignments
+        gen.put_unscored([make_group(a.group_id, a.problem_id, versions=(0,) * 4) for a in prompts])
+        judged = ex.get_unscored(1)[0]  # a judge reads text
+        assert judged.responses[0].text == "print(1)" and judged.responses[0].response_ids is None
+        full = ex.get_unscored(1, tokens=True)[0]
+        assert full.responses[0].text == "print(1)" and len(full.responses[0].logprobs) == 4
+        ex.put_scored([make_scores(judged), make_scores(full)])
+    with BufferClient(addr, "learner", timeout_s=5) as learner:
+        trained = learner.get_batch(1, version=0, timeout_s=5).groups[0].group  # reads tokens
+        assert trained.responses[0].text is None and len(trained.responses[0].response_ids) == 4
+        shown = learner.get_batch(1, version=0, timeout_s=5, text=True).groups[0].group
+        assert shown.responses[0].text == "print(1)" and shown.prompt == "solve it"
+
+
+@pytest.mark.parametrize(
+    "msg, frames",
+    [
+        (m.PutUnscored("gen", [b"\x80"]), [b"text"]),  # a Group needs text and tensors frames
+        (m.PutUnscored("gen", []), [b"text", b"tensors"]),  # frames without their metas
+        (m.PutScored("ex", [b"\x80"]), [b"stray"]),  # scores ride in the header only
+        (m.PutScored("ex", [b"\xc1"]), []),  # not msgpack
+    ],
+)
+def test_misframed_puts_are_refused_and_the_server_keeps_serving(serve, msg, frames):
+    server, addr = serve()
+    with BufferClient(addr, "gen", timeout_s=5) as c:
+        with pytest.raises(BufferError) as err:
+            c.call(msg, frames)
+        assert err.value.code in ("bad_field", "malformed")
+        assert len(c.get_prompts(1).assignments) == 1
+    assert sum(server.state.counters.errors.values()) == 1
+
+
 def test_learner_blocks_until_its_batch_is_complete(serve, make_group, make_scores):
     _, addr = serve(max_staleness=1)
     fill(addr, make_group, make_scores, 1)
