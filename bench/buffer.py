@@ -36,6 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=8, help="groups per learner get_batch")
     parser.add_argument("--window", type=int, default=4, help="generator puts in flight")
     parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=128,
+        help="admission control: groups issued and not yet trained at most "
+        "(max_staleness = in_flight / batch - 1; the learner announces a version per batch)",
+    )
+    parser.add_argument(
         "--mb", type=float, default=150.0, help="MiB moved per throughput run (sets N per payload)"
     )
     parser.add_argument("--latency-samples", type=int, default=200, help="round trips timed")
@@ -88,7 +95,8 @@ def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
     from microcoder.bench import buffer_road as road
 
     parent, child = mp.Pipe()
-    server = mp.Process(target=road.serve, args=(child, n), daemon=True)
+    k = max(0, args.in_flight // args.batch - 1)
+    server = mp.Process(target=road.serve, args=(child, n, args.batch, k), daemon=True)
     server.start()
     address = parent.recv()
     elapsed, cpu = road.timed_road(
@@ -168,6 +176,7 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
     return {
         "G": g, "tokens": t, "bytes_per_group": size, "groups": n, "wave": args.wave,
         "per_get": args.per_get, "batch": args.batch, "window": args.window,
+        "in_flight": args.in_flight,
         "groups_per_s": n / buf_s, "raw_groups_per_s": n / raw_s, "ratio": raw_s / buf_s,
         "raw_codec_groups_per_s": n / codec_s, "ratio_codec": codec_s / buf_s,
         "raw_codec_cpu_ms_per_group": sum(codec_cpu.values()) / n * 1000,

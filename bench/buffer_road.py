@@ -44,14 +44,15 @@ def make_scores(group_id: int, g: int):
     return GroupScores(group_id, [score] * g, "ex", 0.5)
 
 
-def serve(conn, n: int) -> None:
-    """The buffer server process (k and high water out of the way: this measures transport)."""
+def serve(conn, n: int, batch: int = 0, max_staleness: int = 10**6) -> None:
+    """The buffer server process, with admission control as in a run (`batch`, `max_staleness`:
+    at most (max_staleness + 1) * batch groups issued and not yet trained); batch 0 = none."""
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
     from microcoder.buffer.server import BufferServer, dedicate_process
 
-    cfg = BufferConfig(max_staleness=10**6, high_water_groups=10**6, max_frame_mb=1024)
-    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=n)
+    cfg = BufferConfig(max_staleness=max_staleness, high_water_groups=10**6, max_frame_mb=1024)
+    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch or n)
     conn.send(server.address)
     dedicate_process()
     server.serve_forever()
@@ -65,22 +66,40 @@ def lease(client, n: int) -> list:
 
 
 def buffer_generator(address: str, n: int, g: int, t: int, wave: int, window: int, ready, go, cpu):
-    """Generator: leases prompts, then hands in one wave of groups per put (encoded each time)."""
+    """Generator: leases a wave of prompts (as many as admission control allows), hands them in
+    as groups sampled at the version they were issued at (encoded each time), with up to
+    `window` puts in flight; leasing runs on a second client while puts are in flight."""
     from microcoder.buffer.client import BufferClient
 
     client = BufferClient(address, "gen", timeout_s=120)
+    lessor = BufferClient(address, "gen", timeout_s=120)
     template = make_group(0, "", g, t)
-    groups = [replace(template, group_id=a.group_id, problem_id=a.problem_id) for a in lease(client, n)]  # fmt: skip
+    at_version: dict[int, list] = {}  # policy version -> the template's responses at it
+
+    def waves():
+        left = n
+        while left > 0:
+            got = lessor.get_prompts(min(wave, left), wait_s=5).assignments
+            left -= len(got)
+            for v in {a.issued_version for a in got} - at_version.keys():
+                at_version[v] = [replace(r, policy_version=v) for r in template.responses]
+            yield [
+                replace(template, group_id=a.group_id, problem_id=a.problem_id,
+                        responses=at_version[a.issued_version])
+                for a in got
+            ]  # fmt: skip
+
     ready.set()
     go.wait()
     t0 = time.process_time()
-    waves = [groups[i : i + wave] for i in range(0, n, wave)]
     if window > 1:
-        client.put_unscored_many(waves, window)
+        client.put_unscored_many(waves(), window)
     else:
-        for w in waves:
-            client.put_unscored(w)
+        for w in waves():
+            if w:
+                client.put_unscored(w)
     client.close()
+    lessor.close()
     cpu.value = time.process_time() - t0
 
 
@@ -108,15 +127,19 @@ def buffer_executor(
 
 
 def buffer_learner(address: str, n: int, batch: int) -> int:
-    """Learner: batches of `batch` scored groups (decoded) until `n` groups arrived."""
+    """Learner: batches of `batch` scored groups (decoded) until `n` groups arrived; after each
+    batch it announces the next version, as after an optimizer step."""
     from microcoder.buffer.client import BufferClient
 
-    got = 0
+    got = version = 0
     with BufferClient(address, "learner", timeout_s=120) as client:
         while got < n:
-            b = client.get_batch(min(batch, n - got), version=0, timeout_s=30)
+            b = client.get_batch(min(batch, n - got), version=version, timeout_s=30)
             got += len(b.groups)
-        assert client.stats()["invariant_ok"]
+            version += 1
+            client.announce_version(version)
+        stats = client.stats()
+    assert stats["invariant_ok"] and stats["dropped_stale"] == 0, stats
     return got
 
 
