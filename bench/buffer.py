@@ -38,9 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--in-flight",
         type=int,
-        default=128,
-        help="admission control: groups issued and not yet trained at most "
-        "(max_staleness = in_flight / batch - 1; the learner announces a version per batch)",
+        default=0,
+        help="admission control as in a run: groups issued and not yet trained at most "
+        "(max_staleness = in_flight / batch - 1); 0 = off, transport only (the bench's learner "
+        "trains instantly, so admission stalls it where a real one would be training)",
     )
     parser.add_argument(
         "--mb", type=float, default=150.0, help="MiB moved per throughput run (sets N per payload)"
@@ -95,7 +96,7 @@ def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
     from microcoder.bench import buffer_road as road
 
     parent, child = mp.Pipe()
-    k = max(0, args.in_flight // args.batch - 1)
+    k = max(0, args.in_flight // args.batch - 1) if args.in_flight else 10**6
     server = mp.Process(target=road.serve, args=(child, n, args.batch, k), daemon=True)
     server.start()
     address = parent.recv()
@@ -105,7 +106,7 @@ def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
             (road.buffer_executor, (address, n, g, args.per_get, tokens)),
             (road.buffer_generator, (address, n, g, t, args.wave, args.window)),
         ],
-        lambda: road.buffer_learner(address, n, args.batch),
+        lambda: road.buffer_learner(address, n, args.batch, args.in_flight > 0),
         others={"server": server.pid},
     )
     server.terminate()

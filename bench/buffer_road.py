@@ -126,9 +126,10 @@ def buffer_executor(
     cpu.value = time.process_time() - t0
 
 
-def buffer_learner(address: str, n: int, batch: int) -> int:
-    """Learner: batches of `batch` scored groups (decoded) until `n` groups arrived; after each
-    batch it announces the next version, as after an optimizer step."""
+def buffer_learner(address: str, n: int, batch: int, announce: bool) -> int:
+    """Learner: batches of `batch` scored groups (decoded) until `n` groups arrived; with
+    `announce` (admission control on) it announces the next version after each batch, as after
+    an optimizer step."""
     from microcoder.buffer.client import BufferClient
 
     got = version = 0
@@ -136,8 +137,9 @@ def buffer_learner(address: str, n: int, batch: int) -> int:
         while got < n:
             b = client.get_batch(min(batch, n - got), version=version, timeout_s=30)
             got += len(b.groups)
-            version += 1
-            client.announce_version(version)
+            if announce:
+                version += 1
+                client.announce_version(version)
         stats = client.stats()
     assert stats["invariant_ok"] and stats["dropped_stale"] == 0, stats
     return got

@@ -22,11 +22,11 @@ Clients (one per actor and thread; `owner` is the name its leases are held under
     c.put_unscored([Group(a.group_id, a.problem_id, a.prompt, prompt_ids, responses), ...])
     c.fail_group(group_id, "prompt too long")       # give up on a prompt for good (counted failed)
     # executor
-    groups = c.get_unscored(n, wait_s=1.0)           # [Group], leased to this owner
+    groups = c.get_unscored(n, wait_s=1.0)           # [Group] with text, no token arrays (tokens=True adds them)
     c.put_scored([GroupScores(g.group_id, [Score(reward, verdict, ...) per response]), ...])
     c.fail_group(group_id, "sandbox error")          # counted failed
     # learner
-    batch = c.get_batch(batch_size, version, timeout_s=None)  # blocks; .groups: [ScoredGroup]
+    batch = c.get_batch(batch_size, version, timeout_s=None)  # blocks; .groups: [ScoredGroup] (no text unless text=True)
     c.report_filtered([gid, ...])   # dynamic filtering: delivered groups it will not train on
     c.announce_version(version + 1)                   # after each optimizer step
     # launcher / supervisor
@@ -51,5 +51,6 @@ learner names those groups with `report_filtered`; the ids ride on its next get_
 applied before it waits (so the capacity is free exactly when it is needed); each id counts
 once (resends are harmless), and only ids of groups recently delivered count. Stale groups are dropped as soon as the learner's version makes
 them unusable, counted, and logged with a remedy. Puts beyond buffer.high_water_groups are
-answered `full` and retried by the client with backoff. Wire format: buffer/wire.py.
+answered `full` and retried by the client with backoff. Wire format: buffer/wire.py (messages)
+and buffer/codec.py (Group and GroupScores, and which parts each consumer receives).
 """
