@@ -67,6 +67,12 @@ class ClusterConfig(Section):
     num_cpus: int = Field(0, ge=0)
     """CPUs the local Ray instance advertises; 0 = all cores."""
 
+    def local_cpus(self) -> int:
+        """The CPUs a local run plans with: num_cpus, or every core of this machine."""
+        import os
+
+        return self.num_cpus or os.cpu_count() or 1
+
 
 class MonitorConfig(Section):
     dashboard_host: str = "127.0.0.1"

@@ -12,11 +12,11 @@ from microcoder.launch.runner import Run
 def heldout_problems(run: Run) -> list:
     from microcoder.launch.problems import load_run_problems
 
-    if not hasattr(run, "_heldout"):
-        run._heldout = load_run_problems(run.cfg.data, run.cfg.seed, "heldout")[
+    if run.heldout is None:
+        run.heldout = load_run_problems(run.cfg.data, run.cfg.seed, "heldout")[
             : run.cfg.eval.problems
         ]
-    return run._heldout
+    return run.heldout
 
 
 def evaluate(run: Run, step: int) -> dict[str, Any] | None:

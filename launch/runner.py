@@ -28,6 +28,8 @@ class Run:
         self.client = None
         self.controller = None
         self.start_time = time.time()
+        self.heldout: list | None = None
+        """Held-out problems of the run's evaluation, loaded on first use (launch/evaluation.py)."""
 
     def log(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
@@ -44,7 +46,7 @@ class Run:
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         logs = str(self.run_dir / "logs")
         if self.address == "local":
-            cores = self.cfg.cluster.num_cpus or os.cpu_count() or 1
+            cores = self.cfg.cluster.local_cpus()
             # Logical CPUs: the plan's reservations plus headroom so `microcoder scale` can add
             # replicas on a laptop (they time-share the cores; Ray counts are not a hardware limit).
             ray.init(

@@ -6,7 +6,6 @@ shut down; `microcoder launch --resume RUN_DIR` continues from it.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from pathlib import Path
@@ -49,7 +48,7 @@ def launch(cfg: Config, args) -> int:
             return 2
     device = resolve_device(cfg.cluster.device)
     cfg.cluster.device = device
-    plan = make_plan(cfg, device, float(cfg.cluster.num_cpus or os.cpu_count() or 1), _gpus(device))
+    plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
     if plan.errors:
         print(plan.format())
         return 2

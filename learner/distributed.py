@@ -26,13 +26,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def pick_device(requested: str = "auto") -> torch.device:
-    """cuda:LOCAL_RANK when asked (or auto and a GPU is visible), else cpu."""
-    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+    """cuda:LOCAL_RANK when asked (or auto and a GPU is visible), else cpu; the choice itself is
+    launch.device.resolve_device, the one rule every actor follows."""
+    from microcoder.launch.device import resolve_device
+
+    if resolve_device(requested) == "cpu":
         return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "device 'cuda' requested but torch sees no GPU; set cluster.device = 'cpu'"
-        )
     index = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
