@@ -1,5 +1,6 @@
 """The real one-command launch on the tiny config: steps, live scaling, SIGKILL of a generator
-and of an executor, Ctrl-C with a checkpoint, and --resume. One launched run is shared by the
+and of an executor, Ctrl-C with a checkpoint, --resume, and a dead learner stopping the resumed
+run with the checkpoint to resume from. One launched run is shared by the
 tests of this module (a vLLM engine takes 15-40 s to start here); they run in file order."""
 
 from __future__ import annotations
@@ -150,3 +151,39 @@ def test_ctrl_c_checkpoints_and_resume_continues_from_it(live_run):
 
 def proc_end_time(run_dir: Path, saved: int) -> float:
     return (run_dir / "checkpoints" / f"step_{saved}" / "COMPLETE").stat().st_mtime
+
+
+def learner_rank_pid(launcher_pid: int) -> int | None:
+    """Pid of a learner rank actor among the launcher's descendants (Ray names the process)."""
+    import psutil
+
+    for child in psutil.Process(launcher_pid).children(recursive=True):
+        try:
+            if child.cmdline()[:1] and child.cmdline()[0].startswith("ray::LearnerRank"):
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_a_dead_learner_stops_the_run_and_names_the_checkpoint_to_resume(live_run):
+    _, run_dir = live_run  # the resume test above left a finished run with checkpoints
+    log_path = run_dir.parent / "learner-death.log"
+    cmd = [sys.executable, "-m", "microcoder", "launch", "--resume", str(run_dir),
+           "--set", "max_steps=100000"]  # fmt: skip
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        n = len(steps(run_dir))
+        wait_for(lambda: len(steps(run_dir)) > n, 600, "a step of the resumed run", proc)
+        pid = wait_for(lambda: learner_rank_pid(proc.pid), 60, "the learner rank's process")
+        os.kill(pid, signal.SIGKILL)
+        assert proc.wait(timeout=300) == 1
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log_path.read_text()
+    assert "the run stopped" in text, text[-3000:]
+    complete = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
+    newest = max(complete, key=lambda p: int(p.name[5:]))
+    assert f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})" in text
