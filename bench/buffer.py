@@ -11,6 +11,10 @@ the call patterns of the actors (bench/buffer_road.py):
 - raw: the same encoded frames PUSHed generator -> executor (one wave per message) and
   executor -> learner (--per-get groups + their score frames per message), no broker and no
   encoding or decoding at all;
+- raw+codec: the raw road with every endpoint encoding and decoding its records as the
+  actors do (generator encodes, executor decodes meta + text and encodes scores, learner
+  decodes); its rate over raw's is the "ceiling": the best ratio any broker between these
+  endpoints could reach, even one that cost nothing;
 - "+tok": the buffer road again with the executor fetching the token arrays too, so the group's
   bytes make every hop raw makes plus one (3 socket crossings instead of 2);
 - latency: one group at a time, put then get (two round trips through the server), vs one
@@ -180,6 +184,7 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
         "in_flight": args.in_flight,
         "groups_per_s": n / buf_s, "raw_groups_per_s": n / raw_s, "ratio": raw_s / buf_s,
         "raw_codec_groups_per_s": n / codec_s, "ratio_codec": codec_s / buf_s,
+        "ceiling_ratio": raw_s / codec_s,
         "raw_codec_cpu_ms_per_group": sum(codec_cpu.values()) / n * 1000,
         "tokens_to_executor_groups_per_s": n / full_s, "ratio_tokens_to_executor": raw_s / full_s,
         "mb_per_s": n * size / buf_s / 2**20, "raw_mb_per_s": n * size / raw_s / 2**20,
@@ -222,7 +227,7 @@ def _split(cpu: dict) -> str:
 def format_table(result: dict) -> str:
     head = (
         f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'+tok/s':>8} "
-        f"{'ratio +tok':>10} {'MiB/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'raw p50':>7} "
+        f"{'ratio +tok':>10} {'vs codec':>8} {'ceiling':>7} {'MiB/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'raw p50':>7} "
         f"{'raw p99':>7} {'cpu ms':>6} {'raw cpu':>7} {'gen/srv/ex/lrn cpu ms':>22}"
     )
     lines = [head, "-" * len(head)]
@@ -230,7 +235,8 @@ def format_table(result: dict) -> str:
         lines.append(
             f"{name:<10} {r['bytes_per_group'] / 1024:>5.0f} {r['groups_per_s']:>9.0f} "
             f"{r['raw_groups_per_s']:>8.0f} {r['ratio']:>6.2f} {r['tokens_to_executor_groups_per_s']:>8.0f} "
-            f"{r['ratio_tokens_to_executor']:>10.2f} {r['mb_per_s']:>6.0f} {r['p50_ms']:>7.2f} "
+            f"{r['ratio_tokens_to_executor']:>10.2f} {r['ratio_codec']:>8.2f} "
+            f"{r['ceiling_ratio']:>7.2f} {r['mb_per_s']:>6.0f} {r['p50_ms']:>7.2f} "
             f"{r['p99_ms']:>7.2f} {r['raw_p50_ms']:>7.2f} {r['raw_p99_ms']:>7.2f} "
             f"{r['cpu_ms_per_group']:>6.3f} {r['raw_cpu_ms_per_group']:>7.3f} "
             + f"{_split(r['cpu_ms_per_group_by_process']):>22}"
@@ -240,7 +246,9 @@ def format_table(result: dict) -> str:
         f"(unit: one group generator -> executor -> learner; waves of {r['wave']} per put, "
         f"{r['window']} puts in flight, {r['per_get']} groups per executor get (text and "
         "metadata; +tok: with the token arrays, as raw moves them), "
-        f"batches of {r['batch']}; raw = same frames PUSHed gen -> exec -> learner; cpu = CPU ms "
+        f"batches of {r['batch']}; raw = same frames PUSHed gen -> exec -> learner; vs codec = "
+        "ratio to raw with every endpoint encoding/decoding as the actors do; ceiling = that "
+        "road's rate / raw's: the best ratio any broker can reach, even a free one; cpu = CPU ms "
         "per group, all processes and their zmq threads; "
         f"{result['cpu_count']} CPUs, load {result['load_avg']:.1f}, {result['date']})"
     )
