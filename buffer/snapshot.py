@@ -24,7 +24,7 @@ FORMAT = "microcoder-buffer-snapshot/2"
 
 
 def _raw(frames: Any) -> Any:
-    """Stored frames (a group's (head, tensors) pair, or scores' one frame) as plain bytes."""
+    """Stored frames as plain bytes: a group's (meta, text, tensors), or its scores' frame."""
     if frames is None:
         return None
     if isinstance(frames, (tuple, list)):
