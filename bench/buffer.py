@@ -228,7 +228,8 @@ def format_table(result: dict) -> str:
     head = (
         f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'+tok/s':>8} "
         f"{'ratio +tok':>10} {'vs codec':>8} {'ceiling':>7} {'MiB/s':>6} {'p50 ms':>7} "
-        f"{'p99 ms':>7} {'raw p50':>7} {'raw p99':>7} {'cpu ms':>6} {'raw cpu':>7} {'gen/srv/ex/lrn cpu ms':>22}"
+        f"{'p99 ms':>7} {'raw p50':>7} {'raw p99':>7} {'cpu ms':>6} {'raw cpu':>7} "
+        f"{'gen/srv/ex/lrn cpu ms':>22}"
     )
     lines = [head, "-" * len(head)]
     for name, r in result["payloads"].items():
