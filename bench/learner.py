@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> dict:
     import tempfile
     import time
 
-    import torch
-
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+    from microcoder.learner.distributed import close_distributed
     from microcoder.learner.tiny_model import build_tiny_model
     from microcoder.learner.trainer import Learner
 
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> dict:
                     tokens[mode] += metrics["tokens"]
         params = sum(p.numel() for p in learners["packed"].model.parameters())
         del learners
-        torch.distributed.destroy_process_group()
+        close_distributed()
     packed = tokens["packed"] / seconds["packed"]
     padded = tokens["padded"] / seconds["padded"]
     return {

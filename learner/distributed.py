@@ -63,6 +63,21 @@ def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[in
     return dist.get_rank(), dist.get_world_size()
 
 
+def close_distributed() -> None:
+    """Leave the process group cleanly: wait for every rank, then destroy the group.
+
+    Call it before a rank's process exits. A gloo group left to the interpreter's exit can abort
+    the process ("terminate called without an active exception", SIGABRT) when its threads are
+    torn down while a peer still talks to them; the barrier makes every rank finish its last
+    collective first.
+    """
+    if not dist.is_initialized():
+        return
+    if dist.get_world_size() > 1:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def resolve_dtype(requested: str, device: torch.device) -> torch.dtype:
     """Compute dtype: auto = float32 on CPU, bfloat16 on CUDA."""
     if requested == "auto":

@@ -19,6 +19,7 @@ from pathlib import Path
 from safetensors.torch import save_file
 
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.distributed import close_distributed
 from microcoder.learner.sample import SampleGroup, TrainSample
 from microcoder.learner.trainer import Learner
 
@@ -62,6 +63,8 @@ def main() -> None:
     if learner.rank == 0:
         save_file({k: v.contiguous() for k, v in weights.items()}, out / "weights.safetensors")
     (out / f"metrics{learner.rank}.json").write_text(json.dumps(metrics))
+    del learner
+    close_distributed()
 
 
 if __name__ == "__main__":
