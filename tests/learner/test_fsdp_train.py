@@ -48,9 +48,13 @@ def run_ranks(
         procs.append(
             subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         )
-    for p in procs:
-        log = p.communicate(timeout=300)[0].decode(errors="replace")
-        assert p.returncode == 0, log[-3000:]
+    logs = [p.communicate(timeout=300)[0].decode(errors="replace") for p in procs]
+    codes = [p.returncode for p in procs]
+    tails = "\n".join(
+        f"--- rank {r} (exit {c}) ---\n{log[-2000:]}"
+        for r, (c, log) in enumerate(zip(codes, logs, strict=True))
+    )
+    assert codes == [0] * world, tails
     return json.loads((out / "metrics0.json").read_text())
 
 
