@@ -174,10 +174,11 @@ class BufferClient:
         """Give up on a prompt or group this owner holds (counted as failed, not re-queued)."""
         self.call(m.FailGroup(self.owner, group_id, reason))
 
-    def release(self, owner: str | None = None) -> m.Released:
+    def release(self, owner: str | None = None, died: bool = False) -> m.Released:
         """Return every lease of `owner` (default: this client's): prompts are re-queued, groups
-        go back to the unscored queue. The launcher calls this when an actor died."""
-        reply, _ = self.call(m.Release(owner or self.owner))
+        go back to the unscored queue. The launcher calls this with died=True when an actor died
+        (its prompts then count towards quarantine)."""
+        reply, _ = self.call(m.Release(owner or self.owner, died))
         return reply
 
     def put_unscored_many(self, waves: Iterable[list[m.Group]], window: int = 4) -> m.PutReply:

@@ -28,3 +28,6 @@ class BufferConfig(Section):
     """A prompt or group held longer than this many seconds by one actor is returned (0 = never)."""
     long_poll_s: float = Field(1.0, gt=0)
     """How long the server holds a get request that has nothing to return yet, in seconds."""
+    quarantine_after: int = Field(2, ge=0)
+    """A problem whose prompt failed this many times (a generator's wave raised on it, or the
+    generator holding it died) is quarantined: never handed out again in the run (0 = never)."""

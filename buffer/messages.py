@@ -232,6 +232,9 @@ class Release(Message):
 
     KIND: ClassVar[str] = "release"
     owner: str
+    died: bool = False
+    """The owner's process died: each prompt it held counts towards quarantine (see
+    BufferState.quarantine_after); a clean release (scale-down, shutdown) does not."""
 
 
 @dataclass

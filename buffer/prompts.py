@@ -74,6 +74,11 @@ class DatasetPrompts:
             random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
         return order
 
+    @property
+    def size(self) -> int:
+        """Distinct prompts in one epoch."""
+        return len(self._pairs)
+
     def fingerprint(self) -> int:
         """A checksum of the problem ids in dataset order (guards against restoring a cursor
         onto a different dataset)."""

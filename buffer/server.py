@@ -25,7 +25,7 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.snapshot import load_snapshot, save_snapshot
-from microcoder.buffer.state import ACCEPTED, FULL, BufferState
+from microcoder.buffer.state import ACCEPTED, FULL, HOLDER_DIED, BufferState
 from microcoder.buffer.wire import check_size, decode_header, encode, unpack
 
 log = logging.getLogger("microcoder.buffer")
@@ -64,9 +64,13 @@ class BufferServer:
     ):
         self.config = config
         self.state = BufferState(
-            prompts, batch_size, config.max_staleness, config.high_water_groups,
+            prompts,
+            batch_size,
+            config.max_staleness,
+            config.high_water_groups,
             config.lease_timeout_s,
-        )  # fmt: skip
+            config.quarantine_after,
+        )
         if restore_from is not None:
             load_snapshot(self.state, restore_from)
         self.max_bytes = int(config.max_frame_mb * 2**20)
@@ -284,7 +288,8 @@ class BufferServer:
         return m.Ok(), []
 
     def _release(self, msg: m.Release, blobs, now, final=False):
-        prompts, groups = self.state.release(msg.owner)
+        reason = HOLDER_DIED if msg.died else "lease_released"
+        prompts, groups = self.state.release(msg.owner, reason)
         if prompts or groups:
             log.warning("released leases of '%s': %d prompts re-queued, %d groups back to the "
                         "unscored queue", msg.owner, prompts, groups)  # fmt: skip

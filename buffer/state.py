@@ -21,6 +21,8 @@ from microcoder.buffer.staleness import admission_capacity, staleness, within_bo
 log = logging.getLogger("microcoder.buffer")
 
 ACCEPTED, FULL = "accepted", "full"
+HOLDER_DIED = "holder_died"
+"""Release reason when the holder's process died: its leased prompts count as failed attempts."""
 
 
 @dataclass
@@ -59,6 +61,7 @@ class BufferState:
         max_staleness: int,
         high_water: int = 1024,
         lease_timeout_s: float = 0.0,
+        quarantine_after: int = 2,
     ):
         self.prompts, self.batch_size, self.max_staleness = prompts, batch_size, max_staleness
         self.high_water, self.lease_timeout_s = high_water, lease_timeout_s
@@ -73,6 +76,13 @@ class BufferState:
         """Ids of recently consumed groups the learner may still report as filtered (oldest
         first, at most `filter_memory`); a reported id leaves it, so a report counts once."""
         self.filter_memory = max(4096, 16 * batch_size)
+        self.quarantine_after = quarantine_after
+        """A problem whose prompt failed this many times (a generator's wave failed on it, or
+        the generator holding it died) is quarantined: never handed out again (0 = never)."""
+        self.prompt_failures: Counter = Counter()
+        """Failures per problem id (see quarantine_after)."""
+        self.quarantined: dict[str, str] = {}
+        """Quarantined problem id -> the last failure's reason."""
         self.counters = Counters()
         self.rates = Rates()
 
@@ -144,11 +154,17 @@ class BufferState:
     def get_prompts(self, owner: str, n: int, now: float) -> list[PromptAssignment]:
         """Lease up to `n` prompts to `owner`, as many as admission control allows."""
         out = []
-        for _ in range(min(n, self.capacity())):
+        skips, want = 0, min(n, self.capacity())
+        while len(out) < want:
             item = self.prompts.next()
             if item is None:
                 self.source_done = True
                 break
+            if item.problem_id in self.quarantined:
+                skips += 1
+                if skips > self._quarantine_scan_limit(n):
+                    break  # (almost) everything is quarantined: do not spin; say so in stats
+                continue
             slot = Slot(self.next_id, item, self.version)
             self.next_id += 1
             self.slots[slot.group_id] = slot
@@ -160,6 +176,36 @@ class BufferState:
                 )
             )
         return out
+
+    def _quarantine_scan_limit(self, n: int) -> int:
+        size = getattr(self.prompts, "size", None)
+        if size is not None and len(self.quarantined) >= size:
+            if not self.source_done:
+                log.error(
+                    "every one of the %d prompts is quarantined (each failed %d times): nothing "
+                    "left to generate; see the generators' logs for why their waves failed",
+                    size, self.quarantine_after,
+                )  # fmt: skip
+            self.source_done = True
+            return 0
+        return n + len(self.quarantined)
+
+    def _prompt_failed(self, item: PromptItem, reason: str) -> bool:
+        """Count a failure of `item`'s problem; True when that put it in quarantine."""
+        self.prompt_failures[item.problem_id] += 1
+        if (
+            self.quarantine_after
+            and self.prompt_failures[item.problem_id] >= self.quarantine_after
+            and item.problem_id not in self.quarantined
+        ):
+            self.quarantined[item.problem_id] = reason
+            log.warning(
+                "problem %r quarantined after %d failed attempts (last: %s); it is not handed "
+                "out again in this run",
+                item.problem_id, self.prompt_failures[item.problem_id], reason[:200],
+            )  # fmt: skip
+            return True
+        return item.problem_id in self.quarantined
 
     @property
     def prompts_done(self) -> bool:
@@ -186,12 +232,16 @@ class BufferState:
         slot = self.slots.get(gid)
         if slot is None or slot.stage not in ("leased", "scoring") or slot.owner != owner:
             return f"group {gid} is not leased to '{owner}'"
+        if slot.stage == "leased":
+            self._prompt_failed(slot.item, reason or "reported_failure")
         self._end(slot, "failed", reason or "reported_failure")
         return ACCEPTED
 
     def _return(self, slot: Slot, reason: str) -> None:
         if slot.stage == "leased":
             self._end(slot, "failed", reason)
+            if reason == HOLDER_DIED and self._prompt_failed(slot.item, "its generator died"):
+                return  # maybe this prompt killed it, twice: quarantined, not re-queued
             self.prompts.push_front(slot.item)
             self.source_done = False
         else:
@@ -342,6 +392,8 @@ class BufferState:
             "prompts_done": self.prompts_done,
             "finished": self.finished,
             "prompt_cursor": self.prompts.state_dict(),
+            "quarantined": len(self.quarantined),
+            "quarantined_ids": sorted(self.quarantined)[:20],
             "rates": dict(self.rates.rates),
             "invariant_ok": not viol,
             "invariant_violations": viol,
