@@ -14,7 +14,10 @@ and buys nothing with waves this short.)
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
+import traceback
 from typing import Any
 
 from microcoder.actors.rollout import count_tokens, render_prompt_ids, sample_groups
@@ -48,6 +51,10 @@ class Generator:
         self.tokens = 0
         self.groups = 0
         self.syncs: list[dict[str, float]] = []
+        self.failed_prompts = 0
+        """Prompts reported failed because the engine raised on them (see generate_wave)."""
+        self.errors: list[tuple[float, str]] = []
+        """The newest wave errors: (unix time, message), at most 20."""
         self._stop = threading.Event()
         self._engine = threading.Lock()  # vLLM's LLM is not thread-safe: one user at a time
         self._prompt_cache: dict[str, list[int]] = {}
@@ -76,12 +83,22 @@ class Generator:
             "tokens_per_s": self.tokens / busy if busy else 0.0,
             **self.timer.summary(),
             "last_sync": self.syncs[-1] if self.syncs else {},
+            "failed_prompts": self.failed_prompts,
+            "errors": [list(e) for e in self.errors],
         }
 
     # ------------------------------------------------------------ the loop
 
     def run(self, max_waves: int | None = None) -> dict[str, Any]:
         """Generate until stopped, the prompt source is exhausted, or `max_waves` waves."""
+        try:
+            return self._run(max_waves)
+        except BaseException:
+            traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
+            sys.stderr.flush()
+            raise
+
+    def _run(self, max_waves: int | None) -> dict[str, Any]:
         waves = 0
         while not self._stop.is_set() and (max_waves is None or waves < max_waves):
             with self.timer.idle():
@@ -94,11 +111,44 @@ class Generator:
             # steps, and the groups must carry the newest version (else they are needlessly stale).
             self.maybe_sync_weights()
             with self.timer.busy(), self._engine:
-                groups = self.generate(reply.assignments)
+                groups = self.generate_wave(reply.assignments)
             with self.timer.io():
-                self.client.put_unscored(groups)
+                if groups:
+                    self.client.put_unscored(groups)
             waves += 1
         return self.stats()
+
+    def generate_wave(self, assignments) -> list:
+        """Sample a wave. If the engine raises, each prompt is retried alone: the ones that fail
+        again are reported to the buffer as failed (counted; twice = quarantined) with the
+        error, and the wave goes on without them. A dead engine still kills the actor (Ray
+        restarts it); a bad prompt never does."""
+        try:
+            return self.generate(assignments)
+        except Exception as err:
+            if _engine_dead(err):
+                raise
+            self._wave_error(err, f"a wave of {len(assignments)} prompts failed; retrying each")
+        groups = []
+        for a in assignments:
+            try:
+                groups += self.generate([a])
+            except Exception as err:
+                if _engine_dead(err):
+                    raise
+                reason = f"generation failed: {type(err).__name__}: {str(err)[:300]}"
+                self._wave_error(err, f"prompt of problem {a.problem_id!r} failed")
+                self.failed_prompts += 1
+                self.client.fail_group(a.group_id, reason)
+        return groups
+
+    def _wave_error(self, err: BaseException, what: str) -> None:
+        msg = f"{self.name}: {what}: {type(err).__name__}: {str(err).strip()[:500]}"
+        print(msg, file=sys.stderr)
+        traceback.print_exception(err)
+        sys.stderr.flush()
+        self.errors.append((time.time(), msg))
+        del self.errors[:-20]
 
     def generate(self, assignments) -> list:
         groups = self._sample(assignments, self.temperature)
@@ -193,3 +243,8 @@ class Generator:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:
             pass
+
+
+def _engine_dead(err: BaseException) -> bool:
+    """vLLM's engine process is gone: nothing but a restart helps."""
+    return type(err).__name__ == "EngineDeadError"

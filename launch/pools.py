@@ -11,6 +11,7 @@ replica never samples with stale weights.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,19 @@ def _locked(method):
             return method(self, *args, **kwargs)
 
     return wrapper
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Dead\w*))\b(:.*)?$")
+
+
+def error_summary(err: BaseException, limit: int = 300) -> str:
+    """The cause of an actor error in one line: Ray's text starts with `ray::Actor.method()
+    (pid=…)` and a traceback; the exception type and message are its last `XxxError: …` line."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if _EXC_LINE.match(line) and not line.startswith("ray::"):
+            return line[:limit]
+    return (lines[0] if lines else type(err).__name__)[:limit]
 
 
 @dataclass
@@ -52,6 +66,7 @@ class Pool:
         self.ready_timeout_s = 900.0
         self._next = 0
         self.errors: list[str] = []
+        self._seen_errors: set[tuple[Any, Any]] = set()
 
     def __len__(self) -> int:
         return len(self.replicas)
@@ -116,7 +131,7 @@ class Pool:
                     r.ready = r.handle.ready.remote()
                     continue
                 self.pending.remove(r)
-                msg = f"{r.name} failed to start within {self.ready_timeout_s:.0f} s: {str(err).splitlines()[0][:200]}"
+                msg = f"{r.name} failed to start within {self.ready_timeout_s:.0f} s: {error_summary(err)}"
                 self.errors.append(msg)
                 started.append(msg)
                 continue
@@ -176,7 +191,7 @@ class Pool:
                 r.loop = None  # the loop ended by itself (stopped, or the data is done)
                 continue
             except Exception as err:
-                reason = str(err).splitlines()[0][:200]
+                reason = error_summary(err)
             released = self.release(r.name)
             r.restarts += 1
             msg = f"{r.name} died ({reason}); returned its leases ({released}); restarting (restart #{r.restarts})"
@@ -187,6 +202,21 @@ class Pool:
             del self.replicas[r.name]
             self.pending.append(r)
         return events
+
+    def report_errors(self, stats: list[dict[str, Any]]) -> list[str]:
+        """Errors replicas reported in `stats` (their `errors`: [[time, message]]) that were not
+        seen before; they are kept in `errors` (status: last errors) and returned to be logged."""
+        new = []
+        for st in stats:
+            for when, msg in st.get("errors") or []:
+                key = (st.get("name"), when)
+                if key in self._seen_errors:
+                    continue
+                self._seen_errors.add(key)
+                new.append(str(msg))
+        self.errors.extend(new)
+        del self.errors[:-100]
+        return new
 
     @_locked
     def stats(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:

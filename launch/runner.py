@@ -92,8 +92,8 @@ class Run:
             cfg.buffer, self.buffer_address, owner="supervisor"
         )
 
-        def release(owner: str) -> str:
-            r = self.release_client.release(owner)
+        def release(owner: str) -> str:  # the owner's process died
+            r = self.release_client.release(owner, died=True)
             return f"{r.prompts} prompts, {r.groups} groups"
 
         ex_cls, gen_cls = executor_cls(cfg), generator_cls(cfg)

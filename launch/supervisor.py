@@ -1,5 +1,6 @@
 """The launcher's supervisor thread: every few seconds, restart dead replicas (returning their
-leases to the buffer) and apply `microcoder scale` requests.
+leases to the buffer), log the errors live replicas report (a wave that failed on a bad prompt)
+and apply `microcoder scale` requests.
 
 It runs beside the training loop, never inside it: the loop may be blocked waiting for a batch
 that only a restarted generator can produce, so supervision must not wait for a step to end.
@@ -13,10 +14,11 @@ from microcoder.launch.runner import Run
 
 
 class Supervisor:
-    def __init__(self, run: Run, period_s: float = 2.0):
+    def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
         from microcoder.launch.control import ControlInbox
 
-        self.run, self.period_s = run, period_s
+        self.run, self.period_s, self.errors_every = run, period_s, errors_every
+        self._ticks = 0
         self.inbox = ControlInbox(run.run_dir)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
@@ -34,11 +36,16 @@ class Supervisor:
         from microcoder.launch.loop import apply_control
 
         run = self.run
+        self._ticks += 1
         for pool in (run.generators, run.executors):
             hook = run.prepare_generator if pool is run.generators else None
             for event in pool.check(before_loop=hook):
                 run.log(event)
                 run.metrics.log("event", event=event, step=run.learners.version)
+            if self._ticks % self.errors_every == 0:  # errors replicas survived (a failed wave)
+                for error in pool.report_errors(pool.stats()):
+                    run.log(error)
+                    run.metrics.log("event", event=error, step=run.learners.version)
         apply_control(run, self.inbox)
 
     def _loop(self) -> None:
