@@ -48,12 +48,20 @@ class LearnerGroup:
     def rank0(self):
         return self.ranks[0]
 
-    def step(self, timeout_s: float | None = None) -> dict[str, Any] | None:
-        """One policy version. Returns the step's metrics, or None when the run's data is done."""
+    def step(
+        self, timeout_s: float | None = None, on_wait=None, notice_s: float = 30.0
+    ) -> dict[str, Any] | None:
+        """One policy version. Returns the step's metrics, or None when the run's data is done.
+        While rank 0 waits for its batch, `on_wait(seconds waited)` is called every `notice_s`;
+        `timeout_s` bounds the wait (BufferTimeout from rank 0)."""
         import ray
 
         t0 = time.perf_counter()
-        batch = ray.get(self.rank0.fetch_batch.remote(timeout_s))
+        ref = self.rank0.fetch_batch.remote(timeout_s)
+        while not ray.wait([ref], timeout=notice_s)[0]:
+            if on_wait is not None:
+                on_wait(time.perf_counter() - t0)
+        batch = ray.get(ref)
         if not batch["groups"]:
             if batch["done"]:
                 return None
@@ -83,6 +91,12 @@ class LearnerGroup:
             "gather_s": gather["gather_s"],
             "diversity": batch.get("diversity", 0.0),
         }
+
+    def set_dynamic_filtering(self, on: bool) -> None:
+        """Switch dynamic filtering for the rest of the run (rank 0 builds the batches)."""
+        import ray
+
+        ray.get(self.rank0.set_dynamic_filtering.remote(on))
 
     def save(self, path: str) -> str:
         import ray

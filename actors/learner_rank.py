@@ -55,6 +55,7 @@ class LearnerRank:
         )  # fmt: skip
 
         self.cfg = cfg
+        self.dynamic_filtering = cfg.algorithm.dynamic_filtering
         kwargs = dict(seed=cfg.seed, device=cfg.cluster.device, total_steps=cfg.max_steps)
         if resume_from:
             self.learner = Learner.from_checkpoint(
@@ -83,6 +84,10 @@ class LearnerRank:
             return self.learner.version
 
     # ------------------------------------------------------------ rank 0: data
+
+    def set_dynamic_filtering(self, on: bool) -> None:
+        """Rank 0: filter all-equal groups (DAPO) from the next batch on, or not."""
+        self.dynamic_filtering = bool(on)
 
     def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Rank 0: `batch_size` scored groups within the staleness bound. With dynamic filtering,
@@ -118,7 +123,7 @@ class LearnerRank:
                 group = to_sample_group(sg)
                 rewards += group.rewards
                 responses.append([s.response_ids for s in group.samples])
-                if self.cfg.algorithm.dynamic_filtering and not group_has_signal(group.rewards):
+                if self.dynamic_filtering and not group_has_signal(group.rewards):
                     dropped.append(sg.group.group_id)
                     continue
                 kept.append(group)

@@ -9,8 +9,8 @@ from typing import Any
 
 from microcoder.launch.runner import Run
 
-MAX_SKIPPED = 20
-"""Consecutive steps without any learning signal before the run stops with advice."""
+WAIT_NOTICE_S = 30.0
+"""While the learner waits for a batch, the launcher says what the buffer and pools do this often."""
 
 
 def build_controller(run: Run):
@@ -130,7 +130,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
     cfg, controller = run.cfg, run.controller
     rates, step, t_start = Rates(), run.learners.version, time.time()
     sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
-    last_ckpt, skipped, last_eval = None, 0, None
+    last_ckpt, skipped, last_eval, stopped = None, [], None, ""
     if cfg.eval.every:
         last_eval = step
         evaluate(run, step)
@@ -140,24 +140,28 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         if temperature != before:
             ray.get([h.set_temperature.remote(temperature) for h in run.generators.handles()])
         t0 = time.time()
-        m = run.learners.step()
+        m = run.learners.step(
+            timeout_s=cfg.learner.batch_wait_s or None,
+            on_wait=lambda s: run.log(waiting_notice(run, s)),
+            notice_s=WAIT_NOTICE_S,
+        )
         if m is None:
             run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
             break
         if m.get("skipped"):
-            skipped += 1
+            skipped.append(m)
             run.log(
-                f"no learning signal: all {int(m['filtered_groups'])} groups fetched had equal rewards; step skipped"
+                f"no learning signal: all {int(m['filtered_groups'])} groups fetched had equal "
+                f"rewards (mean reward {m['reward_mean']:.3f}); step skipped "
+                f"({len(skipped)}/{cfg.algorithm.all_filtered_patience})"
             )
-            if skipped >= MAX_SKIPPED:
-                raise RuntimeError(
-                    f"{skipped} steps in a row had no group with differing rewards: the task is too "
-                    "hard or too easy for the model (all-wrong or all-right). Warm-start the model "
-                    "(microcoder tiny-model --warmstart), use easier/harder problems, or set "
-                    "algorithm.dynamic_filtering = false"
-                )
+            if len(skipped) >= cfg.algorithm.all_filtered_patience:
+                stopped = all_filtered(run, skipped)
+                skipped = []
+                if stopped:
+                    break
             continue
-        skipped = 0
+        skipped = []
         step = int(m["version"])
         event = controller.observe(step, m["diversity"])
         if event:
@@ -180,4 +184,58 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             evaluate(run, step)
     if cfg.eval.every and last_eval != step:
         evaluate(run, step)
-    return {"steps": step, "wall_s": time.time() - t_start, **sums, "last_checkpoint": last_ckpt}
+    return {
+        "steps": step,
+        "wall_s": time.time() - t_start,
+        **sums,
+        "last_checkpoint": last_ckpt,
+        "stopped": stopped,
+    }
+
+
+def all_filtered(run: Run, skipped: list[dict[str, Any]]) -> str:
+    """Dynamic filtering rejected every group for `all_filtered_patience` steps: say so with the
+    measured pass rate, then stop (returns why) or train unfiltered (returns "")."""
+    algo = run.cfg.algorithm
+    groups = sum(m["filtered_groups"] for m in skipped)
+    rate = sum(m["reward_mean"] * m["filtered_groups"] for m in skipped) / max(groups, 1)
+    verdict = (
+        "every response failed: the data is too hard for the model"
+        if rate <= 0.5
+        else "every response passed: the data is too easy for the model"
+    )
+    msg = (
+        f"all filtered: for {len(skipped)} steps in a row every one of {int(groups)} groups had "
+        f"equal rewards; measured pass rate {rate:.3f} ({verdict})"
+    )
+    run.metrics.log(
+        "event", event="all_filtered", message=msg, pass_rate=rate, step=run.learners.version
+    )
+    if algo.all_filtered_action == "train-unfiltered":
+        run.log(msg + "; training on unfiltered groups from now on (algorithm.all_filtered_action)")
+        run.learners.set_dynamic_filtering(False)
+        return ""
+    run.log(
+        msg + ". Stopping. Warm-start the model (microcoder tiny-model --warmstart), choose "
+        "problems nearer its level (microcoder eval measures it), or set "
+        'algorithm.all_filtered_action = "train-unfiltered" / algorithm.dynamic_filtering = false'
+    )
+    return msg
+
+
+def waiting_notice(run: Run, waited_s: float) -> str:
+    """One line on what the pipeline is doing while the learner waits for a batch."""
+    try:
+        b = run.client.stats()
+    except Exception as err:  # the buffer itself may be the problem
+        return f"waiting for a batch for {waited_s:.0f} s; the buffer does not answer ({err})"
+    d = b.get("depths", {})
+    gens = run.generators.stats()
+    failed = sum(g.get("failed_prompts", 0) for g in gens)
+    return (
+        f"waiting for a batch for {waited_s:.0f} s: buffer leased {d.get('leased', 0)}, "
+        f"unscored {d.get('unscored', 0)}, scoring {d.get('scoring', 0)}, scored "
+        f"{d.get('scored', 0)} (batch {b.get('batch_size')}); admission capacity "
+        f"{b.get('admission_capacity')}; {len(gens)} generator(s), {failed} prompts failed, "
+        f"{b.get('quarantined', 0)} quarantined; prompts done: {b.get('prompts_done')}"
+    )

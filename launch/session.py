@@ -85,6 +85,9 @@ def launch(cfg: Config, args) -> int:
         ):
             run.checkpoint()
         print_summary(run, summary)
+        if summary.get("stopped"):
+            run.log(f"the run stopped early: {summary['stopped']}")
+            return 3
         return 0
     except KeyboardInterrupt:
         run.log("interrupted: checkpointing, then shutting down (Ctrl-C again to abort)")

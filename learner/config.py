@@ -51,6 +51,9 @@ class LearnerConfig(Section):
     max_filtered_batches: int = Field(4, ge=1)
     """With dynamic filtering, fetch at most this many batches' worth of groups per step; if all
     of them had equal rewards, the step is skipped (no update) and the run says so."""
+    batch_wait_s: float = Field(3600.0, ge=0)
+    """Longest wait for one batch in seconds before the run stops with what the buffer and the
+    pools were doing (0 = no limit). The launcher prints a waiting notice every 30 s before."""
     checkpoint_every: int = Field(0, ge=0)
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)
@@ -104,6 +107,13 @@ class AlgorithmConfig(Section):
     """rho: a qualifying truncated response is masked with this probability."""
     dynamic_filtering: bool = True
     """Skip groups whose rewards are all equal (no signal) and keep sampling to fill the batch."""
+    all_filtered_patience: int = Field(20, ge=1)
+    """Consecutive learner steps on which dynamic filtering rejected every group fetched (each
+    step fetches up to learner.max_filtered_batches batches) before `all_filtered_action`."""
+    all_filtered_action: Literal["stop", "train-unfiltered"] = "stop"
+    """Then: `stop` ends the run, naming the measured pass rate (data too hard or too easy for
+    the model); `train-unfiltered` says so and trains on every group from then on (dynamic
+    filtering off; all-equal groups have zero advantage, so only the loss's other terms act)."""
     partial_credit: bool = False
     """Reward = fraction of tests passed instead of 1 only when all pass."""
     temperature: TemperatureConfig = TemperatureConfig()
