@@ -8,17 +8,24 @@ from microcoder.launch.config import Config
 
 
 class BufferHost:
-    """Ray actor body. The problems come from `[data]`; the server holds only ids and prompts."""
+    """Ray actor body. `prompts`: (problem_id, rendered prompt text) of the training problems
+    (rendered and measured by the launcher, launch/problems.py); the server holds only those."""
 
-    def __init__(self, cfg: Config, restore_from: str | None = None, keys_dir: str | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        prompts: list[tuple[str, str]],
+        restore_from: str | None = None,
+        keys_dir: str | None = None,
+    ):
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.prompts import DatasetPrompts
         from microcoder.buffer.server import BufferServer, dedicate_process
-        from microcoder.launch.problems import load_run_problems
 
         redirect_to_run_dir("buffer")
-        problems = load_run_problems(cfg.data, cfg.seed)
-        prompts = DatasetPrompts(problems, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
+        prompts = DatasetPrompts(
+            [tuple(p) for p in prompts], epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed
+        )
         self.server = BufferServer(
             cfg.buffer,
             prompts,

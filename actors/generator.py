@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any
 
-from microcoder.actors.rollout import count_tokens, render_prompt_ids, sample_groups
+from microcoder.actors.rollout import count_tokens, sample_groups
 from microcoder.actors.timing import PoolTimer
 from microcoder.launch.config import Config
 
@@ -28,12 +28,16 @@ from microcoder.launch.config import Config
 class Generator:
     """One generator replica (Ray actor body). `weights` is the learner's weight publisher."""
 
-    def __init__(self, name: str, cfg: Config, model_path: str, buffer_address: str, weights=None):
+    def __init__(
+        self, name: str, cfg: Config, model_path: str, buffer_address: str | None, weights=None
+    ):
+        """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
 
         from microcoder.actors.engine import build_engine
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
+        from microcoder.data.prompts import PromptRenderer
         from microcoder.launch.device import resolve_device
 
         self.name, self.cfg, self.weights = name, cfg, weights
@@ -44,7 +48,12 @@ class Generator:
             worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
         )  # fmt: skip
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+        self.renderer = PromptRenderer(self.tokenizer, cfg.prompt, cfg.model.chat_template_kwargs)
+        self.client = (
+            BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+            if buffer_address
+            else None
+        )
         self.version = 0
         self.temperature = cfg.algorithm.temperature.initial
         self.timer = PoolTimer()
@@ -139,7 +148,12 @@ class Generator:
                 reason = f"generation failed: {type(err).__name__}: {str(err)[:300]}"
                 self._wave_error(err, f"prompt of problem {a.problem_id!r} failed")
                 self.failed_prompts += 1
-                self.client.fail_group(a.group_id, reason)
+                try:
+                    self.client.fail_group(a.group_id, reason)
+                except Exception as lost:  # e.g. the lease expired meanwhile: say so, go on
+                    print(
+                        f"{self.name}: could not report group {a.group_id}: {lost}", file=sys.stderr
+                    )
         return groups
 
     def _wave_error(self, err: BaseException, what: str) -> None:
@@ -166,9 +180,10 @@ class Generator:
         )  # fmt: skip
 
     def _prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids of a prompt text rendered by the prompt layer (data/prompts.py)."""
         ids = self._prompt_cache.get(prompt)
         if ids is None:
-            ids = render_prompt_ids(self.tokenizer, self.cfg.generator.system_prompt, prompt)
+            ids = self.renderer.encode_text(prompt)
             if len(self._prompt_cache) < 100_000:
                 self._prompt_cache[prompt] = ids
         return ids
@@ -231,14 +246,37 @@ class Generator:
             )
         return {"version": self.version, "texts": [o.outputs[0].text for o in outs]}
 
+    def sample_eval(
+        self,
+        prompt_texts: list[str],
+        n: int | list[int],
+        temperature: float,
+        top_p: float,
+        budgets: list[int],
+    ) -> dict[str, Any]:
+        """`microcoder eval` / a run's periodic eval: n samples per fully rendered prompt text at
+        max_tokens = max(budgets), each also cut to every smaller budget
+        (microcoder.evaluation.sampling). Returns {"version", "samples": [per prompt: [per
+        sample: {"tokens", "finish_reason", "views": [per budget]}]]}. Syncs weights first only
+        when this generator has a weight publisher (a training run)."""
+        from microcoder.evaluation.sampling import sample_eval
+
+        self.maybe_sync_weights()
+        with self._engine:
+            samples = sample_eval(
+                self.llm, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
+            )
+        return {"version": self.version, "samples": samples}
+
     def shutdown(self) -> None:
         """Stop the loop, return held leases, and shut the engine down (frees /dev/shm)."""
         self.stop()
-        try:
-            self.client.release()
-        except Exception:
-            pass
-        self.client.close()
+        if self.client is not None:
+            try:
+                self.client.release()
+            except Exception:
+                pass
+            self.client.close()
         try:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:

@@ -1,20 +1,22 @@
 """The root config: one section per component, layered defaults < TOML < `--set`.
 
 Sections owned by their packages: `[executor]` (sandbox/config.py), `[buffer]` (buffer/config.py),
-`[learner]` and `[algorithm]` (learner/config.py), `[generator]` (actors/config.py). The rest
-(model, data, cluster, monitor) are about the run as a whole and live here.
+`[learner]` and `[algorithm]` (learner/config.py), `[generator]` (actors/config.py), `[prompt]`
+(data/config.py). The rest (model, data, cluster, monitor) are about the run as a whole and live
+here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import tomli_w
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
+from microcoder.data.config import PromptConfig
 from microcoder.launch.configbase import ConfigError, Section, load_layers
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sft_config import WarmStartConfig
@@ -33,6 +35,17 @@ class ModelConfig(Section):
     warmstart: bool = False
     """Build the tiny model with a supervised warm start on the synthetic task family (cached in
     `path`; settings in [warmstart]) instead of random weights."""
+    chat_template_kwargs: dict[str, Any] = {}
+    """Extra variables for the tokenizer's chat template (apply_chat_template), e.g.
+    {enable_thinking = false} for Qwen3; used wherever prompts are rendered."""
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _not_apply_chat_template_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from microcoder.data.prompts import check_chat_template_kwargs
+
+        check_chat_template_kwargs(value)
+        return value
 
 
 class DataConfig(Section):
@@ -50,13 +63,33 @@ class DataConfig(Section):
 
 class EvalConfig(Section):
     every: int = Field(0, ge=0)
-    """Evaluate the held-out split every N learner steps (and at start and end); 0 = never."""
+    """Evaluate the held-out set every N learner steps (and at start and end); 0 = never."""
+    problems_file: str = ""
+    """Held-out problems from this file (any loader format); empty = the synthetic family's
+    held-out split, or `holdout_fraction` of a training file."""
+    problems_format: str = "auto"
+    """Loader format of `problems_file` (see `microcoder.data.loaders`); auto guesses."""
+    holdout_fraction: float = Field(0.0, ge=0, lt=1)
+    """Hold out this fraction of the training file for evaluation, chosen by problem id (the
+    same ids in every run) and never trained on; 0 = off."""
     problems: int = Field(160, ge=1)
-    """Held-out problems evaluated (the first N of the split; one sample each)."""
+    """Held-out problems evaluated (the first N of the held-out set)."""
+    samples: int = Field(1, ge=1)
+    """Samples per problem of the sampled pass@1 (the greedy pass rate takes one)."""
     temperature: float = Field(1.0, gt=0)
     """Temperature of the sampled held-out pass rate (a greedy pass rate is measured too)."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling of the sampled held-out pass rate."""
     max_tokens: int = Field(64, ge=1)
     """Max new tokens per held-out reply."""
+
+    @model_validator(mode="after")
+    def _one_heldout_source(self) -> EvalConfig:
+        if self.problems_file and self.holdout_fraction:
+            raise ValueError(
+                "set eval.problems_file or eval.holdout_fraction, not both (one held-out set)"
+            )
+        return self
 
 
 class ClusterConfig(Section):
@@ -98,6 +131,8 @@ class Config(Section):
     """The policy model."""
     data: DataConfig = DataConfig()
     """The problems."""
+    prompt: PromptConfig = PromptConfig()
+    """How problems are worded for the model (template, system prompts)."""
     generator: GeneratorConfig = GeneratorConfig()
     """The vLLM generator pool."""
     executor: ExecutorConfig = ExecutorConfig()

@@ -27,9 +27,7 @@ def build_controller(run: Run):
         )
     temperature = t.initial
     if t.calibrate:
-        from microcoder.launch.problems import load_run_problems
-
-        probe = [p.prompt for p in load_run_problems(run.cfg.data, run.cfg.seed)[: t.probe_prompts]]
+        probe = [text for _, text in run.problems.prompts[: t.probe_prompts]]
         gen = run.generators.handles()[0]
         res = calibrate(
             t.candidates,

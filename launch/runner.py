@@ -28,8 +28,8 @@ class Run:
         self.client = None
         self.controller = None
         self.start_time = time.time()
-        self.heldout: list | None = None
-        """Held-out problems of the run's evaluation, loaded on first use (launch/evaluation.py)."""
+        self.problems = None
+        """The run's RunProblems (launch/problems.py): training prompts and the held-out set."""
 
     def log(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
@@ -62,20 +62,33 @@ class Run:
 
     def bring_up(self, model_path: str) -> None:
         import ray
+        from transformers import AutoTokenizer
 
         from microcoder.actors.learner_group import LearnerGroup
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
         from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
+        from microcoder.launch.problems import prepare_run_problems
 
         cfg = self.cfg
         ckpt = self.resume_from
+        self.log("loading the problems and measuring their prompts")
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.problems = prepare_run_problems(cfg, tokenizer, self.run_dir, self.log)
+        self.log(
+            f"{len(self.problems.prompts)} training prompts ({self.problems.skipped} skipped as "
+            f"too long), {len(self.problems.heldout)} held-out problems"
+        )
         snapshot = (
             str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
         )
         self.log("starting the buffer" + (f" (restoring {snapshot})" if snapshot else ""))
-        self.buffer = buffer_host_cls().options(name="mc-buffer").remote(cfg, restore_from=snapshot)
+        self.buffer = (
+            buffer_host_cls()
+            .options(name="mc-buffer")
+            .remote(cfg, self.problems.prompts, restore_from=snapshot)
+        )
         self.buffer_address = ray.get(self.buffer.get_address.remote())
         self.client = BufferClient.from_config(cfg.buffer, self.buffer_address, owner="launcher")
         self.log(

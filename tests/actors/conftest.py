@@ -37,3 +37,32 @@ def actor_cfg(tiny_model_dir, tmp_path_factory):
             "executor.workers=1",
         ],
     )
+
+
+@pytest.fixture(scope="session")
+def actor_prompts(actor_cfg):
+    """The (problem_id, prompt text) pairs a buffer host serves for `actor_cfg`."""
+    from microcoder.launch.problems import training_prompts
+
+    return training_prompts(actor_cfg, actor_cfg.model.path)
+
+
+@pytest.fixture(scope="session")
+def render_statement(actor_cfg):
+    """Statement -> the prompt text a generator receives (the stdin kind, as in training)."""
+    from transformers import AutoTokenizer
+
+    from microcoder.data.problem import Problem
+    from microcoder.data.prompts import PromptRenderer
+
+    renderer = PromptRenderer(
+        AutoTokenizer.from_pretrained(actor_cfg.model.path),
+        actor_cfg.prompt,
+        actor_cfg.model.chat_template_kwargs,
+    )
+
+    def render(statement: str) -> str:
+        return renderer.text(Problem("p", "stdin", statement, [{"input": "", "output": ""}]))
+
+    render.renderer = renderer
+    return render

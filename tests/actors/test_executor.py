@@ -11,11 +11,11 @@ HOSTILE = "import os\nwhile True:\n    os.fork()\n"
 
 
 @pytest.fixture(scope="module")
-def exec_setup(ray_cluster, actor_cfg):
+def exec_setup(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.remote import buffer_host_cls, executor_cls
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg)
+    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
     address = ray.get(host.get_address.remote())
     ex = executor_cls(actor_cfg).remote("exec-0", actor_cfg, address)
     ray.get(ex.ready.remote())

@@ -9,11 +9,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def gen_setup(ray_cluster, actor_cfg):
+def gen_setup(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.remote import buffer_host_cls, generator_cls
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg)
+    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
     address = ray.get(host.get_address.remote())
     gen = generator_cls(actor_cfg).remote("gen-0", actor_cfg, actor_cfg.model.path, address)
     ray.get(gen.ready.remote())
@@ -72,12 +72,38 @@ def test_behaviour_logprobs_match_transformers_at_the_sampling_temperature(gen_s
     assert worst < 1e-3
 
 
-def test_diversity_probe_rises_with_temperature_and_calibration_picks_it(gen_setup):
+def test_diversity_probe_rises_with_temperature_and_calibration_picks_it(
+    gen_setup, render_statement
+):
     from microcoder.learner.temperature import calibrate
 
     ray, _, gen, _ = gen_setup
-    prompts = ["Read two integers a and b. Print a+b.", "Read a string s. Print it reversed."]
+    statements = ["Read two integers a and b. Print a+b.", "Read a string s. Print it reversed."]
+    prompts = [render_statement(s) for s in statements]
     table = {t: ray.get(gen.probe_diversity.remote(prompts, t)) for t in (0.001, 1.5)}
     assert table[0.001] < 0.2 < table[1.5]
     res = calibrate([0.001, 1.5], 0.5, table.__getitem__)
     assert res.chosen == 1.5
+
+
+def test_a_prompt_the_engine_rejects_fails_alone_and_the_generator_lives_on(gen_setup, actor_cfg):
+    """A prompt longer than the engine's context makes vLLM raise on the whole wave: the wave is
+    retried prompt by prompt, the good prompt still yields its group, the bad one is reported
+    failed to the buffer with the engine's error, and the actor stays up with the error in its
+    stats."""
+    from microcoder.buffer.client import BufferClient
+
+    ray, _, gen, address = gen_setup
+    with BufferClient(address, owner="gen-0") as c:  # lease as the generator itself
+        good, bad = c.get_prompts(2, wait_s=5).assignments
+        bad.prompt = "word " * (4 * actor_cfg.generator.max_prompt_tokens)
+        groups = ray.get(gen.generate_wave.remote([good, bad]))
+        assert [g.group_id for g in groups] == [good.group_id]
+        stats = c.stats()
+        c.release("gen-0")
+    reasons = stats["failed_by_reason"]
+    assert sum(n for r, n in reasons.items() if r.startswith("generation failed")) == 1
+    gstats = ray.get(gen.stats.remote())
+    assert gstats["failed_prompts"] == 1
+    assert any(bad.problem_id in msg for _, msg in gstats["errors"])
+    assert ray.get(gen.ready.remote())["name"] == "gen-0"

@@ -32,7 +32,9 @@ def put_scored_groups(address: str, n: int, group_size: int) -> None:
             c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
 
 
-def test_two_rank_learner_group_steps_and_announces_the_version(ray_cluster, actor_cfg):
+def test_two_rank_learner_group_steps_and_announces_the_version(
+    ray_cluster, actor_cfg, actor_prompts
+):
     from microcoder.actors.learner_group import LearnerGroup
     from microcoder.actors.remote import buffer_host_cls
     from microcoder.buffer.client import BufferClient
@@ -40,7 +42,7 @@ def test_two_rank_learner_group_steps_and_announces_the_version(ray_cluster, act
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)
     cfg.learner.world_size = 2
-    host = buffer_host_cls().remote(cfg)
+    host = buffer_host_cls().remote(cfg, actor_prompts)
     address = ray.get(host.get_address.remote())
     group = LearnerGroup(cfg, cfg.model.path, address)
     try:

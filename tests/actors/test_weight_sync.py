@@ -11,12 +11,12 @@ PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Pr
 
 
 @pytest.fixture(scope="module")
-def trio(ray_cluster, actor_cfg):
+def trio(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.learner_group import LearnerGroup
     from microcoder.actors.remote import buffer_host_cls, generator_cls
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg)
+    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
     address = ray.get(host.get_address.remote())
     group = LearnerGroup(actor_cfg, actor_cfg.model.path, address)
     assert group.version == 0
@@ -61,13 +61,10 @@ def hf_greedy(model_dir, prompt_ids: list[list[int]], max_tokens: int) -> list[l
     return out
 
 
-def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path):
-    from transformers import AutoTokenizer
-
-    from microcoder.actors.rollout import render_prompt_ids
-
+def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, render_statement):
     ray, _, group, gen, address = trio
-    before = ray.get(gen.greedy.remote(PROMPTS, 16))
+    texts = [render_statement(p) for p in PROMPTS]
+    before = ray.get(gen.greedy.remote(texts, 16))
     assert ray.get(gen.maybe_sync_weights.remote()) is False  # already at version 0
 
     ray.get(gen.run.remote(max_waves=1))
@@ -80,9 +77,8 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path):
     assert ray.get(gen.maybe_sync_weights.remote()) is True
     stats = ray.get(gen.stats.remote())
     assert stats["version"] == 1 and stats["last_sync"]["tensors"] > 0
-    after = ray.get(gen.greedy.remote(PROMPTS, 16))
+    after = ray.get(gen.greedy.remote(texts, 16))
 
-    tok = AutoTokenizer.from_pretrained(actor_cfg.model.path)
-    ids = [render_prompt_ids(tok, actor_cfg.generator.system_prompt, p) for p in PROMPTS]
+    ids = [render_statement.renderer.encode_text(t) for t in texts]
     assert after == hf_greedy(ckpt, ids, 16)
     assert after != before
