@@ -13,7 +13,16 @@ from microcoder.launch.config import Config
 class Executor:
     """Ray actor body: leases unscored groups, judges them, hands in the scores."""
 
-    def __init__(self, name: str, cfg: Config, buffer_address: str, max_groups: int = 4):
+    def __init__(
+        self,
+        name: str,
+        cfg: Config,
+        buffer_address: str | None,
+        max_groups: int = 4,
+        load_data: bool = True,
+    ):
+        """`buffer_address` None: no buffer client; `load_data` False: no run problems (an
+        evaluation registers its own with `add_problems`)."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.launch.problems import load_run_problems
@@ -21,11 +30,19 @@ class Executor:
 
         self.name, self.cfg, self.max_groups = name, cfg, max_groups
         redirect_to_run_dir(name)
-        problems = load_run_problems(cfg.data, cfg.seed, "train")
-        problems += load_run_problems(cfg.data, cfg.seed, "heldout")
+        problems = []
+        if load_data:
+            problems = load_run_problems(cfg.data, cfg.seed, "train")
+            problems += load_run_problems(cfg.data, cfg.seed, "heldout")
         self.problems = {p.id: p for p in problems}
         self.pool = JudgePool(cfg.executor)
-        self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+        self.client = (
+            BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+            if buffer_address
+            else None
+        )
+        self._eval_judge = None  # microcoder.evaluation.judge_queue.SharedJudge, made on first use
+        self._eval_init = threading.Lock()
         self.timer = PoolTimer()
         self.groups = self.responses = self.tests = self.failed = 0
         self.verdicts: dict[str, int] = {}
@@ -89,11 +106,55 @@ class Executor:
             for s in gs.scores:
                 self.verdicts[s.verdict] = self.verdicts.get(s.verdict, 0) + 1
 
+    # ------------------------------------------------------------ evaluation (microcoder eval)
+
+    def add_problems(self, problems: list) -> int:
+        """Register evaluation problems by id (beside the run's own); returns how many it knows."""
+        for p in problems:
+            self.problems[p.id] = p
+        return len(self.problems)
+
+    def judge_samples(self, jobs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+        """Judge (problem_id, code) pairs in the sandbox; one dict per job, in order: verdict,
+        passed (bool: AC), tests_passed, total, first_failed, reward, message. Concurrent calls
+        share the pool (microcoder.evaluation.judge_queue), so workers stay busy across calls."""
+        from microcoder.evaluation.judge_queue import SharedJudge
+
+        unknown = [pid for pid, _ in jobs if pid not in self.problems]
+        if unknown:
+            raise KeyError(
+                f"{self.name}: problem {unknown[0]!r} is not registered here; call "
+                "add_problems(problems) before judge_samples"
+            )
+        with self._eval_init:
+            if self._eval_judge is None:
+                self._eval_judge = SharedJudge(self.pool, self._pool_lock)
+        verdicts = self._eval_judge.judge([(self.problems[pid], code) for pid, code in jobs])
+        return [
+            {
+                "verdict": v.verdict,
+                "passed": v.verdict == "AC",
+                "tests_passed": v.passed,
+                "total": v.total,
+                "first_failed": v.first_failed,
+                "reward": v.reward,
+                "message": v.message[:200],
+            }
+            for v in verdicts
+        ]
+
+    def eval_stats(self) -> dict[str, Any]:
+        """Programs judged through judge_samples so far."""
+        return {"name": self.name, "judged": self._eval_judge.judged if self._eval_judge else 0}
+
     def shutdown(self) -> None:
         self.stop()
-        try:
-            self.client.release()
-        except Exception:
-            pass
-        self.client.close()
+        if self.client is not None:
+            try:
+                self.client.release()
+            except Exception:
+                pass
+            self.client.close()
+        if self._eval_judge is not None:
+            self._eval_judge.close()
         self.pool.close()

@@ -1,0 +1,287 @@
+"""The pipelined loop of an evaluation on Ray actor handles.
+
+Generation is cut into calls of about `sequences_per_call` sequences, sent round-robin to the
+generators with `calls_in_flight` queued per generator. As each call's samples come back their
+programs are extracted (microcoder.sandbox.extract_code, as in training) and sent to the
+executors at once, `judge_calls_in_flight` calls per executor, so judging runs while the
+generators go on. A sample is written (samples.jsonl) as soon as all its budgets are judged.
+Every call has a deadline; an actor error stops the evaluation with the actor's name and the
+remedy (what was written is kept for --resume).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from microcoder.data.problem import Problem
+from microcoder.evaluation.plan import Todo, next_chunk
+from microcoder.evaluation.samples import SampleRecord
+from microcoder.evaluation.settings import EvalError, EvalSettings
+
+NO_CODE = {"verdict": "WA", "passed": False, "tests_passed": 0, "first_failed": None,
+           "message": "no code found in the response"}  # fmt: skip
+
+
+@dataclass
+class PendingSample:
+    """One generated (or given) sample waiting for the verdicts of its budgets."""
+
+    problem: Problem
+    index: int
+    views: list[dict[str, Any]]
+    """{"max_tokens", "code", "tokens", "finish_reason", "key"} per budget still to record."""
+    waiting: int = 0
+
+
+@dataclass
+class _Call:
+    kind: str  # "generate" | "judge"
+    actor: str
+    started: float
+    payload: Any
+
+
+@dataclass
+class DriverStats:
+    generated: int = 0
+    """Samples generated in this session."""
+    tokens: int = 0
+    """Response tokens generated (at the largest budget)."""
+    judged: int = 0
+    """Programs sent to executors."""
+    reused: int = 0
+    """Budget records that took the verdict of an identical program."""
+    generate_calls: int = 0
+    judge_calls: int = 0
+    first_sample_s: float | None = None
+    policy_versions: set = field(default_factory=set)
+
+
+class Driver:
+    """One evaluation's loop; `on_sample(records)` gets each finished sample's records."""
+
+    def __init__(self, settings: EvalSettings, generators: Sequence[tuple[str, Any]],
+                 executors: Sequence[tuple[str, Any]], on_sample: Callable[[list], None],
+                 progress: Callable[[dict], None] | None, total: int,
+                 cache: dict | None = None, judge_batch: int = 8):  # fmt: skip
+        self.s, self.gens, self.execs = settings, list(generators), list(executors)
+        self.on_sample, self.progress, self.total = on_sample, progress, total
+        self.cache: dict = cache if cache is not None else {}
+        self.judge_batch = judge_batch
+        self.stats = DriverStats()
+        self.done = 0
+        self.passed = 0
+        self._inflight: dict[Any, _Call] = {}
+        self._load = {name: 0 for name, _ in self.gens + self.execs}
+        self._queue: deque = deque()  # program keys to judge
+        self._queued: set = set()
+        self._waiting: dict[Any, list[PendingSample]] = {}
+        self._uid = 0
+        self._start = time.monotonic()
+        self._last_progress = 0.0
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, todos: Sequence[Todo], prompts: Callable[[Problem], str] | None,
+            given: Sequence[PendingSample] = (), judge: bool = True) -> list:  # fmt: skip
+        """Generate `todos` (or take `given` samples), judge, record. judge=False: generate only
+        and return [(problem_id, sample_index, sample dict)] (the benchmark's generate-only)."""
+        import ray
+
+        self._judge, self._collected = judge, []
+        for sample in given:
+            self._arrive(sample)
+        cursor = 0
+        parallel = max(1, len(self.gens) * self.s.calls_in_flight)
+        while True:
+            for name, handle in self.gens:
+                while cursor < len(todos) and self._load[name] < self.s.calls_in_flight:
+                    end = next_chunk(todos, cursor, self.s.sequences_per_call, parallel)
+                    self._send_generate(name, handle, todos[cursor:end], prompts)
+                    cursor = end
+            self._send_judging()
+            if not self._inflight:
+                if cursor >= len(todos) and not self._queue:
+                    break
+                if cursor >= len(todos):
+                    raise EvalError(f"{len(self._queue)} programs to judge but no executor")
+            ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=0.25)
+            if ready:
+                ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight),
+                                    timeout=0)  # fmt: skip
+            for ref in ready:
+                self._finish(ref, self._inflight.pop(ref))
+            self._check_deadlines()
+            self._report()
+        if self._waiting:
+            raise EvalError(f"{len(self._waiting)} programs never judged (internal error)")
+        self._report(force=True)
+        return self._collected
+
+    # ------------------------------------------------------------ sending
+
+    def _send_generate(self, name, handle, todos: Sequence[Todo], prompts) -> None:
+        texts = [prompts(t.problem) for t in todos]
+        ns = [len(t.sample_indices) for t in todos]
+        ref = handle.sample_eval.remote(
+            texts, ns, self.s.temperature, self.s.top_p, list(self.s.budgets)
+        )
+        self._inflight[ref] = _Call("generate", name, time.monotonic(), list(todos))
+        self._load[name] += 1
+        self.stats.generate_calls += 1
+
+    def _send_judging(self) -> None:
+        while self._queue:
+            name, handle = min(self.execs, key=lambda e: self._load[e[0]], default=(None, None))
+            if name is None or self._load[name] >= self.s.judge_calls_in_flight:
+                return
+            batch = [self._queue.popleft() for _ in range(min(self.judge_batch, len(self._queue)))]
+            ref = handle.judge_samples.remote([(k[0], k[1]) for k in batch])
+            self._inflight[ref] = _Call("judge", name, time.monotonic(), batch)
+            self._load[name] += 1
+            self.stats.judge_calls += 1
+            self.stats.judged += len(batch)
+
+    # ------------------------------------------------------------ receiving
+
+    def _finish(self, ref, call: _Call) -> None:
+        import ray
+
+        self._load[call.actor] -= 1
+        try:
+            result = ray.get(ref, timeout=60)
+        except Exception as err:  # noqa: BLE001 - named and re-raised with the remedy
+            raise EvalError(_actor_failure(call, err)) from err
+        if call.kind == "judge":
+            for key, verdict in zip(call.payload, result, strict=True):
+                self._verdict(key, verdict)
+            return
+        self.stats.policy_versions.add(result.get("version"))
+        for todo, samples in zip(call.payload, result["samples"], strict=True):
+            for index, sample in zip(todo.sample_indices, samples, strict=True):
+                self.stats.generated += 1
+                self.stats.tokens += sample["tokens"]
+                if not self._judge:
+                    self._collected.append((todo.problem.id, index, sample))
+                    self._count_done(passed=False)
+                    continue
+                views = [
+                    _view(v) for v in sample["views"] if v["max_tokens"] in todo.budgets[index]
+                ]
+                self._arrive(PendingSample(todo.problem, index, views))
+
+    def _arrive(self, sample: PendingSample) -> None:
+        if self.stats.first_sample_s is None:
+            self.stats.first_sample_s = time.monotonic() - self._start
+        for view in sample.views:
+            if view["code"] is None:
+                view["verdict"] = NO_CODE
+                continue
+            key = (sample.problem.id, view["code"])
+            if not self.s.reuse_verdicts:
+                self._uid += 1
+                key = (*key, self._uid)
+            view["key"] = key
+            if key in self.cache:
+                view["verdict"] = self.cache[key]
+                self.stats.reused += 1
+                continue
+            sample.waiting += 1
+            self._waiting.setdefault(key, []).append(sample)
+            if key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+        if sample.waiting == 0:
+            self._record(sample)
+
+    def _verdict(self, key, verdict: dict) -> None:
+        self.cache[key] = verdict
+        self._queued.discard(key)
+        for sample in self._waiting.pop(key, []):
+            for view in sample.views:
+                if view.get("key") == key and "verdict" not in view:
+                    view["verdict"] = verdict
+            sample.waiting -= 1
+            if sample.waiting == 0:
+                self._record(sample)
+
+    def _record(self, sample: PendingSample) -> None:
+        records = [
+            SampleRecord(
+                problem_id=sample.problem.id, sample_index=sample.index,
+                max_tokens=v["max_tokens"], verdict=v["verdict"]["verdict"],
+                passed=bool(v["verdict"]["passed"]), first_failed=v["verdict"]["first_failed"],
+                code=v["code"], tokens=v["tokens"], finish_reason=v["finish_reason"],
+                tests_passed=int(v["verdict"]["tests_passed"]), tests_total=len(sample.problem.tests),
+                message=str(v["verdict"].get("message", ""))[:200],
+            )
+            for v in sample.views
+        ]  # fmt: skip
+        self.on_sample(records)
+        self._count_done(passed=bool(records) and records[-1].passed)
+
+    def _count_done(self, passed: bool) -> None:
+        self.done += 1
+        self.passed += passed
+
+    # ------------------------------------------------------------ watching
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for call in self._inflight.values():
+            if now - call.started > self.s.call_timeout_s:
+                what = _describe(call)
+                raise EvalError(
+                    f"{call.actor} has not answered a call ({what}) in {self.s.call_timeout_s:.0f}"
+                    " s: it is hung or this machine is far too slow for the settings. See its "
+                    "log (logs/<actor>.log in the output folder), lower --max-tokens or --samples,"
+                    " or raise the call timeout; then rerun with --resume (finished samples are"
+                    " kept)"
+                )
+
+    def _report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.progress is None or (
+            not force and now - self._last_progress < self.s.progress_every_s
+        ):
+            return
+        self._last_progress = now
+        self.progress({
+            "done": self.done, "total": self.total, "elapsed_s": now - self._start,
+            "generated": self.stats.generated, "judged": self.stats.judged,
+            "passed": self.passed, "label": getattr(self.s, "label", ""),
+        })  # fmt: skip
+
+
+def _view(v: dict) -> dict:
+    from microcoder.sandbox import extract_code
+
+    return {"max_tokens": v["max_tokens"], "code": extract_code(v["text"]), "tokens": v["tokens"],
+            "finish_reason": v["finish_reason"]}  # fmt: skip
+
+
+def _describe(call: _Call) -> str:
+    if call.kind == "generate":
+        ids = [t.problem.id for t in call.payload]
+        return f"generate {len(ids)} prompts, e.g. {ids[0]!r}"
+    return f"judge {len(call.payload)} programs of e.g. problem {call.payload[0][0]!r}"
+
+
+def _actor_failure(call: _Call, err: BaseException) -> str:
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    cause = lines[-1] if lines else type(err).__name__
+    remedy = (
+        "a prompt + --max-tokens longer than the model allows, or the engine out of memory: "
+        "lower --max-tokens or raise generator.max_prompt_tokens / kv_cache_gib"
+        if call.kind == "generate"
+        else "a sandbox that cannot start (try `microcoder judge` on one solution)"
+    )
+    return (
+        f"{call.actor} failed on a call ({_describe(call)}): {cause}. Likely {remedy}; see "
+        "logs/<actor>.log in the output folder. Finished samples are kept: fix it and rerun "
+        "with --resume"
+    )
