@@ -70,15 +70,16 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
     return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
 
 
-def _prompt_batches(cfg, n: int, batches: int) -> list[list]:
-    """The buffer's first `batches` x `n` prompts, in the order it will hand them out."""
+def _prompt_batches(cfg, n: int, batches: int) -> tuple[list[list], dict]:
+    """The buffer's first `batches` x `n` prompts, in the order it will hand them out, and the
+    problems by id (the bare side renders them as the generator does)."""
     from microcoder.buffer.prompts import DatasetPrompts
     from microcoder.launch.problems import load_run_problems
 
-    source = DatasetPrompts(
-        load_run_problems(cfg.data, cfg.seed), epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed
-    )
-    return [[source.next() for _ in range(n)] for _ in range(batches)]
+    problems = load_run_problems(cfg.data, cfg.seed)
+    source = DatasetPrompts(problems, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
+    by_id = {p.id: p for p in problems}
+    return [[source.next() for _ in range(n)] for _ in range(batches)], by_id
 
 
 def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
@@ -132,18 +133,18 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     import ray
     from transformers import AutoTokenizer
 
-    from microcoder.actors.rollout import render_prompt_ids
     from microcoder.bench.generation_bare import bare_engine_cls
     from microcoder.bench.generation_sync import measure_sync_cycles
+    from microcoder.data.prompts import PromptRenderer
     from microcoder.launch.device import resolve_device
 
     cfg = bench_config(args, model_path)
     device = resolve_device(cfg.cluster.device)
     load_start = os.getloadavg()
-    batches = _prompt_batches(cfg, args.prompts, args.repeats + 1)  # +1: warm-up
+    batches, problems = _prompt_batches(cfg, args.prompts, args.repeats + 1)  # +1: warm-up
     tok = AutoTokenizer.from_pretrained(model_path)
-    sys_prompt = cfg.generator.system_prompt
-    ids = [[render_prompt_ids(tok, sys_prompt, it.prompt) for it in b] for b in batches]
+    renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)
+    ids = [[renderer.ids(problems[it.problem_id]) for it in b] for b in batches]
 
     own_ray = not ray.is_initialized()
     if own_ray:

@@ -121,7 +121,7 @@ def warmstart_state(config: str, extra: list[str]) -> dict[str, Any]:
     cfg = load_config(config, extra)
     if not cfg.model.warmstart:
         return {"warmstart": False, "model": cfg.model.path}
-    settings = settings_of(cfg.model.tiny_seed, cfg.warmstart, cfg.generator.system_prompt)
+    settings = settings_of(cfg.model.tiny_seed, cfg.warmstart, cfg.prompt)
     found = find_finished(cfg.model.path, settings)
     return {"warmstart": True, "model": cfg.model.path, "cached": found is not None}
 

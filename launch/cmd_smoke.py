@@ -39,21 +39,21 @@ def run(args: argparse.Namespace) -> int:
     from vllm import SamplingParams
 
     from microcoder.actors.engine import build_engine
+    from microcoder.data.problem import Problem
+    from microcoder.data.prompts import PromptRenderer
 
     t0 = time.time()
     llm = build_engine(str(model_path), cfg.generator, device, seed=cfg.seed)
     print(f"smoke: engine ready in {time.time() - t0:.1f} s", flush=True)
     tok = AutoTokenizer.from_pretrained(model_path)
+    renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)
     prompts = [
-        tok.apply_chat_template(
-            [
-                {"role": "system", "content": cfg.generator.system_prompt},
-                {"role": "user", "content": p},
-            ],
-            add_generation_prompt=True,
-            tokenize=False,
-        )
-        for p in PROMPTS
+        {
+            "prompt_token_ids": renderer.ids(
+                Problem(id=f"smoke-{i}", kind="stdin", prompt=p, tests=[])
+            )
+        }
+        for i, p in enumerate(PROMPTS)
     ]
     params = SamplingParams(
         n=args.n,

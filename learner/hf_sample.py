@@ -1,6 +1,6 @@
 """Batched sampling with transformers `generate`: the held-out generator of the SFT loop.
 
-Prompts are rendered like the RL generator's (`render_prompt_ids`), left-padded, and sampled
+Prompts are rendered like the RL generator's (`PromptRenderer.ids`), left-padded, and sampled
 with pure temperature (top-k and top-p off, as vLLM samples) up to `max_new_tokens`; a reply
 ends at the eos token. Sampling draws from a torch Generator state seeded per call, so an
 evaluation is a pure function of (weights, seed) and leaves the global RNG untouched.
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-from microcoder.actors.rollout import render_prompt_ids
 from microcoder.data.problem import Problem
+from microcoder.data.prompts import PromptRenderer
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,8 +30,7 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, 
 @torch.no_grad()
 def sample_replies(
     model,
-    tokenizer,
-    system_prompt: str,
+    renderer: PromptRenderer,
     problems: Sequence[Problem],
     *,
     temperature: float,
@@ -42,8 +41,9 @@ def sample_replies(
     """One reply text per problem (temperature 0 = greedy)."""
     was_training = model.training
     model.eval()
+    tokenizer = renderer.tokenizer
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    prompts = [render_prompt_ids(tokenizer, system_prompt, p.prompt) for p in problems]
+    prompts = [renderer.ids(p) for p in problems]
     replies: list[str] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -1,7 +1,7 @@
 """Supervised (prompt → solution) examples, tokenized exactly as the RL generator sees them.
 
-The prompt is `render_prompt_ids(tokenizer, system_prompt, problem.prompt)` (the chat template
-of [system, user] with the assistant turn opened), the same call the generator makes; the
+The prompt is `PromptRenderer.ids(problem)` (data/prompts.py: the chat template of the run's
+[system, user] messages with the assistant turn opened), the rendering the generator uses; the
 response is the canonical solution in a ```python fence, tokenized on its own (generation
 continues after the prompt ids, it never re-tokenizes the joint text), followed by the eos token
 (<|im_end|>). Loss falls on the response tokens only.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from microcoder.actors.rollout import render_prompt_ids
 from microcoder.data.problem import Problem
+from microcoder.data.prompts import PromptRenderer
 
 IGNORE = -100
 """Label of positions that carry no loss (prompt and padding)."""
@@ -41,7 +41,7 @@ class SFTExample:
         return [*self.prompt_ids, *self.response_ids]
 
 
-def encode_example(tokenizer, system_prompt: str, problem: Problem) -> SFTExample:
+def encode_example(renderer: PromptRenderer, problem: Problem) -> SFTExample:
     """Tokenize one problem with its canonical solution (`problem.meta["solution"]`)."""
     solution = problem.meta.get("solution")
     if not solution:
@@ -49,9 +49,9 @@ def encode_example(tokenizer, system_prompt: str, problem: Problem) -> SFTExampl
             f"problem {problem.id} has no meta['solution']; SFT needs a canonical solution "
             "(use microcoder.data.synthetic.generate_tasks)"
         )
-    prompt = render_prompt_ids(tokenizer, system_prompt, problem.prompt)
-    reply = tokenizer(response_text(solution), add_special_tokens=False)["input_ids"]
-    return SFTExample(tuple(prompt), (*reply, tokenizer.eos_token_id))
+    prompt = renderer.ids(problem)
+    reply = renderer.encode_text(response_text(solution))
+    return SFTExample(tuple(prompt), (*reply, renderer.tokenizer.eos_token_id))
 
 
 def collate(examples: Sequence[SFTExample], pad_id: int) -> dict[str, torch.Tensor]:

@@ -2,8 +2,9 @@
 
     warm_start(out_dir, seed=0, cfg=WarmStartConfig()) -> WarmStartResult
 
-Builds the byte-level BPE tokenizer on the synthetic training corpus (plus the system prompt
-and the reply fence, so the rendered prompt and reply are short), a random-weight tiny Qwen2
+Builds the byte-level BPE tokenizer on the synthetic training corpus (rendered as the run's
+prompt config renders stdin problems, plus the system prompt and the reply fence, so the
+rendered prompt and reply are short), a random-weight tiny Qwen2
 for `seed`, and fine-tunes it on (prompt → fenced canonical solution) pairs of the training
 split until the held-out sampled pass rate (T = 1.0, judged in the sandbox) enters the target
 window. The kept model is saved to `out_dir` as a Hugging Face folder with a manifest
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from microcoder.data.config import PromptConfig
 from microcoder.learner.sft_config import WarmStartConfig
 
 MANIFEST = "warmstart.json"
@@ -56,31 +58,60 @@ class WarmStartResult:
 
 
 def default_system_prompt() -> str:
-    """The system prompt the RL generator renders (GeneratorConfig().system_prompt)."""
-    from microcoder.actors.config import GeneratorConfig
+    """The system prompt of the default rendering of stdin problems (the synthetic family)."""
+    from microcoder.data.prompt_templates import STDIN_SYSTEM
 
-    return GeneratorConfig().system_prompt
+    return STDIN_SYSTEM
 
 
-def warmstart_corpus(system_prompt: str) -> list[str]:
-    """Tokenizer corpus: training prompts and fenced solutions, and the system prompt."""
+def _stdin_problem(statement: str):
+    from microcoder.data.problem import Problem
+
+    return Problem(id="warmstart-corpus", kind="stdin", prompt=statement, tests=[])
+
+
+def stdin_system_prompt(prompt: PromptConfig) -> str:
+    """The system prompt `prompt` gives stdin problems ("" = none)."""
+    from microcoder.data.prompts import render_messages
+
+    messages = render_messages(_stdin_problem(""), prompt)
+    return messages[0]["content"] if messages[0]["role"] == "system" else ""
+
+
+def warmstart_corpus(prompt: PromptConfig) -> list[str]:
+    """Tokenizer corpus: training prompts (their user messages under `prompt`) and fenced
+    solutions, and the system prompt. Under the default config the user message is the
+    statement itself, so this is the corpus the cache was first built with."""
+    from microcoder.data.prompts import render_messages
     from microcoder.data.synthetic import tokenizer_corpus
     from microcoder.learner.sft_data import response_text
 
+    def user(statement: str) -> str:
+        return render_messages(_stdin_problem(statement), prompt)[-1]["content"]
+
     texts = tokenizer_corpus()
     # tokenizer_corpus() alternates prompt, solution; the policy replies with the fenced form.
-    return [system_prompt] + [t if i % 2 == 0 else response_text(t) for i, t in enumerate(texts)]
+    rendered = [user(t) if i % 2 == 0 else response_text(t) for i, t in enumerate(texts)]
+    return [stdin_system_prompt(prompt), *rendered]
 
 
-def settings_of(seed: int, cfg: WarmStartConfig, system_prompt: str) -> dict:
-    """Everything that determines the result; the cache is valid only for equal settings."""
-    return {
+def settings_of(seed: int, cfg: WarmStartConfig, prompt: PromptConfig | None = None) -> dict:
+    """Everything that determines the result; the cache is valid only for equal settings.
+    The default prompt config gives the key the cache has always had (its system prompt); any
+    other template adds its rendering of a stdin statement."""
+    prompt = prompt if prompt is not None else PromptConfig()
+    settings = {
         "manifest_version": MANIFEST_VERSION,
         "seed": seed,
         "task_seed": TASK_SEED,
-        "system_prompt": system_prompt,
+        "system_prompt": stdin_system_prompt(prompt),
         "config": cfg.model_dump(exclude={"threads"}),
     }
+    if prompt.template != "default":
+        from microcoder.data.prompts import render_messages
+
+        settings["stdin_rendering"] = render_messages(_stdin_problem("{statement}"), prompt)
+    return settings
 
 
 def find_finished(out_dir: str | Path, settings: dict) -> WarmStartResult | None:
@@ -104,18 +135,20 @@ def warm_start(
     seed: int = 0,
     cfg: WarmStartConfig | None = None,
     *,
-    system_prompt: str | None = None,
+    prompt: PromptConfig | None = None,
     judge: Callable | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> WarmStartResult:
     """Warm-start into `out_dir` (or return the cached result); raises WarmStartError on failure.
 
-    `judge` (pairs -> rewards) defaults to a sandboxed JudgePool with the default ExecutorConfig.
+    `prompt` is the run's prompt config (the synthetic family is rendered with it; default
+    PromptConfig()). `judge` (pairs -> rewards) defaults to a sandboxed JudgePool with the
+    default ExecutorConfig.
     """
     cfg = cfg or WarmStartConfig()
-    system_prompt = default_system_prompt() if system_prompt is None else system_prompt
-    settings = settings_of(seed, cfg, system_prompt)
+    prompt = prompt if prompt is not None else PromptConfig()
+    settings = settings_of(seed, cfg, prompt)
     found = find_finished(out_dir, settings)
     if found is not None:
         return found
@@ -128,13 +161,13 @@ def warm_start(
     torch.set_num_threads(threads)
     try:
         if judge is not None:
-            outcome, model, tokenizer = _train(seed, cfg, system_prompt, judge, progress, log)
+            outcome, model, tokenizer = _train(seed, cfg, prompt, judge, progress, log)
         else:
             from microcoder.sandbox import JudgePool
 
             with JudgePool() as pool:
                 outcome, model, tokenizer = _train(
-                    seed, cfg, system_prompt, _pool_judge(pool), progress, log
+                    seed, cfg, prompt, _pool_judge(pool), progress, log
                 )
     finally:
         torch.set_num_threads(threads_before)
@@ -162,10 +195,11 @@ def _pool_judge(pool) -> Callable:
     return lambda pairs: [v.reward for v in pool.judge_many(pairs)]
 
 
-def _train(seed, cfg, system_prompt, judge, progress, log):
+def _train(seed, cfg, prompt, judge, progress, log):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from microcoder.data.prompts import PromptRenderer
     from microcoder.data.synthetic import generate_tasks
     from microcoder.learner.heldout import heldout_eval
     from microcoder.learner.hf_sample import sample_replies
@@ -175,13 +209,12 @@ def _train(seed, cfg, system_prompt, judge, progress, log):
 
     hf_logging.disable_progress_bar()  # per-shard bars of save/load are noise here
     with tempfile.TemporaryDirectory(prefix="microcoder-warm-") as tmp:
-        corpus = warmstart_corpus(system_prompt)
+        corpus = warmstart_corpus(prompt)
         build_tiny_model(tmp, seed=seed, corpus=corpus, vocab_size=cfg.vocab_size)
         tokenizer = AutoTokenizer.from_pretrained(tmp)
         model = AutoModelForCausalLM.from_pretrained(tmp)
-    examples = [
-        encode_example(tokenizer, system_prompt, p) for p in generate_tasks(TASK_SEED, "train")
-    ]
+    renderer = PromptRenderer(tokenizer, prompt)  # the tiny template reads no variables
+    examples = [encode_example(renderer, p) for p in generate_tasks(TASK_SEED, "train")]
     heldout = generate_tasks(TASK_SEED, "heldout", cfg.eval_problems)
     n_params = sum(p.numel() for p in model.parameters())
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)
@@ -201,8 +234,7 @@ def _train(seed, cfg, system_prompt, judge, progress, log):
         def generate(problems):
             return sample_replies(
                 m,
-                tokenizer,
-                system_prompt,
+                renderer,
                 problems,
                 temperature=cfg.eval_temperature,
                 max_new_tokens=cfg.eval_max_new_tokens,

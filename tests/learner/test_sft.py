@@ -6,6 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from microcoder.data.config import PromptConfig
+from microcoder.data.prompts import PromptRenderer
 from microcoder.data.synthetic import generate_tasks
 from microcoder.learner.sft import WarmStartError, train_sft
 from microcoder.learner.sft_config import WarmStartConfig
@@ -24,7 +26,8 @@ def one_thread():
 @pytest.fixture(scope="module")
 def setup(small_model):
     tok = AutoTokenizer.from_pretrained(small_model)
-    examples = [encode_example(tok, "Solve it.", p) for p in generate_tasks(0, "train", 64)]
+    renderer = PromptRenderer(tok, PromptConfig(system={"stdin": "Solve it."}))
+    examples = [encode_example(renderer, p) for p in generate_tasks(0, "train", 64)]
     return small_model, tok, examples
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from microcoder.actors.rollout import render_prompt_ids
+from microcoder.data.config import PromptConfig
+from microcoder.data.prompts import PromptRenderer
 from microcoder.data.synthetic import generate_tasks
 from microcoder.learner.sft_data import (
     IGNORE,
@@ -24,25 +25,31 @@ def tok(small_model):
 
 
 @pytest.fixture(scope="module")
+def renderer(tok):
+    return PromptRenderer(tok, PromptConfig(system={"stdin": SYSTEM}))
+
+
+@pytest.fixture(scope="module")
 def problems():
     return generate_tasks(0, "train", 3)
 
 
-def test_prompt_is_exactly_the_generators_rendering(tok, problems):
-    ex = encode_example(tok, SYSTEM, problems[0])
-    assert list(ex.prompt_ids) == render_prompt_ids(tok, SYSTEM, problems[0].prompt)
+def test_prompt_is_exactly_the_generators_rendering(renderer, problems):
+    ex = encode_example(renderer, problems[0])
+    assert list(ex.prompt_ids) == renderer.encode_text(renderer.text(problems[0]))
+    assert renderer.messages(problems[0])[0]["content"] == SYSTEM
 
 
-def test_response_is_the_fenced_solution_ending_with_eos(tok, problems):
-    ex = encode_example(tok, SYSTEM, problems[0])
+def test_response_is_the_fenced_solution_ending_with_eos(tok, renderer, problems):
+    ex = encode_example(renderer, problems[0])
     assert ex.response_ids[-1] == tok.eos_token_id
     text = tok.decode(list(ex.response_ids[:-1]))
     assert text == response_text(problems[0].meta["solution"])
     assert text.startswith("```python\n") and text.endswith("\n```")
 
 
-def test_loss_mask_covers_exactly_the_solution_tokens(tok, problems):
-    examples = [encode_example(tok, SYSTEM, p) for p in problems]
+def test_loss_mask_covers_exactly_the_solution_tokens(tok, renderer, problems):
+    examples = [encode_example(renderer, p) for p in problems]
     batch = collate(examples, tok.pad_token_id)
     for row, ex in enumerate(examples):
         labels = batch["labels"][row].tolist()
@@ -54,10 +61,10 @@ def test_loss_mask_covers_exactly_the_solution_tokens(tok, problems):
         assert batch["attention_mask"][row].tolist() == [1] * n + [0] * (len(labels) - n)
 
 
-def test_problem_without_solution_is_refused_with_the_fix(tok, problems):
+def test_problem_without_solution_is_refused_with_the_fix(renderer, problems):
     bare = problems[0].__class__(id="x", kind="stdin", prompt="Print 1.", tests=[])
     with pytest.raises(ValueError, match="meta\\['solution'\\]"):
-        encode_example(tok, SYSTEM, bare)
+        encode_example(renderer, bare)
 
 
 def test_batches_depend_only_on_seed_and_step():

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from microcoder.data.config import PromptConfig
 from microcoder.learner.sft_config import WarmStartConfig
 from microcoder.learner.warmstart import (
     MANIFEST,
@@ -86,17 +87,30 @@ def test_same_seed_and_settings_are_served_from_the_cache(small_run):
 @pytest.mark.slow  # shares the ~30-50 s small real run
 def test_other_seed_or_settings_are_not_served_from_the_cache(small_run):
     out, _ = small_run
-    sp = default_system_prompt()
-    assert find_finished(out, settings_of(0, SMALL, sp)) is not None
-    assert find_finished(out, settings_of(1, SMALL, sp)) is None
-    assert find_finished(out, settings_of(0, SMALL.model_copy(update={"lr": 5e-4}), sp)) is None
-    assert find_finished(out, settings_of(0, SMALL, sp + " ")) is None
+    sp = PromptConfig(system={"stdin": default_system_prompt() + " "})
+    assert find_finished(out, settings_of(0, SMALL)) is not None
+    assert find_finished(out, settings_of(1, SMALL)) is None
+    assert find_finished(out, settings_of(0, SMALL.model_copy(update={"lr": 5e-4}))) is None
+    assert find_finished(out, settings_of(0, SMALL, sp)) is None
+    assert find_finished(out, settings_of(0, SMALL, PromptConfig(template="lcb"))) is None
 
 
 def test_thread_count_does_not_invalidate_the_cache():
-    sp = default_system_prompt()
     other = SMALL.model_copy(update={"threads": 2})
-    assert settings_of(0, SMALL, sp) == settings_of(0, other, sp)
+    assert settings_of(0, SMALL) == settings_of(0, other)
+
+
+def test_default_prompt_config_keeps_the_cache_key_of_the_old_system_prompt():
+    """Warm starts cached before the prompt layer (keyed on GeneratorConfig.system_prompt) stay
+    valid: the default config gives exactly that key."""
+    old = "Write a Python program that solves the problem. Reply with one ```python code block."
+    assert settings_of(0, SMALL, PromptConfig()) == {
+        "manifest_version": 1,
+        "seed": 0,
+        "task_seed": 0,
+        "system_prompt": old,
+        "config": SMALL.model_dump(exclude={"threads"}),
+    }
 
 
 def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
@@ -116,15 +130,16 @@ from vllm import LLM
 from microcoder.data.synthetic import generate_tasks
 from microcoder.learner.hf_sample import sample_replies
 from microcoder.learner.vllm_sample import vllm_replies
-from microcoder.learner.warmstart import default_system_prompt
-path, sp = sys.argv[1], default_system_prompt()
+from microcoder.data.prompts import PromptRenderer
+path = sys.argv[1]
 tok = AutoTokenizer.from_pretrained(path)
+renderer = PromptRenderer(tok)
 problems = generate_tasks(0, "heldout", 8)
-hf = sample_replies(AutoModelForCausalLM.from_pretrained(path), tok, sp, problems,
+hf = sample_replies(AutoModelForCausalLM.from_pretrained(path), renderer, problems,
                     temperature=0, max_new_tokens=16, seed=0)
 llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0)
-vl = vllm_replies(llm, tok, sp, problems, temperature=0, max_tokens=16)
-hot = vllm_replies(llm, tok, sp, problems, temperature=1.0, max_tokens=16)
+vl = vllm_replies(llm, renderer, problems, temperature=0, max_tokens=16)
+hot = vllm_replies(llm, renderer, problems, temperature=1.0, max_tokens=16)
 print("RESULT" + json.dumps({"hf": hf, "vllm": vl, "hot": hot}))
 """
 
