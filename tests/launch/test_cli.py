@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ def microcoder(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def test_help_lists_the_commands_that_exist():
     out = microcoder("--help").stdout
-    for name in ("config", "tiny-model", "smoke"):
+    for name in ("config", "tiny-model", "smoke", "prompts"):
         assert name in out
 
 
@@ -48,3 +50,64 @@ def test_config_docs_lists_fields_with_meaning(argv):
     out = microcoder(*argv).stdout
     assert "buffer.max_staleness = 1" in out
     assert "policy versions" in out
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+@pytest.fixture(scope="module")
+def small_model_dir(tmp_path_factory):
+    from microcoder.learner.tiny_model import build_tiny_model
+
+    corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
+    out = tmp_path_factory.mktemp("prompts-model")
+    return build_tiny_model(
+        out, seed=0, corpus=corpus, vocab_size=300, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+    )  # fmt: skip
+
+
+def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_dir):
+    from transformers import AutoTokenizer
+
+    from microcoder.data.loaders import load_problems
+    from microcoder.data.prompts import PromptRenderer
+
+    data = FIXTURES / "prompts_mixed.jsonl"
+    res = microcoder(
+        "prompts", "show", str(data), "--json", "--set", f'model.path="{small_model_dir}"',
+        "--set", "model.build_tiny=false", "--set", "generator.max_prompt_tokens=100",
+    )  # fmt: skip
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    renderer = PromptRenderer(AutoTokenizer.from_pretrained(small_model_dir))
+    problems = load_problems(data)
+    assert [r["problem_id"] for r in rows] == [p.id for p in problems]
+    assert [r["text"] for r in rows] == [renderer.text(p) for p in problems]
+    tokens = [len(renderer.ids(p)) for p in problems]
+    assert [r["tokens"] for r in rows] == tokens
+    over = sum(t > 100 for t in tokens)
+    assert f"{over} of {len(problems)} over generator.max_prompt_tokens = 100" in res.stderr
+
+
+def test_prompts_show_text_prints_the_first_n_with_the_template_asked_for(small_model_dir):
+    res = microcoder(
+        "prompts", "show", str(FIXTURES / "prompts_mixed.jsonl"), "--n", "1",
+        "--set", f'model.path="{small_model_dir}"', "--set", "prompt.template=lcb",
+    )  # fmt: skip
+    assert res.stdout.count("--- [") == 1
+    assert "--- [1/5] sum (stdin, " in res.stdout and "### Question:\n" in res.stdout
+
+
+def test_prompts_show_missing_file_exits_2_saying_what_to_give():
+    res = microcoder("prompts", "show", "no/such/problems.jsonl", check=False)
+    assert res.returncode == 2
+    assert "no/such/problems.jsonl: no such problem file" in res.stderr
+
+
+def test_prompts_show_unknown_template_exits_2_listing_the_templates():
+    res = microcoder(
+        "prompts", "show", str(FIXTURES / "own.jsonl"), "--set", "prompt.template=lbc",
+        check=False,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert "built-in template (default, lcb)" in res.stderr
