@@ -83,6 +83,7 @@ class Driver:
         self._uid = 0
         self._start = time.monotonic()
         self._last_progress = 0.0
+        self._last_done = -1
 
     # ------------------------------------------------------------ the loop
 
@@ -250,10 +251,13 @@ class Driver:
         ):
             return
         self._last_progress = now
+        if force and self._last_done == self.done:
+            return
+        self._last_done = self.done
         self.progress({
             "done": self.done, "total": self.total, "elapsed_s": now - self._start,
             "generated": self.stats.generated, "judged": self.stats.judged,
-            "passed": self.passed, "label": getattr(self.s, "label", ""),
+            "passed": self.passed, "label": self.s.label,
         })  # fmt: skip
 
 

@@ -69,7 +69,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- {label}: `{s[key]}`")
     lines.append(
         f"- {report['problems']} problems, {report['samples_per_problem']} samples each"
-        + (f", T = {s['temperature']:g}, top_p = {s['top_p']:g}" if "temperature" in s else "")
+        + (
+            f", T = {s['temperature']:g}, top_p = {s['top_p']:g}"
+            if s.get("temperature") is not None
+            else ""
+        )
     )
     if report.get("selection"):
         lines.append(f"- selection: {report['selection']['summary']}")

@@ -42,6 +42,8 @@ class EvalSettings:
     resume: bool = False
     """Continue from out_dir/samples.jsonl: keys already judged are neither generated nor
     judged again."""
+    label: str = ""
+    """Prefix of the progress line (e.g. "eval step 40 T=0")."""
     reuse_verdicts: bool = True
     """Judge each distinct (problem, program) once: identical programs (common at low T, and a
     sample not cut at a smaller budget) reuse the verdict."""

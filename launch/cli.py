@@ -23,6 +23,7 @@ COMMANDS = [
     "microcoder.launch.cmd_status",
     "microcoder.launch.cmd_bench",
     "microcoder.launch.cmd_judge",
+    "microcoder.launch.cmd_eval",
     "microcoder.launch.cmd_prompts",
     "microcoder.launch.cmd_keys",
 ]

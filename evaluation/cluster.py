@@ -1,0 +1,92 @@
+"""The actors of a standalone evaluation (`microcoder eval`, `microcoder bench eval`): Ray started
+the way a run starts it (launch/runner.py `Run.start_ray`), G generators with no buffer and no
+weight publisher, E executors with no buffer and no run data. A training run's periodic eval
+uses the run's own pools instead."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from microcoder.evaluation.settings import EvalError
+from microcoder.launch.config import Config
+
+
+class EvalCluster:
+    """Start with `start(...)`, hand `generators` / `executors` to `evaluate`, then `close()`."""
+
+    def __init__(self, cfg: Config, out_dir: Path, address: str = "local"):
+        self.cfg, self.out_dir, self.address = cfg, out_dir, address
+        self.generators: dict[str, Any] = {}
+        self.executors: dict[str, Any] = {}
+        self.started_ray = False
+
+    def start(self, model_path: str | None, n_generators: int, n_executors: int,
+              log=print, ready_timeout_s: float = 900.0) -> None:  # fmt: skip
+        import ray
+
+        from microcoder.actors.remote import executor_cls, generator_cls
+        from microcoder.launch.placement import replica_options
+        from microcoder.launch.runner import Run
+
+        cfg = self.cfg
+        gens = n_generators if model_path else 0
+        cpus = gens * cfg.generator.cpus_per_engine + n_executors * cfg.executor.cpus_per_executor
+        if not ray.is_initialized():
+            # Run.start_ray reads only cfg, run_dir and address: the same Ray a run gets, with
+            # actor logs in <out>/logs/.
+            Run.start_ray(
+                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address), cpus
+            )
+            self.started_ray = True
+        ex_cls = executor_cls(cfg)
+        for i in range(n_executors):
+            name = f"executor-{i}"
+            self.executors[name] = ex_cls.remote(name, cfg, None, 4, False)
+        if gens:
+            gen_cls = generator_cls(cfg)
+            g = cfg.generator
+            for i in range(gens):
+                name = f"generator-{i}"
+                opts = replica_options(
+                    g.cpus_per_engine, g.gpus_per_engine, cfg.cluster.device, name
+                )
+                self.generators[name] = gen_cls.options(**opts).remote(name, cfg, model_path, None)
+            log(f"starting {gens} generator(s) and {n_executors} executor(s) "
+                "(a vLLM engine takes a while to start) ...")  # fmt: skip
+        t0 = time.monotonic()
+        for name, handle in {**self.executors, **self.generators}.items():
+            left = max(1.0, ready_timeout_s - (time.monotonic() - t0))
+            try:
+                ray.get(handle.ready.remote(), timeout=left)
+            except Exception as err:  # noqa: BLE001 - named, with the remedy
+                lines = [ln for ln in str(err).splitlines() if ln.strip()]
+                raise EvalError(
+                    f"{name} did not start: {lines[-1] if lines else type(err).__name__}. See "
+                    f"{self.out_dir / 'logs' / (name + '.log')}"
+                    + ("; is the model folder complete and do --max-tokens + the prompt limit fit "
+                       "its context?" if name.startswith("generator") else
+                       "; does the sandbox work here (`microcoder judge`)?")
+                ) from err  # fmt: skip
+        log(f"actors ready in {time.monotonic() - t0:.1f} s")
+
+    def close(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        calls = [h.shutdown.remote() for h in {**self.generators, **self.executors}.values()]
+        try:
+            ray.get(calls, timeout=60)
+        except Exception:  # noqa: BLE001 - best effort: the process is going away anyway
+            pass
+        for h in {**self.generators, **self.executors}.values():
+            try:
+                ray.kill(h)
+            except Exception:  # noqa: BLE001
+                pass
+        self.generators, self.executors = {}, {}
+        if self.started_ray:
+            ray.shutdown()
