@@ -31,7 +31,3 @@ class GeneratorConfig(Section):
     ignore_eos: bool = False
     """Sample past the end-of-sequence token up to max_response_tokens (fixed-size work for
     `microcoder bench generation`; keep false for training)."""
-    system_prompt: str = (
-        "Write a Python program that solves the problem. Reply with one ```python code block."
-    )
-    """System message of the chat template."""

@@ -1,8 +1,8 @@
 """Turn prompt assignments into groups of sampled responses with a vLLM engine.
 
-The logic the generator actor wraps: render the chat template, sample G responses per prompt at
-the current temperature with per-token behaviour log-probs, and tag each response with the policy
-version and its truncation flag. Log-probs are vLLM's `processed_logprobs` (after temperature
+The logic the generator actor wraps: sample G responses per prompt (the ids of a prompt text the
+prompt layer rendered, data/prompts.py) at the current temperature with per-token behaviour
+log-probs, and tag each response with the policy version and its truncation flag. Log-probs are vLLM's `processed_logprobs` (after temperature
 scaling), i.e. log pi_behaviour(token) at the sampling temperature, the quantity the learner's
 importance weight needs (the engine is built with `logprobs_mode="processed_logprobs"`).
 
@@ -17,15 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from microcoder.buffer.messages import Group, PromptAssignment, Response
-
-
-def render_prompt_ids(tokenizer, system_prompt: str, prompt: str) -> list[int]:
-    """Chat-template token ids of [system, user] with the assistant turn opened."""
-    messages = [{"role": "user", "content": prompt}]
-    if system_prompt:
-        messages.insert(0, {"role": "system", "content": system_prompt})
-    enc = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
-    return list(enc["input_ids"])
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:
