@@ -70,16 +70,13 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
     return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
 
 
-def _prompt_batches(cfg, n: int, batches: int) -> tuple[list[list], dict]:
-    """The buffer's first `batches` x `n` prompts, in the order it will hand them out, and the
-    problems by id (the bare side renders them as the generator does)."""
+def _prompt_batches(cfg, prompts: list[tuple[str, str]], n: int, batches: int) -> list[list]:
+    """The buffer's first `batches` x `n` prompts (rendered prompt texts), in the order it will
+    hand them out: the same source over the same (problem_id, text) pairs the host serves."""
     from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.launch.problems import load_run_problems
 
-    problems = load_run_problems(cfg.data, cfg.seed)
-    source = DatasetPrompts(problems, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
-    by_id = {p.id: p for p in problems}
-    return [[source.next() for _ in range(n)] for _ in range(batches)], by_id
+    source = DatasetPrompts(prompts, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
+    return [[source.next() for _ in range(n)] for _ in range(batches)]
 
 
 def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
@@ -137,14 +134,16 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     from microcoder.bench.generation_sync import measure_sync_cycles
     from microcoder.data.prompts import PromptRenderer
     from microcoder.launch.device import resolve_device
+    from microcoder.launch.problems import prepare_run_problems
 
     cfg = bench_config(args, model_path)
     device = resolve_device(cfg.cluster.device)
     load_start = os.getloadavg()
-    batches, problems = _prompt_batches(cfg, args.prompts, args.repeats + 1)  # +1: warm-up
     tok = AutoTokenizer.from_pretrained(model_path)
     renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)
-    ids = [[renderer.ids(problems[it.problem_id]) for it in b] for b in batches]
+    prompts = prepare_run_problems(cfg, tok, None, log=lambda _m: None).prompts
+    batches = _prompt_batches(cfg, prompts, args.prompts, args.repeats + 1)  # +1: warm-up
+    ids = [[renderer.encode_text(it.prompt) for it in b] for b in batches]
 
     own_ray = not ray.is_initialized()
     if own_ray:
@@ -155,7 +154,7 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
 
         bare_engine = bare_engine_cls(cfg).remote(model_path, cfg, device)
         ray.get(bare_engine.generate.remote(ids[0][:1]))  # engine up before the actor starts
-        host = buffer_host_cls().remote(cfg)
+        host = buffer_host_cls().remote(cfg, prompts)
         address = ray.get(host.get_address.remote())
         group = LearnerGroup(cfg, model_path, address)
         gen = generator_cls(cfg).remote("gen-bench", cfg, model_path, address, group.rank0)

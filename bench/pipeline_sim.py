@@ -75,11 +75,14 @@ def run_point(
     from microcoder.bench.pipeline_actors import SimExecutor, SimGenerator, SimLearner
     from microcoder.buffer.client import BufferClient
     from microcoder.launch.config import load_config
+    from microcoder.launch.problems import load_run_problems
 
     warmup = max(1, warmup)  # the last warm-up step marks where the measured window starts
     overrides = [f"buffer.max_staleness={max_staleness}", f"learner.batch_size={batch_size}"]
     cfg = load_config(None, overrides)
-    host = buffer_host_cls().remote(cfg)
+    # The simulated actors never tokenize: the statements themselves are the prompts they lease.
+    prompts = [(p.id, p.prompt) for p in load_run_problems(cfg.data, cfg.seed)]
+    host = buffer_host_cls().remote(cfg, prompts)
     address = ray.get(host.get_address.remote())
     learner = _remote(SimLearner, 4).remote(address, batch_size, costs.train_s)
     wave = default_wave(batch_size, generators)
