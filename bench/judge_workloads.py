@@ -162,10 +162,10 @@ TRICKY = [
         + "\nif __name__ == '__main__':\n    main()",
         True,
     ),
-    (
-        "float-format",
+    (  # an integer answer printed as a float: WA on Codeforces (testlib), AC in LiveCodeBench
+        "float-for-integer",
         "n = int(input())\nprint(f'{float(sum(int(input()) for _ in range(n))):.6f}')",
-        True,
+        False,
     ),
     ("extra-debug-line", "n = int(input())\nprint('debug')\n" + SUM_TAIL, False),
     ("off-by-one", "n = int(input())\nprint(sum(int(input()) for _ in range(n)) + 1)", False),

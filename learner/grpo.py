@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import torch
 
-INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "RE"})
+INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
 SE, no code, not judged) is "non-incorrect" for the truncation mask (DESIGN §5)."""
 

@@ -13,8 +13,9 @@ Python API (for the executor actor; use from one thread):
     extract_code(response) -> str | None      # None: submit it anyway, it is scored WA
 
 `problem` is a microcoder.data.problem.Problem (kinds stdin / functional / assert). Verdicts:
-AC WA TLE MLE RE CE SE (SE = sandbox fault, already retried `retries` times, reward None: do not
-score it). A crashed or hung worker is replaced transparently. JudgePool raises
+AC WA TLE MLE OLE RE CE SE (OLE = more output than the test's cap, which grows with the expected
+output, see ExecutorConfig.output_limit_kb; SE = sandbox fault, already retried `retries` times,
+reward None: do not score it). A crashed or hung worker is replaced transparently. JudgePool raises
 SandboxUnavailable (with the fix) when bwrap is missing and isolation is not "none".
 
 Threat model. Covered (isolation = "bwrap", the default): programs run in forked children of a
@@ -24,7 +25,9 @@ private size-capped /tmp; no environment variables but PATH/HOME/LANG. A program
 expected outputs (compared in the judge process; the fork server never receives them), problem
 files, the judge's environment, the host's home or project directories. Limits per run: CPU time
 (primary, robust under load) and wall clock (wall_factor × limit), address space, file size
-(= output cap, also bounds /tmp files), open files, and a process count that holds for root
+(= the test's output cap, also bounds /tmp files; the fork server reads at most the cap of a
+run's stdout and of a functional program's returned values, and sends the judge nothing of an
+output over its cap), open files, and a process count that holds for root
 (programs run as a dedicated host uid per worker, `sandbox_uid_base + slot`, via a user namespace
 mapping; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
 program cannot kill it), non-dumpable (no ptrace or /proc/1/mem) and runs as another uid; after

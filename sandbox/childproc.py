@@ -53,6 +53,13 @@ def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
     return out
 
 
+def with_output_cap(rlimits_: list, cap: int) -> list[tuple[int, tuple[int, int]]]:
+    """The same rlimits with the file size limit set to `cap` bytes + 1 (one byte over the cap
+    is how the judge sees that a program went over it)."""
+    fsize = resource.RLIMIT_FSIZE
+    return [(res, (cap + 1, cap + 1) if res == fsize else value) for res, value in rlimits_]
+
+
 def enter(limits: list, uid: int, result_fd: int) -> None:
     """Become the program's process: session, fds, identity, rlimits. Fds 0-2 (the program's
     stdio), the working directory and the signal dispositions are inherited from the server."""

@@ -24,7 +24,14 @@ class ExecutorConfig(Section):
     memory_mb: int = Field(512, ge=16)
     """Default address-space limit per program in MiB, used when a problem declares none."""
     output_limit_kb: int = Field(1024, ge=1)
-    """Output kept per test in KiB; a program that writes more is stopped (verdict WA/RE)."""
+    """Output floor in KiB. A stdin test's cap is output_limit_kb KiB + output_limit_factor × the
+    bytes of that test's expected output, for stdout, stderr and any file the program writes.
+    Functional and assert programs get output_limit_kb KiB for those, and output_limit_kb KiB +
+    output_limit_factor × the bytes of all expected values for the values they return. A
+    program that writes more is stopped: verdict OLE."""
+    output_limit_factor: float = Field(4.0, ge=1.0)
+    """How many times its expected output's size a correct program may print (dimensionless);
+    4 covers CRLF line ends, trailing blanks and long float formats (`repr` vs `%.6f`)."""
     early_exit: bool = True
     """Stop judging a solution at its first failing test (RL rewards need only pass/fail)."""
     partial_credit: bool = False

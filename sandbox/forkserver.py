@@ -50,6 +50,7 @@ class Server:
         self.program = None
         self.stopping = False
         self.pending: tuple[dict, bytes] | None = None
+        self.result_left = 0  # bytes the running program may still return (functional/assert)
 
     # -- requests ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -122,6 +123,7 @@ class Server:
         so no run starts that the verdict does not need."""
         _, code, _, _ = self.program
         sizes, lockstep, limits = h["sizes"], h.get("lockstep", False), h["limits"]
+        caps = h.get("out_caps") or [limits["output_bytes"]] * len(sizes)
         start = 0
         for i, size in enumerate(sizes):
             if i and lockstep:
@@ -130,10 +132,13 @@ class Server:
                     if frame[0]["op"] != "stop":
                         self.pending = frame  # a new request: the host gave up on this one
                     return
-            pid, t0 = self._spawn(data[start : start + size], -1, childproc.run_program, code)
+            rlimits = childproc.with_output_cap(self.rlimits, caps[i])
+            pid, t0 = self._spawn(
+                rlimits, data[start : start + size], -1, childproc.run_program, code
+            )
             start += size
             reason = self._wait(pid, limits)
-            self._finish(pid, t0, reason, limits, with_stdout=True, index=i)
+            self._finish(pid, t0, reason, caps[i], with_stdout=True, index=i)
 
     def run_tests(self, h: dict) -> None:
         kind, code, prelude, fn_name = self.program
@@ -141,16 +146,17 @@ class Server:
         tests, early = h["tests"], h.get("early_exit", True)
         args = (kind, code, prelude, fn_name, tests, early)
         self.stopping = False
-        pid, t0 = self._spawn(b"", w, childproc.run_tests, *args)
+        self.result_left = h["limits"]["result_bytes"]
+        pid, t0 = self._spawn(self.rlimits, b"", w, childproc.run_tests, *args)
         os.close(w)
         try:
             reason, _ = self._watch(pid, h["limits"], r)
         finally:
             os.close(r)
-        self._finish(pid, t0, reason, h["limits"], with_stdout=False)
+        self._finish(pid, t0, reason, h["limits"]["output_bytes"], with_stdout=False)
 
     # -- children ---------------------------------------------------------------------------
-    def _spawn(self, data: bytes, result_w: int, target, *args) -> tuple[int, float]:
+    def _spawn(self, rlimits, data: bytes, result_w: int, target, *args) -> tuple[int, float]:
         fin, fout, ferr = self.fds
         os.ftruncate(fout, 0)
         os.ftruncate(ferr, 0)
@@ -159,7 +165,7 @@ class Server:
             os.pwrite(fin, data, 0)
         for fd in (0, 1, 2):
             os.lseek(fd, 0, os.SEEK_SET)
-        rlimits, uid = self.rlimits, self.uid
+        uid = self.uid
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child: never returns
@@ -213,6 +219,9 @@ class Server:
                         pending, n, cpu = self._forward(result_r, pending)
                         if n:
                             lines, cpu_base, t_last = lines + n, cpu_base + cpu, time.monotonic()
+                        if self.result_left < 0 and reason is None:
+                            os.kill(pid, signal.SIGKILL)  # returned values over their cap
+                            reason = "ole"
                     elif fd == self.ctl_in:
                         header, _ = read_frame(self.ctl_in)
                         if header["op"] == "stop":
@@ -221,6 +230,8 @@ class Server:
                 if done:
                     if result_r is not None:
                         self._forward(result_r, pending)
+                        if self.result_left < 0 and reason is None:
+                            reason = "ole"
                     return reason, lines
                 elapsed = time.monotonic() - t_last
                 if reason is None and (
@@ -232,9 +243,10 @@ class Server:
             os.close(pidfd)
 
     def _forward(self, fd: int, pending: bytes) -> tuple[bytes, int, float]:
-        """Relay complete result lines to the host; return the incomplete rest, count, cpu."""
+        """Relay complete result lines to the host; return the incomplete rest, count, cpu.
+        Reads no more than `result_left` bytes per run (then it goes negative: OLE)."""
         chunks = [pending]
-        while True:
+        while self.result_left >= 0:
             try:
                 chunk = os.read(fd, 1 << 16)
             except BlockingIOError:
@@ -242,7 +254,10 @@ class Server:
             if not chunk:
                 break
             chunks.append(chunk)
+            self.result_left -= len(chunk)
         data = b"".join(chunks)
+        if self.result_left < 0:  # over the cap: only the bytes within it count
+            data = data[: len(data) + self.result_left]
         cut = data.rfind(b"\n") + 1
         if not cut:
             return data, 0, 0.0
@@ -256,15 +271,16 @@ class Server:
         write_frame(self.ctl_out, {"op": "results"}, complete)
         return data[cut:], complete.count(b"\n"), cpu
 
-    def _finish(self, pid: int, t0: float, reason, limits: dict, with_stdout: bool, index=-1):
+    def _finish(self, pid: int, t0: float, reason, cap: int, with_stdout: bool, index=-1):
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - t0
         self._sweep(pid)
         _, fout, ferr = self.fds
         out_bytes, err_bytes = os.fstat(fout).st_size, os.fstat(ferr).st_size
-        # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run)
-        keep = min(out_bytes, limits["output_bytes"] + 1)
-        stdout = os.pread(fout, keep, 0) if keep and with_stdout else b""
+        # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run),
+        # and nothing of an output over its cap (OLE: the host needs only its head)
+        keep = out_bytes if 0 < out_bytes <= cap and with_stdout else 0
+        stdout = os.pread(fout, keep, 0) if keep else b""
         err_tail = b""
         if err_bytes:
             err_tail = os.pread(ferr, min(err_bytes, 2000), max(0, err_bytes - 2000))
@@ -279,7 +295,7 @@ class Server:
             "out_bytes": out_bytes,
             "err_bytes": err_bytes,
             "err_tail": err_tail.decode("utf-8", "replace"),
-            "out_head": (stdout[:300] if with_stdout else os.pread(fout, 300, 0)).decode(
+            "out_head": (stdout[:300] if keep else os.pread(fout, 300, 0)).decode(
                 "utf-8", "replace"
             ),
         }

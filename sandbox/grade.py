@@ -14,6 +14,7 @@ from microcoder.data.problem import Problem
 from microcoder.sandbox.checker import run_checker
 from microcoder.sandbox.compare import canonical_json, compare_output, compare_value
 from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.frames import MAX_PAYLOAD
 from microcoder.sandbox.verdict import Verdict, score
 from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
 
@@ -41,6 +42,21 @@ class Outcome:
             self.first_failed, self.verdict, self.message = index, verdict, message[:500]
 
 
+def output_cap(expected_bytes: int, cfg: ExecutorConfig) -> int:
+    """Bytes a program may write where the expected output has `expected_bytes` (the formula is
+    documented at ExecutorConfig.output_limit_kb); a frame carries at most MAX_PAYLOAD bytes."""
+    cap = (cfg.output_limit_kb << 10) + int(cfg.output_limit_factor * expected_bytes)
+    return min(cap, MAX_PAYLOAD - 1)
+
+
+def _expected_bytes(problem: Problem) -> list[int]:
+    cached = problem.meta.get("_expected_bytes")
+    if cached is None or len(cached) != len(problem.tests):
+        cached = [len(t.get("output", "").encode()) for t in problem.tests]
+        problem.meta["_expected_bytes"] = cached
+    return cached
+
+
 def limits_for(problem: Problem, cfg: ExecutorConfig) -> dict:
     time_s = problem.time_limit_s or cfg.time_limit_s
     return {
@@ -48,19 +64,35 @@ def limits_for(problem: Problem, cfg: ExecutorConfig) -> dict:
         "wall_s": time_s * cfg.wall_factor + 0.5,
         "cpu_s": time_s + 1,
         "memory_mb": problem.memory_mb or cfg.memory_mb,
-        "output_bytes": cfg.output_limit_kb << 10,
+        "output_bytes": cfg.output_limit_kb << 10,  # prints of functional / assert programs
+        "result_bytes": output_cap(sum(_expected_bytes(problem)), cfg),  # their return values
         "open_files": cfg.open_files,
         "max_processes": cfg.max_processes if cfg.isolation == "bwrap" else 0,
     }
 
 
-def _crash_kind(done: dict, limits: dict) -> tuple[str, str]:
-    """Verdict for a run that did not end normally (or wrote too much)."""
+def _overflow(done: dict, cap: int) -> str:
+    """What went over the output cap in this run ("" when nothing did)."""
+    if done.get("reason") == "ole":
+        return "its return values"
+    if done["out_bytes"] > cap:
+        return "stdout"
+    if done.get("err_bytes", 0) > cap:
+        return "stderr"
+    return "a file" if done["exit"] == -signal.SIGXFSZ else ""
+
+
+def _crash_kind(done: dict, limits: dict, cap: int) -> tuple[str, str]:
+    """Verdict for a run that did not end normally or wrote more than `cap` bytes."""
     code, tail = done["exit"], done.get("err_tail", "")
+    if what := _overflow(done, cap):
+        cap = limits["result_bytes"] if done.get("reason") == "ole" else cap
+        return "OLE", (
+            f"output limit exceeded: {what} over {cap:,} bytes (if a correct program needs "
+            "more, raise executor.output_limit_kb or executor.output_limit_factor)"
+        )
     if done.get("reason") == "tle" or code == -signal.SIGXCPU:
         return "TLE", f"time limit {limits['time_s']:g} s exceeded"
-    if done["out_bytes"] > limits["output_bytes"] or code == -signal.SIGXFSZ:
-        return "WA", f"output limit exceeded ({limits['output_bytes'] >> 10} KiB)"
     last = tail.strip().splitlines()[-1] if tail.strip() else ""
     if "MemoryError" in last or done.get("maxrss_kb", 0) >= limits["memory_mb"] * 1024 * 0.95:
         return "MLE", f"memory limit {limits['memory_mb']} MiB exceeded"
@@ -77,7 +109,7 @@ def _excerpts(out: Outcome, done: dict) -> None:
 def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outcome, early: bool):
     """One request runs the tests; with early exit the server waits after each run for `next`
     (this one passed) or `stop`, so a failing solution costs no run beyond its first failure."""
-    limits, tests = request["limits"], problem.tests
+    limits, tests, caps = request["limits"], problem.tests, request["out_caps"]
     if not tests:
         return
     inputs = [t["input"].encode() for t in tests]
@@ -94,8 +126,8 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
         out.time_s += done["wall"]
         out.cpu_s += done["cpu"]
         _excerpts(out, done)
-        if done["exit"] != 0 or done.get("reason") or done["out_bytes"] > limits["output_bytes"]:
-            out.fail(i, *_crash_kind(done, limits))
+        if done["exit"] != 0 or done.get("reason") or done["out_bytes"] > caps[i]:
+            out.fail(i, *_crash_kind(done, limits, caps[i]))
         else:
             actual = stdout.decode("utf-8", "replace")
             if problem.compare == "checker":
@@ -173,10 +205,13 @@ def _run_tests(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
             raise WorkerCrash(f"unexpected frame {header['op']!r} while running tests")
         _excerpts(out, header)
         reported = out.passed + (0 if out.first_failed is None else 1)
-        if out.first_failed is None and reported < len(problem.tests):
+        over = _overflow(header, limits["output_bytes"])
+        if out.first_failed is None and (over or reported < len(problem.tests)):
             index = min(seen, len(problem.tests) - 1)
-            if header.get("reason") == "tle" or header["exit"] != 0:
-                out.fail(index, *_crash_kind(header, limits))
+            if over:  # the test it was on when it overflowed fails, even if it was reported
+                out.passed = min(out.passed, index)
+            if over or header.get("reason") == "tle" or header["exit"] != 0:
+                out.fail(index, *_crash_kind(header, limits, limits["output_bytes"]))
             else:
                 out.fail(index, "RE", "the program exited before all tests ran")
         return
@@ -200,6 +235,7 @@ def judge_solution(
             "limits": limits_for(problem, cfg),
         }
         if problem.kind == "stdin":
+            request["out_caps"] = [output_cap(n, cfg) for n in _expected_bytes(problem)]
             _run_stdin(worker, request, problem, out, early)
         else:
             _run_tests(worker, request, problem, out, early)

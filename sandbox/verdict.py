@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-VERDICTS = ("AC", "WA", "TLE", "MLE", "RE", "CE", "SE")
-"""AC accepted; WA wrong answer (also: no code, output limit exceeded); TLE time limit; MLE
-memory limit; RE runtime error; CE does not compile; SE sandbox/system fault (never the
-program's fault: do not score it)."""
+VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE")
+"""AC accepted; WA wrong answer (also: no code); TLE time limit; MLE memory limit; OLE output
+limit (the program wrote more than the test's output cap, see ExecutorConfig.output_limit_kb);
+RE runtime error; CE does not compile; SE sandbox/system fault (never the program's fault: do
+not score it)."""
 
 
 @dataclass

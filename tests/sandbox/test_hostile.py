@@ -80,7 +80,7 @@ def test_disk_fill_is_bounded(pool, healthy, tmp_path):
 def test_output_flood_is_cut(pool, healthy):
     code = "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))\nprint('done')"
     v = pool.judge(expect("x" * 100, 10.0), code)
-    assert v.verdict == "WA" and "output limit" in v.message
+    assert v.verdict == "OLE" and "output limit" in v.message
     healthy(pool)
 
 

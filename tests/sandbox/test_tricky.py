@@ -157,3 +157,96 @@ def test_functional_time_limit_is_per_test_not_per_solution(pool):
         {"id": "spin", "kind": "functional", "fn_name": "spin", "time_limit_s": 0.5, "tests": tests}
     )
     assert pool.judge(problem, busy).verdict == "AC"
+
+
+PRODUCT = stdin_problem([("1000000000 1000000000\n", "1000000000000000000\n")], pid="mul")
+ZERO = stdin_problem([("5 5\n", "0\n")], pid="diff")
+MEAN = stdin_problem([("5 2\n", "2.500000\n"), ("6 2\n", "3.000000\n")], pid="mean")
+INTEGER_ANSWERS = {
+    # (problem, program, accepted): integers compare as integers (testlib), floats with 1e-6
+    "integer": (PRODUCT, "a, b = map(int, input().split())\nprint(a * b)", True),
+    "1e+18 (a float)": (PRODUCT, "a, b = map(int, input().split())\nprint(float(a * b))", False),
+    "true division": (PRODUCT, "a, b = map(int, input().split())\nprint(a * b / 1)", False),
+    "with .0": (PRODUCT, "a, b = map(int, input().split())\nprint(f'{a * b:.1f}')", False),
+    "leading +": (PRODUCT, "a, b = map(int, input().split())\nprint(f'{a * b:+d}')", False),
+    "leading zeros": (PRODUCT, "a, b = map(int, input().split())\nprint(f'{a * b:021d}')", False),
+    "-0": (ZERO, "a, b = map(int, input().split())\nprint(f'{(a - b) * -1.0:.0f}')", False),
+    "0": (ZERO, "a, b = map(int, input().split())\nprint(a - b)", True),
+    "float answer, other format": (MEAN, "a, b = map(int, input().split())\nprint(a / b)", True),
+    "float answer as integer": (
+        MEAN,
+        "a, b = map(int, input().split())\nprint(a // b if a % b == 0 else a / b)",
+        True,
+    ),
+    "float answer off by 1e-3": (
+        MEAN,
+        "a, b = map(int, input().split())\nprint(a / b + 1e-3)",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_ANSWERS))
+def test_integer_answers_compare_as_integers(pool, name):
+    problem, code, accepted = INTEGER_ANSWERS[name]
+    v = pool.judge(problem, code)
+    assert v.verdict == ("AC" if accepted else "WA"), v
+
+
+PRODUCT_FN = validate_problem(
+    {
+        "id": "mulfn",
+        "kind": "functional",
+        "fn_name": "mul",
+        "tests": [{"input": "1000000000\n1000000000", "output": "1000000000000000000"}],
+    }
+)
+HALF_FN = validate_problem(
+    {
+        "id": "halffn",
+        "kind": "functional",
+        "fn_name": "half",
+        "tests": [{"input": "4", "output": "2.0"}, {"input": "5", "output": "2.5"}],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "problem,code,verdict",
+    [
+        (PRODUCT_FN, "def mul(a, b):\n    return a * b", "AC"),
+        (PRODUCT_FN, "def mul(a, b):\n    return float(a * b)", "WA"),
+        (PRODUCT_FN, "def mul(a, b):\n    return a * b / 1", "WA"),
+        (HALF_FN, "def half(a):\n    return a / 2", "AC"),
+        (HALF_FN, "def half(a):\n    return a // 2 if a % 2 == 0 else a / 2", "AC"),
+    ],
+    ids=["int", "float for int", "true division for int", "float", "int for whole float"],
+)
+def test_functional_int_answers_need_an_int(pool, problem, code, verdict):
+    assert pool.judge(problem, code).verdict == verdict
+
+
+LINES_200K = "\n".join(str(i * 10007) for i in range(200_000)) + "\n"  # 1.9 MB
+LARGE = validate_problem(  # a 5 s limit: the property is the output cap, not speed under load
+    {
+        "id": "large",
+        "kind": "stdin",
+        "time_limit_s": 5.0,
+        "tests": [{"input": "200000\n", "output": LINES_200K}],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "for i in range(int(input())):\n    print(i * 10007)",
+        "print('\\n'.join(str(i * 10007) for i in range(int(input()))))",
+        "for i in range(int(input())):\n    print(i * 10007, end=' \\r\\n')",
+    ],
+    ids=["print per line", "one join", "trailing blank and CRLF"],
+)
+def test_correct_large_output_is_accepted_under_the_default_cap(pool, code):
+    assert len(LINES_200K) > 1 << 20  # over the floor, so only the expected-size term admits it
+    v = pool.judge(LARGE, code)
+    assert v.verdict == "AC", v
