@@ -112,7 +112,7 @@ class Score(Record):
     reward: float
     """Scalar reward (1.0 all tests pass; partial credit if configured)."""
     verdict: str
-    """AC, WA, TLE, MLE, RE, CE or SE."""
+    """AC, WA, TLE, MLE, RE, OLE, CE or SE (microcoder.sandbox.VERDICTS)."""
     tests_passed: int = 0
     """Tests passed."""
     tests_total: int = 0

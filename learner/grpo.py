@@ -31,7 +31,7 @@ SE, no code, not judged) is "non-incorrect" for the truncation mask (DESIGN §5)
 
 
 def is_non_incorrect(verdict: str) -> bool:
-    """True when the response did not fail a test it ran (its verdict is not WA/TLE/MLE/RE)."""
+    """True when the response did not fail a test it ran (its verdict is not WA/TLE/MLE/RE/OLE)."""
     return verdict.upper() not in INCORRECT_VERDICTS
 
 

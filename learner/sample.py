@@ -27,7 +27,7 @@ class TrainSample:
     truncated: bool
     """The response stopped at max_response_tokens instead of ending on its own."""
     verdict: str
-    """Judge verdict (AC/WA/TLE/MLE/RE/CE/SE or "" if not judged); WA/TLE/MLE/RE = incorrect."""
+    """Judge verdict (AC/WA/TLE/MLE/RE/OLE/CE/SE or "" if not judged); see grpo.INCORRECT_VERDICTS."""
     policy_version: int
     """Learner version of the weights that sampled the response (for staleness)."""
 

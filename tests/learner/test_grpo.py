@@ -79,7 +79,7 @@ def test_masked_response_still_shifts_group_statistics():
 
 
 def test_incorrect_verdicts_are_the_ones_that_failed_a_test():
-    assert [grpo.is_non_incorrect(v) for v in ["WA", "TLE", "MLE", "RE"]] == [False] * 4
+    assert [grpo.is_non_incorrect(v) for v in ["WA", "TLE", "MLE", "RE", "OLE"]] == [False] * 5
     assert all(grpo.is_non_incorrect(v) for v in ["AC", "CE", "SE", ""])
 
 
