@@ -177,3 +177,22 @@ def write_report(out: Path, report: dict[str, Any]) -> None:
 def _as_verdict(r: SampleRecord) -> dict[str, Any]:
     return {"verdict": r.verdict, "passed": r.passed, "tests_passed": r.tests_passed,
             "first_failed": r.first_failed, "message": r.message}  # fmt: skip
+
+
+def generate_only(
+    problems: Sequence[Problem],
+    settings: EvalSettings,
+    generators,
+    renderer_text: Callable[[Problem], str],
+    progress: Callable[[dict], None] | None = None,
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """Generate like `evaluate` (same calls, same chunking) without judging: [(problem_id,
+    sample_index, sample)] with each sample's "views" per budget (`microcoder bench eval`)."""
+    budgets = check_budgets(settings.budgets)
+    gens = named(generators, "generator")
+    if not gens:
+        raise EvalError("generating needs at least one generator")
+    todos = plan_samples(problems, settings.samples, budgets, set())
+    total = sum(len(t.sample_indices) for t in todos)
+    driver = Driver(settings, gens, [], lambda _: None, progress, total)
+    return driver.run(todos, renderer_text, judge=False)

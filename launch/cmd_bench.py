@@ -23,6 +23,7 @@ BENCHES: dict[str, str] = {
     "weight-sync": "microcoder.bench.weight_sync",
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",
+    "eval": "microcoder.bench.eval",
 }
 
 
