@@ -24,6 +24,7 @@ BENCHES: dict[str, str] = {
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",
     "eval": "microcoder.bench.eval",
+    "peer": "microcoder.bench.peer",
 }
 
 
