@@ -93,10 +93,10 @@ class LearnerGroup:
         }
 
     def set_dynamic_filtering(self, on: bool) -> None:
-        """Switch dynamic filtering for the rest of the run (rank 0 builds the batches)."""
+        """Switch dynamic filtering for the rest of the run, on every rank."""
         import ray
 
-        ray.get(self.rank0.set_dynamic_filtering.remote(on))
+        ray.get([r.set_dynamic_filtering.remote(on) for r in self.ranks])
 
     def save(self, path: str) -> str:
         import ray

@@ -86,8 +86,11 @@ class LearnerRank:
     # ------------------------------------------------------------ rank 0: data
 
     def set_dynamic_filtering(self, on: bool) -> None:
-        """Rank 0: filter all-equal groups (DAPO) from the next batch on, or not."""
-        self.dynamic_filtering = bool(on)
+        """Filter all-equal groups (DAPO) from the next batch on, or not: rank 0 when it builds
+        batches, every rank when it builds the training batch (learner/batch.py)."""
+        with self._work:
+            self.dynamic_filtering = bool(on)
+            self.learner.algo = self.learner.algo.model_copy(update={"dynamic_filtering": bool(on)})
 
     def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Rank 0: `batch_size` scored groups within the staleness bound. With dynamic filtering,

@@ -31,7 +31,9 @@ class RunProblems:
     """(problem_id, rendered prompt text) of every training problem whose prompt fits, in file
     order: what the buffer hands out."""
     heldout: list[Problem] = field(default_factory=list)
-    """The periodic evaluation's problems (empty: no evaluation)."""
+    """The periodic evaluation's problems whose prompt fits (empty: no evaluation)."""
+    heldout_texts: dict[str, str] = field(default_factory=dict)
+    """Rendered prompt text of each held-out problem, by id."""
     skipped: int = 0
     """Training prompts skipped for being over generator.max_prompt_tokens."""
 
@@ -98,16 +100,21 @@ def prepare_run_problems(
     renderer = PromptRenderer(tokenizer, cfg.prompt, cfg.model.chat_template_kwargs)
     limit = cfg.generator.max_prompt_tokens
     measured = measure_prompts(renderer, train, limit)
+    measured_held = measure_prompts(renderer, held, limit)
+    skipped = [("train", m) for m in measured.skipped]
+    skipped += [("heldout", m) for m in measured_held.skipped]
     path = run_dir / "skipped_prompts.jsonl" if run_dir is not None else "(not written)"
     if run_dir is not None:
         with path.open("w") as f:
-            for m in measured.skipped:
-                row = {"problem_id": m.problem.id, "tokens": m.tokens, "max_prompt_tokens": limit}
+            for split, m in skipped:
+                row = {"problem_id": m.problem.id, "split": split, "tokens": m.tokens,
+                       "max_prompt_tokens": limit}  # fmt: skip
                 f.write(json.dumps(row) + "\n")
-    if measured.skipped:
-        longest = max(m.tokens for m in measured.skipped)
+    if skipped:
+        longest = max(m.tokens for _, m in skipped)
         log(
-            f"WARNING: {len(measured.skipped)} of {len(train)} training prompts are longer than "
+            f"WARNING: {len(measured.skipped)} of {len(train)} training prompts and "
+            f"{len(measured_held.skipped)} of {len(held)} held-out prompts are longer than "
             f"generator.max_prompt_tokens = {limit} (longest {longest} tokens) and are skipped; "
             f"they are listed in {path}. To keep them, raise generator.max_prompt_tokens "
             f"(e.g. --set generator.max_prompt_tokens={longest})"
@@ -120,6 +127,7 @@ def prepare_run_problems(
         )
     return RunProblems(
         prompts=[(m.problem.id, m.text) for m in measured.kept],
-        heldout=held,
+        heldout=[m.problem for m in measured_held.kept],
+        heldout_texts={m.problem.id: m.text for m in measured_held.kept},
         skipped=len(measured.skipped),
     )

@@ -30,9 +30,10 @@ def summary_table(
         a, b = evals[0], evals[-1]
         lines += [
             f"{'held-out pass rate':<28}{'start (step ' + str(a['step']) + ')':>18}{'end (step ' + str(b['step']) + ')':>18}",
-            f"{'  sampled (T=1.0)':<28}{a['heldout_pass_rate']:>18.3f}{b['heldout_pass_rate']:>18.3f}",
+            f"{'  sampled pass@1':<28}{a['heldout_pass_rate']:>18.3f}{b['heldout_pass_rate']:>18.3f}",
             f"{'  greedy':<28}{a['heldout_greedy_pass_rate']:>18.3f}{b['heldout_greedy_pass_rate']:>18.3f}",
         ]
+        lines += _by_group(a, b)
     if rewards:
         k = min(5, len(rewards))
         curve = " -> ".join(f"{v:.2f}" for v in _fifths(rewards))
@@ -49,3 +50,23 @@ def summary_table(
         f"   sync {summary['sync_s']:8.1f}   learner wait-for-data {summary['wait_s']:8.1f}",
     ]
     return "\n".join(lines)
+
+
+def _by_group(first: dict, last: dict) -> list[str]:
+    """Held-out pass@1 per platform x difficulty cell at start and end (when there are cells)."""
+    start = {(r["platform"], r["difficulty"]): r for r in first.get("heldout_by_group") or []}
+    rows = [
+        r
+        for r in last.get("heldout_by_group") or []
+        if "all" not in (r["platform"], r["difficulty"])
+    ]
+    if len(rows) < 2:
+        return []
+    out = [f"{'  by platform / difficulty':<28}{'start':>18}{'end':>18}{'problems':>10}"]
+    for r in rows:
+        a = start.get((r["platform"], r["difficulty"]), {}).get("pass_at_k", {}).get("1")
+        b = r["pass_at_k"].get("1")
+        name = f"    {r['platform']} / {r['difficulty']}"
+        a_text = f"{a:.3f}" if a is not None else "-"
+        out.append(f"{name:<28}{a_text:>18}{b:>18.3f}{r['problems']:>10}")
+    return out

@@ -23,8 +23,8 @@ def _step(step, t, reward=0.5):
 def _eval(step, t, sampled, greedy, seconds=4.0):
     return {
         "kind": "eval", "step": step, "time": t, "heldout_pass_rate": sampled,
-        "heldout_greedy_pass_rate": greedy, "heldout_pass_rate_generate_s": seconds / 2,
-        "heldout_pass_rate_judge_s": seconds / 2,
+        "heldout_greedy_pass_rate": greedy, "heldout_pass_rate_wall_s": seconds / 2,
+        "heldout_greedy_pass_rate_wall_s": seconds / 2,
     }  # fmt: skip
 
 

@@ -1,0 +1,85 @@
+"""A launch on a real-format problem file (every problem kind, two over-long prompts) with the
+random-weight tiny model, which fails every problem: the run skips the over-long prompts at load
+(listed in skipped_prompts.jsonl, one warning), reports the all-filtered condition with the
+measured pass rate, trains unfiltered as configured, finishes its steps, and evaluates its
+held-out fraction through the eval path. One launched run is shared by the tests of this module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parents[1] / "fixtures" / "launch" / "mixed.jsonl"
+MAX_PROMPT_TOKENS = 600
+SETTINGS = [
+    f'data.source="{DATA}"', "max_steps=2", "learner.batch_size=2", "learner.max_filtered_batches=1",
+    "generator.max_inflight_prompts=4", "generator.max_response_tokens=16",
+    f"generator.max_prompt_tokens={MAX_PROMPT_TOKENS}", "algorithm.group_size=2",
+    "executor.workers=1", "monitor.dashboard_port=0", "model.warmstart=false",
+    "algorithm.all_filtered_patience=1", 'algorithm.all_filtered_action="train-unfiltered"',
+    "eval.every=1", "eval.holdout_fraction=0.25", "eval.max_tokens=16", "eval.samples=2",
+    "learner.checkpoint_every=0",
+]  # fmt: skip
+
+
+def records(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("real-data") / "run"
+    args = [a for s in SETTINGS for a in ("--set", s)]
+    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml",
+           "--run-dir", str(run_dir), "--set", f'model.path="{tiny_model_dir}"', *args]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    return proc, run_dir
+
+
+def test_the_run_finishes_its_steps(finished_run):
+    proc, run_dir = finished_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert max(r["step"] for r in records(run_dir, "step")) == 2
+
+
+def test_over_long_prompts_are_listed_and_warned_about_once(finished_run):
+    proc, run_dir = finished_run
+    rows = [json.loads(x) for x in (run_dir / "skipped_prompts.jsonl").read_text().splitlines()]
+    assert sorted(r["problem_id"] for r in rows) == ["too-long-0", "too-long-1"]
+    assert all(r["tokens"] > MAX_PROMPT_TOKENS for r in rows)
+    warnings = [ln for ln in proc.stdout.splitlines() if "longer than generator.max_prompt" in ln]
+    assert len(warnings) == 1 and "skipped_prompts.jsonl" in warnings[0]
+
+
+def test_the_all_filtered_condition_is_reported_with_the_pass_rate(finished_run):
+    proc, run_dir = finished_run
+    (event,) = [e for e in records(run_dir, "event") if e.get("event") == "all_filtered"]
+    assert event["pass_rate"] == 0.0
+    assert "too hard" in event["message"]
+    assert "training on unfiltered groups" in proc.stdout
+
+
+def test_the_held_out_fraction_is_evaluated_and_never_trained_on(finished_run):
+    from microcoder.data.holdout import is_held_out
+    from microcoder.data.loaders import load_problems
+
+    _, run_dir = finished_run
+    held = {p.id for p in load_problems(DATA) if is_held_out(p.id, 0.25)}
+    assert held  # the fixture has held-out problems at this fraction
+    evals = records(run_dir, "eval")
+    assert [e["step"] for e in evals] == [0, 1, 2]
+    for e in evals:
+        assert e["heldout_problems"] == len(held - {"too-long-0", "too-long-1"})
+        assert e["heldout_pass_rate"] == 0.0 and e["heldout_greedy_pass_rate"] == 0.0
+    report = json.loads((run_dir / "evals" / "step_2" / "sampled" / "report.json").read_text())
+    assert report["samples_per_problem"] == 2
+    sampled = [json.loads(x) for x in (run_dir / "evals" / "step_2" / "sampled" / "samples.jsonl")
+               .read_text().splitlines()]  # fmt: skip
+    assert {s["problem_id"] for s in sampled} <= held
