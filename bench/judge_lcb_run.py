@@ -49,6 +49,8 @@ def to_lcb(item) -> tuple[dict, str]:
         f"\n__TESTS__ = {[t['code'] for t in p.tests]!r}\n"
         "def lcb_run_test(i):\n    exec(__TESTS__[i], globals())\n    return True\n"
     )
+    if "class Solution" in item.code:  # LCB then calls Solution().lcb_run_test(i): make it one
+        wrapper += "Solution.lcb_run_test = lambda self, i: globals()['lcb_run_test'](i)\n"
     return {"input_output": json.dumps(io)}, p.prelude + "\n" + item.code + wrapper
 
 

@@ -14,8 +14,8 @@ the comparison from them (that generations file) without judging again.
 
 LeetCodeDataset's ListNode/TreeNode problems are `assert` problems here (data/
 fmt_leetcodedataset.py). They go to LCB too: judge_lcb_run.to_lcb runs each assert through a
-function `lcb_run_test(i)`; LCB looks methods up on `Solution()` when the code has a class
-Solution, so a one-line shim (ASSERT_SHIM) makes it a method. Results list the kind of each row.
+function `lcb_run_test(i)` (made a method of `Solution` when the code has that class, since LCB
+then looks methods up on `Solution()`). Results list the kind of each row.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ DESCRIPTION = "our judge vs LiveCodeBench's on LeetCodeDataset references + corr
 DATA = Path(__file__).resolve().parents[1].parent / (
     "shared/data/leetcodedataset/LeetCodeDataset-v0.3.1-test.jsonl.gz"
 )
-ASSERT_SHIM = "\nSolution.lcb_run_test = lambda self, i: globals()['lcb_run_test'](i)\n"
-"""Appended (LCB side only) to assert programs: LCB calls `Solution().lcb_run_test(i)`."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,8 +107,7 @@ def run_lcb_side(args, problems, gens: list[dict]) -> tuple[list[bool], list[dic
     items = []
     for g in gens:
         p = by_id[g["problem_id"]]
-        code = g["code"] + (ASSERT_SHIM if p.kind == "assert" else "")
-        items.append(Item(p, code, f"{p.id}/{g['sample_index']}"))
+        items.append(Item(p, g["code"], f"{p.id}/{g['sample_index']}"))
     try:
         accepted, wall, meta = run_lcb(python, items, args.workers, args.timeout)
     except subprocess.CalledProcessError as err:
