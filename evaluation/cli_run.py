@@ -41,6 +41,8 @@ def _settings(args, cfg):
     from microcoder.evaluation.budgets import check_budgets
     from microcoder.evaluation.settings import EvalSettings
 
+    if args.sequences_per_call < 1:
+        raise ValueError("--sequences-per-call must be >= 1")
     if args.samples < 1:
         raise ValueError(f"--samples {args.samples}: need at least 1")
     if args.temperature < 0 or not 0 < args.top_p <= 1:
@@ -49,6 +51,7 @@ def _settings(args, cfg):
         samples=args.samples, ks=int_list(args.k, "--k"),
         budgets=check_budgets(int_list(args.max_tokens, "--max-tokens")),
         temperature=args.temperature, top_p=args.top_p, call_timeout_s=args.timeout,
+        sequences_per_call=args.sequences_per_call,
         resume=args.resume,
     )  # fmt: skip
 

@@ -54,7 +54,8 @@ class DriverStats:
     judged: int = 0
     """Programs sent to executors."""
     reused: int = 0
-    """Budget records that took the verdict of an identical program."""
+    """Budget records that took the verdict of an identical program (judged before or in
+    flight): records = judged + reused + records without code."""
     generate_calls: int = 0
     judge_calls: int = 0
     first_sample_s: float | None = None
@@ -193,7 +194,9 @@ class Driver:
                 continue
             sample.waiting += 1
             self._waiting.setdefault(key, []).append(sample)
-            if key not in self._queued:
+            if key in self._queued:
+                self.stats.reused += 1  # the same program is already on its way to a judge
+            else:
                 self._queued.add(key)
                 self._queue.append(key)
         if sample.waiting == 0:

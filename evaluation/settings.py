@@ -32,8 +32,9 @@ class EvalSettings:
     """Generator calls queued per generator (one runs, the next waits: the engine never idles)."""
     judge_batch: int = 0
     """Programs per executor call; 0 = twice the executor's sandbox workers (at least 8)."""
-    judge_calls_in_flight: int = 3
-    """Executor calls queued per executor (an executor actor runs up to 4 calls at once)."""
+    judge_calls_in_flight: int = 2
+    """Executor calls queued per executor. An executor actor runs up to 4 calls at once and,
+    in a training run, its loop holds one of them: 2 leaves room for stats calls."""
     call_timeout_s: float = 3600.0
     """A generator or executor call not answered within this many seconds stops the
     evaluation (the actor is hung or the machine far too slow); samples so far are kept."""

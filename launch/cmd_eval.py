@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run_g.add_argument("--executors", type=int, default=1, help="judge executor actors (1)")
     run_g.add_argument("--address", default=None,
                        help="Ray cluster: local (default: a private one), auto or HOST:PORT")  # fmt: skip
+    run_g.add_argument("--sequences-per-call", type=int, default=128,
+                       help="sequences (prompts x samples) per generator call; raise it on big "
+                            "GPUs for fuller engine batches (default 128)")  # fmt: skip
     run_g.add_argument("--timeout", type=float, default=3600.0,
                        help="seconds one generator/executor call may take (default 3600)")  # fmt: skip
     out = p.add_argument_group("output")

@@ -52,6 +52,9 @@ def test_every_sample_is_judged_at_every_budget_and_the_report_is_complete(
     groups = {(g["platform"], g["difficulty"]) for g in report["by_group"]}
     assert ("leetcode", "all") in groups and ("all", "easy") in groups
     assert judged(ray_local, executor) - before == report["counts"]["judged_programs"]
+    no_code = sum(r["code"] is None for r in rows)
+    c = report["counts"]
+    assert c["judged_programs"] + c["reused_verdicts"] + no_code == len(rows)
     assert (tmp_path / "report.md").read_text().startswith("# Evaluation report")
 
 
