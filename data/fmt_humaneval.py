@@ -31,6 +31,7 @@ def convert_humaneval(row: dict, ctx: RowContext) -> Problem:
         tests=[{"code": c} for c in codes],
         fn_name=entry,
         starter_code=prompt,
+        platform="humaneval",
         source="HumanEval",
         meta={"solution": prompt + (row.get("canonical_solution") or "")},
     )
