@@ -90,13 +90,6 @@ class Executor:
             waves += 1
         return self.stats()
 
-    def judge_codes(self, pairs: list[tuple[str, str | None]]) -> list[float | None]:
-        """Rewards of (problem_id, extracted code) pairs, judged in the sandbox (evaluation);
-        None = sandbox fault (not scored)."""
-        jobs = [(self.problems[pid], code) for pid, code in pairs]
-        with self._pool_lock:
-            return [v.reward for v in self.pool.judge_many(jobs)]
-
     def _count(self, out) -> None:
         self.groups += len(out.scored)
         self.failed += len(out.failed)

@@ -232,20 +232,6 @@ class Generator:
             )
         return [list(o.outputs[0].token_ids) for o in outs]
 
-    def sample_texts(
-        self, prompts: list[str], temperature: float, max_tokens: int
-    ) -> dict[str, Any]:
-        """One reply text per prompt on the newest weights (held-out evaluation); T=0 is greedy."""
-        from vllm import SamplingParams
-
-        self.maybe_sync_weights()
-        params = SamplingParams(n=1, temperature=temperature, max_tokens=max_tokens)
-        with self._engine:
-            outs = self.llm.generate(
-                [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
-            )
-        return {"version": self.version, "texts": [o.outputs[0].text for o in outs]}
-
     def sample_eval(
         self,
         prompt_texts: list[str],
