@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny model is built once per test session (no download, ~4 s)."""
+"""Shared fixtures: the tiny model is built once per test session (no download, ~4 s), and one
+local Ray instance serves every test that starts actors."""
 
 from __future__ import annotations
 
@@ -11,3 +12,14 @@ def tiny_model_dir(tmp_path_factory):
     from microcoder.learner.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray instance for every test of the session that needs real actors (a second
+    `ray.init` in the same process fails, so the test packages share this one)."""
+    import ray
+
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

@@ -9,15 +9,6 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
-    import ray
-
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="session")
 def actor_cfg(tiny_model_dir, tmp_path_factory):
     from microcoder.launch.config import load_config
 

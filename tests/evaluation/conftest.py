@@ -7,12 +7,9 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+def ray_local(ray_cluster):
+    """The session's Ray (tests/conftest.py)."""
+    return ray_cluster
 
 
 @pytest.fixture(scope="session")
