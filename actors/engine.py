@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from microcoder.actors.config import GeneratorConfig
-from microcoder.launch.device import set_cpu_engine_env
+from microcoder.device import set_cpu_engine_env
 
 
 def engine_dtype(cfg: GeneratorConfig, device: str) -> str:

@@ -38,7 +38,7 @@ class Generator:
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.prompts import PromptRenderer
-        from microcoder.launch.device import resolve_device
+        from microcoder.device import resolve_device
 
         self.name, self.cfg, self.weights = name, cfg, weights
         redirect_to_run_dir(name)

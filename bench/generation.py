@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     from microcoder.bench.generation_bare import bare_engine_cls
     from microcoder.bench.generation_sync import measure_sync_cycles
     from microcoder.data.prompts import PromptRenderer
-    from microcoder.launch.device import resolve_device
+    from microcoder.device import resolve_device
     from microcoder.launch.problems import prepare_run_problems
 
     cfg = bench_config(args, model_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from microcoder.launch.configbase import Section
+from microcoder.config import Section
 
 
 class BufferConfig(Section):

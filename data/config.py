@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
+from microcoder.config import Section
 from microcoder.data.problem import KINDS
 from microcoder.data.prompt_file import PromptTemplateError, resolve_template
-from microcoder.launch.configbase import Section
 
 
 class PromptConfig(Section):

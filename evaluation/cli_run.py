@@ -152,11 +152,11 @@ def _prompts(args, cfg, problems, settings, context):
 
 
 def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -> int:
+    from microcoder.device import resolve_device
     from microcoder.evaluation.cluster import EvalCluster
     from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.progress import ProgressLine
     from microcoder.evaluation.report_md import group_table
-    from microcoder.launch.device import resolve_device
 
     cfg.cluster.device = resolve_device(cfg.cluster.device)
     if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from microcoder.launch.configbase import ConfigError
+    from microcoder.config import ConfigError
 
     try:
         return int(args.func(args) or 0)

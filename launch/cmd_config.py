@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from microcoder.config import describe
     from microcoder.launch.config import Config, load_config
-    from microcoder.launch.configbase import describe
 
     if args.docs:
         for key, default, doc in describe(Config):

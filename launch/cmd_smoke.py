@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from microcoder.device import resolve_device
     from microcoder.launch.config import load_config
-    from microcoder.launch.device import resolve_device
     from microcoder.launch.model_dir import ensure_model
 
     cfg = load_config(args.config, args.overrides)

@@ -76,7 +76,7 @@ def warmstart_config(args: argparse.Namespace):
     """WarmStartConfig from the flags; raises ConfigError naming a bad key or value."""
     from pydantic import ValidationError
 
-    from microcoder.launch.configbase import ConfigError, parse_value
+    from microcoder.config import ConfigError, parse_value
     from microcoder.learner.sft_config import WarmStartConfig
 
     values: dict = {}

@@ -16,8 +16,8 @@ from pydantic import Field, field_validator, model_validator
 
 from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
+from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import PromptConfig
-from microcoder.launch.configbase import ConfigError, Section, load_layers
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sft_config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig

@@ -32,7 +32,7 @@ def progress_line(rec: dict, max_steps: int) -> str:
 
 
 def launch(cfg: Config, args) -> int:
-    from microcoder.launch.device import resolve_device
+    from microcoder.device import resolve_device
     from microcoder.launch.loop import train
     from microcoder.launch.model_dir import ensure_model
     from microcoder.launch.monitoring import check_exports, start_monitoring

@@ -27,8 +27,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def pick_device(requested: str = "auto") -> torch.device:
     """cuda:LOCAL_RANK when asked (or auto and a GPU is visible), else cpu; the choice itself is
-    launch.device.resolve_device, the one rule every actor follows."""
-    from microcoder.launch.device import resolve_device
+    microcoder.device.resolve_device, the one rule every actor follows."""
+    from microcoder.device import resolve_device
 
     if resolve_device(requested) == "cpu":
         return torch.device("cpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from microcoder.launch.configbase import Section
+from microcoder.config import Section
 
 
 class WarmStartConfig(Section):

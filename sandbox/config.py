@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from microcoder.launch.configbase import Section
+from microcoder.config import Section
 
 
 class ExecutorConfig(Section):

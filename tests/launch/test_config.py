@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from microcoder.config import ConfigError
 from microcoder.launch.config import Config, load_config
-from microcoder.launch.configbase import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_every_recipe_validates(recipe):
 
 
 def test_every_field_is_documented():
-    from microcoder.launch.configbase import describe
+    from microcoder.config import describe
 
     undocumented = [key for key, _, doc in describe(Config) if not doc]
     assert undocumented == []

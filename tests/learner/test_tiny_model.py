@@ -46,7 +46,7 @@ def test_loads_in_transformers_with_chat_template(tiny_model_dir):
 
 VLLM_VS_HF = r"""
 import json, sys
-from microcoder.launch.device import set_cpu_engine_env
+from microcoder.device import set_cpu_engine_env
 set_cpu_engine_env(1.0)
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer

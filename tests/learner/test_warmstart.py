@@ -121,7 +121,7 @@ def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
 
 VLLM_VS_HF = r"""
 import json, sys
-from microcoder.launch.device import set_cpu_engine_env
+from microcoder.device import set_cpu_engine_env
 set_cpu_engine_env(1.0)
 import torch
 torch.set_num_threads(1)
