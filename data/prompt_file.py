@@ -22,9 +22,8 @@ from __future__ import annotations
 import difflib
 import functools
 import string
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from microcoder.data.problem import KINDS
 from microcoder.data.prompt_templates import (

