@@ -108,12 +108,14 @@ class ClusterConfig(Section):
 
 
 class MonitorConfig(Section):
+    removed_keys = {
+        "log_every": "it did nothing (metrics.jsonl gets a line every learner step); delete it"
+    }
+
     dashboard_host: str = "127.0.0.1"
     """Interface of the live dashboard and Prometheus /metrics (loopback by default)."""
     dashboard_port: int = Field(8266, ge=0, le=65535)
     """Port of the dashboard; 0 picks a free one."""
-    log_every: int = Field(1, ge=1)
-    """Write a metrics.jsonl line every N learner steps."""
     tensorboard: bool = True
     """Write TensorBoard event files into the run directory."""
     wandb_project: str = ""

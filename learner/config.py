@@ -10,6 +10,10 @@ from microcoder.config import Section
 
 
 class LearnerConfig(Section):
+    removed_keys = {
+        "sync_bucket_mb": "it did nothing (the weight broadcast packs 256 MiB buckets); delete it"
+    }
+
     world_size: int = Field(1, ge=1)
     """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""
     gpus_per_rank: float = Field(0.0, ge=0)
@@ -58,8 +62,6 @@ class LearnerConfig(Section):
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
-    sync_bucket_mb: float = Field(256.0, gt=0)
-    """Weight broadcast bucket size in MiB (tensors are packed into buckets of at most this)."""
 
 
 class TemperatureConfig(Section):
@@ -80,6 +82,11 @@ class TemperatureConfig(Section):
 
 
 class AlgorithmConfig(Section):
+    removed_keys = {
+        "partial_credit": "it did nothing here (the judge computes rewards); set "
+        "executor.partial_credit instead"
+    }
+
     group_size: int = Field(8, ge=2)
     """G: responses sampled per prompt."""
     eps_low: float = Field(0.2, ge=0)
@@ -114,7 +121,5 @@ class AlgorithmConfig(Section):
     """Then: `stop` ends the run, naming the measured pass rate (data too hard or too easy for
     the model); `train-unfiltered` says so and trains on every group from then on (dynamic
     filtering off; all-equal groups have zero advantage, so only the loss's other terms act)."""
-    partial_credit: bool = False
-    """Reward = fraction of tests passed instead of 1 only when all pass."""
     temperature: TemperatureConfig = TemperatureConfig()
     """Diversity-determined temperature."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -22,6 +22,9 @@ class Section(BaseModel):
     model_config = ConfigDict(
         extra="forbid", use_attribute_docstrings=True, validate_assignment=True
     )
+    removed_keys: ClassVar[dict[str, str]] = {}
+    """Keys this section once had -> what to do instead; a config that still sets one is told so
+    (instead of the nearest-key guess, which could point at an unrelated key)."""
 
 
 class ConfigError(ValueError):
@@ -41,6 +44,9 @@ def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str 
     for key, value in raw.items():
         path = f"{prefix}{key}"
         if key not in fields:
+            instead = getattr(model, "removed_keys", {}).get(key)
+            if instead:
+                raise ConfigError(f"config key '{path}' was removed: {instead}")
             raise ConfigError(f"unknown config key '{path}'" + _suggest(key, list(fields), prefix))
         annotation = fields[key].annotation
         if (

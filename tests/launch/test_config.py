@@ -47,6 +47,24 @@ def test_unknown_key_suggests_the_nearest_valid_key(tmp_path):
         load_config(write(tmp_path, "[learner]\nlrr = 0.5\n"))
 
 
+def test_removed_algorithm_partial_credit_points_at_the_executor_key(tmp_path):
+    with pytest.raises(
+        ConfigError, match="algorithm.partial_credit' was removed.*executor.partial_credit"
+    ):
+        load_config(write(tmp_path, "[algorithm]\npartial_credit = true\n"))
+
+
+@pytest.mark.parametrize("key", ["learner.sync_bucket_mb=64", "monitor.log_every=5"])
+def test_removed_keys_say_they_did_nothing_instead_of_guessing_a_key(key):
+    with pytest.raises(ConfigError, match="was removed: it did nothing.*delete it") as err:
+        load_config(None, [key])
+    assert "did you mean" not in str(err.value)
+
+
+def test_executor_partial_credit_is_the_working_key():
+    assert load_config(None, ["executor.partial_credit=true"]).executor.partial_credit is True
+
+
 def test_unknown_section_suggests_the_nearest_section():
     with pytest.raises(ConfigError, match="did you mean 'generator'"):
         load_config(None, ["generatr.num_engines=2"])
