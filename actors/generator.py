@@ -44,9 +44,12 @@ class Generator:
         redirect_to_run_dir(name)
         self.device = resolve_device(cfg.cluster.device)
         self.llm = build_engine(
-            model_path, cfg.generator, self.device, seed=cfg.seed,
+            model_path,
+            cfg.generator,
+            self.device,
+            seed=cfg.seed,
             worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
-        )  # fmt: skip
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.renderer = PromptRenderer(self.tokenizer, cfg.prompt, cfg.model.chat_template_kwargs)
         self.client = (
@@ -173,11 +176,16 @@ class Generator:
     def _sample(self, assignments, temperature: float) -> list:
         ids = [self._prompt_ids(a.prompt) for a in assignments]
         return sample_groups(
-            self.llm, assignments, ids,
-            group_size=self.cfg.algorithm.group_size, temperature=temperature,
-            max_tokens=self.cfg.generator.max_response_tokens, policy_version=self.version,
-            owner=self.name, ignore_eos=self.cfg.generator.ignore_eos,
-        )  # fmt: skip
+            self.llm,
+            assignments,
+            ids,
+            group_size=self.cfg.algorithm.group_size,
+            temperature=temperature,
+            max_tokens=self.cfg.generator.max_response_tokens,
+            policy_version=self.version,
+            owner=self.name,
+            ignore_eos=self.cfg.generator.ignore_eos,
+        )
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         """Token ids of a prompt text rendered by the prompt layer (data/prompts.py)."""

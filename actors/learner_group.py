@@ -66,11 +66,16 @@ class LearnerGroup:
             if batch["done"]:
                 return None
             return {  # every fetched group was filtered: no optimizer step, version unchanged
-                "skipped": 1.0, "version": float(self.version), "groups": 0.0,
-                "reward_mean": batch["batch_reward_mean"], "diversity": batch["diversity"],
-                "filtered_groups": float(batch["filtered_groups"]), "wait_s": time.perf_counter() - t0,
-                "compute_s": 0.0, "sync_s": 0.0,
-            }  # fmt: skip
+                "skipped": 1.0,
+                "version": float(self.version),
+                "groups": 0.0,
+                "reward_mean": batch["batch_reward_mean"],
+                "diversity": batch["diversity"],
+                "filtered_groups": float(batch["filtered_groups"]),
+                "wait_s": time.perf_counter() - t0,
+                "compute_s": 0.0,
+                "sync_s": 0.0,
+            }
         t1 = time.perf_counter()
         groups_ref = ray.put(batch["groups"])
         metrics = ray.get([r.train.remote(groups_ref) for r in self.ranks])[0]

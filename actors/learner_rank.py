@@ -50,9 +50,12 @@ class LearnerRank:
         from microcoder.learner.trainer import Learner
 
         os.environ.update(
-            RANK=str(self.rank), WORLD_SIZE=str(self.world), LOCAL_RANK="0",
-            MASTER_ADDR=master[0], MASTER_PORT=str(master[1]),
-        )  # fmt: skip
+            RANK=str(self.rank),
+            WORLD_SIZE=str(self.world),
+            LOCAL_RANK="0",
+            MASTER_ADDR=master[0],
+            MASTER_PORT=str(master[1]),
+        )
 
         self.cfg = cfg
         self.dynamic_filtering = cfg.algorithm.dynamic_filtering
@@ -112,9 +115,10 @@ class LearnerRank:
         while len(kept) < want and not done and len(responses) < budget and not self._stop:
             try:
                 batch = self.client.get_batch(
-                    min(want - len(kept), budget - len(responses)), self.learner.version,
+                    min(want - len(kept), budget - len(responses)),
+                    self.learner.version,
                     timeout_s=1.0,
-                )  # fmt: skip
+                )
             except BufferTimeout:
                 if deadline is not None and time.perf_counter() > deadline:
                     raise

@@ -34,9 +34,12 @@ def sampling_params(*, group_size: int, temperature: float, max_tokens: int, ign
     from vllm import SamplingParams
 
     return SamplingParams(
-        n=group_size, temperature=temperature, max_tokens=max_tokens, logprobs=0,
+        n=group_size,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        logprobs=0,
         ignore_eos=ignore_eos,
-    )  # fmt: skip
+    )
 
 
 def sample_groups(
@@ -53,9 +56,11 @@ def sample_groups(
 ) -> list[Group]:
     """Sample `group_size` responses for each assignment in one engine call; one Group each."""
     params = sampling_params(
-        group_size=group_size, temperature=temperature, max_tokens=max_tokens,
+        group_size=group_size,
+        temperature=temperature,
+        max_tokens=max_tokens,
         ignore_eos=ignore_eos,
-    )  # fmt: skip
+    )
     t0 = time.perf_counter()
     outputs = llm.generate(
         [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False

@@ -58,11 +58,14 @@ def score_groups(
             continue
         scores = [
             Score(
-                reward=float(v.reward), verdict=v.verdict, tests_passed=v.passed,
-                tests_total=v.total, test_times_s=np.array([v.time_s], np.float32),
+                reward=float(v.reward),
+                verdict=v.verdict,
+                tests_passed=v.passed,
+                tests_total=v.total,
+                test_times_s=np.array([v.time_s], np.float32),
                 detail=v.message[:200],
             )
             for v in vs
-        ]  # fmt: skip
+        ]
         out.scored.append(GroupScores(group_id=g.group_id, scores=scores, executor=owner))
     return out

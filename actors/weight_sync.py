@@ -61,8 +61,15 @@ class WeightPublisher:
         thread = threading.Thread(target=build, name=f"weights-{name}", daemon=True)
         self._opening[name] = thread
         thread.start()
-        return {"host": self.host, "port": port, "rank": 1, "world_size": 2, "name": name,
-                "timeout_s": self.timeout_s, "device": self.device}  # fmt: skip
+        return {
+            "host": self.host,
+            "port": port,
+            "rank": 1,
+            "world_size": 2,
+            "name": name,
+            "timeout_s": self.timeout_s,
+            "device": self.device,
+        }
 
     def send(self, name: str) -> dict[str, Any]:
         """Broadcast the newest weights to generator `name` over its channel."""

@@ -34,9 +34,14 @@ class WeightLoaderExtension:
         if old is not None and hasattr(old, "close"):
             old.close()
         self._mc_receiver = WeightReceiver(
-            spec["host"], spec["port"], spec["rank"], spec["world_size"],
-            timeout_s=spec["timeout_s"], name=spec["name"], device=spec.get("device", "cpu"),
-        )  # fmt: skip
+            spec["host"],
+            spec["port"],
+            spec["rank"],
+            spec["world_size"],
+            timeout_s=spec["timeout_s"],
+            name=spec["name"],
+            device=spec.get("device", "cpu"),
+        )
 
     def mc_receive_and_load(self) -> tuple[int, int, float, float]:
         """Receive one round of weights on the open channel and load them;

@@ -179,23 +179,37 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
     per_group = {k: v / n * 1000 for k, v in buf_cpu.items()}
     lat, raw_lat = _latency(mp, group, frames, args.latency_samples)
     return {
-        "G": g, "tokens": t, "bytes_per_group": size, "groups": n, "wave": args.wave,
-        "per_get": args.per_get, "batch": args.batch, "window": args.window,
+        "G": g,
+        "tokens": t,
+        "bytes_per_group": size,
+        "groups": n,
+        "wave": args.wave,
+        "per_get": args.per_get,
+        "batch": args.batch,
+        "window": args.window,
         "in_flight": args.in_flight,
-        "groups_per_s": n / buf_s, "raw_groups_per_s": n / raw_s, "ratio": raw_s / buf_s,
-        "raw_codec_groups_per_s": n / codec_s, "ratio_codec": codec_s / buf_s,
+        "groups_per_s": n / buf_s,
+        "raw_groups_per_s": n / raw_s,
+        "ratio": raw_s / buf_s,
+        "raw_codec_groups_per_s": n / codec_s,
+        "ratio_codec": codec_s / buf_s,
         "ceiling_ratio": raw_s / codec_s,
         "raw_codec_cpu_ms_per_group": sum(codec_cpu.values()) / n * 1000,
-        "tokens_to_executor_groups_per_s": n / full_s, "ratio_tokens_to_executor": raw_s / full_s,
-        "mb_per_s": n * size / buf_s / 2**20, "raw_mb_per_s": n * size / raw_s / 2**20,
-        "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
-        "raw_p50_ms": _pct(raw_lat, 50), "raw_p99_ms": _pct(raw_lat, 99),
-        "encode_ms": encode_ms, "decode_ms": decode_ms,
+        "tokens_to_executor_groups_per_s": n / full_s,
+        "ratio_tokens_to_executor": raw_s / full_s,
+        "mb_per_s": n * size / buf_s / 2**20,
+        "raw_mb_per_s": n * size / raw_s / 2**20,
+        "p50_ms": _pct(lat, 50),
+        "p99_ms": _pct(lat, 99),
+        "raw_p50_ms": _pct(raw_lat, 50),
+        "raw_p99_ms": _pct(raw_lat, 99),
+        "encode_ms": encode_ms,
+        "decode_ms": decode_ms,
         "cpu_ms_per_group": sum(buf_cpu.values()) / n * 1000,
         "raw_cpu_ms_per_group": sum(raw_cpu.values()) / n * 1000,
         "cpu_ratio": sum(raw_cpu.values()) / sum(buf_cpu.values()),
         "cpu_ms_per_group_by_process": per_group,
-    }  # fmt: skip
+    }
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -84,10 +84,14 @@ def buffer_generator(address: str, n: int, g: int, t: int, wave: int, window: in
             for v in {a.issued_version for a in got} - at_version.keys():
                 at_version[v] = [replace(r, policy_version=v) for r in template.responses]
             yield [
-                replace(template, group_id=a.group_id, problem_id=a.problem_id,
-                        responses=at_version[a.issued_version])
+                replace(
+                    template,
+                    group_id=a.group_id,
+                    problem_id=a.problem_id,
+                    responses=at_version[a.issued_version],
+                )
                 for a in got
-            ]  # fmt: skip
+            ]
 
     ready.set()
     go.wait()

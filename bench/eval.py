@@ -27,9 +27,12 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="",
-                   help="model folder (default runs/tiny-model-warm, else runs/tiny-model, else "
-                        "a tiny model built in a temp folder)")  # fmt: skip
+    p.add_argument(
+        "--model",
+        default="",
+        help="model folder (default runs/tiny-model-warm, else runs/tiny-model, else "
+        "a tiny model built in a temp folder)",
+    )
     p.add_argument("--problems", type=int, default=240, help="synthetic held-out problems (240)")
     p.add_argument("--samples", type=int, default=4, help="samples per problem (4)")
     p.add_argument("--max-tokens", type=int, default=96, help="budget in new tokens (96)")
@@ -39,8 +42,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="sandbox workers per executor (1)")
     p.add_argument("--sequences-per-call", type=int, default=64, help="per generator call (64)")
     p.add_argument("--device", default="cpu", help="cluster.device: auto | cpu | cuda (cpu)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra config override (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override (repeatable)",
+    )
 
 
 def _model(args, tmp: Path) -> str:
@@ -74,18 +83,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     model = _model(args, tmp)
-    cfg = load_config(None, [
-        f'model.path="{model}"', f"cluster.device={args.device}",
-        f"generator.max_response_tokens={args.max_tokens}", "generator.max_prompt_tokens=512",
-        f"executor.workers={args.workers}", *args.overrides,
-    ])  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            f'model.path="{model}"',
+            f"cluster.device={args.device}",
+            f"generator.max_response_tokens={args.max_tokens}",
+            "generator.max_prompt_tokens=512",
+            f"executor.workers={args.workers}",
+            *args.overrides,
+        ],
+    )
     problems = generate_tasks(0, split="heldout")[: args.problems]
-    settings = EvalSettings(samples=args.samples, ks=[1], budgets=[args.max_tokens],
-                            temperature=args.temperature, top_p=1.0,
-                            sequences_per_call=args.sequences_per_call,
-                            progress_every_s=1e9)  # fmt: skip
-    renderer = PromptRenderer(AutoTokenizer.from_pretrained(model), cfg.prompt,
-                              cfg.model.chat_template_kwargs)  # fmt: skip
+    settings = EvalSettings(
+        samples=args.samples,
+        ks=[1],
+        budgets=[args.max_tokens],
+        temperature=args.temperature,
+        top_p=1.0,
+        sequences_per_call=args.sequences_per_call,
+        progress_every_s=1e9,
+    )
+    renderer = PromptRenderer(
+        AutoTokenizer.from_pretrained(model), cfg.prompt, cfg.model.chat_template_kwargs
+    )
     texts = {p.id: renderer.text(p) for p in problems}
     cluster = EvalCluster(cfg, tmp, "local")
     try:
@@ -96,21 +117,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         samples, gen_s = _timed(
             lambda: generate_only(problems, settings, gens, lambda p: texts[p.id])
         )
-        report, eval_s = _timed(lambda: evaluate(problems, settings, gens, execs, tmp / "eval",
-                                                 lambda p: texts[p.id]))  # fmt: skip
+        report, eval_s = _timed(
+            lambda: evaluate(problems, settings, gens, execs, tmp / "eval", lambda p: texts[p.id])
+        )
         records, _ = read_samples(tmp / "eval" / "samples.jsonl")
         given = [Generation(r.problem_id, r.sample_index, r.code, 0) for r in records]
-        judged, judge_s = _timed(lambda: evaluate(problems, settings, [], execs, None,
-                                                  generations=given))  # fmt: skip
+        judged, judge_s = _timed(
+            lambda: evaluate(problems, settings, [], execs, None, generations=given)
+        )
     finally:
         cluster.close()
     n = len(problems) * args.samples
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(), "model": model,
-        "problems": len(problems), "samples_per_problem": args.samples, "samples": n,
-        "max_tokens": args.max_tokens, "generators": args.generators, "executors": args.executors,
-        "sandbox_workers": args.workers, "load_start": os.getloadavg()[0],
-        "eval_wall_s": eval_s, "generate_only_s": gen_s, "judge_only_s": judge_s,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "model": model,
+        "problems": len(problems),
+        "samples_per_problem": args.samples,
+        "samples": n,
+        "max_tokens": args.max_tokens,
+        "generators": args.generators,
+        "executors": args.executors,
+        "sandbox_workers": args.workers,
+        "load_start": os.getloadavg()[0],
+        "eval_wall_s": eval_s,
+        "generate_only_s": gen_s,
+        "judge_only_s": judge_s,
         "overlap": eval_s / max(gen_s, judge_s),
         "no_overlap_ratio": (gen_s + judge_s) / max(gen_s, judge_s),
         "samples_per_s": n / eval_s,
@@ -119,8 +151,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "judged_programs": report["counts"]["judged_programs"],
         "judge_only_programs": judged["counts"]["judged_programs"],
         "first_sample_s": report["timing"]["first_sample_s"],
-        "pass_at_1": report["pass_at_k"]["1"], "verdicts": report["verdicts"],
-    }  # fmt: skip
+        "pass_at_1": report["pass_at_k"]["1"],
+        "verdicts": report["verdicts"],
+    }
 
 
 def format_table(r: dict[str, Any]) -> str:

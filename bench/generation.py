@@ -98,12 +98,17 @@ def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
     d = {k: s1[k] - s0[k] for k in ("tokens", "busy_s", "idle_s", "io_s", "sync_s")}
     gen_s = max(g.timings.get("generate_s", 0.0) for g in groups)
     return {
-        "tokens": d["tokens"], "wall_s": wall, "tokens_per_s": d["tokens"] / wall,
-        "busy_tokens_per_s": d["tokens"] / d["busy_s"], "engine_generate_s": gen_s,
-        "busy_s": d["busy_s"], "prompt_fetch_s": d["idle_s"], "put_s": d["io_s"],
+        "tokens": d["tokens"],
+        "wall_s": wall,
+        "tokens_per_s": d["tokens"] / wall,
+        "busy_tokens_per_s": d["tokens"] / d["busy_s"],
+        "engine_generate_s": gen_s,
+        "busy_s": d["busy_s"],
+        "prompt_fetch_s": d["idle_s"],
+        "put_s": d["io_s"],
         "sync_check_s": d["sync_s"],
         "other_s": wall - d["busy_s"] - d["idle_s"] - d["io_s"] - d["sync_s"],
-    }  # fmt: skip
+    }
 
 
 def _median(runs: list[dict], key: str) -> float:
@@ -182,8 +187,13 @@ def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load
     busy = [a["busy_tokens_per_s"] / b["tokens_per_s"] for a, b in zip(actor, bare, strict=True)]
     parts = ("engine_generate_s", "busy_s", "prompt_fetch_s", "put_s", "sync_check_s", "other_s")
     return {
-        "workload": {"prompts": args.prompts, "group_size": args.group_size,
-                     "tokens": args.tokens, "repeats": args.repeats, "device": device},
+        "workload": {
+            "prompts": args.prompts,
+            "group_size": args.group_size,
+            "tokens": args.tokens,
+            "repeats": args.repeats,
+            "device": device,
+        },
         "actor_tokens_per_s": _median(actor, "tokens_per_s"),
         "actor_busy_tokens_per_s": _median(actor, "busy_tokens_per_s"),
         "bare_tokens_per_s": _median(bare, "tokens_per_s"),
@@ -192,13 +202,15 @@ def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load
         # the actor's own overhead, immune to engine-to-engine differences: the share of the
         # actor's wall time (driver, around run()) spent inside LLM.generate
         "engine_share": statistics.median(a["engine_generate_s"] / a["wall_s"] for a in actor),
-        "actor_tokens": actor[0]["tokens"], "bare_tokens": bare[0]["tokens"],
-        "bare_wall_s": _median(bare, "wall_s"), "actor_wall_s": _median(actor, "wall_s"),
+        "actor_tokens": actor[0]["tokens"],
+        "bare_tokens": bare[0]["tokens"],
+        "bare_wall_s": _median(bare, "wall_s"),
+        "actor_wall_s": _median(actor, "wall_s"),
         "actor_parts_s": {p: _median(actor, p) for p in parts},
         **sync,
         "load_avg": [round(x, 2) for x in (*load0, *load1)],
         "runs": {"bare": bare, "actor": actor},
-    }  # fmt: skip
+    }
 
 
 def format_table(result: dict) -> str:

@@ -17,9 +17,12 @@ class BareEngine:
         from microcoder.actors.engine import build_engine
 
         self.llm = build_engine(
-            model_path, cfg.generator, device, seed=cfg.seed,
+            model_path,
+            cfg.generator,
+            device,
+            seed=cfg.seed,
             worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
-        )  # fmt: skip
+        )
         self.cfg = cfg
 
     def generate(self, prompt_ids: list[list[int]]) -> dict:
@@ -28,9 +31,11 @@ class BareEngine:
 
         g, a = self.cfg.generator, self.cfg.algorithm
         params = sampling_params(
-            group_size=a.group_size, temperature=a.temperature.initial,
-            max_tokens=g.max_response_tokens, ignore_eos=g.ignore_eos,
-        )  # fmt: skip
+            group_size=a.group_size,
+            temperature=a.temperature.initial,
+            max_tokens=g.max_response_tokens,
+            ignore_eos=g.ignore_eos,
+        )
         prompts = [{"prompt_token_ids": p} for p in prompt_ids]
         t0 = time.perf_counter()
         outs = self.llm.generate(prompts, params, use_tqdm=False)

@@ -21,10 +21,15 @@ def synthetic_groups(version: int, groups: int = 2, size: int = 4, tokens: int =
 
     def sample(g: int, i: int) -> TrainSample:
         return TrainSample(
-            prompt_ids=[1 + g, 2, 3, 4], response_ids=[(5 + 7 * i + t) % 4000 for t in range(tokens)],
-            behaviour_logprobs=[-8.0] * tokens, temperature=1.0, reward=float(i % 2),
-            truncated=False, verdict="AC" if i % 2 else "WA", policy_version=version,
-        )  # fmt: skip
+            prompt_ids=[1 + g, 2, 3, 4],
+            response_ids=[(5 + 7 * i + t) % 4000 for t in range(tokens)],
+            behaviour_logprobs=[-8.0] * tokens,
+            temperature=1.0,
+            reward=float(i % 2),
+            truncated=False,
+            verdict="AC" if i % 2 else "WA",
+            policy_version=version,
+        )
 
     return [
         SampleGroup(f"sync-{version}-{g}", [sample(g, i) for i in range(size)])

@@ -39,18 +39,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--data", default=str(DATA), help=f"LeetCodeDataset file (default {DATA})")
     p.add_argument("--limit", type=int, default=0, help="first N problems only (default all)")
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help="comma-separated variant names (default all: " + ",".join(VARIANTS) + ")")  # fmt: skip
-    p.add_argument("--slow-fraction", type=float, default=0.1,
-                   help="share of problems given the infinite-loop variant (default 0.1)")  # fmt: skip
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated variant names (default all: " + ",".join(VARIANTS) + ")",
+    )
+    p.add_argument(
+        "--slow-fraction",
+        type=float,
+        default=0.1,
+        help="share of problems given the infinite-loop variant (default 0.1)",
+    )
     p.add_argument("--seed", type=int, default=0, help="variant seed (default 0)")
     p.add_argument("--timeout", type=int, default=6, help="per-test limit in s, both (default 6)")
     p.add_argument("--memory-mb", type=int, default=2048, help="our memory limit (LCB: none)")
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="workers for both")
     p.add_argument("--lcb-venv", default=".lcb-venv", help="LiveCodeBench's separate venv")
     p.add_argument("--out", default="", help="output folder (default runs/peer-<timestamp>)")
-    p.add_argument("--reuse", action="store_true",
-                   help="compare the judged files already in --out instead of judging again")  # fmt: skip
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="compare the judged files already in --out instead of judging again",
+    )
     p.add_argument("--examples", type=int, default=3, help="examples kept per class (default 3)")
 
 
@@ -71,11 +81,25 @@ def build_generations(problems, names: list[str], seed: int, slow_fraction: floa
 
 def ours_command(args, gen_path: Path, out: Path) -> list[str]:
     entry = "import sys; from microcoder.launch.cli import main; sys.exit(main(sys.argv[1:]))"
-    return [sys.executable, "-c", entry, "eval", "--problems", args.data,
-            "--generations", str(gen_path), "--out", str(out), "--quiet",
-            "--set", f"executor.time_limit_s={args.timeout}",
-            "--set", f"executor.memory_mb={args.memory_mb}",
-            "--set", f"executor.workers={args.workers}"]  # fmt: skip
+    return [
+        sys.executable,
+        "-c",
+        entry,
+        "eval",
+        "--problems",
+        args.data,
+        "--generations",
+        str(gen_path),
+        "--out",
+        str(out),
+        "--quiet",
+        "--set",
+        f"executor.time_limit_s={args.timeout}",
+        "--set",
+        f"executor.memory_mb={args.memory_mb}",
+        "--set",
+        f"executor.workers={args.workers}",
+    ]
 
 
 def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
@@ -127,10 +151,18 @@ def join_rows(problems, gens: list[dict], ours: dict, lcb: list[bool], meta: lis
         rec = ours.get((g["problem_id"], g["sample_index"]))
         if rec is None:
             raise RuntimeError(f"ours has no verdict for {g['problem_id']}/{g['sample_index']}")
-        rows.append({"problem_id": g["problem_id"], "sample_index": g["sample_index"],
-                     "variant": g["variant"], "kind": kinds[g["problem_id"]],
-                     "ours": rec.verdict, "ours_message": rec.message, "lcb": bool(ok),
-                     "lcb_meta": m if isinstance(m, dict) else {}})  # fmt: skip
+        rows.append(
+            {
+                "problem_id": g["problem_id"],
+                "sample_index": g["sample_index"],
+                "variant": g["variant"],
+                "kind": kinds[g["problem_id"]],
+                "ours": rec.verdict,
+                "ours_message": rec.message,
+                "lcb": bool(ok),
+                "lcb_meta": m if isinstance(m, dict) else {},
+            }
+        )
     return rows
 
 
@@ -165,16 +197,27 @@ def run(args: argparse.Namespace) -> dict:
         gen_path.write_text("".join(json.dumps(g) + "\n" for g in gens))
         ours, ours_s = run_ours(args, gen_path, ours_dir)
         lcb, meta, lcb_s = run_lcb_side(args, problems, gens)
-        lcb_path.write_text(json.dumps({"accepted": lcb, "meta": meta, "ours_s": ours_s,
-                                        "lcb_s": lcb_s}, default=str))  # fmt: skip
+        lcb_path.write_text(
+            json.dumps(
+                {"accepted": lcb, "meta": meta, "ours_s": ours_s, "lcb_s": lcb_s}, default=str
+            )
+        )
     report = json.loads((ours_dir / "report.json").read_text())
     result = compare(join_rows(problems, gens, ours, lcb, meta), args.examples)
     result.update(
-        ours_report_pass_at_1=report["pass_at_k"]["1"], ours_wall_s=ours_s, lcb_wall_s=lcb_s,
-        timeout_s=args.timeout, workers=args.workers, memory_mb=args.memory_mb, seed=args.seed,
-        variants=names, slow_fraction=args.slow_fraction, data=args.data, out=str(out),
+        ours_report_pass_at_1=report["pass_at_k"]["1"],
+        ours_wall_s=ours_s,
+        lcb_wall_s=lcb_s,
+        timeout_s=args.timeout,
+        workers=args.workers,
+        memory_mb=args.memory_mb,
+        seed=args.seed,
+        variants=names,
+        slow_fraction=args.slow_fraction,
+        data=args.data,
+        out=str(out),
         ours_command="microcoder " + " ".join(ours_command(args, gen_path, ours_dir)[3:]),
-    )  # fmt: skip
+    )
     return result
 
 
@@ -188,11 +231,15 @@ def format_table(r: dict) -> str:
         f"{r['lcb_wall_s']:.0f} s",
         f"confusion: both pass {c['both_pass']} | both fail {c['both_fail']} | ours only "
         f"{c['ours_only']} | LCB only {c['lcb_only']}",
-        "", "| variant | samples | ours AC | LCB AC | disagree |", "|---|---|---|---|---|",
-    ]  # fmt: skip
+        "",
+        "| variant | samples | ours AC | LCB AC | disagree |",
+        "|---|---|---|---|---|",
+    ]
     for v in r["by_variant"]:
-        lines.append(f"| {v['variant']} | {v['samples']} | {v.get('ours_ac', 0)} | "
-                     f"{v.get('lcb_ac', 0)} | {v.get('disagree', 0)} |")  # fmt: skip
+        lines.append(
+            f"| {v['variant']} | {v['samples']} | {v.get('ours_ac', 0)} | "
+            f"{v.get('lcb_ac', 0)} | {v.get('disagree', 0)} |"
+        )
     pairs = ", ".join(f"{k}: {v}" for k, v in r["verdict_pairs"].items())
     lines += [
         "",

@@ -89,31 +89,61 @@ def _lcb_error(row: dict, code: int, needle: str = "") -> bool:
 
 Rule = Callable[[dict], bool]
 CLASSES: list[tuple[str, str, Rule]] = [
-    ("float for int: LCB accepts by ==",
-     "ours WA, LCB AC; our message shows an int expected and a float of equal value returned "
-     "(message cut: the variant returns floats, float-return / true-division)", _float_for_int),
-    ("bool for int: LCB accepts by ==",
-     "ours WA, LCB AC; our message shows an int expected and a bool of equal value returned",
-     _bool_for_int),
-    ("ours TLE, LCB in time", "ours TLE (CPU limit, or wall cap = 3 x limit + 0.5 s), LCB AC",
-     lambda r: r["ours"] == "TLE" and r["lcb"]),
-    ("ours OLE: print cap, LCB has none", "ours OLE (functional prints over the 1 MiB floor), "
-     "LCB AC (its prints are not captured at all)", lambda r: r["ours"] == "OLE" and r["lcb"]),
-    ("ours MLE, LCB has no memory limit", "ours MLE, LCB AC",
-     lambda r: r["ours"] == "MLE" and r["lcb"]),
+    (
+        "float for int: LCB accepts by ==",
+        "ours WA, LCB AC; our message shows an int expected and a float of equal value returned "
+        "(message cut: the variant returns floats, float-return / true-division)",
+        _float_for_int,
+    ),
+    (
+        "bool for int: LCB accepts by ==",
+        "ours WA, LCB AC; our message shows an int expected and a bool of equal value returned",
+        _bool_for_int,
+    ),
+    (
+        "ours TLE, LCB in time",
+        "ours TLE (CPU limit, or wall cap = 3 x limit + 0.5 s), LCB AC",
+        lambda r: r["ours"] == "TLE" and r["lcb"],
+    ),
+    (
+        "ours OLE: print cap, LCB has none",
+        "ours OLE (functional prints over the 1 MiB floor), "
+        "LCB AC (its prints are not captured at all)",
+        lambda r: r["ours"] == "OLE" and r["lcb"],
+    ),
+    (
+        "ours MLE, LCB has no memory limit",
+        "ours MLE, LCB AC",
+        lambda r: r["ours"] == "MLE" and r["lcb"],
+    ),
     ("ours sandbox error", "ours SE, LCB AC", lambda r: r["ours"] == "SE" and r["lcb"]),
-    ("LCB timeout (wall-clock alarm, under load)", "ours AC, LCB error_code -3",
-     lambda r: r["ours"] == "AC" and _lcb_error(r, -3)),
-    ("LCB global timeout (reported as TestRunnerError)",
-     "ours AC, LCB error_code -5 with IndexError: its process was killed by the global timeout "
-     "and left no metadata", lambda r: r["ours"] == "AC" and _lcb_error(r, -5, "IndexError")),
-    ("LCB missing module", "ours AC, LCB runtime error ModuleNotFoundError",
-     lambda r: r["ours"] == "AC" and _lcb_error(r, -4, "ModuleNotFoundError")),
-    ("LCB exact float compare", "ours AC, LCB WA with a number within 1e-6 of the expected",
-     lambda r: r["ours"] == "AC" and _lcb_float_exact(r)),
-    ("LCB harness error", "ours AC, LCB error_code -4 or -5 (its runner raised)",
-     lambda r: r["ours"] == "AC" and r["lcb_meta"].get("error_code") in (-4, -5)),
-]  # fmt: skip
+    (
+        "LCB timeout (wall-clock alarm, under load)",
+        "ours AC, LCB error_code -3",
+        lambda r: r["ours"] == "AC" and _lcb_error(r, -3),
+    ),
+    (
+        "LCB global timeout (reported as TestRunnerError)",
+        "ours AC, LCB error_code -5 with IndexError: its process was killed by the global timeout "
+        "and left no metadata",
+        lambda r: r["ours"] == "AC" and _lcb_error(r, -5, "IndexError"),
+    ),
+    (
+        "LCB missing module",
+        "ours AC, LCB runtime error ModuleNotFoundError",
+        lambda r: r["ours"] == "AC" and _lcb_error(r, -4, "ModuleNotFoundError"),
+    ),
+    (
+        "LCB exact float compare",
+        "ours AC, LCB WA with a number within 1e-6 of the expected",
+        lambda r: r["ours"] == "AC" and _lcb_float_exact(r),
+    ),
+    (
+        "LCB harness error",
+        "ours AC, LCB error_code -4 or -5 (its runner raised)",
+        lambda r: r["ours"] == "AC" and r["lcb_meta"].get("error_code") in (-4, -5),
+    ),
+]
 UNCLASSIFIED = "unclassified"
 
 
@@ -130,8 +160,11 @@ def confusion(rows: Iterable[dict]) -> dict[str, int]:
     out = dict.fromkeys(("both_pass", "both_fail", "ours_only", "lcb_only"), 0)
     for r in rows:
         ours = r["ours"] == "AC"
-        key = ("both_pass" if r["lcb"] else "ours_only") if ours else (
-            "lcb_only" if r["lcb"] else "both_fail")  # fmt: skip
+        key = (
+            ("both_pass" if r["lcb"] else "ours_only")
+            if ours
+            else ("lcb_only" if r["lcb"] else "both_fail")
+        )
         out[key] += 1
     return out
 
@@ -149,10 +182,15 @@ def pass_at_1(rows: Iterable[dict], judge: str) -> float | None:
 def _example(row: dict) -> dict:
     meta = row["lcb_meta"]
     lcb = "AC" if row["lcb"] else f"{meta.get('error_code')} {meta.get('error_message', '')}"
-    return {"problem_id": row["problem_id"], "sample_index": row["sample_index"],
-            "variant": row["variant"], "ours": row["ours"],
-            "ours_message": (row["ours_message"] or "")[:160], "lcb": lcb.strip(),
-            "lcb_error": str(meta.get("error", ""))[:160]}  # fmt: skip
+    return {
+        "problem_id": row["problem_id"],
+        "sample_index": row["sample_index"],
+        "variant": row["variant"],
+        "ours": row["ours"],
+        "ours_message": (row["ours_message"] or "")[:160],
+        "lcb": lcb.strip(),
+        "lcb_error": str(meta.get("error", ""))[:160],
+    }
 
 
 def by_variant(rows: Iterable[dict]) -> list[dict]:

@@ -29,11 +29,26 @@ import zlib
 from collections.abc import Callable
 
 VARIANTS = (
-    "debug-print", "float-return", "true-division", "return-plus-one", "range-minus-one",
-    "flip-compare", "early-return", "print-return", "wrong-name", "syntax-error", "infinite-loop",
-)  # fmt: skip
-FLIPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-         ast.NotEq: ast.Eq}  # fmt: skip
+    "debug-print",
+    "float-return",
+    "true-division",
+    "return-plus-one",
+    "range-minus-one",
+    "flip-compare",
+    "early-return",
+    "print-return",
+    "wrong-name",
+    "syntax-error",
+    "infinite-loop",
+)
+FLIPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+}
 DEFAULTS = {"int": "0", "bool": "False", "str": "''", "float": "0.0", "List": "[]", "list": "[]"}
 
 
@@ -158,11 +173,17 @@ def _infinite_loop(fn, rng) -> bool:
 
 
 AST_TRANSFORMS: dict[str, Callable[[ast.FunctionDef, random.Random], bool]] = {
-    "debug-print": _debug_print, "float-return": _float_return, "true-division": _true_division,
-    "return-plus-one": _return_plus_one, "range-minus-one": _range_minus_one,
-    "flip-compare": _flip_compare, "early-return": _early_return, "print-return": _print_return,
-    "wrong-name": _wrong_name, "infinite-loop": _infinite_loop,
-}  # fmt: skip
+    "debug-print": _debug_print,
+    "float-return": _float_return,
+    "true-division": _true_division,
+    "return-plus-one": _return_plus_one,
+    "range-minus-one": _range_minus_one,
+    "flip-compare": _flip_compare,
+    "early-return": _early_return,
+    "print-return": _print_return,
+    "wrong-name": _wrong_name,
+    "infinite-loop": _infinite_loop,
+}
 
 
 def _syntax_error(tree: ast.Module, fn_name: str) -> str | None:

@@ -32,16 +32,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real = parser.add_argument_group("real tiny workload")
     real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
     real.add_argument("--max-steps", type=int, default=30, help="learner steps per launch")
-    real.add_argument("--eval-every", type=int, default=0,
-                      help="held-out eval every N steps (and at start and end); 0 = only at the "
-                           "start and the end")  # fmt: skip
+    real.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="held-out eval every N steps (and at start and end); 0 = only at the "
+        "start and the end",
+    )
     real.add_argument("--warmup", type=int, default=2, help="first steps left out of the figures")
     real.add_argument("--seed", type=int, default=0, help="seed of both launches")
     real.add_argument(
         "--async-staleness", type=int, default=2, help="max_staleness of the async run"
     )
-    real.add_argument("--real-set", action="append", default=[], metavar="KEY=VALUE",
-                      help="extra --set for both launches (repeatable)")  # fmt: skip
+    real.add_argument(
+        "--real-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra --set for both launches (repeatable)",
+    )
     real.add_argument("--runs-dir", default="", help="keep the two run directories here")
     real.add_argument("--skip-real", action="store_true", help="only the simulated part")
     sim = parser.add_argument_group("simulated stage costs")
@@ -55,9 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--sim-warmup", type=int, default=4, help="learner steps left out per point")
     sim.add_argument("--batch-size", type=int, default=16, help="groups per learner step")
     sim.add_argument("--group-size", type=int, default=8, help="responses per group")
-    sim.add_argument("--sync-before-lease", action="store_true",
-                     help="generators learn the version before leasing prompts (the order of "
-                          "actors/generator.py) instead of right before sampling")  # fmt: skip
+    sim.add_argument(
+        "--sync-before-lease",
+        action="store_true",
+        help="generators learn the version before leasing prompts (the order of "
+        "actors/generator.py) instead of right before sampling",
+    )
     sim.add_argument("--skip-sim", action="store_true", help="only the real part")
 
 
@@ -87,10 +99,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runs_dir = Path(args.runs_dir or tempfile.mkdtemp(prefix="bench-pipeline-"))
         try:
             real = run_real(
-                args.config, args.max_steps, args.warmup, args.seed,
-                [0, args.async_staleness], runs_dir, args.real_set,
+                args.config,
+                args.max_steps,
+                args.warmup,
+                args.seed,
+                [0, args.async_staleness],
+                runs_dir,
+                args.real_set,
                 eval_every=args.eval_every or args.max_steps,
-            )  # fmt: skip
+            )
         finally:
             if not keep:
                 shutil.rmtree(runs_dir, ignore_errors=True)
@@ -130,8 +147,10 @@ def format_table(result: dict[str, Any]) -> str:
     from microcoder.bench.pipeline_format import real_table, sim_table
     from microcoder.bench.pipeline_heldout import heldout_table
 
-    lines = [f"{result['date']}, {result['cpus']} CPUs, load {result['load_start']:.1f} -> "
-             f"{result['load_end']:.1f} (1-min average)"]  # fmt: skip
+    lines = [
+        f"{result['date']}, {result['cpus']} CPUs, load {result['load_start']:.1f} -> "
+        f"{result['load_end']:.1f} (1-min average)"
+    ]
     if "real" in result:
         lines += ["", *real_table(result), "", *heldout_table(result)]
     if "simulated" in result:

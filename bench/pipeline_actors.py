@@ -51,9 +51,17 @@ class _Timed:
 
 
 class SimGenerator(_Timed):
-    def __init__(self, name: str, address: str, learner: Any, group_size: int,
-                 per_group_s: float, wave: int, response_tokens: int = 16,
-                 sync_before_lease: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        learner: Any,
+        group_size: int,
+        per_group_s: float,
+        wave: int,
+        response_tokens: int = 16,
+        sync_before_lease: bool = False,
+    ):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
@@ -96,13 +104,17 @@ class SimGenerator(_Timed):
                 logprobs=np.full(t, -1.0, np.float32),
                 policy_version=self.version,
                 finish_reason="stop",
-            )  # fmt: skip
+            )
             for _ in range(self.group_size)
         ]
         return Group(
-            group_id=a.group_id, problem_id=a.problem_id, prompt=a.prompt,
-            prompt_ids=np.full(8, 3, np.int32), responses=responses, generator=self.name,
-        )  # fmt: skip
+            group_id=a.group_id,
+            problem_id=a.problem_id,
+            prompt=a.prompt,
+            prompt_ids=np.full(8, 3, np.int32),
+            responses=responses,
+            generator=self.name,
+        )
 
 
 class SimExecutor(_Timed):
@@ -163,10 +175,14 @@ class SimLearner(_Timed):
             self.client.announce_version(self.version)
             stale = batch.staleness
             out.append(
-                {"end": time.monotonic(), "wait_s": t1 - t0, "groups": len(batch.groups),
-                 "staleness_mean": sum(stale) / max(len(stale), 1),
-                 "staleness_max": max(stale, default=0)}
-            )  # fmt: skip
+                {
+                    "end": time.monotonic(),
+                    "wait_s": t1 - t0,
+                    "groups": len(batch.groups),
+                    "staleness_mean": sum(stale) / max(len(stale), 1),
+                    "staleness_max": max(stale, default=0),
+                }
+            )
             if batch.done:
                 break
         self.ended = time.monotonic()

@@ -28,9 +28,14 @@ from microcoder.bench.pipeline_heldout import eval_records, eval_seconds, heldou
 
 
 def launch_command(
-    config: str, run_dir: str, max_steps: int, max_staleness: int, seed: int, extra: list[str],
+    config: str,
+    run_dir: str,
+    max_steps: int,
+    max_staleness: int,
+    seed: int,
+    extra: list[str],
     eval_every: int | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The exact launcher command of one run (the dashboard on a free port: the bench must not
     collide with another run on this machine). `eval_every` = N evaluates the held-out split at
     the start, every N steps and at the end (None: the config's setting)."""
@@ -135,9 +140,16 @@ def warmstart_build_s(model: str) -> float | None:
 
 
 def run_real(
-    config: str, max_steps: int, warmup: int, seed: int, staleness: list[int],
-    runs_dir: Path, extra: list[str], timeout_s: float = 1800.0, eval_every: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    config: str,
+    max_steps: int,
+    warmup: int,
+    seed: int,
+    staleness: list[int],
+    runs_dir: Path,
+    extra: list[str],
+    timeout_s: float = 1800.0,
+    eval_every: int | None = None,
+) -> dict[str, Any]:
     """Launch the config once per `staleness` value, one after the other; summaries by k.
     A missing warm start is announced on stderr; the first launch builds it (before its first
     step, so outside every per-step figure; its launch_wall_s includes it)."""
@@ -150,14 +162,21 @@ def run_real(
             flush=True,
         )
     out: dict[str, Any] = {
-        "config": config, "max_steps": max_steps, "warmup": warmup, "eval_every": eval_every,
-        "warmstart": ws, "runs": {},
-    }  # fmt: skip
+        "config": config,
+        "max_steps": max_steps,
+        "warmup": warmup,
+        "eval_every": eval_every,
+        "warmstart": ws,
+        "runs": {},
+    }
     for i, k in enumerate(staleness):
         run_dir = runs_dir / f"staleness-{k}"
         cmd = launch_command(config, str(run_dir), max_steps, k, seed, extra, eval_every)
-        print(f"bench pipeline: launch {i + 1}/{len(staleness)}: {' '.join(cmd[1:])}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"bench pipeline: launch {i + 1}/{len(staleness)}: {' '.join(cmd[1:])}",
+            file=sys.stderr,
+            flush=True,
+        )
         load, t0 = os.getloadavg()[0], time.monotonic()
         records = run_launch(cmd, run_dir, timeout_s)
         out["runs"][str(k)] = {

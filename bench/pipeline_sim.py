@@ -63,10 +63,17 @@ def _remote(cls, concurrency: int = 2):
 
 
 def run_point(
-    costs: StageCosts, generators: int, executors: int, *, batch_size: int = 16,
-    group_size: int = 8, max_staleness: int = 2, warmup: int = 4, steps: int = 20,
+    costs: StageCosts,
+    generators: int,
+    executors: int,
+    *,
+    batch_size: int = 16,
+    group_size: int = 8,
+    max_staleness: int = 2,
+    warmup: int = 4,
+    steps: int = 20,
     sync_before_lease: bool = False,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """One configuration on an initialised Ray: fresh buffer and actors, `warmup` + `steps`
     learner steps; returns achieved vs ideal steps/s and where the time went."""
     import ray
@@ -88,11 +95,16 @@ def run_point(
     wave = default_wave(batch_size, generators)
     gens = [
         _remote(SimGenerator).remote(
-            f"sim-gen-{i}", address, learner, group_size, costs.gen_s / batch_size, wave,
+            f"sim-gen-{i}",
+            address,
+            learner,
+            group_size,
+            costs.gen_s / batch_size,
+            wave,
             sync_before_lease=sync_before_lease,
         )
         for i in range(generators)
-    ]  # fmt: skip
+    ]
     execs = [
         _remote(SimExecutor).remote(f"sim-exec-{i}", address, costs.judge_s / batch_size)
         for i in range(executors)
@@ -170,8 +182,12 @@ def run_simulated(
     return {
         "costs": {"gen_s": costs.gen_s, "judge_s": costs.judge_s, "train_s": costs.train_s},
         "executors": executors,
-        **{k: kw[k] for k in ("batch_size", "group_size", "max_staleness", "warmup", "steps") if k in kw},
+        **{
+            k: kw[k]
+            for k in ("batch_size", "group_size", "max_staleness", "warmup", "steps")
+            if k in kw
+        },
         "points": points,
         "ratio": {str(p["generators"]): p["ratio"] for p in points},
         "wall_s": time.monotonic() - t0,
-    }  # fmt: skip
+    }

@@ -42,24 +42,36 @@ _I4, _F4 = np.dtype("<i4"), np.dtype("<f4")
 _NUM = frozenset((int, float))
 _INT = frozenset((int,))
 _GROUP_FIELDS = {  # meta field: allowed value types
-    "group_id": _INT, "problem_id": frozenset((str,)), "generator": frozenset((str,)),
-    "timings": frozenset((dict,)), "prompt_len": _INT, "prompt_bytes": _INT,
-}  # fmt: skip
+    "group_id": _INT,
+    "problem_id": frozenset((str,)),
+    "generator": frozenset((str,)),
+    "timings": frozenset((dict,)),
+    "prompt_len": _INT,
+    "prompt_bytes": _INT,
+}
 _RESPONSE_COLUMNS = {  # per-response column: allowed element types
-    "lengths": _INT, "text_bytes": _INT, "temperature": _NUM,
-    "policy_version": frozenset((int,)), "truncated": frozenset((bool,)),
-    "finish_reason": frozenset((str,)), "gen_time_s": _NUM,
-}  # fmt: skip
+    "lengths": _INT,
+    "text_bytes": _INT,
+    "temperature": _NUM,
+    "policy_version": frozenset((int,)),
+    "truncated": frozenset((bool,)),
+    "finish_reason": frozenset((str,)),
+    "gen_time_s": _NUM,
+}
 _SCORES_FIELDS = {
     "group_id": frozenset((int,)),
     "executor": frozenset((str,)),
     "score_time_s": _NUM,
 }
 _SCORE_COLUMNS = {
-    "reward": _NUM, "verdict": frozenset((str,)), "tests_passed": frozenset((int,)),
-    "tests_total": frozenset((int,)), "test_verdicts": frozenset((list,)),
-    "test_times_s": frozenset((bytes,)), "detail": frozenset((str,)),
-}  # fmt: skip
+    "reward": _NUM,
+    "verdict": frozenset((str,)),
+    "tests_passed": frozenset((int,)),
+    "tests_total": frozenset((int,)),
+    "test_verdicts": frozenset((list,)),
+    "test_times_s": frozenset((bytes,)),
+    "detail": frozenset((str,)),
+}
 
 
 @dataclass(slots=True)
@@ -165,14 +177,20 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
     lps = np.concatenate([r.logprobs for r in rs], dtype=_F4) if rs else np.zeros(0, _F4)
     texts = [group.prompt.encode(), *(r.text.encode() for r in rs)]
     meta = {
-        "group_id": group.group_id, "problem_id": group.problem_id, "generator": group.generator,
-        "timings": group.timings, "prompt_len": prompt_len, "prompt_bytes": len(texts[0]),
-        "lengths": lengths, "text_bytes": [len(t) for t in texts[1:]],
+        "group_id": group.group_id,
+        "problem_id": group.problem_id,
+        "generator": group.generator,
+        "timings": group.timings,
+        "prompt_len": prompt_len,
+        "prompt_bytes": len(texts[0]),
+        "lengths": lengths,
+        "text_bytes": [len(t) for t in texts[1:]],
         "temperature": [r.temperature for r in rs],
         "policy_version": [r.policy_version for r in rs],
-        "truncated": [r.truncated for r in rs], "finish_reason": [r.finish_reason for r in rs],
+        "truncated": [r.truncated for r in rs],
+        "finish_reason": [r.finish_reason for r in rs],
         "gen_time_s": [r.gen_time_s for r in rs],
-    }  # fmt: skip
+    }
     tensors = b"".join((ids.reshape(-1), lps.reshape(-1)))
     return pack(meta), b"".join(texts), tensors
 
@@ -221,10 +239,11 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
             d["finish_reason"],
             d["gen_time_s"],
             strict=True,
-        )  # fmt: skip
+        )
     ]
-    return Group(d["group_id"], d["problem_id"], prompt, prompt_ids, responses, d["generator"],
-                 d["timings"])  # fmt: skip
+    return Group(
+        d["group_id"], d["problem_id"], prompt, prompt_ids, responses, d["generator"], d["timings"]
+    )
 
 
 # ---------------------------------------------------------------- GroupScores
@@ -233,15 +252,20 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
 def scores_frame(result: GroupScores) -> bytes:
     """A GroupScores as its one frame."""
     ss = result.scores
-    return pack({
-        "group_id": result.group_id, "executor": result.executor,
-        "score_time_s": result.score_time_s, "reward": [s.reward for s in ss],
-        "verdict": [s.verdict for s in ss], "tests_passed": [s.tests_passed for s in ss],
-        "tests_total": [s.tests_total for s in ss],
-        "test_verdicts": [list(s.test_verdicts) for s in ss],
-        "test_times_s": [np.ascontiguousarray(s.test_times_s, "<f4").tobytes() for s in ss],
-        "detail": [s.detail for s in ss],
-    })  # fmt: skip
+    return pack(
+        {
+            "group_id": result.group_id,
+            "executor": result.executor,
+            "score_time_s": result.score_time_s,
+            "reward": [s.reward for s in ss],
+            "verdict": [s.verdict for s in ss],
+            "tests_passed": [s.tests_passed for s in ss],
+            "tests_total": [s.tests_total for s in ss],
+            "test_verdicts": [list(s.test_verdicts) for s in ss],
+            "test_times_s": [np.ascontiguousarray(s.test_times_s, "<f4").tobytes() for s in ss],
+            "detail": [s.detail for s in ss],
+        }
+    )
 
 
 def read_scores(frame: Any) -> GroupScores:
@@ -259,6 +283,6 @@ def read_scores(frame: Any) -> GroupScores:
             d["test_times_s"],
             d["detail"],
             strict=True,
-        )  # fmt: skip
+        )
     ]
     return GroupScores(d["group_id"], scores, d["executor"], float(d["score_time_s"]))

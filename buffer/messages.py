@@ -385,9 +385,26 @@ class Error(Message):
 KINDS: dict[str, type[Message]] = {
     c.KIND: c
     for c in (
-        GetPrompts, PutUnscored, GetUnscored, PutScored, FailGroup, Release, GetBatch,
-        AnnounceVersion, GetStats, Snapshot, Restore, Prompts, PutReply, Groups, Batch, Ok,
-        Released, Stats, SnapshotDone, Error,
+        GetPrompts,
+        PutUnscored,
+        GetUnscored,
+        PutScored,
+        FailGroup,
+        Release,
+        GetBatch,
+        AnnounceVersion,
+        GetStats,
+        Snapshot,
+        Restore,
+        Prompts,
+        PutReply,
+        Groups,
+        Batch,
+        Ok,
+        Released,
+        Stats,
+        SnapshotDone,
+        Error,
     )
-}  # fmt: skip
+}
 """Every message kind, by its wire name."""

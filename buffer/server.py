@@ -97,12 +97,18 @@ class BufferServer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handlers = {
-            m.GetPrompts: self._get_prompts, m.PutUnscored: self._put_unscored,
-            m.GetUnscored: self._get_unscored, m.PutScored: self._put_scored,
-            m.FailGroup: self._fail_group, m.Release: self._release, m.GetBatch: self._get_batch,
-            m.AnnounceVersion: self._announce, m.GetStats: self._stats,
-            m.Snapshot: self._snapshot, m.Restore: self._restore,
-        }  # fmt: skip
+            m.GetPrompts: self._get_prompts,
+            m.PutUnscored: self._put_unscored,
+            m.GetUnscored: self._get_unscored,
+            m.PutScored: self._put_scored,
+            m.FailGroup: self._fail_group,
+            m.Release: self._release,
+            m.GetBatch: self._get_batch,
+            m.AnnounceVersion: self._announce,
+            m.GetStats: self._stats,
+            m.Snapshot: self._snapshot,
+            m.Restore: self._restore,
+        }
         log.info("buffer serving on %s", self.address)
 
     # ------------------------------------------------------------ loop
@@ -291,8 +297,13 @@ class BufferServer:
         reason = HOLDER_DIED if msg.died else "lease_released"
         prompts, groups = self.state.release(msg.owner, reason)
         if prompts or groups:
-            log.warning("released leases of '%s': %d prompts re-queued, %d groups back to the "
-                        "unscored queue", msg.owner, prompts, groups)  # fmt: skip
+            log.warning(
+                "released leases of '%s': %d prompts re-queued, %d groups back to the "
+                "unscored queue",
+                msg.owner,
+                prompts,
+                groups,
+            )
         return m.Released(prompts, groups), []
 
     def _announce(self, msg: m.AnnounceVersion, blobs, now, final=False):

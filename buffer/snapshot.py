@@ -41,12 +41,21 @@ def export_state(state: BufferState) -> dict[str, Any]:
     """The state as plain msgpack-able data."""
     slots = []
     for s in state.slots.values():
-        slots.append({
-            "group_id": s.group_id, "problem_id": s.item.problem_id, "prompt": s.item.prompt,
-            "epoch": s.item.epoch, "issued_version": s.issued_version, "stage": s.stage,
-            "owner": s.owner, "oldest_version": s.oldest_version, "n_responses": s.n_responses,
-            "group": _raw(s.group), "scores": _raw(s.scores),
-        })  # fmt: skip
+        slots.append(
+            {
+                "group_id": s.group_id,
+                "problem_id": s.item.problem_id,
+                "prompt": s.item.prompt,
+                "epoch": s.item.epoch,
+                "issued_version": s.issued_version,
+                "stage": s.stage,
+                "owner": s.owner,
+                "oldest_version": s.oldest_version,
+                "n_responses": s.n_responses,
+                "group": _raw(s.group),
+                "scores": _raw(s.scores),
+            }
+        )
     return {
         "format": FORMAT,
         "version": state.version,
@@ -77,8 +86,18 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     state.depth.clear()
     for d in data["slots"]:
         item = PromptItem(d["problem_id"], d["prompt"], d["epoch"])
-        slot = Slot(d["group_id"], item, d["issued_version"], d["stage"], d["owner"], 0.0,
-                    d["oldest_version"], d["n_responses"], _frames(d["group"]), _frames(d["scores"]))  # fmt: skip
+        slot = Slot(
+            d["group_id"],
+            item,
+            d["issued_version"],
+            d["stage"],
+            d["owner"],
+            0.0,
+            d["oldest_version"],
+            d["n_responses"],
+            _frames(d["group"]),
+            _frames(d["scores"]),
+        )
         state.slots[slot.group_id] = slot
         state.depth[slot.stage] += 1
     state.unscored.clear()

@@ -117,8 +117,12 @@ class BufferState:
                 "dropped %d stale group(s) %s at learner version %d (staleness up to %d > "
                 "max_staleness %d); raise buffer.max_staleness, or add generators/executors so "
                 "groups reach the learner sooner",
-                n, where, self.version, worst, self.max_staleness,
-            )  # fmt: skip
+                n,
+                where,
+                self.version,
+                worst,
+                self.max_staleness,
+            )
 
     def _sweep(self, queue: deque[int], where: str) -> None:
         """Drop every group in `queue` that can no longer pass the staleness rule."""
@@ -184,8 +188,9 @@ class BufferState:
                 log.error(
                     "every one of the %d prompts is quarantined (each failed %d times): nothing "
                     "left to generate; see the generators' logs for why their waves failed",
-                    size, self.quarantine_after,
-                )  # fmt: skip
+                    size,
+                    self.quarantine_after,
+                )
             self.source_done = True
             return 0
         return n + len(self.quarantined)
@@ -202,8 +207,10 @@ class BufferState:
             log.warning(
                 "problem %r quarantined after %d failed attempts (last: %s); it is not handed "
                 "out again in this run",
-                item.problem_id, self.prompt_failures[item.problem_id], reason[:200],
-            )  # fmt: skip
+                item.problem_id,
+                self.prompt_failures[item.problem_id],
+                reason[:200],
+            )
             return True
         return item.problem_id in self.quarantined
 
@@ -250,8 +257,14 @@ class BufferState:
 
     def release(self, owner: str, reason: str = "lease_released") -> tuple[int, int]:
         """Return all of `owner`'s leases: (prompts re-queued, groups back to the unscored queue)."""
-        held = sorted((s for s in self.slots.values() if s.owner == owner and s.stage in
-                       ("leased", "scoring")), key=lambda s: -s.group_id)  # fmt: skip
+        held = sorted(
+            (
+                s
+                for s in self.slots.values()
+                if s.owner == owner and s.stage in ("leased", "scoring")
+            ),
+            key=lambda s: -s.group_id,
+        )
         for slot in held:
             self._return(slot, reason)
         prompts = sum(1 for s in held if s.stage != "unscored")
@@ -261,12 +274,19 @@ class BufferState:
         """Return leases older than lease_timeout_s (0 = never); how many were returned."""
         if self.lease_timeout_s <= 0:
             return 0
-        old = [s for s in self.slots.values() if s.stage in ("leased", "scoring")
-               and now - s.since > self.lease_timeout_s]  # fmt: skip
+        old = [
+            s
+            for s in self.slots.values()
+            if s.stage in ("leased", "scoring") and now - s.since > self.lease_timeout_s
+        ]
         for slot in sorted(old, key=lambda s: -s.group_id):
-            log.warning("lease of group %d by '%s' expired after %.0f s; returned (raise "
-                        "buffer.lease_timeout_s if actors are just slow)", slot.group_id,
-                        slot.owner, self.lease_timeout_s)  # fmt: skip
+            log.warning(
+                "lease of group %d by '%s' expired after %.0f s; returned (raise "
+                "buffer.lease_timeout_s if actors are just slow)",
+                slot.group_id,
+                slot.owner,
+                self.lease_timeout_s,
+            )
             self._return(slot, "lease_expired")
         return len(old)
 

@@ -24,12 +24,23 @@ from microcoder.data.prompt_templates import FIELDS, Template
 
 RESERVED_CHAT_KWARGS = frozenset(
     {
-        "conversation", "messages", "tools", "documents", "chat_template",
-        "add_generation_prompt", "continue_final_message", "tokenize", "padding", "truncation",
-        "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask",
+        "conversation",
+        "messages",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
         "tokenizer_kwargs",
     }
-)  # fmt: skip
+)
 """apply_chat_template's own parameters: not template variables."""
 
 

@@ -39,9 +39,23 @@ def budget_views(
     views = []
     for b in check_budgets(budgets):
         if n > b:
-            views.append({"max_tokens": b, "text": decode(list(token_ids[:b])), "tokens": b,
-                          "finish_reason": "length", "cut": True})  # fmt: skip
+            views.append(
+                {
+                    "max_tokens": b,
+                    "text": decode(list(token_ids[:b])),
+                    "tokens": b,
+                    "finish_reason": "length",
+                    "cut": True,
+                }
+            )
         else:
-            views.append({"max_tokens": b, "text": text, "tokens": n,
-                          "finish_reason": finish_reason, "cut": False})  # fmt: skip
+            views.append(
+                {
+                    "max_tokens": b,
+                    "text": text,
+                    "tokens": n,
+                    "finish_reason": finish_reason,
+                    "cut": False,
+                }
+            )
     return views

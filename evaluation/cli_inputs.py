@@ -11,8 +11,15 @@ from pathlib import Path
 from typing import Any
 
 FORMAT_ALIASES = {"microcoder": "jsonl", "livecodebench": "lcb", "own": "jsonl"}
-RESUME_KEYS = ("model", "problems_file", "generations_file", "temperature", "top_p",
-               "prompt", "chat_template_kwargs")  # fmt: skip
+RESUME_KEYS = (
+    "model",
+    "problems_file",
+    "generations_file",
+    "temperature",
+    "top_p",
+    "prompt",
+    "chat_template_kwargs",
+)
 """settings.json fields that must match for --resume (they change what a sample is)."""
 
 
@@ -37,17 +44,27 @@ def load_selected(args) -> tuple[list, list, dict[str, Any]]:
 
     fmt = FORMAT_ALIASES.get(args.format, args.format)
     problems = load_problems(args.problems, format=fmt)
-    sel = select_problems(problems, args.date_from, args.date_to, parse_list(args.platform),
-                          parse_list(args.difficulty))  # fmt: skip
+    sel = select_problems(
+        problems,
+        args.date_from,
+        args.date_to,
+        parse_list(args.platform),
+        parse_list(args.difficulty),
+    )
     summary = sel.summary(len(problems))
     print(f"microcoder eval: {summary}", file=sys.stderr)
     if not sel.kept:
         raise ValueError(f"no problem left to evaluate ({summary}); widen the filters")
     selection = {
-        "total": len(problems), "selected": len(sel.kept), "excluded": sel.excluded,
-        "summary": summary, "from": args.date_from, "to": args.date_to,
-        "platform": parse_list(args.platform), "difficulty": parse_list(args.difficulty),
-    }  # fmt: skip
+        "total": len(problems),
+        "selected": len(sel.kept),
+        "excluded": sel.excluded,
+        "summary": summary,
+        "from": args.date_from,
+        "to": args.date_to,
+        "platform": parse_list(args.platform),
+        "difficulty": parse_list(args.difficulty),
+    }
     return problems, sel.kept, selection
 
 

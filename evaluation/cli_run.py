@@ -48,12 +48,15 @@ def _settings(args, cfg):
     if args.temperature < 0 or not 0 < args.top_p <= 1:
         raise ValueError("--temperature must be >= 0 and --top-p in (0, 1]")
     return EvalSettings(
-        samples=args.samples, ks=int_list(args.k, "--k"),
+        samples=args.samples,
+        ks=int_list(args.k, "--k"),
         budgets=check_budgets(int_list(args.max_tokens, "--max-tokens")),
-        temperature=args.temperature, top_p=args.top_p, call_timeout_s=args.timeout,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        call_timeout_s=args.timeout,
         sequences_per_call=args.sequences_per_call,
         resume=args.resume,
-    )  # fmt: skip
+    )
 
 
 def _drop_ks(settings, samples: int) -> None:
@@ -62,8 +65,10 @@ def _drop_ks(settings, samples: int) -> None:
 
     usable, dropped = usable_ks(settings.ks, samples)
     if dropped:
-        warn(f"pass@k for k = {dropped} needs more than {samples} samples per problem; dropped "
-             f"(raise --samples to {max(dropped)} to get them)")  # fmt: skip
+        warn(
+            f"pass@k for k = {dropped} needs more than {samples} samples per problem; dropped "
+            f"(raise --samples to {max(dropped)} to get them)"
+        )
     if not usable:
         raise ValueError(f"no --k value is <= the {samples} samples per problem; lower --k")
 
@@ -110,17 +115,23 @@ def _given(args, all_problems, problems, settings):
     per = Counter(g.problem_id for g in gens if g.problem_id in wanted)
     lacking = [p.id for p in problems if not per[p.id]]
     if lacking:
-        warn(f"{len(lacking)} selected problem(s) have no generation and are left out "
-             f"(e.g. {lacking[0]!r}); listed in report.json problems_without_generations")  # fmt: skip
+        warn(
+            f"{len(lacking)} selected problem(s) have no generation and are left out "
+            f"(e.g. {lacking[0]!r}); listed in report.json problems_without_generations"
+        )
     if not per:
         raise ValueError(f"{args.generations}: no generation for any selected problem")
     lo, hi = min(per.values()), max(per.values())
     if lo != hi:
-        warn(f"problems have {lo} to {hi} generations; samples_per_problem = {lo} (each problem's "
-             "pass@k uses all of its own)")  # fmt: skip
+        warn(
+            f"problems have {lo} to {hi} generations; samples_per_problem = {lo} (each problem's "
+            "pass@k uses all of its own)"
+        )
     _drop_ks(settings, lo)
-    print(f"microcoder eval: judging {sum(per.values())} given samples of {len(per)} problems",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"microcoder eval: judging {sum(per.values())} given samples of {len(per)} problems",
+        file=sys.stderr,
+    )
     return gens, [p for p in problems if per[p.id]]
 
 
@@ -135,15 +146,18 @@ def _prompts(args, cfg, problems, settings, context):
     cfg.model.path = args.model
     cfg.generator.max_prompt_tokens = limit
     cfg.generator.max_response_tokens = settings.budgets[-1]
-    renderer = PromptRenderer(AutoTokenizer.from_pretrained(args.model), cfg.prompt,
-                              cfg.model.chat_template_kwargs)  # fmt: skip
+    renderer = PromptRenderer(
+        AutoTokenizer.from_pretrained(args.model), cfg.prompt, cfg.model.chat_template_kwargs
+    )
     measured = measure_prompts(renderer, problems, limit)
     skipped = [{"problem_id": m.problem.id, "tokens": m.tokens} for m in measured.skipped]
     context["skipped_prompts"] = {"count": len(skipped), "max_prompt_tokens": limit, "ids": skipped}
     if skipped:
-        warn(f"{len(skipped)} prompt(s) are over {limit} tokens and are skipped (e.g. "
-             f"{skipped[0]['problem_id']!r}, {skipped[0]['tokens']} tokens); raise "
-             "--max-prompt-tokens to keep them")  # fmt: skip
+        warn(
+            f"{len(skipped)} prompt(s) are over {limit} tokens and are skipped (e.g. "
+            f"{skipped[0]['problem_id']!r}, {skipped[0]['tokens']} tokens); raise "
+            "--max-prompt-tokens to keep them"
+        )
     if not measured.kept:
         raise ValueError(
             "every selected prompt is over the prompt limit; raise --max-prompt-tokens"
@@ -165,14 +179,29 @@ def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -
     cluster = EvalCluster(cfg, out, address)
     progress = None if args.quiet else ProgressLine()
     try:
-        cluster.start(None if generations else args.model, args.generators, args.executors,
-                      log=lambda m: print(f"microcoder eval: {m}", file=sys.stderr))  # fmt: skip
-        report = evaluate(problems, settings, cluster.generators, cluster.executors, out,
-                          renderer_text=lambda p: texts[p.id], progress=progress,
-                          generations=generations, context=context)  # fmt: skip
+        cluster.start(
+            None if generations else args.model,
+            args.generators,
+            args.executors,
+            log=lambda m: print(f"microcoder eval: {m}", file=sys.stderr),
+        )
+        report = evaluate(
+            problems,
+            settings,
+            cluster.generators,
+            cluster.executors,
+            out,
+            renderer_text=lambda p: texts[p.id],
+            progress=progress,
+            generations=generations,
+            context=context,
+        )
     except KeyboardInterrupt:
-        print(f"\nmicrocoder eval: interrupted; finished samples are in {out}/samples.jsonl: "
-              "rerun with --resume --out " + str(out), file=sys.stderr)  # fmt: skip
+        print(
+            f"\nmicrocoder eval: interrupted; finished samples are in {out}/samples.jsonl: "
+            "rerun with --resume --out " + str(out),
+            file=sys.stderr,
+        )
         raise
     finally:
         if progress is not None:
@@ -180,8 +209,10 @@ def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -
         cluster.close()
     print("\n".join(group_table(report)))
     t = report["timing"]
-    print(f"\n{report['problems']} problems x {report['samples_per_problem']} samples, pass@"
-          f"{report['k'][0]} = {100 * (report['pass_at_k'][str(report['k'][0])] or 0):.1f}% at "
-          f"max_tokens {report['max_tokens'] or 'given'}; {t['wall_s']:.1f} s")  # fmt: skip
+    print(
+        f"\n{report['problems']} problems x {report['samples_per_problem']} samples, pass@"
+        f"{report['k'][0]} = {100 * (report['pass_at_k'][str(report['k'][0])] or 0):.1f}% at "
+        f"max_tokens {report['max_tokens'] or 'given'}; {t['wall_s']:.1f} s"
+    )
     print(f"report: {out / 'report.md'}, {out / 'report.json'}; samples: {out / 'samples.jsonl'}")
     return 0

@@ -23,8 +23,14 @@ class EvalCluster:
         self.executors: dict[str, Any] = {}
         self.started_ray = False
 
-    def start(self, model_path: str | None, n_generators: int, n_executors: int,
-              log=print, ready_timeout_s: float = 900.0) -> None:  # fmt: skip
+    def start(
+        self,
+        model_path: str | None,
+        n_generators: int,
+        n_executors: int,
+        log=print,
+        ready_timeout_s: float = 900.0,
+    ) -> None:
         import ray
 
         from microcoder.actors.remote import executor_cls, generator_cls
@@ -54,8 +60,10 @@ class EvalCluster:
                     g.cpus_per_engine, g.gpus_per_engine, cfg.cluster.device, name
                 )
                 self.generators[name] = gen_cls.options(**opts).remote(name, cfg, model_path, None)
-            log(f"starting {gens} generator(s) and {n_executors} executor(s) "
-                "(a vLLM engine takes a while to start) ...")  # fmt: skip
+            log(
+                f"starting {gens} generator(s) and {n_executors} executor(s) "
+                "(a vLLM engine takes a while to start) ..."
+            )
         t0 = time.monotonic()
         for name, handle in {**self.executors, **self.generators}.items():
             left = max(1.0, ready_timeout_s - (time.monotonic() - t0))
@@ -66,10 +74,13 @@ class EvalCluster:
                 raise EvalError(
                     f"{name} did not start: {lines[-1] if lines else type(err).__name__}. See "
                     f"{self.out_dir / 'logs' / (name + '.log')}"
-                    + ("; is the model folder complete and do --max-tokens + the prompt limit fit "
-                       "its context?" if name.startswith("generator") else
-                       "; does the sandbox work here (`microcoder judge`)?")
-                ) from err  # fmt: skip
+                    + (
+                        "; is the model folder complete and do --max-tokens + the prompt limit fit "
+                        "its context?"
+                        if name.startswith("generator")
+                        else "; does the sandbox work here (`microcoder judge`)?"
+                    )
+                ) from err
         log(f"actors ready in {time.monotonic() - t0:.1f} s")
 
     def close(self) -> None:

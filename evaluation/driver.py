@@ -22,8 +22,13 @@ from microcoder.evaluation.plan import Todo, next_chunk
 from microcoder.evaluation.samples import SampleRecord
 from microcoder.evaluation.settings import EvalError, EvalSettings
 
-NO_CODE = {"verdict": "WA", "passed": False, "tests_passed": 0, "first_failed": None,
-           "message": "no code found in the response"}  # fmt: skip
+NO_CODE = {
+    "verdict": "WA",
+    "passed": False,
+    "tests_passed": 0,
+    "first_failed": None,
+    "message": "no code found in the response",
+}
 
 
 @dataclass
@@ -65,10 +70,17 @@ class DriverStats:
 class Driver:
     """One evaluation's loop; `on_sample(records)` gets each finished sample's records."""
 
-    def __init__(self, settings: EvalSettings, generators: Sequence[tuple[str, Any]],
-                 executors: Sequence[tuple[str, Any]], on_sample: Callable[[list], None],
-                 progress: Callable[[dict], None] | None, total: int,
-                 cache: dict | None = None, judge_batch: int = 8):  # fmt: skip
+    def __init__(
+        self,
+        settings: EvalSettings,
+        generators: Sequence[tuple[str, Any]],
+        executors: Sequence[tuple[str, Any]],
+        on_sample: Callable[[list], None],
+        progress: Callable[[dict], None] | None,
+        total: int,
+        cache: dict | None = None,
+        judge_batch: int = 8,
+    ):
         self.s, self.gens, self.execs = settings, list(generators), list(executors)
         self.on_sample, self.progress, self.total = on_sample, progress, total
         self.cache: dict = cache if cache is not None else {}
@@ -88,8 +100,13 @@ class Driver:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self, todos: Sequence[Todo], prompts: Callable[[Problem], str] | None,
-            given: Sequence[PendingSample] = (), judge: bool = True) -> list:  # fmt: skip
+    def run(
+        self,
+        todos: Sequence[Todo],
+        prompts: Callable[[Problem], str] | None,
+        given: Sequence[PendingSample] = (),
+        judge: bool = True,
+    ) -> list:
         """Generate `todos` (or take `given` samples), judge, record. judge=False: generate only
         and return [(problem_id, sample_index, sample dict)] (the benchmark's generate-only)."""
         import ray
@@ -113,8 +130,9 @@ class Driver:
                     raise EvalError(f"{len(self._queue)} programs to judge but no executor")
             ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=0.25)
             if ready:
-                ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight),
-                                    timeout=0)  # fmt: skip
+                ready, _ = ray.wait(
+                    list(self._inflight), num_returns=len(self._inflight), timeout=0
+                )
             for ref in ready:
                 self._finish(ref, self._inflight.pop(ref))
             self._check_deadlines()
@@ -216,15 +234,21 @@ class Driver:
     def _record(self, sample: PendingSample) -> None:
         records = [
             SampleRecord(
-                problem_id=sample.problem.id, sample_index=sample.index,
-                max_tokens=v["max_tokens"], verdict=v["verdict"]["verdict"],
-                passed=bool(v["verdict"]["passed"]), first_failed=v["verdict"]["first_failed"],
-                code=v["code"], tokens=v["tokens"], finish_reason=v["finish_reason"],
-                tests_passed=int(v["verdict"]["tests_passed"]), tests_total=len(sample.problem.tests),
+                problem_id=sample.problem.id,
+                sample_index=sample.index,
+                max_tokens=v["max_tokens"],
+                verdict=v["verdict"]["verdict"],
+                passed=bool(v["verdict"]["passed"]),
+                first_failed=v["verdict"]["first_failed"],
+                code=v["code"],
+                tokens=v["tokens"],
+                finish_reason=v["finish_reason"],
+                tests_passed=int(v["verdict"]["tests_passed"]),
+                tests_total=len(sample.problem.tests),
                 message=str(v["verdict"].get("message", ""))[:200],
             )
             for v in sample.views
-        ]  # fmt: skip
+        ]
         self.on_sample(records)
         self._count_done(passed=bool(records) and records[-1].passed)
 
@@ -257,18 +281,28 @@ class Driver:
         if force and self._last_done == self.done:
             return
         self._last_done = self.done
-        self.progress({
-            "done": self.done, "total": self.total, "elapsed_s": now - self._start,
-            "generated": self.stats.generated, "judged": self.stats.judged,
-            "passed": self.passed, "label": self.s.label,
-        })  # fmt: skip
+        self.progress(
+            {
+                "done": self.done,
+                "total": self.total,
+                "elapsed_s": now - self._start,
+                "generated": self.stats.generated,
+                "judged": self.stats.judged,
+                "passed": self.passed,
+                "label": self.s.label,
+            }
+        )
 
 
 def _view(v: dict) -> dict:
     from microcoder.sandbox import extract_code
 
-    return {"max_tokens": v["max_tokens"], "code": extract_code(v["text"]), "tokens": v["tokens"],
-            "finish_reason": v["finish_reason"]}  # fmt: skip
+    return {
+        "max_tokens": v["max_tokens"],
+        "code": extract_code(v["text"]),
+        "tokens": v["tokens"],
+        "finish_reason": v["finish_reason"],
+    }
 
 
 def _describe(call: _Call) -> str:

@@ -116,8 +116,10 @@ def evaluate(
         have = {g.problem_id for g in generations} | {r.problem_id for r in old}
         lacking = [p.id for p in problems if p.id not in have]
         problems = [p for p in problems if p.id in have]
-        context = {**(context or {}),
-                   "problems_without_generations": {"count": len(lacking), "ids": lacking}}  # fmt: skip
+        context = {
+            **(context or {}),
+            "problems_without_generations": {"count": len(lacking), "ids": lacking},
+        }
         if not problems:
             raise EvalError("no selected problem has a generation in the generations file")
     by_id = {p.id: p for p in problems}
@@ -127,18 +129,28 @@ def evaluate(
     else:
         todos = []
         given = [
-            PendingSample(by_id[g.problem_id], g.sample_index, [
-                {"max_tokens": None, "code": g.code, "tokens": None, "finish_reason": None}
-            ])
+            PendingSample(
+                by_id[g.problem_id],
+                g.sample_index,
+                [{"max_tokens": None, "code": g.code, "tokens": None, "finish_reason": None}],
+            )
             for g in generations
             if g.problem_id in by_id and (g.problem_id, g.sample_index, None) not in done
-        ]  # fmt: skip
+        ]
         total = len(given)
     try:
         workers = register_problems(execs, problems, settings.call_timeout_s)
         batch = settings.judge_batch or max(8, 2 * workers)
-        driver = Driver(settings, gens, execs, on_sample, progress, total,
-                        cache if settings.reuse_verdicts else None, batch)  # fmt: skip
+        driver = Driver(
+            settings,
+            gens,
+            execs,
+            on_sample,
+            progress,
+            total,
+            cache if settings.reuse_verdicts else None,
+            batch,
+        )
         driver.run(todos, renderer_text, given)
     finally:
         if writer is not None:
@@ -149,12 +161,15 @@ def evaluate(
         "samples_per_s": driver.done / max(time.monotonic() - t0, 1e-9),
     }
     counts = {
-        "resumed_records": len(old), "generated_samples": driver.stats.generated,
-        "generated_tokens": driver.stats.tokens, "judged_programs": driver.stats.judged,
-        "reused_verdicts": driver.stats.reused, "generate_calls": driver.stats.generate_calls,
+        "resumed_records": len(old),
+        "generated_samples": driver.stats.generated,
+        "generated_tokens": driver.stats.tokens,
+        "judged_programs": driver.stats.judged,
+        "reused_verdicts": driver.stats.reused,
+        "generate_calls": driver.stats.generate_calls,
         "judge_calls": driver.stats.judge_calls,
         "policy_versions": sorted(v for v in driver.stats.policy_versions if v is not None),
-    }  # fmt: skip
+    }
     full_context = {
         "settings": settings.to_dict(),
         **(context or {}),
@@ -175,8 +190,13 @@ def write_report(out: Path, report: dict[str, Any]) -> None:
 
 
 def _as_verdict(r: SampleRecord) -> dict[str, Any]:
-    return {"verdict": r.verdict, "passed": r.passed, "tests_passed": r.tests_passed,
-            "first_failed": r.first_failed, "message": r.message}  # fmt: skip
+    return {
+        "verdict": r.verdict,
+        "passed": r.passed,
+        "tests_passed": r.tests_passed,
+        "first_failed": r.first_failed,
+        "message": r.message,
+    }
 
 
 def generate_only(

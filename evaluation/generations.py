@@ -92,9 +92,11 @@ def read_generations(path: str | Path, problem_ids: Collection[str]) -> list[Gen
                 )
             if (pid, idx) in seen:
                 raise ProblemFormatError(
-                    str(path), n, "sample_index",
+                    str(path),
+                    n,
+                    "sample_index",
                     f"({pid!r}, {idx}) already given on line {seen[(pid, idx)]}; indices must be unique",
-                )  # fmt: skip
+                )
             seen[(pid, idx)] = n
             code = extract_code(body) if is_text else body
             if code is not None and not code.strip():

@@ -51,11 +51,15 @@ def budget_table(report: dict[str, Any]) -> list[str]:
     for b in report["by_budget"]:
         trunc = b["truncation_rate"]
         verdicts = " ".join(f"{v}:{n}" for v, n in b["verdicts"].items())
-        rows.append([
-            "given" if b["max_tokens"] is None else str(b["max_tokens"]),
-            *(_pct(b["pass_at_k"][k]) for k in ks),
-            "-" if trunc is None else f"{100 * trunc:.1f}%", str(b["samples"]), verdicts,
-        ])  # fmt: skip
+        rows.append(
+            [
+                "given" if b["max_tokens"] is None else str(b["max_tokens"]),
+                *(_pct(b["pass_at_k"][k]) for k in ks),
+                "-" if trunc is None else f"{100 * trunc:.1f}%",
+                str(b["samples"]),
+                verdicts,
+            ]
+        )
     return _table(header, rows)
 
 
@@ -63,8 +67,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     """The whole report.md (figures in percent)."""
     s = report.get("settings", {})
     lines = ["# Evaluation report", ""]
-    for label, key in (("model", "model"), ("problems file", "problems_file"),
-                       ("generations file", "generations_file")):  # fmt: skip
+    for label, key in (
+        ("model", "model"),
+        ("problems file", "problems_file"),
+        ("generations file", "generations_file"),
+    ):
         if s.get(key):
             lines.append(f"- {label}: `{s[key]}`")
     lines.append(

@@ -41,7 +41,7 @@ def sample_eval(
             temperature=temperature,
             top_p=top_p if temperature > 0 else 1.0,
             max_tokens=budgets[-1],
-        )  # fmt: skip
+        )
         for k in ns
     ]
     requests = [{"prompt_token_ids": encode(t)} for t in prompt_texts]

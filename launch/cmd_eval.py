@@ -35,42 +35,74 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_argument_group("what to evaluate")
     src.add_argument("--model", help="Hugging Face model folder (needed unless --generations)")
     src.add_argument("--problems", required=True, help="problem file (any loader format, .gz ok)")
-    src.add_argument("--format", default="auto",
-                     help="problem file format: auto, jsonl, lcb, humaneval, leetcodedataset, "
-                          "apps, rllm (default auto)")  # fmt: skip
-    src.add_argument("--generations", metavar="FILE",
-                     help="judge these samples instead of generating: JSONL {problem_id, "
-                          "sample_index, text|code}, or LiveCodeBench's code_list output")  # fmt: skip
+    src.add_argument(
+        "--format",
+        default="auto",
+        help="problem file format: auto, jsonl, lcb, humaneval, leetcodedataset, "
+        "apps, rllm (default auto)",
+    )
+    src.add_argument(
+        "--generations",
+        metavar="FILE",
+        help="judge these samples instead of generating: JSONL {problem_id, "
+        "sample_index, text|code}, or LiveCodeBench's code_list output",
+    )
     sel = p.add_argument_group("which problems")
-    sel.add_argument("--from", dest="date_from", metavar="DATE",
-                     help="first problem date, YYYY-MM-DD (inclusive)")  # fmt: skip
-    sel.add_argument("--to", dest="date_to", metavar="DATE",
-                     help="last problem date, YYYY-MM-DD (inclusive)")  # fmt: skip
+    sel.add_argument(
+        "--from",
+        dest="date_from",
+        metavar="DATE",
+        help="first problem date, YYYY-MM-DD (inclusive)",
+    )
+    sel.add_argument(
+        "--to", dest="date_to", metavar="DATE", help="last problem date, YYYY-MM-DD (inclusive)"
+    )
     sel.add_argument("--platform", help="comma-separated platforms, e.g. leetcode,atcoder")
     sel.add_argument("--difficulty", help="comma-separated difficulties, e.g. easy,medium")
     smp = p.add_argument_group("sampling")
     smp.add_argument("--samples", type=int, default=10, help="samples per problem, n (default 10)")
     smp.add_argument("--k", default="1", help="pass@k values, comma-separated (default 1)")
-    smp.add_argument("--max-tokens", default="4096,8192",
-                     help="test budgets in new tokens, comma-separated (default 4096,8192)")  # fmt: skip
-    smp.add_argument("--max-prompt-tokens", type=int, default=None,
-                     help="prompts longer than this are skipped and listed (default 4096)")  # fmt: skip
+    smp.add_argument(
+        "--max-tokens",
+        default="4096,8192",
+        help="test budgets in new tokens, comma-separated (default 4096,8192)",
+    )
+    smp.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="prompts longer than this are skipped and listed (default 4096)",
+    )
     smp.add_argument("--temperature", type=float, default=0.2, help="default 0.2 (0 = greedy)")
     smp.add_argument("--top-p", type=float, default=0.95, help="default 0.95")
     run_g = p.add_argument_group("where")
     run_g.add_argument("--generators", type=int, default=1, help="vLLM generator actors (1)")
     run_g.add_argument("--executors", type=int, default=1, help="judge executor actors (1)")
-    run_g.add_argument("--address", default=None,
-                       help="Ray cluster: local (default: a private one), auto or HOST:PORT")  # fmt: skip
-    run_g.add_argument("--sequences-per-call", type=int, default=128,
-                       help="sequences (prompts x samples) per generator call; raise it on big "
-                            "GPUs for fuller engine batches (default 128)")  # fmt: skip
-    run_g.add_argument("--timeout", type=float, default=3600.0,
-                       help="seconds one generator/executor call may take (default 3600)")  # fmt: skip
+    run_g.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster: local (default: a private one), auto or HOST:PORT",
+    )
+    run_g.add_argument(
+        "--sequences-per-call",
+        type=int,
+        default=128,
+        help="sequences (prompts x samples) per generator call; raise it on big "
+        "GPUs for fuller engine batches (default 128)",
+    )
+    run_g.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds one generator/executor call may take (default 3600)",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--out", help="output folder (default runs/eval-<timestamp>)")
-    out.add_argument("--resume", action="store_true",
-                     help="continue in --out from its samples.jsonl (nothing is judged twice)")  # fmt: skip
+    out.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue in --out from its samples.jsonl (nothing is judged twice)",
+    )
     out.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--config", help="TOML config ([generator], [executor], [prompt], [model])")
     add_set_argument(p, "executor.workers=4")

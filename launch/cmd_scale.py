@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if not result.get("ok"):
         print(f"scale: failed: {result.get('error')}")
         return 1
-    print(f"scale: {args.pool}: {result['before']} -> {result['after']} "
-          f"(added {result['added']}, removed {result['removed']})")  # fmt: skip
+    print(
+        f"scale: {args.pool}: {result['before']} -> {result['after']} "
+        f"(added {result['added']}, removed {result['removed']})"
+    )
     return 0

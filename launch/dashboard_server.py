@@ -23,8 +23,12 @@ from microcoder.launch.prometheus import CONTENT_TYPE as PROM_TYPE
 from microcoder.launch.prometheus import prometheus_text
 
 STATIC = Path(__file__).parent / "dashboard_static"
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}  # fmt: skip
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 StatusFn = Callable[[], dict[str, Any]]
 
 

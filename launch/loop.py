@@ -38,9 +38,12 @@ def build_controller(run: Run):
         run.metrics.log("event", event="calibration", table=res.table, chosen=res.chosen)
         temperature = res.chosen
     return TemperatureController(
-        temperature=temperature, candidates=list(t.candidates), target=t.target_diversity,
-        window=t.monitor_window, schedule=[tuple(s) for s in t.schedule],
-    )  # fmt: skip
+        temperature=temperature,
+        candidates=list(t.candidates),
+        target=t.target_diversity,
+        window=t.monitor_window,
+        schedule=[tuple(s) for s in t.schedule],
+    )
 
 
 class Rates:
@@ -170,9 +173,14 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         for k in sums:
             sums[k] += m[k]
         record = run.metrics.log(
-            "step", step=step, policy_version=step, temperature=temperature,
-            step_s=time.time() - t0, **m, **pool_fields(run, rates),
-        )  # fmt: skip
+            "step",
+            step=step,
+            policy_version=step,
+            temperature=temperature,
+            step_s=time.time() - t0,
+            **m,
+            **pool_fields(run, rates),
+        )
         if progress is not None:
             progress(record)
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:

@@ -107,8 +107,12 @@ def prepare_run_problems(
     if run_dir is not None:
         with path.open("w") as f:
             for split, m in skipped:
-                row = {"problem_id": m.problem.id, "split": split, "tokens": m.tokens,
-                       "max_prompt_tokens": limit}  # fmt: skip
+                row = {
+                    "problem_id": m.problem.id,
+                    "split": split,
+                    "tokens": m.tokens,
+                    "max_prompt_tokens": limit,
+                }
                 f.write(json.dumps(row) + "\n")
     if skipped:
         longest = max(m.tokens for _, m in skipped)

@@ -57,21 +57,44 @@ class _Page:
 
 def _buffer_metrics(page: _Page, buf: dict[str, Any]) -> None:
     depths = buf.get("depths") or {}
-    page.metric(PREFIX + "buffer_depth", "gauge", "Groups in each buffer stage.",
-                [({"stage": k}, v) for k, v in sorted(depths.items())])  # fmt: skip
-    page.metric(PREFIX + "buffer_groups_total", "counter", "Group slots by outcome since the run began.",
-                [({"outcome": k}, buf[k]) for k in OUTCOMES if isinstance(buf.get(k), (int, float))])  # fmt: skip
-    page.metric(PREFIX + "buffer_failed_by_reason_total", "counter", "Failed group slots by reason.",
-                [({"reason": k}, v) for k, v in sorted((buf.get("failed_by_reason") or {}).items())])  # fmt: skip
-    page.metric(PREFIX + "buffer_errors_total", "counter", "Bad requests to the buffer by code.",
-                [({"code": k}, v) for k, v in sorted((buf.get("errors") or {}).items())])  # fmt: skip
-    page.metric(PREFIX + "buffer_consumed_by_staleness_total", "counter",
-                "Groups the learner consumed, by staleness (versions behind).",
-                [({"staleness": k}, v) for k, v in staleness_hist({"buffer": buf}).items()])  # fmt: skip
+    page.metric(
+        PREFIX + "buffer_depth",
+        "gauge",
+        "Groups in each buffer stage.",
+        [({"stage": k}, v) for k, v in sorted(depths.items())],
+    )
+    page.metric(
+        PREFIX + "buffer_groups_total",
+        "counter",
+        "Group slots by outcome since the run began.",
+        [({"outcome": k}, buf[k]) for k in OUTCOMES if isinstance(buf.get(k), (int, float))],
+    )
+    page.metric(
+        PREFIX + "buffer_failed_by_reason_total",
+        "counter",
+        "Failed group slots by reason.",
+        [({"reason": k}, v) for k, v in sorted((buf.get("failed_by_reason") or {}).items())],
+    )
+    page.metric(
+        PREFIX + "buffer_errors_total",
+        "counter",
+        "Bad requests to the buffer by code.",
+        [({"code": k}, v) for k, v in sorted((buf.get("errors") or {}).items())],
+    )
+    page.metric(
+        PREFIX + "buffer_consumed_by_staleness_total",
+        "counter",
+        "Groups the learner consumed, by staleness (versions behind).",
+        [({"staleness": k}, v) for k, v in staleness_hist({"buffer": buf}).items()],
+    )
     for key in BUFFER_COUNTERS:
         if isinstance(buf.get(key), (int, float)):
-            page.metric(metric_name(f"buffer_{key}") + "_total", "counter",
-                        f"Buffer total {key}.", [({}, buf[key])])  # fmt: skip
+            page.metric(
+                metric_name(f"buffer_{key}") + "_total",
+                "counter",
+                f"Buffer total {key}.",
+                [({}, buf[key])],
+            )
     rest = {k: v for k, v in buf.items() if k not in BUFFER_HANDLED + OUTCOMES + BUFFER_COUNTERS}
     for key, value in flatten(rest, "buffer.").items():
         page.metric(metric_name(key), "gauge", f"Buffer {key[7:]}.", [({}, value)])
@@ -82,8 +105,12 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
     page = _Page()
     page.metric(PREFIX + "up", "gauge", "1 while the launcher serves metrics.", [({}, 1)])
     if latest_step.get("time") is not None:
-        page.metric(PREFIX + "last_step_timestamp_seconds", "gauge",
-                    "Unix time of the newest learner step.", [({}, latest_step["time"])])  # fmt: skip
+        page.metric(
+            PREFIX + "last_step_timestamp_seconds",
+            "gauge",
+            "Unix time of the newest learner step.",
+            [({}, latest_step["time"])],
+        )
     _buffer_metrics(page, latest_step.get("buffer") or {})
     step = {k: v for k, v in latest_step.items() if k not in ("buffer", "time")}
     for key, value in flatten(step).items():

@@ -57,8 +57,11 @@ class Run:
                 runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
             )
         else:
-            ray.init(address=self.address, log_to_driver=False,
-                     runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}})  # fmt: skip
+            ray.init(
+                address=self.address,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
+            )
 
     def bring_up(self, model_path: str) -> None:
         import ray
@@ -111,19 +114,28 @@ class Run:
 
         ex_cls, gen_cls = executor_cls(cfg), generator_cls(cfg)
         self.executors = Pool(
-            "executor", lambda n: ex_cls.options(name=f"mc-{n}", max_restarts=-1).remote(n, cfg, self.buffer_address),
-            release, self.log,
-        )  # fmt: skip
+            "executor",
+            lambda n: ex_cls.options(name=f"mc-{n}", max_restarts=-1).remote(
+                n, cfg, self.buffer_address
+            ),
+            release,
+            self.log,
+        )
         self.generators = Pool(
             "generator",
             lambda n: gen_cls.options(
-                name=f"mc-{n}", max_restarts=-1,
-                **replica_options(cfg.generator.cpus_per_engine, cfg.generator.gpus_per_engine, cfg.cluster.device, n),
-            ).remote(
-                n, cfg, model_path, self.buffer_address, self.learners.rank0
-            ),
-            release, self.log,
-        )  # fmt: skip
+                name=f"mc-{n}",
+                max_restarts=-1,
+                **replica_options(
+                    cfg.generator.cpus_per_engine,
+                    cfg.generator.gpus_per_engine,
+                    cfg.cluster.device,
+                    n,
+                ),
+            ).remote(n, cfg, model_path, self.buffer_address, self.learners.rank0),
+            release,
+            self.log,
+        )
         self.log(f"starting {cfg.executor.num_executors} executor(s)")
         self.executors.add(cfg.executor.num_executors)
         self.log(

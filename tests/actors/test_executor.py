@@ -39,8 +39,15 @@ def put_group(address: str, actor_cfg, texts: list[str]) -> int:
             )
             for t in texts
         ]
-        c.put_unscored(Group(group_id=a.group_id, problem_id=a.problem_id, prompt=a.prompt,
-                             prompt_ids=np.array([5], np.int32), responses=responses))  # fmt: skip
+        c.put_unscored(
+            Group(
+                group_id=a.group_id,
+                problem_id=a.problem_id,
+                prompt=a.prompt,
+                prompt_ids=np.array([5], np.int32),
+                responses=responses,
+            )
+        )
     return a.problem_id
 
 
@@ -65,12 +72,16 @@ def test_correct_wrong_hostile_and_empty_responses_get_the_right_rewards(exec_se
     with BufferClient(address, owner="peek") as c:
         pid = c.get_prompts(1, wait_s=5).assignments[0].problem_id
         c.release()
-    pid = put_group(address, actor_cfg, [
-        f"Here it is:\n```python\n{solution_of(actor_cfg, pid)}\n```",
-        "```python\nprint(0)\n```",
-        f"```python\n{HOSTILE}```",
-        "",
-    ])  # fmt: skip
+    pid = put_group(
+        address,
+        actor_cfg,
+        [
+            f"Here it is:\n```python\n{solution_of(actor_cfg, pid)}\n```",
+            "```python\nprint(0)\n```",
+            f"```python\n{HOSTILE}```",
+            "",
+        ],
+    )
     ray.get(ex.run.remote(max_waves=1))
     sg = take_batch(address)
     assert sg.group.problem_id == pid

@@ -18,12 +18,22 @@ def put_scored_groups(address: str, n: int, group_size: int) -> None:
     with BufferClient(address, owner="test-pipeline") as c:
         for a in c.get_prompts(n, wait_s=5).assignments:
             responses = [
-                Response(response_ids=rng.integers(5, 300, 12).astype(np.int32),
-                         logprobs=np.full(12, -2.0, np.float32), text="x")
+                Response(
+                    response_ids=rng.integers(5, 300, 12).astype(np.int32),
+                    logprobs=np.full(12, -2.0, np.float32),
+                    text="x",
+                )
                 for _ in range(group_size)
-            ]  # fmt: skip
-            c.put_unscored(Group(group_id=a.group_id, problem_id=a.problem_id, prompt=a.prompt,
-                                 prompt_ids=np.arange(1, 9, dtype=np.int32), responses=responses))  # fmt: skip
+            ]
+            c.put_unscored(
+                Group(
+                    group_id=a.group_id,
+                    problem_id=a.problem_id,
+                    prompt=a.prompt,
+                    prompt_ids=np.arange(1, 9, dtype=np.int32),
+                    responses=responses,
+                )
+            )
         for g in c.get_unscored(n, wait_s=5):
             scores = [
                 Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")

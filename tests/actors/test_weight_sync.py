@@ -39,8 +39,10 @@ def score_everything(address: str, n: int) -> int:
     with BufferClient(address, owner="test-exec") as c:
         while scored < n:
             for g in c.get_unscored(n, wait_s=5):
-                scores = [Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")
-                          for i in range(len(g.responses))]  # fmt: skip
+                scores = [
+                    Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")
+                    for i in range(len(g.responses))
+                ]
                 c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
                 scored += 1
     return scored

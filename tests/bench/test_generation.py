@@ -23,18 +23,33 @@ def _args(**over) -> argparse.Namespace:
 
 def _actor_run(tokens_per_s: float) -> dict:
     return {
-        "tokens": 1000, "wall_s": 1000 / tokens_per_s, "tokens_per_s": tokens_per_s,
-        "busy_tokens_per_s": tokens_per_s * 1.02, "engine_generate_s": 0.9, "busy_s": 0.95,
-        "prompt_fetch_s": 0.01, "put_s": 0.01, "sync_check_s": 0.001, "other_s": 0.02,
-    }  # fmt: skip
+        "tokens": 1000,
+        "wall_s": 1000 / tokens_per_s,
+        "tokens_per_s": tokens_per_s,
+        "busy_tokens_per_s": tokens_per_s * 1.02,
+        "engine_generate_s": 0.9,
+        "busy_s": 0.95,
+        "prompt_fetch_s": 0.01,
+        "put_s": 0.01,
+        "sync_check_s": 0.001,
+        "other_s": 0.02,
+    }
 
 
 SYNC = {
-    "sync_cycle_s": 0.2, "sync_first_cycle_s": 0.3, "sync_cycles": 3, "sync_bytes": 2e7,
-    "sync_parts_s": {"gather_s": 0.04, "send_s": 0.04, "receive_s": 0.04, "reload_s": 0.05,
-                     "first_token_s": 0.02},
+    "sync_cycle_s": 0.2,
+    "sync_first_cycle_s": 0.3,
+    "sync_cycles": 3,
+    "sync_bytes": 2e7,
+    "sync_parts_s": {
+        "gather_s": 0.04,
+        "send_s": 0.04,
+        "receive_s": 0.04,
+        "reload_s": 0.05,
+        "first_token_s": 0.02,
+    },
     "sync_runs": [],
-}  # fmt: skip
+}
 
 
 def _result() -> dict:

@@ -28,8 +28,15 @@ class Solution:
 
 
 def _row(pid, idx, ours, lcb, variant="reference", message="", **meta) -> dict:
-    return {"problem_id": pid, "sample_index": idx, "variant": variant, "ours": ours,
-            "ours_message": message, "lcb": lcb, "lcb_meta": meta}  # fmt: skip
+    return {
+        "problem_id": pid,
+        "sample_index": idx,
+        "variant": variant,
+        "ours": ours,
+        "ours_message": message,
+        "lcb": lcb,
+        "lcb_meta": meta,
+    }
 
 
 def test_every_variant_applies_to_a_method_with_all_constructs():
@@ -74,8 +81,14 @@ def test_a_variant_equal_to_the_reference_is_dropped():
 
 
 def test_generations_start_with_the_reference_and_number_samples_from_zero():
-    p = Problem(id="p", kind="functional", prompt="", fn_name="countSmaller",
-                tests=[{"input": "[1]\n2", "output": "0"}], meta={"solution": REFERENCE})  # fmt: skip
+    p = Problem(
+        id="p",
+        kind="functional",
+        prompt="",
+        fn_name="countSmaller",
+        tests=[{"input": "[1]\n2", "output": "0"}],
+        meta={"solution": REFERENCE},
+    )
     rows = build_generations([p], ["wrong-name", "infinite-loop"], seed=0, slow_fraction=0.0)
     assert [r["sample_index"] for r in rows] == [0, 1]
     assert rows[0]["code"] == REFERENCE and rows[0]["variant"] == "reference"
@@ -83,14 +96,25 @@ def test_generations_start_with_the_reference_and_number_samples_from_zero():
 
 
 def test_confusion_counts_each_cell():
-    rows = [_row("a", 0, "AC", True), _row("a", 1, "WA", False), _row("a", 2, "WA", False),
-            _row("b", 0, "AC", False), _row("b", 1, "TLE", True), _row("b", 2, "WA", True)]  # fmt: skip
+    rows = [
+        _row("a", 0, "AC", True),
+        _row("a", 1, "WA", False),
+        _row("a", 2, "WA", False),
+        _row("b", 0, "AC", False),
+        _row("b", 1, "TLE", True),
+        _row("b", 2, "WA", True),
+    ]
     assert confusion(rows) == {"both_pass": 1, "both_fail": 2, "ours_only": 1, "lcb_only": 2}
 
 
 def test_pass_at_1_is_per_problem_then_averaged():
-    rows = [_row("a", 0, "AC", True), _row("a", 1, "WA", True), _row("a", 2, "WA", False),
-            _row("a", 3, "WA", False), _row("b", 0, "AC", False)]  # fmt: skip
+    rows = [
+        _row("a", 0, "AC", True),
+        _row("a", 1, "WA", True),
+        _row("a", 2, "WA", False),
+        _row("a", 3, "WA", False),
+        _row("b", 0, "AC", False),
+    ]
     assert pass_at_1(rows, "ours") == (1 / 4 + 1) / 2
     assert pass_at_1(rows, "lcb") == (2 / 4 + 0) / 2
 
@@ -118,8 +142,10 @@ def test_lcb_rejections_of_accepted_programs_are_classified_by_error_code():
 
 
 def test_a_wrong_answer_no_rule_explains_is_unclassified_and_listed():
-    rows = [_row("a", 0, "AC", False, error_code=-2, expected="3", output="4"),
-            _row("a", 1, "TLE", True, "infinite-loop")]  # fmt: skip
+    rows = [
+        _row("a", 0, "AC", False, error_code=-2, expected="3", output="4"),
+        _row("a", 1, "TLE", True, "infinite-loop"),
+    ]
     result = compare(rows)
     assert result["disagreements"] == 2
     assert result["classes"][UNCLASSIFIED]["count"] == 1
@@ -134,6 +160,10 @@ def test_agreements_are_not_classified():
 
 
 def test_verdict_pairs_count_our_verdict_against_lcb_error_code():
-    rows = [_row("a", 0, "AC", True), _row("a", 1, "CE", False, error_code=-4),
-            _row("a", 2, "RE", False, error_code=-4), _row("a", 3, "CE", False, error_code=-4)]  # fmt: skip
+    rows = [
+        _row("a", 0, "AC", True),
+        _row("a", 1, "CE", False, error_code=-4),
+        _row("a", 2, "RE", False, error_code=-4),
+        _row("a", 3, "CE", False, error_code=-4),
+    ]
     assert verdict_pairs(rows) == {"CE / -4": 2, "AC / AC": 1, "RE / -4": 1}

@@ -75,11 +75,19 @@ def test_ratio_is_achieved_over_ideal():
 
 def _step(step, t, step_s=2.0, wait_s=0.5, gen_idle=0.0, ex_idle=0.0, responses=128.0):
     return {
-        "kind": "step", "step": step, "time": t, "step_s": step_s, "wait_s": wait_s,
-        "compute_s": step_s - wait_s, "sync_s": 0.0, "responses": responses,
-        "staleness_mean": 1.0, "staleness_max": 1.0,
-        "generator_idle_frac": gen_idle, "executor_idle_frac": ex_idle,
-    }  # fmt: skip
+        "kind": "step",
+        "step": step,
+        "time": t,
+        "step_s": step_s,
+        "wait_s": wait_s,
+        "compute_s": step_s - wait_s,
+        "sync_s": 0.0,
+        "responses": responses,
+        "staleness_mean": 1.0,
+        "staleness_max": 1.0,
+        "generator_idle_frac": gen_idle,
+        "executor_idle_frac": ex_idle,
+    }
 
 
 def test_real_summary_measures_steps_after_the_warmup():
@@ -120,22 +128,43 @@ def _result():
     run = summarize_run([_step(1, 110.0), _step(2, 112.0), _step(3, 114.0)], warmup=1)
     fast = {**run, "samples_per_s": run["samples_per_s"] * 1.5}
     real = {
-        "config": "configs/tiny-cpu.toml", "max_steps": 3, "warmup": 1,
-        "runs": {"0": {**run, "command": "python -m microcoder launch A"},
-                 "2": {**fast, "command": "python -m microcoder launch B"}},
-    }  # fmt: skip
+        "config": "configs/tiny-cpu.toml",
+        "max_steps": 3,
+        "warmup": 1,
+        "runs": {
+            "0": {**run, "command": "python -m microcoder launch A"},
+            "2": {**fast, "command": "python -m microcoder launch B"},
+        },
+    }
     points = [
-        summarize_point(_learner_records([1.0, 2.0, 3.0]), [{"name": "sim-gen-0", "busy_s": 1,
-                        "wall_s": 1}], {"dropped_stale": 0}, stage_times(COSTS, n, 1), n, 1, 1)
+        summarize_point(
+            _learner_records([1.0, 2.0, 3.0]),
+            [{"name": "sim-gen-0", "busy_s": 1, "wall_s": 1}],
+            {"dropped_stale": 0},
+            stage_times(COSTS, n, 1),
+            n,
+            1,
+            1,
+        )
         for n in (1, 2)
-    ]  # fmt: skip
+    ]
     sim = {
-        "costs": {"gen_s": 0.8, "judge_s": 0.2, "train_s": 0.3}, "executors": 1,
-        "max_staleness": 2, "steps": 2, "points": points,
+        "costs": {"gen_s": 0.8, "judge_s": 0.2, "train_s": 0.3},
+        "executors": 1,
+        "max_staleness": 2,
+        "steps": 2,
+        "points": points,
         "ratio": {str(p["generators"]): p["ratio"] for p in points},
-    }  # fmt: skip
-    return {"date": "today", "cpus": 2, "load_start": 1.0, "load_end": 2.0, "real": real,
-            "simulated": sim, **headline(real, 2)}  # fmt: skip
+    }
+    return {
+        "date": "today",
+        "cpus": 2,
+        "load_start": 1.0,
+        "load_end": 2.0,
+        "real": real,
+        "simulated": sim,
+        **headline(real, 2),
+    }
 
 
 def test_headline_speedup_is_async_over_sync_samples_per_second():

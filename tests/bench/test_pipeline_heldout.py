@@ -14,18 +14,29 @@ from microcoder.bench.pipeline_real import launch_command, summarize_run
 
 def _step(step, t, reward=0.5):
     return {
-        "kind": "step", "step": step, "time": t, "step_s": 2.0, "wait_s": 0.5,
-        "compute_s": 1.5, "responses": 128.0, "reward_mean": reward,
-        "generator_idle_frac": 0.0, "executor_idle_frac": 0.0,
-    }  # fmt: skip
+        "kind": "step",
+        "step": step,
+        "time": t,
+        "step_s": 2.0,
+        "wait_s": 0.5,
+        "compute_s": 1.5,
+        "responses": 128.0,
+        "reward_mean": reward,
+        "generator_idle_frac": 0.0,
+        "executor_idle_frac": 0.0,
+    }
 
 
 def _eval(step, t, sampled, greedy, seconds=4.0):
     return {
-        "kind": "eval", "step": step, "time": t, "heldout_pass_rate": sampled,
-        "heldout_greedy_pass_rate": greedy, "heldout_pass_rate_wall_s": seconds / 2,
+        "kind": "eval",
+        "step": step,
+        "time": t,
+        "heldout_pass_rate": sampled,
+        "heldout_greedy_pass_rate": greedy,
+        "heldout_pass_rate_wall_s": seconds / 2,
         "heldout_greedy_pass_rate_wall_s": seconds / 2,
-    }  # fmt: skip
+    }
 
 
 def _records(start=(0.30, 0.40), end=(0.50, 0.60), steps=6, end_step=None):
@@ -106,11 +117,20 @@ def _result(warmstart):
     run = summarize_run(_records(), warmup=1)
     fast = summarize_run(_records(end=(0.55, 0.60)), warmup=1)
     real = {
-        "config": "configs/tiny-cpu.toml", "max_steps": 6, "warmup": 1, "warmstart": warmstart,
+        "config": "configs/tiny-cpu.toml",
+        "max_steps": 6,
+        "warmup": 1,
+        "warmstart": warmstart,
         "runs": {"0": {**run, "command": "launch A"}, "2": {**fast, "command": "launch B"}},
-    }  # fmt: skip
-    return {"date": "today", "cpus": 2, "load_start": 1.0, "load_end": 2.0, "real": real,
-            **headline(real, 2)}  # fmt: skip
+    }
+    return {
+        "date": "today",
+        "cpus": 2,
+        "load_start": 1.0,
+        "load_end": 2.0,
+        "real": real,
+        **headline(real, 2),
+    }
 
 
 CACHED = {"warmstart": True, "model": "runs/m", "cached": True}

@@ -48,8 +48,14 @@ def garbage_message(rng: random.Random) -> list[bytes]:
     garbage blobs, truncated msgpack, an empty frame."""
     kind = rng.choice(sorted(m.KINDS))
     header = {"v": m.PROTOCOL_VERSION, "kind": kind, "rid": rng.randint(0, 10**6)}
-    header.update({rng.choice(["owner", "n", "version", "path", "group_id", "wait_s", "x"]):
-                   random_value(rng) for _ in range(rng.randint(0, 4))})  # fmt: skip
+    header.update(
+        {
+            rng.choice(["owner", "n", "version", "path", "group_id", "wait_s", "x"]): random_value(
+                rng
+            )
+            for _ in range(rng.randint(0, 4))
+        }
+    )
     pick = rng.randrange(6)
     if pick == 0:
         return [rng.randbytes(rng.randint(1, 200))]

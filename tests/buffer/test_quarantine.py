@@ -8,8 +8,9 @@ from microcoder.buffer.state import HOLDER_DIED, BufferState
 
 
 def state_of(ids: list[str], **kw) -> BufferState:
-    return BufferState(DatasetPrompts(ids, epochs=0, shuffle=False), batch_size=2,
-                       max_staleness=4, **kw)  # fmt: skip
+    return BufferState(
+        DatasetPrompts(ids, epochs=0, shuffle=False), batch_size=2, max_staleness=4, **kw
+    )
 
 
 def fail_bad_twice(state: BufferState) -> None:

@@ -28,8 +28,12 @@ def test_group_round_trips_with_identical_arrays_and_fields(make_group):
         np.testing.assert_array_equal(a.response_ids, b.response_ids)
         np.testing.assert_array_equal(a.logprobs, b.logprobs)
         assert (a.policy_version, a.temperature, a.text, a.truncated, a.finish_reason) == (
-            b.policy_version, b.temperature, b.text, b.truncated, b.finish_reason,
-        )  # fmt: skip
+            b.policy_version,
+            b.temperature,
+            b.text,
+            b.truncated,
+            b.finish_reason,
+        )
     assert back.min_policy_version == 2
 
 

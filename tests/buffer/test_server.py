@@ -161,9 +161,11 @@ def test_snapshot_restore_loses_no_accepted_group(serve, make_group, make_scores
         before = gen.stats()
     assert done.groups == 5
     restored = BufferServer(
-        BufferConfig(max_staleness=3), DatasetPrompts([f"p{i}" for i in range(8)]), 2,
+        BufferConfig(max_staleness=3),
+        DatasetPrompts([f"p{i}" for i in range(8)]),
+        2,
         restore_from=tmp_path / "buf.snap",
-    )  # fmt: skip
+    )
     depths = restored.state.depths()
     restored.close()
     assert depths == {"leased": 0, "unscored": 2, "scoring": 0, "scored": 3}

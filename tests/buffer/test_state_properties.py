@@ -28,8 +28,10 @@ GENS, EXECS = ("g0", "g1"), ("e0", "e1")
 
 
 def group_of(gid: int, pid: str, versions: list[int]) -> m.Group:
-    responses = [m.Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v)
-                 for v in versions]  # fmt: skip
+    responses = [
+        m.Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v)
+        for v in versions
+    ]
     return m.Group(gid, pid, responses=responses)
 
 
@@ -200,7 +202,9 @@ class BufferMachine(RuleBasedStateMachine):
 
 
 BufferMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=50, deadline=None,
+    max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-)  # fmt: skip
+)
 TestBufferStateMachine = BufferMachine.TestCase

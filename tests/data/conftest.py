@@ -22,9 +22,15 @@ def tiny_tokenizer(tmp_path_factory):
     corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
     out = tmp_path_factory.mktemp("tokenizer")
     build_tiny_model(
-        out, corpus=corpus, vocab_size=300, hidden_size=32, intermediate_size=64,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-    )  # fmt: skip
+        out,
+        corpus=corpus,
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
     return AutoTokenizer.from_pretrained(out)
 
 

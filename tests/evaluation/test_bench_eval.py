@@ -14,8 +14,20 @@ pytestmark = pytest.mark.slow
 def test_the_bench_reports_the_three_phases_and_their_ratio(ray_local, tiny_model_dir):
     parser = argparse.ArgumentParser()
     bench_eval.add_arguments(parser)
-    args = parser.parse_args(["--model", str(tiny_model_dir), "--problems", "12", "--samples",
-                              "2", "--max-tokens", "16", "--set", "generator.kv_cache_gib=1"])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "--model",
+            str(tiny_model_dir),
+            "--problems",
+            "12",
+            "--samples",
+            "2",
+            "--max-tokens",
+            "16",
+            "--set",
+            "generator.kv_cache_gib=1",
+        ]
+    )
     r = bench_eval.run(args)
     assert r["samples"] == 24
     for key in ("eval_wall_s", "generate_only_s", "judge_only_s", "samples_per_s"):

@@ -16,8 +16,10 @@ def decode(ids):
 def test_a_long_response_is_cut_at_each_smaller_budget():
     views = budget_views([0, 1, 2, 3, 4], "abcde", "stop", [2, 5, 4], decode)
     assert [(v["max_tokens"], v["text"], v["tokens"], v["finish_reason"]) for v in views] == [
-        (2, "ab", 2, "length"), (4, "abcd", 4, "length"), (5, "abcde", 5, "stop"),
-    ]  # fmt: skip
+        (2, "ab", 2, "length"),
+        (4, "abcd", 4, "length"),
+        (5, "abcde", 5, "stop"),
+    ]
 
 
 def test_a_response_within_the_budget_is_unchanged():
@@ -36,8 +38,15 @@ def problem(pid):
 
 
 def test_plan_skips_judged_keys_and_keeps_missing_budgets():
-    done = {("a", 0, 64), ("a", 0, 128), ("a", 1, 128), ("b", 0, 64), ("b", 0, 128),
-            ("b", 1, 64), ("b", 1, 128)}  # fmt: skip
+    done = {
+        ("a", 0, 64),
+        ("a", 0, 128),
+        ("a", 1, 128),
+        ("b", 0, 64),
+        ("b", 0, 128),
+        ("b", 1, 64),
+        ("b", 1, 128),
+    }
     todos = plan_samples([problem("a"), problem("b")], 2, [64, 128], done)
     assert len(todos) == 1 and todos[0].problem.id == "a"
     assert todos[0].sample_indices == [1] and todos[0].budgets == {1: [64]}

@@ -28,8 +28,21 @@ def write_generations(path, problems, n, corrupt=False):
 
 def run_eval(tmp_path, problems_file, gens, *extra):
     out = tmp_path / "out"
-    rc = main(["eval", "--problems", str(problems_file), "--generations", str(gens),
-               "--out", str(out), "--quiet", "--set", "executor.workers=1", *extra])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "--problems",
+            str(problems_file),
+            "--generations",
+            str(gens),
+            "--out",
+            str(out),
+            "--quiet",
+            "--set",
+            "executor.workers=1",
+            *extra,
+        ]
+    )
     assert rc == 0
     return out, json.loads((out / "report.json").read_text())
 
@@ -85,14 +98,24 @@ def test_without_resume_an_existing_evaluation_is_not_overwritten(ray_local, tmp
     out = tmp_path / "out"
     out.mkdir()
     (out / "samples.jsonl").write_text("")
-    rc = main(["eval", "--problems", str(MIXED), "--generations", str(tmp_path / "none.jsonl"),
-               "--out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "--problems",
+            str(MIXED),
+            "--generations",
+            str(tmp_path / "none.jsonl"),
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 2 and "--resume" in capsys.readouterr().err
 
 
 def test_an_unknown_problem_id_is_an_error_with_file_and_line(tmp_path, capsys):
     gens = tmp_path / "g.jsonl"
     gens.write_text(json.dumps({"problem_id": "nope", "sample_index": 0, "code": "x"}) + "\n")
-    rc = main(["eval", "--problems", str(MIXED), "--generations", str(gens),
-               "--out", str(tmp_path / "o")])  # fmt: skip
+    rc = main(
+        ["eval", "--problems", str(MIXED), "--generations", str(gens), "--out", str(tmp_path / "o")]
+    )
     assert rc == 2 and "g.jsonl:1" in capsys.readouterr().err

@@ -23,8 +23,15 @@ def problems():
 
 
 def settings(**kw):
-    base = dict(samples=2, ks=[1, 2], budgets=[16, 48], temperature=1.0, top_p=0.95,
-                sequences_per_call=4, progress_every_s=0.0)  # fmt: skip
+    base = dict(
+        samples=2,
+        ks=[1, 2],
+        budgets=[16, 48],
+        temperature=1.0,
+        top_p=0.95,
+        sequences_per_call=4,
+        progress_every_s=0.0,
+    )
     return EvalSettings(**{**base, **kw})
 
 
@@ -75,8 +82,9 @@ def test_resume_after_an_interruption_judges_no_sample_twice(
     first = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert 0 < len(first) < len(problems) * 2 * 2
     before = judged(ray_local, executor)
-    report = evaluate(problems, settings(resume=True), [generator], [executor], tmp_path,
-                      renderer.text)  # fmt: skip
+    report = evaluate(
+        problems, settings(resume=True), [generator], [executor], tmp_path, renderer.text
+    )
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     keys = [(r["problem_id"], r["sample_index"], r["max_tokens"]) for r in rows]
     assert len(keys) == len(set(keys)) == len(problems) * 2 * 2
@@ -90,18 +98,46 @@ def test_resume_after_an_interruption_judges_no_sample_twice(
 def test_greedy_single_sample_eval_writes_nothing_without_out_dir(
     ray_local, generator, executor, renderer, problems, tmp_path
 ):
-    report = evaluate(problems[:3], settings(samples=1, ks=[1], temperature=0.0, budgets=[24]),
-                      [generator], [executor], None, renderer.text)  # fmt: skip
+    report = evaluate(
+        problems[:3],
+        settings(samples=1, ks=[1], temperature=0.0, budgets=[24]),
+        [generator],
+        [executor],
+        None,
+        renderer.text,
+    )
     assert report["samples_per_problem"] == 1 and report["problems"] == 3
     assert report["counts"]["policy_versions"] == [0]
 
 
 def test_the_cli_evaluates_the_tiny_model_on_the_mixed_fixture(ray_local, tiny_model_dir, tmp_path):
     out = tmp_path / "out"
-    rc = main(["eval", "--model", str(tiny_model_dir), "--problems", str(MIXED), "--samples", "2",
-               "--k", "1,2,5", "--max-tokens", "32,64", "--max-prompt-tokens", "512",
-               "--out", str(out), "--quiet", "--set", "cluster.device=cpu",
-               "--set", "executor.workers=1", "--set", "generator.kv_cache_gib=1"])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--problems",
+            str(MIXED),
+            "--samples",
+            "2",
+            "--k",
+            "1,2,5",
+            "--max-tokens",
+            "32,64",
+            "--max-prompt-tokens",
+            "512",
+            "--out",
+            str(out),
+            "--quiet",
+            "--set",
+            "cluster.device=cpu",
+            "--set",
+            "executor.workers=1",
+            "--set",
+            "generator.kv_cache_gib=1",
+        ]
+    )
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["k"] == [1, 2] and report["dropped_k"] == [5]

@@ -18,12 +18,19 @@ def write(path, rows):
 
 
 def test_text_is_extracted_as_in_training_and_code_is_used_as_is(tmp_path):
-    path = write(tmp_path / "g.jsonl", [
-        {"problem_id": "a", "sample_index": 0, "text": "Sure:\n```python\nprint(1)\n```\nDone."},
-        {"problem_id": "a", "sample_index": 1, "code": "```python\nkept as is\n```"},
-        {"problem_id": "b", "sample_index": 0, "text": "   "},
-        {"problem_id": "b", "sample_index": 1, "code": None},
-    ])  # fmt: skip
+    path = write(
+        tmp_path / "g.jsonl",
+        [
+            {
+                "problem_id": "a",
+                "sample_index": 0,
+                "text": "Sure:\n```python\nprint(1)\n```\nDone.",
+            },
+            {"problem_id": "a", "sample_index": 1, "code": "```python\nkept as is\n```"},
+            {"problem_id": "b", "sample_index": 0, "text": "   "},
+            {"problem_id": "b", "sample_index": 1, "code": None},
+        ],
+    )
     gens = read_generations(path, IDS)
     assert [g.code for g in gens] == ["print(1)\n", "```python\nkept as is\n```", None, None]
 

@@ -20,8 +20,9 @@ def test_concurrent_calls_each_get_their_own_verdicts_in_order():
         results: dict[int, list] = {}
 
         def call(t: int) -> None:
-            jobs = [(p, p.meta["solution"] if (i + t) % 2 else "print(") for i, p in
-                    enumerate(problems)]  # fmt: skip
+            jobs = [
+                (p, p.meta["solution"] if (i + t) % 2 else "print(") for i, p in enumerate(problems)
+            ]
             results[t] = judge.judge(jobs, timeout_s=120)
 
         threads = [threading.Thread(target=call, args=(t,)) for t in range(4)]

@@ -22,8 +22,17 @@ def problems():
 
 
 def rec(pid, i, budget, passed, finish="stop", tokens=10):
-    return SampleRecord(pid, i, budget, "AC" if passed else "WA", passed, None if passed else 0,
-                        "code", tokens, finish)  # fmt: skip
+    return SampleRecord(
+        pid,
+        i,
+        budget,
+        "AC" if passed else "WA",
+        passed,
+        None if passed else 0,
+        "code",
+        tokens,
+        finish,
+    )
 
 
 def records(problems, n=3, budgets=(64, 128)):
@@ -54,12 +63,23 @@ def test_k_above_the_samples_is_dropped_and_listed(report):
 
 
 def test_one_row_per_platform_difficulty_cell_present(report):
-    cells = [(g["platform"], g["difficulty"]) for g in report["by_group"] if "all" not in
-             (g["platform"], g["difficulty"])]  # fmt: skip
-    assert sorted(cells) == sorted([
-        ("atcoder", "easy"), ("atcoder", "hard"), ("codeforces", "medium"), ("leetcode", "easy"),
-        ("leetcode", "medium"), ("leetcode", "hard"), ("unknown", "unknown"), ("humaneval", "easy"),
-    ])  # fmt: skip
+    cells = [
+        (g["platform"], g["difficulty"])
+        for g in report["by_group"]
+        if "all" not in (g["platform"], g["difficulty"])
+    ]
+    assert sorted(cells) == sorted(
+        [
+            ("atcoder", "easy"),
+            ("atcoder", "hard"),
+            ("codeforces", "medium"),
+            ("leetcode", "easy"),
+            ("leetcode", "medium"),
+            ("leetcode", "hard"),
+            ("unknown", "unknown"),
+            ("humaneval", "easy"),
+        ]
+    )
 
 
 def test_all_rows_are_the_problem_weighted_mean_of_their_cells(report):

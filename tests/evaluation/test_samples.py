@@ -21,8 +21,17 @@ def test_records_round_trip_with_every_field(tmp_path):
     assert back == [rec(0), rec(1, None)]
     assert size == (tmp_path / "s.jsonl").stat().st_size
     row = json.loads((tmp_path / "s.jsonl").read_text().splitlines()[0])
-    assert {"problem_id", "sample_index", "max_tokens", "verdict", "passed", "first_failed",
-            "code", "tokens", "finish_reason"} <= row.keys()  # fmt: skip
+    assert {
+        "problem_id",
+        "sample_index",
+        "max_tokens",
+        "verdict",
+        "passed",
+        "first_failed",
+        "code",
+        "tokens",
+        "finish_reason",
+    } <= row.keys()
 
 
 def test_a_torn_last_line_is_left_out_and_cut_before_appending(tmp_path):

@@ -62,9 +62,16 @@ def small_model_dir(tmp_path_factory):
     corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
     out = tmp_path_factory.mktemp("prompts-model")
     return build_tiny_model(
-        out, seed=0, corpus=corpus, vocab_size=300, hidden_size=32, intermediate_size=64,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-    )  # fmt: skip
+        out,
+        seed=0,
+        corpus=corpus,
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
 
 
 def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_dir):
@@ -75,9 +82,17 @@ def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_
 
     data = FIXTURES / "prompts_mixed.jsonl"
     res = microcoder(
-        "prompts", "show", str(data), "--json", "--set", f'model.path="{small_model_dir}"',
-        "--set", "model.build_tiny=false", "--set", "generator.max_prompt_tokens=100",
-    )  # fmt: skip
+        "prompts",
+        "show",
+        str(data),
+        "--json",
+        "--set",
+        f'model.path="{small_model_dir}"',
+        "--set",
+        "model.build_tiny=false",
+        "--set",
+        "generator.max_prompt_tokens=100",
+    )
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     renderer = PromptRenderer(AutoTokenizer.from_pretrained(small_model_dir))
     problems = load_problems(data)
@@ -91,9 +106,16 @@ def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_
 
 def test_prompts_show_text_prints_the_first_n_with_the_template_asked_for(small_model_dir):
     res = microcoder(
-        "prompts", "show", str(FIXTURES / "prompts_mixed.jsonl"), "--n", "1",
-        "--set", f'model.path="{small_model_dir}"', "--set", "prompt.template=lcb",
-    )  # fmt: skip
+        "prompts",
+        "show",
+        str(FIXTURES / "prompts_mixed.jsonl"),
+        "--n",
+        "1",
+        "--set",
+        f'model.path="{small_model_dir}"',
+        "--set",
+        "prompt.template=lcb",
+    )
     assert res.stdout.count("--- [") == 1
     assert "--- [1/5] sum (stdin, " in res.stdout and "### Question:\n" in res.stdout
 
@@ -106,8 +128,12 @@ def test_prompts_show_missing_file_exits_2_saying_what_to_give():
 
 def test_prompts_show_unknown_template_exits_2_listing_the_templates():
     res = microcoder(
-        "prompts", "show", str(FIXTURES / "own.jsonl"), "--set", "prompt.template=lbc",
+        "prompts",
+        "show",
+        str(FIXTURES / "own.jsonl"),
+        "--set",
+        "prompt.template=lbc",
         check=False,
-    )  # fmt: skip
+    )
     assert res.returncode == 2
     assert "built-in template (default, lcb)" in res.stderr

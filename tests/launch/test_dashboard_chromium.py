@@ -26,11 +26,11 @@ REPLICAS = {
             "version": 9,
         }
         for i in range(2)
-    ],  # fmt: skip
+    ],
     "executor": [
         {"name": f"executor-{i}", "tests_per_s": 75.0, "idle_frac": 0.6, "restarts": 0}
         for i in range(2)
-    ],  # fmt: skip
+    ],
 }
 
 
@@ -82,11 +82,20 @@ def test_every_line_chart_has_one_point_per_received_step(loaded):
     dom, store = loaded
     n = served_steps(store, int(body_attrs(dom)["next"]))
     series = series_points(dom)
-    for key in [("tokens", "gen_tokens_per_s"), ("tokens", "tokens_per_s"), ("tests", "tests_per_s"),
-                ("buffer", "buffer.depths.scored"), ("staleness", "staleness_mean"),
-                ("idle", "generator_idle_frac"), ("idle", "learner_idle_frac"),
-                ("reward", "reward_mean"), ("temperature", "diversity"), ("loss", "loss"),
-                ("clip", "clip_frac"), ("sync", "sync_s")]:  # fmt: skip
+    for key in [
+        ("tokens", "gen_tokens_per_s"),
+        ("tokens", "tokens_per_s"),
+        ("tests", "tests_per_s"),
+        ("buffer", "buffer.depths.scored"),
+        ("staleness", "staleness_mean"),
+        ("idle", "generator_idle_frac"),
+        ("idle", "learner_idle_frac"),
+        ("reward", "reward_mean"),
+        ("temperature", "diversity"),
+        ("loss", "loss"),
+        ("clip", "clip_frac"),
+        ("sync", "sync_s"),
+    ]:
         assert series[key] == n, key
 
 

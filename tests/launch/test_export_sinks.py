@@ -80,8 +80,16 @@ def fake_run(tmp_path, **monitor):
     ]
     cfg = load_config(None, sets)
     logs: list[str] = []
-    return SimpleNamespace(cfg=cfg, run_dir=tmp_path, metrics=MetricsLogger(tmp_path), generators=None,
-                           executors=None, start_time=0.0, log=logs.append, logs=logs)  # fmt: skip
+    return SimpleNamespace(
+        cfg=cfg,
+        run_dir=tmp_path,
+        metrics=MetricsLogger(tmp_path),
+        generators=None,
+        executors=None,
+        start_time=0.0,
+        log=logs.append,
+        logs=logs,
+    )
 
 
 def test_start_monitoring_serves_records_logged_before_and_after(tmp_path):

@@ -18,13 +18,26 @@ import pytest
 pytestmark = pytest.mark.slow
 
 SETTINGS = [
-    "--set", "learner.batch_size=4", "--set", "generator.max_inflight_prompts=4",
-    "--set", "generator.max_response_tokens=32", "--set", "algorithm.group_size=4",
-    "--set", "executor.workers=1", "--set", "monitor.dashboard_port=0",
+    "--set",
+    "learner.batch_size=4",
+    "--set",
+    "generator.max_inflight_prompts=4",
+    "--set",
+    "generator.max_response_tokens=32",
+    "--set",
+    "algorithm.group_size=4",
+    "--set",
+    "executor.workers=1",
+    "--set",
+    "monitor.dashboard_port=0",
     # The machinery test runs the random-weight model: no warm start, no eval, no filtering.
-    "--set", "model.warmstart=false", "--set", "algorithm.dynamic_filtering=false",
-    "--set", "eval.every=0",
-]  # fmt: skip
+    "--set",
+    "model.warmstart=false",
+    "--set",
+    "algorithm.dynamic_filtering=false",
+    "--set",
+    "eval.every=0",
+]
 
 
 def microcoder(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -62,8 +75,20 @@ def wait_for(cond, timeout_s: float, what: str, proc=None):
 def live_run(tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("launch") / "run"
     log = (run_dir.parent / "launch.log").open("w")
-    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml", "--run-dir", str(run_dir),
-           "--set", "max_steps=100000", "--set", f'model.path="{tiny_model_dir}"', *SETTINGS]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "microcoder",
+        "launch",
+        "configs/tiny-cpu.toml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "max_steps=100000",
+        "--set",
+        f'model.path="{tiny_model_dir}"',
+        *SETTINGS,
+    ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     wait_for(lambda: len(steps(run_dir)) >= 2, 600, "two learner steps", proc)
     yield proc, run_dir
@@ -124,8 +149,12 @@ def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live_run, kind):
         r for r in last_step(run_dir)["replicas"] if r["name"].startswith(kind) and r.get("pid")
     )
     os.kill(victim["pid"], signal.SIGKILL)
-    wait_for(lambda: any(e == f"{victim['name']} restarted" for e in events(run_dir)), 600,
-             f"{victim['name']} to be restarted", proc)  # fmt: skip
+    wait_for(
+        lambda: any(e == f"{victim['name']} restarted" for e in events(run_dir)),
+        600,
+        f"{victim['name']} to be restarted",
+        proc,
+    )
     n = len(steps(run_dir))
     wait_for(lambda: len(steps(run_dir)) >= n + 2, 300, "steps after the restart", proc)
     assert last_step(run_dir)["buffer"]["invariant_ok"]
@@ -169,8 +198,16 @@ def learner_rank_pid(launcher_pid: int) -> int | None:
 def test_a_dead_learner_stops_the_run_and_names_the_checkpoint_to_resume(live_run):
     _, run_dir = live_run  # the resume test above left a finished run with checkpoints
     log_path = run_dir.parent / "learner-death.log"
-    cmd = [sys.executable, "-m", "microcoder", "launch", "--resume", str(run_dir),
-           "--set", "max_steps=100000"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "microcoder",
+        "launch",
+        "--resume",
+        str(run_dir),
+        "--set",
+        "max_steps=100000",
+    ]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

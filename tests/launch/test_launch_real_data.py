@@ -18,14 +18,25 @@ pytestmark = pytest.mark.slow
 DATA = Path(__file__).parents[1] / "fixtures" / "launch" / "mixed.jsonl"
 MAX_PROMPT_TOKENS = 600
 SETTINGS = [
-    f'data.source="{DATA}"', "max_steps=2", "learner.batch_size=2", "learner.max_filtered_batches=1",
-    "generator.max_inflight_prompts=4", "generator.max_response_tokens=16",
-    f"generator.max_prompt_tokens={MAX_PROMPT_TOKENS}", "algorithm.group_size=2",
-    "executor.workers=1", "monitor.dashboard_port=0", "model.warmstart=false",
-    "algorithm.all_filtered_patience=1", 'algorithm.all_filtered_action="train-unfiltered"',
-    "eval.every=1", "eval.holdout_fraction=0.25", "eval.max_tokens=16", "eval.samples=2",
+    f'data.source="{DATA}"',
+    "max_steps=2",
+    "learner.batch_size=2",
+    "learner.max_filtered_batches=1",
+    "generator.max_inflight_prompts=4",
+    "generator.max_response_tokens=16",
+    f"generator.max_prompt_tokens={MAX_PROMPT_TOKENS}",
+    "algorithm.group_size=2",
+    "executor.workers=1",
+    "monitor.dashboard_port=0",
+    "model.warmstart=false",
+    "algorithm.all_filtered_patience=1",
+    'algorithm.all_filtered_action="train-unfiltered"',
+    "eval.every=1",
+    "eval.holdout_fraction=0.25",
+    "eval.max_tokens=16",
+    "eval.samples=2",
     "learner.checkpoint_every=0",
-]  # fmt: skip
+]
 
 
 def records(run_dir: Path, kind: str) -> list[dict]:
@@ -37,8 +48,18 @@ def records(run_dir: Path, kind: str) -> list[dict]:
 def finished_run(tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("real-data") / "run"
     args = [a for s in SETTINGS for a in ("--set", s)]
-    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml",
-           "--run-dir", str(run_dir), "--set", f'model.path="{tiny_model_dir}"', *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "microcoder",
+        "launch",
+        "configs/tiny-cpu.toml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f'model.path="{tiny_model_dir}"',
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     return proc, run_dir
 
@@ -80,6 +101,10 @@ def test_the_held_out_fraction_is_evaluated_and_never_trained_on(finished_run):
         assert e["heldout_pass_rate"] == 0.0 and e["heldout_greedy_pass_rate"] == 0.0
     report = json.loads((run_dir / "evals" / "step_2" / "sampled" / "report.json").read_text())
     assert report["samples_per_problem"] == 2
-    sampled = [json.loads(x) for x in (run_dir / "evals" / "step_2" / "sampled" / "samples.jsonl")
-               .read_text().splitlines()]  # fmt: skip
+    sampled = [
+        json.loads(x)
+        for x in (run_dir / "evals" / "step_2" / "sampled" / "samples.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     assert {s["problem_id"] for s in sampled} <= held

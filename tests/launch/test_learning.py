@@ -16,9 +16,15 @@ pytestmark = pytest.mark.slow
 
 STEPS = 30
 RUN = [
-    "--set", f"max_steps={STEPS}", "--set", f"eval.every={STEPS}",
-    "--set", "monitor.dashboard_port=0", "--set", "monitor.tensorboard=false",
-]  # fmt: skip
+    "--set",
+    f"max_steps={STEPS}",
+    "--set",
+    f"eval.every={STEPS}",
+    "--set",
+    "monitor.dashboard_port=0",
+    "--set",
+    "monitor.tensorboard=false",
+]
 
 
 def learned(run_dir: Path) -> dict:
@@ -42,16 +48,39 @@ def learned(run_dir: Path) -> dict:
 def model_dir():
     """The warm-started tiny model, built once for both runs (cached by the warm start)."""
     folder = Path(tempfile.mkdtemp(prefix="mc-learn-")) / "tiny-model-warm"
-    res = subprocess.run([sys.executable, "-m", "microcoder", "tiny-model", "--warmstart", "--out",
-                          str(folder), "--no-progress"], capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microcoder",
+            "tiny-model",
+            "--warmstart",
+            "--out",
+            str(folder),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return folder
 
 
 def launch(model_dir: Path, *extra: str) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="mc-learn-run-"))
-    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml", "--run-dir", str(run_dir),
-           "--set", f'model.path="{model_dir}"', *RUN, *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "microcoder",
+        "launch",
+        "configs/tiny-cpu.toml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f'model.path="{model_dir}"',
+        *RUN,
+        *extra,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "held-out pass rate" in res.stdout  # the end-of-run table

@@ -42,9 +42,37 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
     import subprocess
     import sys
 
-    ok = subprocess.run([sys.executable, "-m", "microcoder", "launch", str(GPU_RECIPE), "--dry-run",
-                         "--cluster-cpus", "96", "--cluster-gpus", "8"], capture_output=True, text=True)  # fmt: skip
-    bad = subprocess.run([sys.executable, "-m", "microcoder", "launch", str(GPU_RECIPE), "--dry-run",
-                          "--cluster-cpus", "96", "--cluster-gpus", "4"], capture_output=True, text=True)  # fmt: skip
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microcoder",
+            "launch",
+            str(GPU_RECIPE),
+            "--dry-run",
+            "--cluster-cpus",
+            "96",
+            "--cluster-gpus",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "microcoder",
+            "launch",
+            str(GPU_RECIPE),
+            "--dry-run",
+            "--cluster-cpus",
+            "96",
+            "--cluster-gpus",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and "placement plan" in ok.stdout
     assert bad.returncode == 1 and "ERROR" in bad.stdout

@@ -67,8 +67,17 @@ def test_render_shows_every_replica_and_the_error_lines():
     text = render_status(
         build_status(synthetic_step(9), None, ["step 2: boom"], REPLICAS, {"run": "r1"})
     )
-    for needle in ("generator-0", "1234.5 tok/s", "restarts 2", "executor-0", "actor unreachable",
-                   "step 2: boom", "policy version 9", "invariant ok", "0:36"):  # fmt: skip
+    for needle in (
+        "generator-0",
+        "1234.5 tok/s",
+        "restarts 2",
+        "executor-0",
+        "actor unreachable",
+        "step 2: boom",
+        "policy version 9",
+        "invariant ok",
+        "0:36",
+    ):
         assert needle in text, needle
 
 
