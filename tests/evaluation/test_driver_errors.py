@@ -30,7 +30,7 @@ class StandInExecutor:
     def judge_samples(self, jobs):
         if self.mode == "raise":
             raise RuntimeError("the sandbox exploded")
-        time.sleep(30)
+        time.sleep(120)
         return []
 
 
@@ -40,6 +40,7 @@ def stand_in(ray_local):
 
     def make(mode):
         handles.append(ray_local.remote(max_concurrency=4)(StandInExecutor).remote(mode))
+        ray_local.get(handles[-1].ready.remote(), timeout=120)  # started before any deadline runs
         return handles[-1]
 
     yield make
@@ -53,7 +54,7 @@ def test_an_actor_error_names_the_actor_and_says_resume(stand_in, tmp_path):
 
 
 def test_a_hung_call_stops_at_its_deadline_naming_the_actor(stand_in):
-    # The stand-in answers after 30 s (with nothing): only the 1 s deadline gives this error.
-    settings = EvalSettings(call_timeout_s=1.0)
+    # The stand-in answers after 120 s (with nothing): only the 5 s deadline gives this error.
+    settings = EvalSettings(call_timeout_s=5.0)
     with pytest.raises(EvalError, match="judge-hang has not answered"):
         evaluate(PROBLEMS, settings, [], {"judge-hang": stand_in("hang")}, generations=GIVEN)
