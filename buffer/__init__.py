@@ -41,7 +41,7 @@ returned automatically. A returned prompt is counted `failed` (reason lease_rele
 lease_expired) and issued again as a new group id, so `issued = consumed + dropped_stale + failed
 + in_flight` stays exact. A returned group goes back to the front of the unscored queue.
 
-Staleness (DESIGN §4) is decided only by `staleness.within_bound`; admission control only by
+Staleness is decided only by `staleness.within_bound`; admission control only by
 `staleness.admission_capacity`, which counts groups consumed INTO TRAINING: a group the learner
 drops by dynamic filtering (DAPO: all rewards equal, fetch more) is still `consumed` (and
 `filtered`) in the accounting, but gives its admission capacity back, because the learner's
@@ -52,5 +52,6 @@ applied before it waits (so the capacity is free exactly when it is needed); eac
 once (resends are harmless), and only ids of groups recently delivered count. Stale groups are dropped as soon as the learner's version makes
 them unusable, counted, and logged with a remedy. Puts beyond buffer.high_water_groups are
 answered `full` and retried by the client with backoff. Wire format: buffer/wire.py (messages)
-and buffer/codec.py (Group and GroupScores, and which parts each consumer receives).
+and buffer/codec.py (Group and GroupScores, and which parts each consumer receives). The rule,
+admission control and the buffer's place in the system: docs/architecture.md §4 and §6.
 """

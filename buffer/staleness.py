@@ -1,4 +1,6 @@
-"""The staleness rule and the admission-control formula (DESIGN §4), each in exactly one place.
+"""The staleness rule and the admission-control formula, each in exactly one place.
+
+What they mean for the whole system: docs/architecture.md §4.
 
 Every decision in the buffer about "too old" goes through `within_bound`; every decision about
 "may we hand out another prompt" goes through `admission_capacity`. Both are pure functions.
@@ -27,7 +29,7 @@ def admission_capacity(
 ) -> int:
     """How many more prompts may be handed out now (never negative).
 
-    DESIGN §4: prompts are handed out only while
+    Prompts are handed out only while (docs/architecture.md §4)
         groups in flight + groups waiting <= (k + 1 + v) * batch_size − groups trained,
     where `in_flight` counts every group slot issued and not yet consumed, dropped or failed
     (leased prompts, groups waiting to be scored, being scored, waiting for the learner) and

@@ -1,4 +1,6 @@
-"""Diversity of a group of responses, the signal of the diversity-determined temperature (§5).
+"""Diversity of a group of responses, the signal of the diversity-determined temperature.
+
+See docs/architecture.md §5 for where it fits in MicroCoder-GRPO.
 
 Definition (the one the temperature controller uses everywhere):
 

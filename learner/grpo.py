@@ -27,7 +27,7 @@ import torch
 
 INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
-SE, no code, not judged) is "non-incorrect" for the truncation mask (DESIGN §5)."""
+SE, no code, not judged) is "non-incorrect" for the truncation mask (docs/architecture.md §5)."""
 
 
 def is_non_incorrect(verdict: str) -> bool:

