@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     run_dir = args.run or newest_run()
     print(
-        f"scale: asking the run in {run_dir} for {args.n} {args.pool} (applied between learner steps) ..."
+        f"scale: asking the run in {run_dir} for {args.n} {args.pool} "
+        "(its supervisor applies it without waiting for a learner step) ..."
     )
     result = send_request(
         run_dir, {"action": "scale", "pool": args.pool, "n": args.n}, args.timeout

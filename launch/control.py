@@ -1,8 +1,9 @@
 """Commands to a live run through its run directory (no extra ports, works wherever the files do).
 
-`microcoder scale ...` writes `control/req-<id>.json`; the launcher's loop picks requests up
-between learner steps, applies them and writes `control/res-<id>.json`, which the command waits
-for. Files are written atomically (write + rename), so a reader never sees half a request.
+`microcoder scale ...` writes `control/req-<id>.json`; the launcher's supervisor thread
+(launch/supervisor.py, every ~2 s, whether or not the learner is mid-step) picks requests up,
+applies them (launch/loop.py `apply_control`) and writes `control/res-<id>.json`, which the
+command waits for. Files are written atomically (write + rename), so a reader never sees half a request.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def send_request(
         time.sleep(0.2)
     raise TimeoutError(
         f"the run in {run_dir} did not answer within {timeout_s:.0f} s: is it still running? "
-        "(it applies requests between learner steps; `microcoder status` shows its state)"
+        "(its supervisor applies requests every few seconds; `microcoder status` shows its state)"
     )
 
 

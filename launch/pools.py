@@ -1,9 +1,11 @@
 """A pool of replicas of one actor kind (generators or executors): start, scale, supervise.
 
-Each replica runs its loop (`run()`) as a long Ray task. Supervision (`check()`, called by the
-driver every step): a loop that ended with an actor error means the process died; Ray restarts
-the actor (max_restarts), the pool returns the dead replica's leases to the buffer (its prompts or
-groups are re-queued, none lost), waits for the new process to be ready and starts its loop again.
+Each replica runs its loop (`run()`) as a long Ray task. Supervision (`check()`, called every
+~2 s by the launcher's supervisor thread, launch/supervisor.py, independent of learner steps): a
+loop that ended with an actor error means the process died; Ray restarts the actor
+(max_restarts), the pool returns the dead replica's leases to the buffer (its prompts or groups
+are re-queued, none lost), and a later `check()` starts its loop again once the new process is
+ready.
 A generator always pulls the newest weights before its first wave, so a restarted or added
 replica never samples with stale weights.
 """
