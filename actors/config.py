@@ -19,7 +19,11 @@ class GeneratorConfig(Section):
     max_response_tokens: int = Field(512, ge=1)
     """Generation stops here; such a response is flagged truncated."""
     max_prompt_tokens: int = Field(1024, ge=1)
-    """Prompts longer than this are skipped (counted as failed, with the problem id logged)."""
+    """Longest prompt in tokens (chat template applied, the run's tokenizer). Prompts over it are
+    skipped when the data is loaded (launch/problems.py `prepare_run_problems`, training and
+    held-out alike): never sent to an engine, not counted in the buffer, listed in
+    RUN_DIR/skipped_prompts.jsonl with one warning. The engine's context is this plus
+    max_response_tokens."""
     max_inflight_prompts: int = Field(16, ge=1)
     """Prompts (groups) an engine works on at once."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
