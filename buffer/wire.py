@@ -1,10 +1,17 @@
 """Frames <-> messages: a msgpack header frame plus the data frames of the records it carries.
 
     [header]   {"v": PROTOCOL_VERSION, "kind": ..., "rid": int, <message fields>}
-    [data] ... per Group: [head][tensors]; per GroupScores: [scores] (layouts in codec.py)
+    [data] ...  per Group, in the order of the header's `metas`, the data frames it carries:
+                  put_unscored (generator -> buffer)  text, tensors
+                  groups       (reply to an executor) text [, tensors if `tokens`]
+                  batch        (reply to the learner) [text if `text`,] tensors
+                  every other kind (put_scored too)   none
 
-Records travel as frames of their own so the server checks a group once on the way in and
-forwards the frames it received on the way out, without copying or re-encoding the tokens.
+A Group is three frames (codec.py): meta, text, tensors. Its meta frame, and each GroupScores'
+one frame (small), ride inside the header as msgpack bin values (`metas`, `scores`); only the
+bulk text and tensors frames follow the header. So the server checks a group once on the way in
+(codec.check_group on the meta, sizes of the other frames) and forwards the frames it received
+on the way out, each consumer only the parts it reads, without copying or re-encoding tokens.
 Every decode failure is a MessageError whose `code` is one of: malformed, bad_version,
 unknown_kind, bad_field, oversized.
 """
