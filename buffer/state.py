@@ -158,16 +158,19 @@ class BufferState:
     def get_prompts(self, owner: str, n: int, now: float) -> list[PromptAssignment]:
         """Lease up to `n` prompts to `owner`, as many as admission control allows."""
         out = []
-        skips, want = 0, min(n, self.capacity())
+        if self._all_quarantined():
+            return out
+        want = min(n, self.capacity())
+        skips_left = want + len(self.quarantined)  # bounds the scan past quarantined prompts
         while len(out) < want:
             item = self.prompts.next()
             if item is None:
                 self.source_done = True
                 break
             if item.problem_id in self.quarantined:
-                skips += 1
-                if skips > self._quarantine_scan_limit(n):
-                    break  # (almost) everything is quarantined: do not spin; say so in stats
+                skips_left -= 1
+                if skips_left < 0:
+                    break
                 continue
             slot = Slot(self.next_id, item, self.version)
             self.next_id += 1
@@ -181,22 +184,23 @@ class BufferState:
             )
         return out
 
-    def _quarantine_scan_limit(self, n: int) -> int:
+    def _all_quarantined(self) -> bool:
+        """Every prompt of the source is quarantined: the source is done (said once)."""
         size = getattr(self.prompts, "size", None)
-        if size is not None and len(self.quarantined) >= size:
-            if not self.source_done:
-                log.error(
-                    "every one of the %d prompts is quarantined (each failed %d times): nothing "
-                    "left to generate; see the generators' logs for why their waves failed",
-                    size,
-                    self.quarantine_after,
-                )
-            self.source_done = True
-            return 0
-        return n + len(self.quarantined)
+        if size is None or len(self.quarantined) < size:
+            return False
+        if not self.source_done:
+            log.error(
+                "every one of the %d prompts is quarantined (each failed %d times): nothing "
+                "left to generate; see the generators' logs for why their waves failed",
+                size,
+                self.quarantine_after,
+            )
+        self.source_done = True
+        return True
 
     def _prompt_failed(self, item: PromptItem, reason: str) -> bool:
-        """Count a failure of `item`'s problem; True when that put it in quarantine."""
+        """Count a failure of `item`'s problem; True when the problem is (now) quarantined."""
         self.prompt_failures[item.problem_id] += 1
         if (
             self.quarantine_after
