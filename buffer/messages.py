@@ -233,8 +233,8 @@ class Release(Message):
     KIND: ClassVar[str] = "release"
     owner: str
     died: bool = False
-    """The owner's process died: each prompt it held counts towards quarantine (see
-    BufferState.quarantine_after); a clean release (scale-down, shutdown) does not."""
+    """The owner's process died: each prompt it held counts towards quarantine
+    (buffer/quarantine.py); a clean release (scale-down, shutdown) does not."""
 
 
 @dataclass

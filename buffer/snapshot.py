@@ -11,7 +11,6 @@ scored go back to the front of the unscored queue. Nothing accepted is lost.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +66,7 @@ def export_state(state: BufferState) -> dict[str, Any]:
         "unscored": list(state.unscored),
         "scored": list(state.scored),
         "awaiting_filter": list(state.awaiting_filter),
-        "prompt_failures": dict(state.prompt_failures),
-        "quarantined": dict(state.quarantined),
+        **state.quarantine.state_dict(),
     }
 
 
@@ -105,10 +103,7 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     state.scored.clear()
     state.scored.extend(data["scored"])
     state.awaiting_filter = dict.fromkeys(data.get("awaiting_filter", []))
-    state.prompt_failures = Counter(
-        {str(k): int(v) for k, v in data.get("prompt_failures", {}).items()}
-    )
-    state.quarantined = {str(k): str(v) for k, v in data.get("quarantined", {}).items()}
+    state.quarantine.load_state_dict(data)
     for owner in sorted(
         {s.owner for s in state.slots.values() if s.stage in ("leased", "scoring")}
     ):

@@ -16,6 +16,7 @@ from microcoder.buffer.accounting import STAGES, Counters, Rates, invariant_viol
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
 from microcoder.buffer.messages import Group, GroupScores, PromptAssignment
 from microcoder.buffer.prompts import PromptItem, PromptSource
+from microcoder.buffer.quarantine import Quarantine
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
 
 log = logging.getLogger("microcoder.buffer")
@@ -76,13 +77,8 @@ class BufferState:
         """Ids of recently consumed groups the learner may still report as filtered (oldest
         first, at most `filter_memory`); a reported id leaves it, so a report counts once."""
         self.filter_memory = max(4096, 16 * batch_size)
-        self.quarantine_after = quarantine_after
-        """A problem whose prompt failed this many times (a generator's wave failed on it, or
-        the generator holding it died) is quarantined: never handed out again (0 = never)."""
-        self.prompt_failures: Counter = Counter()
-        """Failures per problem id (see quarantine_after)."""
-        self.quarantined: dict[str, str] = {}
-        """Quarantined problem id -> the last failure's reason."""
+        self.quarantine = Quarantine(quarantine_after)
+        """Problems whose prompts keep failing, never handed out again (buffer/quarantine.py)."""
         self.counters = Counters()
         self.rates = Rates()
 
@@ -161,13 +157,13 @@ class BufferState:
         if self._all_quarantined():
             return out
         want = min(n, self.capacity())
-        skips_left = want + len(self.quarantined)  # bounds the scan past quarantined prompts
+        skips_left = want + len(self.quarantine)  # bounds the scan past quarantined prompts
         while len(out) < want:
             item = self.prompts.next()
             if item is None:
                 self.source_done = True
                 break
-            if item.problem_id in self.quarantined:
+            if item.problem_id in self.quarantine:
                 skips_left -= 1
                 if skips_left < 0:
                     break
@@ -187,36 +183,17 @@ class BufferState:
     def _all_quarantined(self) -> bool:
         """Every prompt of the source is quarantined: the source is done (said once)."""
         size = getattr(self.prompts, "size", None)
-        if size is None or len(self.quarantined) < size:
+        if size is None or len(self.quarantine) < size:
             return False
         if not self.source_done:
             log.error(
                 "every one of the %d prompts is quarantined (each failed %d times): nothing "
                 "left to generate; see the generators' logs for why their waves failed",
                 size,
-                self.quarantine_after,
+                self.quarantine.after,
             )
         self.source_done = True
         return True
-
-    def _prompt_failed(self, item: PromptItem, reason: str) -> bool:
-        """Count a failure of `item`'s problem; True when the problem is (now) quarantined."""
-        self.prompt_failures[item.problem_id] += 1
-        if (
-            self.quarantine_after
-            and self.prompt_failures[item.problem_id] >= self.quarantine_after
-            and item.problem_id not in self.quarantined
-        ):
-            self.quarantined[item.problem_id] = reason
-            log.warning(
-                "problem %r quarantined after %d failed attempts (last: %s); it is not handed "
-                "out again in this run",
-                item.problem_id,
-                self.prompt_failures[item.problem_id],
-                reason[:200],
-            )
-            return True
-        return item.problem_id in self.quarantined
 
     @property
     def prompts_done(self) -> bool:
@@ -244,14 +221,15 @@ class BufferState:
         if slot is None or slot.stage not in ("leased", "scoring") or slot.owner != owner:
             return f"group {gid} is not leased to '{owner}'"
         if slot.stage == "leased":
-            self._prompt_failed(slot.item, reason or "reported_failure")
+            self.quarantine.failed(slot.item.problem_id, reason or "reported_failure")
         self._end(slot, "failed", reason or "reported_failure")
         return ACCEPTED
 
     def _return(self, slot: Slot, reason: str) -> None:
         if slot.stage == "leased":
             self._end(slot, "failed", reason)
-            if reason == HOLDER_DIED and self._prompt_failed(slot.item, "its generator died"):
+            died = reason == HOLDER_DIED
+            if died and self.quarantine.failed(slot.item.problem_id, "its generator died"):
                 return  # maybe this prompt killed it, twice: quarantined, not re-queued
             self.prompts.push_front(slot.item)
             self.source_done = False
@@ -416,8 +394,8 @@ class BufferState:
             "prompts_done": self.prompts_done,
             "finished": self.finished,
             "prompt_cursor": self.prompts.state_dict(),
-            "quarantined": len(self.quarantined),
-            "quarantined_ids": sorted(self.quarantined)[:20],
+            "quarantined": len(self.quarantine),
+            "quarantined_ids": sorted(self.quarantine.reasons)[:20],
             "rates": dict(self.rates.rates),
             "invariant_ok": not viol,
             "invariant_violations": viol,

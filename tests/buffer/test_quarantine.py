@@ -24,7 +24,7 @@ def fail_bad_twice(state: BufferState) -> None:
 def test_a_prompt_whose_wave_failed_twice_is_never_handed_out_again():
     state = state_of(["bad", "good"])
     fail_bad_twice(state)
-    assert list(state.quarantined) == ["bad"]
+    assert list(state.quarantine.reasons) == ["bad"]
     handed = [a.problem_id for _ in range(5) for a in state.get_prompts("h", 2, 0.0)]
     assert handed and "bad" not in handed
 
@@ -33,7 +33,7 @@ def test_one_failure_does_not_quarantine():
     state = state_of(["p", "q"])
     (a, _b) = state.get_prompts("g", 2, 0.0)
     state.fail_group("g", a.group_id, "transient")
-    assert not state.quarantined
+    assert not state.quarantine.reasons
 
 
 def test_a_prompt_held_by_a_generator_that_died_twice_is_quarantined():
@@ -41,7 +41,7 @@ def test_a_prompt_held_by_a_generator_that_died_twice_is_quarantined():
     for _ in range(2):
         assert [a.problem_id for a in state.get_prompts("g", 1, 0.0)] == ["killer"]
         state.release("g", HOLDER_DIED)
-    assert state.quarantined == {"killer": "its generator died"}
+    assert state.quarantine.reasons == {"killer": "its generator died"}
     assert state.get_prompts("g", 1, 0.0) == []
 
 
@@ -50,7 +50,7 @@ def test_a_clean_release_never_counts_towards_quarantine():
     for _ in range(5):
         assert [a.problem_id for a in state.get_prompts("g", 1, 0.0)] == ["p"]
         state.release("g")  # scale-down or shutdown, not a death
-    assert not state.quarantined and not state.prompt_failures
+    assert not state.quarantine.reasons and not state.quarantine.failures
 
 
 def test_when_every_prompt_is_quarantined_the_source_ends_instead_of_spinning():
@@ -66,7 +66,7 @@ def test_quarantine_off_keeps_handing_the_prompt_out():
     for _ in range(4):
         (a,) = state.get_prompts("g", 1, 0.0)
         state.fail_group("g", a.group_id, "bad")
-    assert not state.quarantined
+    assert not state.quarantine.reasons
 
 
 def test_accounting_stays_exact_through_quarantine():
@@ -86,5 +86,5 @@ def test_quarantine_survives_a_snapshot_and_restore():
     data = export_state(state)
     restored = state_of(["bad", "good"])
     import_state(restored, data)
-    assert "bad" in restored.quarantined
+    assert "bad" in restored.quarantine.reasons
     assert all(a.problem_id != "bad" for a in restored.get_prompts("g", 4, 0.0))
