@@ -18,11 +18,12 @@ import numpy as np
 
 from microcoder.buffer.records import Record, array_field, record_field
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """Bumped on any incompatible change; a peer speaking another version gets an `error` reply.
 2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock).
 3: columnar Group (meta, text, tensors) and GroupScores layouts, small parts in the header;
-   consumers choose parts (GetUnscored.tokens, GetBatch.text)."""
+   consumers choose parts (GetUnscored.tokens, GetBatch.text).
+4: fields nobody read are gone: Score.test_verdicts."""
 
 # ---------------------------------------------------------------- data records
 
@@ -117,8 +118,6 @@ class Score(Record):
     """Tests passed."""
     tests_total: int = 0
     """Tests of the problem (tests actually run may be fewer with early exit)."""
-    test_verdicts: list[str] = field(default_factory=list)
-    """Verdict per test run, in order."""
     test_times_s: np.ndarray = array_field("<f4", default_factory=lambda: np.zeros(0, np.float32))
     """Wall seconds per test run (float32)."""
     detail: str = ""
