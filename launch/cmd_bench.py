@@ -1,7 +1,8 @@
 """`microcoder bench NAME [--json]`: run a benchmark, print a table (or one JSON object).
 
-A benchmark is a module in bench/ listed in BENCHES. It must import only the standard library at
-top level and define:
+A benchmark is a module in bench/ listed in BENCHES: bench/NAME.py, or for a benchmark of several
+files the package bench/NAME/ (its __init__.py is the module, its parts are files beside it). It
+must import only the standard library at top level and define:
   DESCRIPTION: str                      one line for --help
   add_arguments(parser) -> None         its own options
   run(args) -> dict                     the figures (JSON-serialisable)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from microcoder.bench.peer import build_generations
-from microcoder.bench.peer_compare import (
+from microcoder.bench.peer.compare import (
     UNCLASSIFIED,
     classify,
     compare,
@@ -13,7 +13,7 @@ from microcoder.bench.peer_compare import (
     pass_at_1,
     verdict_pairs,
 )
-from microcoder.bench.peer_variants import VARIANTS, make_variant, variants_for
+from microcoder.bench.peer.variants import VARIANTS, make_variant, variants_for
 from microcoder.data.problem import Problem
 
 REFERENCE = """\

@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from microcoder.bench.pipeline import add_arguments, format_table, headline
-from microcoder.bench.pipeline_real import launch_command, summarize_run, window_idle
-from microcoder.bench.pipeline_sim import (
+from microcoder.bench.pipeline.real import launch_command, summarize_run, window_idle
+from microcoder.bench.pipeline.sim import (
     StageCosts,
     bottleneck,
     default_wave,

@@ -8,8 +8,8 @@ import argparse
 import pytest
 
 from microcoder.bench.pipeline import add_arguments, format_table, headline
-from microcoder.bench.pipeline_heldout import heldout_headline, heldout_summary
-from microcoder.bench.pipeline_real import launch_command, summarize_run
+from microcoder.bench.pipeline.heldout import heldout_headline, heldout_summary
+from microcoder.bench.pipeline.real import launch_command, summarize_run
 
 
 def _step(step, t, reward=0.5):

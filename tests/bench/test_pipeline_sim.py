@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.bench.pipeline_sim import StageCosts, run_simulated
+from microcoder.bench.pipeline.sim import StageCosts, run_simulated
 
 pytestmark = pytest.mark.slow
 

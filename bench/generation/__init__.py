@@ -5,13 +5,13 @@ Side by side in one run, same workload (default 64 prompts x G=8 x 128 tokens on
 `ignore_eos` so every response is exactly 128 tokens on both sides), alternating, never at once:
   (a) bare: one `LLM.generate` call on an engine built by `actors/engine.build_engine` with the
       generator's settings, prompts pre-rendered, in a plain Ray actor with the generator's
-      resources (bench/generation_bare.py), timed around the call inside that actor;
+      resources (bench/generation/bare.py), timed around the call inside that actor;
   (b) actor: the real Generator Ray actor wired to a real buffer host, one wave
       (`run(max_waves=1)`: lease 64 prompts under admission control, render, sample, push the
       groups); timed on the driver around the Ray call (wall) and by the actor's own busy time.
 Both sides draw the same prompts: the bench replays the buffer's seeded prompt order locally and
 checks the problem ids of the groups that reached the buffer.
-Then the weight-sync cycle (bench/generation_sync.py): a learner group of one rank trains a step
+Then the weight-sync cycle (bench/generation/sync.py): a learner group of one rank trains a step
 on synthetic groups, and the bench times publish (gather) -> generator pull (send/receive ->
 reload -> prefix-cache reset) -> first token on the new weights.
 """
@@ -135,8 +135,8 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     import ray
     from transformers import AutoTokenizer
 
-    from microcoder.bench.generation_bare import bare_engine_cls
-    from microcoder.bench.generation_sync import measure_sync_cycles
+    from microcoder.bench.generation.bare import bare_engine_cls
+    from microcoder.bench.generation.sync import measure_sync_cycles
     from microcoder.data.prompts import PromptRenderer
     from microcoder.device import resolve_device
     from microcoder.launch.problems import prepare_run_problems

@@ -3,7 +3,7 @@
 Side by side in one run, same machine, same solutions, same number of workers. Workloads:
 overhead (short stdin programs, RL-reward-like), compute (LeetCodeDataset reference solutions,
 ~100 tests each), humaneval (canonical solutions), tricky (known truth). LiveCodeBench runs
-from its own venv (created on first use, see judge_lcb_run.py), never as our dependency.
+from its own venv (created on first use, see bench/judge/lcb_run.py), never as our dependency.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 DESCRIPTION = "judge throughput and agreement: ours vs LiveCodeBench's evaluator vs the floor"
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # beside the repo root
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _load(name: str, args):
-    from microcoder.bench import judge_workloads as w
+    from microcoder.bench.judge import workloads as w
 
     if name == "overhead":
         return w.overhead_workload(args.overhead_solutions)
@@ -143,8 +143,8 @@ def _compare(items, ours, lcb, lcb_meta, floor) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.judge_floor import run_floor
-    from microcoder.bench.judge_lcb_run import ensure_lcb_venv, run_lcb
+    from microcoder.bench.judge.floor import run_floor
+    from microcoder.bench.judge.lcb_run import ensure_lcb_venv, run_lcb
     from microcoder.sandbox import JudgePool
 
     lcb_python = None if args.skip_lcb else ensure_lcb_venv(Path(args.lcb_venv).resolve())

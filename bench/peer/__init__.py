@@ -1,21 +1,21 @@
 """`microcoder bench peer`: our pass@1 vs LiveCodeBench's evaluator on the same generations.
 
 On LeetCodeDataset, each problem gets sample 0 = its reference solution and samples 1.. = the
-corrupted variants of bench/peer_variants.py (the infinite-loop one on a seeded --slow-fraction
+corrupted variants of bench/peer/variants.py (the infinite-loop one on a seeded --slow-fraction
 of the problems only: it costs the full time limit on both judges). The generations file is
 judged twice, one judge after the other, with the same per-test limit and worker count:
   ours: `microcoder eval --problems DATA --generations GEN --out OUT/ours` (a subprocess: the
         real CLI, its executor actor and sandbox);
-  LCB:  LiveCodeBench's evaluate_generations in its own venv (bench/judge_lcb_run.py; the same
+  LCB:  LiveCodeBench's evaluate_generations in its own venv (bench/judge/lcb_run.py; the same
         conversion as `bench judge`).
-bench/peer_compare.py then gives pass@1 both ways, the confusion table and the class of every
+bench/peer/compare.py then gives pass@1 both ways, the confusion table and the class of every
 disagreement. Files stay in --out (generations.jsonl, ours/, lcb.json); `--reuse` recomputes
 the comparison from them (that generations file) without judging again.
 
 LeetCodeDataset's ListNode/TreeNode problems are `assert` problems here (data/
-fmt_leetcodedataset.py). They go to LCB too: judge_lcb_run.to_lcb runs each assert through a
-function `lcb_run_test(i)` (made a method of `Solution` when the code has that class, since LCB
-then looks methods up on `Solution()`). Results list the kind of each row.
+fmt_leetcodedataset.py). They go to LCB too: `to_lcb` (bench/judge/lcb_run.py) runs each assert
+through a function `lcb_run_test(i)` (made a method of `Solution` when the code has that class,
+since LCB then looks methods up on `Solution()`). Results list the kind of each row.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import zlib
 from pathlib import Path
 
 DESCRIPTION = "our judge vs LiveCodeBench's on LeetCodeDataset references + corrupted variants"
-DATA = Path(__file__).resolve().parents[1].parent / (
+DATA = Path(__file__).resolve().parents[2].parent / (  # beside the repo root
     "shared/data/leetcodedataset/LeetCodeDataset-v0.3.1-test.jsonl.gz"
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from microcoder.bench.peer_variants import VARIANTS
+    from microcoder.bench.peer.variants import VARIANTS
 
     p.add_argument("--data", default=str(DATA), help=f"LeetCodeDataset file (default {DATA})")
     p.add_argument("--limit", type=int, default=0, help="first N problems only (default all)")
@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_generations(problems, names: list[str], seed: int, slow_fraction: float) -> list[dict]:
     """Rows {problem_id, sample_index, code, variant}: the reference, then its variants."""
-    from microcoder.bench.peer_variants import variants_for
+    from microcoder.bench.peer.variants import variants_for
 
     rows = []
     for p in problems:
@@ -123,8 +123,8 @@ def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
 def run_lcb_side(args, problems, gens: list[dict]) -> tuple[list[bool], list[dict], float]:
     import subprocess
 
-    from microcoder.bench.judge_lcb_run import ensure_lcb_venv, run_lcb
-    from microcoder.bench.judge_workloads import Item
+    from microcoder.bench.judge.lcb_run import ensure_lcb_venv, run_lcb
+    from microcoder.bench.judge.workloads import Item
 
     python = ensure_lcb_venv(Path(args.lcb_venv).resolve())
     by_id = {p.id: p for p in problems}
@@ -137,14 +137,14 @@ def run_lcb_side(args, problems, gens: list[dict]) -> tuple[list[bool], list[dic
     except subprocess.CalledProcessError as err:
         raise RuntimeError(
             f"LiveCodeBench's evaluator exited {err.returncode}; rerun it by hand to see why: "
-            f"{python} bench/judge_lcb.py IN.json OUT.json {args.workers} {args.timeout} "
+            f"{python} bench/judge/lcb.py IN.json OUT.json {args.workers} {args.timeout} "
             f"(delete {args.lcb_venv} to rebuild its venv)"
         ) from err
     return accepted, meta, wall
 
 
 def join_rows(problems, gens: list[dict], ours: dict, lcb: list[bool], meta: list) -> list[dict]:
-    """One row per sample with both judges' results (the input of peer_compare.compare)."""
+    """One row per sample with both judges' results (the input of compare.compare)."""
     kinds = {p.id: p.kind for p in problems}
     rows = []
     for g, ok, m in zip(gens, lcb, meta, strict=True):
@@ -167,8 +167,8 @@ def join_rows(problems, gens: list[dict], ours: dict, lcb: list[bool], meta: lis
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.peer_compare import compare
-    from microcoder.bench.peer_variants import VARIANTS
+    from microcoder.bench.peer.compare import compare
+    from microcoder.bench.peer.variants import VARIANTS
     from microcoder.data.loaders import load_problems
 
     if not Path(args.data).is_file():

@@ -1,6 +1,6 @@
 """Runs LiveCodeBench's evaluator (PyPI nvidia-livecodebench) in ITS OWN venv, side by side.
 
-Usage (by bench/judge.py): LCB_PYTHON judge_lcb.py IN.json OUT.json WORKERS TIMEOUT
+Usage (by bench/judge/lcb_run.py): LCB_PYTHON lcb.py IN.json OUT.json WORKERS TIMEOUT
 IN.json: {"samples": [{"input_output": "..."}], "generations": [["code"], ...]}.
 OUT.json: {"wall_s": ..., "results": {index: [per-test results]}, "metadata": {...}}.
 Stdlib only at top level; livecodebench is imported inside main (it lives in the other venv).

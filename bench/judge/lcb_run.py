@@ -64,7 +64,7 @@ def run_lcb(
         src.write_text(
             json.dumps({"samples": [s for s, _ in pairs], "generations": [[c] for _, c in pairs]})
         )
-        script = Path(__file__).with_name("judge_lcb.py")
+        script = Path(__file__).with_name("lcb.py")
         subprocess.run(
             [str(python), str(script), str(src), str(dst), str(workers), str(timeout)],
             check=True,

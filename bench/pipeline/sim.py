@@ -79,7 +79,7 @@ def run_point(
     import ray
 
     from microcoder.actors.remote import buffer_host_cls
-    from microcoder.bench.pipeline_actors import SimExecutor, SimGenerator, SimLearner
+    from microcoder.bench.pipeline.actors import SimExecutor, SimGenerator, SimLearner
     from microcoder.buffer.client import BufferClient
     from microcoder.launch.config import load_config
     from microcoder.launch.problems import load_run_problems

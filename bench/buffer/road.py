@@ -40,7 +40,7 @@ def make_scores(group_id: int, g: int):
 
     from microcoder.buffer.messages import GroupScores, Score
 
-    score = Score(0.0, "WA", 3, 5, ["AC", "AC", "AC", "WA"], np.full(4, 0.01, np.float32), "")
+    score = Score(0.0, "WA", 3, 5, np.full(4, 0.01, np.float32), "")
     return GroupScores(group_id, [score] * g, "ex", 0.5)
 
 

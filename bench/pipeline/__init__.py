@@ -3,12 +3,12 @@
 1. Real tiny workload: the same config (default configs/tiny-cpu.toml, same seed) launched
    twice through the real launcher, with buffer.max_staleness = 0 (synchronous GRPO) and then
    = --async-staleness; per run: wall seconds per step, samples/s, idle fraction of each pool,
-   staleness (bench/pipeline_real.py). `speedup` = async samples/s / sync samples/s. Both runs
+   staleness (bench/pipeline/real.py). `speedup` = async samples/s / sync samples/s. Both runs
    evaluate the held-out split at the same steps (start and end by default): sampled and greedy
-   pass rates at start and end, and async - sync (bench/pipeline_heldout.py): async must not
+   pass rates at start and end, and async - sync (bench/pipeline/heldout.py): async must not
    cost learning.
 2. Simulated stage costs: generator, executor and learner actors whose work is a sleep of a
-   configurable cost per batch, on the real buffer host (bench/pipeline_sim.py), for 1, 2, 4, 8
+   configurable cost per batch, on the real buffer host (bench/pipeline/sim.py), for 1, 2, 4, 8
    generators: achieved learner steps/s against the ideal bound 1 / max(stage seconds per batch).
    Goal: ratio >= 0.9. Sleeps cost no CPU, so this half is robust on a shared machine.
 """
@@ -74,8 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from microcoder.bench.pipeline_real import run_real
-    from microcoder.bench.pipeline_sim import StageCosts, run_simulated
+    from microcoder.bench.pipeline.real import run_real
+    from microcoder.bench.pipeline.sim import StageCosts, run_simulated
 
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -122,7 +122,7 @@ def headline(real: dict[str, Any], k: int) -> dict[str, Any]:
     learner compute (each run's seconds per step over its learner compute seconds per step),
     which discounts a change of machine load between the two launches; and the held-out pass
     rates of both runs at start and end with async - sync (`heldout_headline`)."""
-    from microcoder.bench.pipeline_heldout import heldout_headline
+    from microcoder.bench.pipeline.heldout import heldout_headline
 
     sync, async_ = real["runs"]["0"], real["runs"][str(k)]
     s, a = sync["samples_per_s"], async_["samples_per_s"]
@@ -144,8 +144,8 @@ def headline(real: dict[str, Any], k: int) -> dict[str, Any]:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    from microcoder.bench.pipeline_format import real_table, sim_table
-    from microcoder.bench.pipeline_heldout import heldout_table
+    from microcoder.bench.pipeline.format import real_table, sim_table
+    from microcoder.bench.pipeline.heldout import heldout_table
 
     lines = [
         f"{result['date']}, {result['cpus']} CPUs, load {result['load_start']:.1f} -> "

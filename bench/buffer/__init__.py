@@ -2,7 +2,7 @@
 
 Unit of work: one group (G responses of T tokens: int32 token ids, float32 log-probs, ~3 chars
 of text per token, plus a 256-token prompt) travelling generator -> executor -> learner, with
-the call patterns of the actors (bench/buffer_road.py):
+the call patterns of the actors (bench/buffer/road.py):
 - buffer: a generator process hands in one wave of --wave groups per put_unscored (encoded each
   time, as actors/generator.py does; --window puts in flight), an executor process leases
   --per-get groups per get_unscored (decoded to Group records: text and metadata, what a judge
@@ -63,7 +63,7 @@ def _raw_road(mp, frames, score_frame, n: int, args, group=None, scores=None) ->
     decodes its records as in the buffer road, else the same encoded frames are pushed."""
     import zmq
 
-    from microcoder.bench import buffer_road as road
+    from microcoder.bench.buffer import road
 
     pull = zmq.Context.instance().socket(zmq.PULL)
     learner = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
@@ -97,7 +97,7 @@ def socket_port():
 
 
 def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
-    from microcoder.bench import buffer_road as road
+    from microcoder.bench.buffer import road
 
     parent, child = mp.Pipe()
     k = max(0, args.in_flight // args.batch - 1) if args.in_flight else 10**6
@@ -121,7 +121,7 @@ def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
 def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]:
     import zmq
 
-    from microcoder.bench import buffer_road as road
+    from microcoder.bench.buffer import road
     from microcoder.buffer.client import BufferClient
 
     ctx = zmq.Context.instance()
@@ -153,7 +153,7 @@ def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]
 
 
 def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
-    from microcoder.bench.buffer_road import make_group, make_scores
+    from microcoder.bench.buffer.road import make_group, make_scores
     from microcoder.buffer.codec import group_frames, read_group, scores_frame
 
     group = make_group(1, "p0", g, t)

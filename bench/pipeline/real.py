@@ -8,7 +8,7 @@ the learner trained on per second), the idle fraction of each pool and the stale
 consumed groups. Learner idle = wait_s / step_s. Generator and executor idle fractions are
 reported by the actors cumulatively since they started (PoolTimer); the window's share is
 recovered from two records (see `window_idle`). Held-out pass rates at the first and last
-evaluation: bench/pipeline_heldout.py.
+evaluation: bench/pipeline/heldout.py.
 
 A warm-started model (model.warmstart) that is not cached yet is built by the first launch;
 that happens before its first step, so no per-step figure contains it (`warmstart` says so).
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from microcoder.bench.pipeline_heldout import eval_records, eval_seconds, heldout_summary
+from microcoder.bench.pipeline.heldout import eval_records, eval_seconds, heldout_summary
 
 
 def launch_command(
