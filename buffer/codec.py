@@ -11,9 +11,9 @@ A Group travels as three frames:
     tensors  raw little-endian bytes, back to back: prompt_ids int32[prompt_len] |
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
 
-GroupScores travels as one frame: a msgpack map {"group_id", "executor", "score_time_s"} plus
-one list per Score field ("reward", "verdict", "tests_passed", "tests_total", "test_times_s"
-(float32 bytes each), "detail").
+GroupScores travels as one frame: a msgpack map {"group_id", "executor"} plus one list per
+Score field ("reward", "verdict", "tests_passed", "tests_total", "test_times_s" (float32 bytes
+each), "detail").
 
 Why this layout: the server checks a group by parsing one small map (type checks per column,
 not per record object) and comparing the other frames' sizes with what the map declares, then
@@ -61,7 +61,6 @@ _RESPONSE_COLUMNS = {  # per-response column: allowed element types
 _SCORES_FIELDS = {
     "group_id": frozenset((int,)),
     "executor": frozenset((str,)),
-    "score_time_s": _NUM,
 }
 _SCORE_COLUMNS = {
     "reward": _NUM,
@@ -252,7 +251,6 @@ def scores_frame(result: GroupScores) -> bytes:
         {
             "group_id": result.group_id,
             "executor": result.executor,
-            "score_time_s": result.score_time_s,
             "reward": [s.reward for s in ss],
             "verdict": [s.verdict for s in ss],
             "tests_passed": [s.tests_passed for s in ss],
@@ -279,4 +277,4 @@ def read_scores(frame: Any) -> GroupScores:
             strict=True,
         )
     ]
-    return GroupScores(d["group_id"], scores, d["executor"], float(d["score_time_s"]))
+    return GroupScores(d["group_id"], scores, d["executor"])

@@ -23,7 +23,7 @@ PROTOCOL_VERSION = 4
 2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock).
 3: columnar Group (meta, text, tensors) and GroupScores layouts, small parts in the header;
    consumers choose parts (GetUnscored.tokens, GetBatch.text).
-4: fields nobody read are gone: Score.test_verdicts."""
+4: fields nobody read are gone: Score.test_verdicts, GroupScores.score_time_s."""
 
 # ---------------------------------------------------------------- data records
 
@@ -134,8 +134,6 @@ class GroupScores(Record):
     """One per response."""
     executor: str = ""
     """Owner id of the executor."""
-    score_time_s: float = 0.0
-    """Wall seconds spent judging the group."""
 
     @property
     def n_scores(self) -> int:

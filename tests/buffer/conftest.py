@@ -33,7 +33,7 @@ def build_scores(group: m.Group, reward: float = 1.0) -> m.GroupScores:
     """One AC/WA score per response of `group`."""
     verdict = "AC" if reward == 1.0 else "WA"
     scores = [m.Score(reward, verdict, 1, 1) for _ in group.responses]
-    return m.GroupScores(group.group_id, scores, "e0", 0.01)
+    return m.GroupScores(group.group_id, scores, "e0")
 
 
 @pytest.fixture
