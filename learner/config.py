@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from microcoder.config import Section
 
@@ -24,6 +24,13 @@ class LearnerConfig(Section):
     """Optimizer steps per batch (PPO-style mini-batches); the policy version advances once per batch."""
     micro_batch_tokens: int = Field(4096, ge=64)
     """Token budget of one packed micro-batch (sequence packing, no padding); gradients accumulate."""
+    logprob_chunk_tokens: int = 1024
+    """Response tokens per chunk of the log-prob (and entropy) computation: the model body runs
+    to the final hidden states once, then the LM head, /temperature and log_softmax run on this
+    many tokens at a time, each chunk recomputed in backward, so at most one [chunk, vocab] block
+    of logits exists (fp32: chunk × vocab × 4 bytes, 0.6 GB at 1024 × Qwen's 151,936). 0 = no
+    chunking: the head on the whole micro-batch at once ([tokens, vocab] logits, the baseline
+    `bench learner --memory` compares against)."""
     lr: float = Field(1e-6, ge=0)
     """AdamW learning rate (peak, after warmup)."""
     weight_decay: float = Field(0.0, ge=0)
@@ -62,6 +69,16 @@ class LearnerConfig(Section):
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
+
+    @field_validator("logprob_chunk_tokens")
+    @classmethod
+    def _chunk_not_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(
+                f"learner.logprob_chunk_tokens = {v} is negative; set it to the tokens per log-prob "
+                "chunk (e.g. 1024, the default) or to 0 to compute log-probs unchunked"
+            )
+        return v
 
 
 class TemperatureConfig(Section):
