@@ -89,7 +89,6 @@ def sample_groups(
                 prompt_ids=np.asarray(ids, np.int32),
                 responses=responses,
                 generator=owner,
-                timings={"generate_s": gen_s},
             )
         )
     return groups

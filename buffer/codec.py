@@ -4,9 +4,9 @@ A Group travels as three frames:
 
     meta     msgpack map: the group's small fields plus one list per response field, each with
              one entry per response, in response order:
-             {"group_id", "problem_id", "generator", "timings", "prompt_len", "prompt_bytes",
-              "lengths", "text_bytes", "temperature", "policy_version", "truncated",
-              "finish_reason", "gen_time_s"}
+             {"group_id", "problem_id", "generator", "prompt_len", "prompt_bytes", "lengths",
+              "text_bytes", "temperature", "policy_version", "truncated", "finish_reason",
+              "gen_time_s"}
     text     UTF-8, back to back: the prompt (prompt_bytes) | each response (text_bytes)
     tensors  raw little-endian bytes, back to back: prompt_ids int32[prompt_len] |
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
@@ -45,7 +45,6 @@ _GROUP_FIELDS = {  # meta field: allowed value types
     "group_id": _INT,
     "problem_id": frozenset((str,)),
     "generator": frozenset((str,)),
-    "timings": frozenset((dict,)),
     "prompt_len": _INT,
     "prompt_bytes": _INT,
 }
@@ -123,9 +122,6 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
     """Check a decoded group meta map and, where given, the sizes of its text and tensor frames
     -> GroupInfo."""
     n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS)
-    timings = meta["timings"]
-    if not all(type(k) is str for k in timings) or not _NUM.issuperset(map(type, timings.values())):
-        raise MessageError("Group.timings: expected a map of names to seconds")
     lengths, prompt_len, chars = meta["lengths"], meta["prompt_len"], meta["text_bytes"]
     if min(prompt_len, meta["prompt_bytes"], *lengths, *chars) < 0:
         raise MessageError("Group: token and byte counts must be >= 0")
@@ -175,7 +171,6 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
         "group_id": group.group_id,
         "problem_id": group.problem_id,
         "generator": group.generator,
-        "timings": group.timings,
         "prompt_len": prompt_len,
         "prompt_bytes": len(texts[0]),
         "lengths": lengths,
@@ -236,9 +231,7 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
             strict=True,
         )
     ]
-    return Group(
-        d["group_id"], d["problem_id"], prompt, prompt_ids, responses, d["generator"], d["timings"]
-    )
+    return Group(d["group_id"], d["problem_id"], prompt, prompt_ids, responses, d["generator"])
 
 
 # ---------------------------------------------------------------- GroupScores

@@ -23,7 +23,7 @@ PROTOCOL_VERSION = 4
 2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock).
 3: columnar Group (meta, text, tensors) and GroupScores layouts, small parts in the header;
    consumers choose parts (GetUnscored.tokens, GetBatch.text).
-4: fields nobody read are gone: Score.test_verdicts, GroupScores.score_time_s."""
+4: fields nobody read are gone: Score.test_verdicts, GroupScores.score_time_s, Group.timings."""
 
 # ---------------------------------------------------------------- data records
 
@@ -64,7 +64,8 @@ class Response(Record):
     finish_reason: str = ""
     """vLLM's finish reason: 'stop', 'length', ..."""
     gen_time_s: float = 0.0
-    """Wall time the generator spent on this response's request, in seconds."""
+    """Wall seconds of the engine call that sampled it (one call per wave: every response of a
+    wave carries the same value)."""
 
 
 @dataclass
@@ -88,8 +89,6 @@ class Group(Record):
     """The G responses."""
     generator: str = ""
     """Owner id of the generator that produced it."""
-    timings: dict[str, float] = field(default_factory=dict)
-    """Named durations in seconds (e.g. queue_s, generate_s)."""
 
     @property
     def min_policy_version(self) -> int:

@@ -26,7 +26,7 @@ def build_group(
         for v in versions
     ]
     prompt_ids = np.arange(prompt_tokens, dtype=np.int32)
-    return m.Group(group_id, problem_id, "solve it", prompt_ids, responses, "g0", {"gen_s": 0.1})
+    return m.Group(group_id, problem_id, "solve it", prompt_ids, responses, "g0")
 
 
 def build_scores(group: m.Group, reward: float = 1.0) -> m.GroupScores:
