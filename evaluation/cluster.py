@@ -1,5 +1,5 @@
 """The actors of a standalone evaluation (`microcoder eval`, `microcoder bench eval`): Ray started
-the way a run starts it (launch/runner.py `Run.start_ray`), G generators with no buffer and no
+the way a run starts it (launch/cluster.py `Run.start_ray`), G generators with no buffer and no
 weight publisher, E executors with no buffer and no run data. A training run's periodic eval
 uses the run's own pools instead."""
 
@@ -34,8 +34,8 @@ class EvalCluster:
         import ray
 
         from microcoder.actors.remote import executor_cls, generator_cls
+        from microcoder.launch.cluster import Run
         from microcoder.launch.placement import replica_options
-        from microcoder.launch.runner import Run
 
         cfg = self.cfg
         gens = n_generators if model_path else 0

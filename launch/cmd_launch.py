@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         cfg.cluster.address = args.address
     if args.dry_run:
         return dry_run(cfg, args, make_plan)
-    from microcoder.launch.session import launch
+    from microcoder.launch.run_command import launch
 
     return launch(cfg, args)
 

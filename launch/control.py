@@ -2,7 +2,7 @@
 
 `microcoder scale ...` writes `control/req-<id>.json`; the launcher's supervisor thread
 (launch/supervisor.py, every ~2 s, whether or not the learner is mid-step) picks requests up,
-applies them (launch/loop.py `apply_control`) and writes `control/res-<id>.json`, which the
+applies them (launch/training_loop.py `apply_control`) and writes `control/res-<id>.json`, which the
 command waits for. Files are written atomically (write + rename), so a reader never sees half a request.
 """
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from microcoder.launch.metrics import read_metrics
+from microcoder.launch.metrics_log import read_metrics
 
 CHARTED_KINDS = ("step", "eval")
 """Record kinds that become chart points; "event" records go to the event list."""

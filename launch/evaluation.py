@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from microcoder.launch.runner import Run
+from microcoder.launch.cluster import Run
 
 MODES = (("sampled", "heldout_pass_rate"), ("greedy", "heldout_greedy_pass_rate"))
 

@@ -6,7 +6,9 @@
     microcoder_buffer_consumed_by_staleness_total{staleness="1"} 40
     microcoder_eval_heldout_pass_rate 0.3                     the newest "eval" record
 
-Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address).
+Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/dashboard_server.py
+serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
+sinks of launch/metrics_export.py, nothing is pushed.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from microcoder.launch.metrics import read_metrics
+from microcoder.launch.metrics_log import read_metrics
 from microcoder.launch.status_view import build_status
 
 ERROR_WORDS = re.compile(r"died|error|fail|could not|violat|exception|traceback|stale groups", re.I)

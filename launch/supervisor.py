@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from microcoder.launch.runner import Run
+from microcoder.launch.cluster import Run
 
 
 class Supervisor:
@@ -33,7 +33,7 @@ class Supervisor:
 
     def tick(self) -> None:
         """One round: supervise both pools, then apply control requests."""
-        from microcoder.launch.loop import apply_control
+        from microcoder.launch.training_loop import apply_control
 
         run = self.run
         self._ticks += 1

@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from microcoder.launch.config import load_config
-from microcoder.launch.loop import all_filtered
-from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.training_loop import all_filtered
 
 
 class StandInLearners:

@@ -10,7 +10,7 @@ import pytest
 
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore, flatten
-from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.status_view import build_status
 from microcoder.launch.synthetic_metrics import feed, synthetic_step
 

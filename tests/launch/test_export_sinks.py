@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.launch.export_sinks import TensorBoardSink, WandbSink, require_wandb, scalars
-from microcoder.launch.metrics import MetricsLogger
-from microcoder.launch.monitoring import check_exports, start_monitoring
+from microcoder.launch.metrics_export import TensorBoardSink, WandbSink, require_wandb, scalars
+from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.monitor import check_exports, start_monitoring
 from microcoder.launch.synthetic_metrics import feed, synthetic_step
 
 

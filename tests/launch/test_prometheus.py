@@ -7,7 +7,7 @@ import urllib.request
 
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore
-from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.prometheus import metric_name, prometheus_text
 from microcoder.launch.synthetic_metrics import feed, synthetic_eval, synthetic_step
 

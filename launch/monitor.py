@@ -1,4 +1,5 @@
-"""Monitoring of a launched run: the live dashboard (+ Prometheus /metrics), TensorBoard, W&B.
+"""A launched run's monitoring, started and stopped as one: the live dashboard (+ Prometheus
+/metrics), TensorBoard, W&B.
 
 The launcher calls, after `run.bring_up(...)`:
 
@@ -7,6 +8,10 @@ The launcher calls, after `run.bring_up(...)`:
     monitor.stop()                       # before run.shutdown()
 
 `check_exports(cfg)` fails fast (before Ray starts) when a configured exporter is not installed.
+This file only wires things to the run's logger and starts the server; the records themselves
+are written by launch/metrics_log.py, the TensorBoard/W&B sinks are launch/metrics_export.py,
+the dashboard is launch/dashboard_server.py over launch/dashboard_store.py, and the /metrics
+page is launch/prometheus.py.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ DASHBOARD_FILE = "dashboard.json"
 
 def check_exports(cfg) -> None:
     """Raise RuntimeError (with the install command) if TensorBoard or W&B is on but missing."""
-    from microcoder.launch.export_sinks import require_tensorboard, require_wandb
+    from microcoder.launch.metrics_export import require_tensorboard, require_wandb
 
     if cfg.monitor.tensorboard:
         require_tensorboard()
@@ -73,7 +78,7 @@ class MonitorHandle:
 
 def start_monitoring(run, serve: bool = True) -> MonitorHandle:
     """Register the export sinks on `run.metrics` and start the dashboard server."""
-    from microcoder.launch.export_sinks import TensorBoardSink, WandbSink
+    from microcoder.launch.metrics_export import TensorBoardSink, WandbSink
 
     cfg, run_dir, logger = run.cfg, Path(run.run_dir), run.metrics
     store = MetricsStore()

@@ -1,4 +1,6 @@
-"""MetricsLogger sinks that export a run's records: TensorBoard event files and Weights & Biases.
+"""Metrics export: the MetricsLogger sinks that send a run's records to TensorBoard event files
+and to Weights & Biases (launch/monitor.py attaches them; launch/metrics_log.py writes the
+records; the Prometheus page, which is scraped rather than pushed, is launch/prometheus.py).
 
 Both receive every record; "step" records are logged at global step `step` under tags made from
 the dotted keys (`buffer.depths.scored` -> `buffer/depths/scored`), "eval" records under `eval/`.

@@ -1,4 +1,10 @@
-"""One launched run from start to end: run directory, bring-up, training, summary, clean stop.
+"""The body of `microcoder launch`: one run from its directory to its exit status.
+
+It makes (or, with --resume, reopens) the run directory, checks the placement plan and the
+exporters, brings the cluster up (launch/cluster.py), starts monitoring (launch/monitor.py),
+hands over to the training loop (launch/training_loop.py), and at the end prints the summary
+table and turns an interrupt or a failure into a checkpoint, a resume hint and an exit status.
+launch/cmd_launch.py only parses the command line and calls `launch` here.
 
 Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written, everything is
 shut down; `microcoder launch --resume RUN_DIR` continues from it.
@@ -33,11 +39,11 @@ def progress_line(rec: dict, max_steps: int) -> str:
 
 def launch(cfg: Config, args) -> int:
     from microcoder.device import resolve_device
-    from microcoder.launch.loop import train
+    from microcoder.launch.cluster import Run, latest_checkpoint
     from microcoder.launch.model_dir import ensure_model
-    from microcoder.launch.monitoring import check_exports, start_monitoring
+    from microcoder.launch.monitor import check_exports, start_monitoring
     from microcoder.launch.placement import make_plan
-    from microcoder.launch.runner import Run, latest_checkpoint
+    from microcoder.launch.training_loop import train
 
     run_dir = make_run_dir(cfg, args)
     resume_from = None

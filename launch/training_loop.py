@@ -1,5 +1,10 @@
-"""The driver's training loop: one learner step per iteration, temperature control, supervision,
-metrics, progress and periodic checkpoints. Actors do the work; this only coordinates."""
+"""The driver's training loop: one learner step per iteration, temperature control, metrics,
+progress, periodic evaluation and checkpoints. Actors do the work; this only coordinates.
+
+It runs in the launcher's main thread and may block waiting for a batch; keeping the pools
+alive and applying `microcoder scale` requests is the supervisor's thread (launch/supervisor.py),
+which `train` starts beside it. The actor handles it drives are the `Run` of launch/cluster.py.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from microcoder.launch.runner import Run
+from microcoder.launch.cluster import Run
 
 WAIT_NOTICE_S = 30.0
 """While the learner waits for a batch, the launcher says what the buffer and pools do this often."""

@@ -1,6 +1,11 @@
-"""Run metrics: one JSON line per record in `metrics.jsonl`, plus any extra sinks (TensorBoard,
-W&B, the dashboard) registered on the logger. Every line has `kind` ("step", "eval", "event"),
-`time` (unix seconds) and, for steps, `step` and `policy_version`."""
+"""A run's metrics log: one JSON line per record in `metrics.jsonl` (`MetricsLogger`, and
+`read_metrics` to read it back), plus any extra sinks registered on the logger.
+
+Every line has `kind` ("step", "eval", "event"), `time` (unix seconds) and, for steps, `step`
+and `policy_version`. The file is the record of truth; exporting elsewhere is the sinks' job
+(launch/metrics_export.py: TensorBoard, W&B; launch/dashboard_store.py: the dashboard), which
+launch/monitor.py attaches.
+"""
 
 from __future__ import annotations
 

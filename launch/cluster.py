@@ -1,8 +1,11 @@
-"""A run: bring the pools up on Ray, train to `max_steps`, checkpoint, shut everything down.
+"""The cluster handle of a run (`Run`): Ray, the actors it owns, checkpoints and shutdown.
 
 Order of bring-up: Ray -> model folder -> buffer host -> learner group (publishes version 0) ->
-executors -> generators (each pulls the learner's weights before its first wave). The training
-loop itself is launch/loop.py; this file owns life and death of the actors.
+executors -> generators (each pulls the learner's weights before its first wave). `Run` holds
+the handles (buffer, learner group, generator and executor pools, buffer clients) and the run's
+metrics logger, and owns the life and death of the actors; it drives nothing. The training loop
+that uses it is launch/training_loop.py, the thread that keeps its pools alive is
+launch/supervisor.py, and the `launch` command around it is launch/run_command.py.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import time
 from pathlib import Path
 
 from microcoder.launch.config import Config
-from microcoder.launch.metrics import MetricsLogger
+from microcoder.launch.metrics_log import MetricsLogger
 
 
 class Run:
