@@ -31,7 +31,7 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
         for _ in range(g)
     ]
     prompt = np.arange(PROMPT_TOKENS, dtype=np.int32)
-    return Group(group_id, problem_id, "p" * 4 * PROMPT_TOKENS, prompt, responses, "gen", {})
+    return Group(group_id, problem_id, "p" * 4 * PROMPT_TOKENS, prompt, responses, "gen")
 
 
 def make_scores(group_id: int, g: int):
@@ -41,7 +41,7 @@ def make_scores(group_id: int, g: int):
     from microcoder.buffer.messages import GroupScores, Score
 
     score = Score(0.0, "WA", 3, 5, np.full(4, 0.01, np.float32), "")
-    return GroupScores(group_id, [score] * g, "ex", 0.5)
+    return GroupScores(group_id, [score] * g, "ex")
 
 
 def serve(conn, n: int, batch: int = 0, max_staleness: int = 10**6) -> None:

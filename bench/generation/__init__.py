@@ -96,7 +96,7 @@ def _actor_run(ray, gen, address: str, expect_ids: list[str]) -> dict:
     if got != sorted(expect_ids):
         raise RuntimeError("bench: the actor sampled other prompts than the bare run")
     d = {k: s1[k] - s0[k] for k in ("tokens", "busy_s", "idle_s", "io_s", "sync_s")}
-    gen_s = max(g.timings.get("generate_s", 0.0) for g in groups)
+    gen_s = max((r.gen_time_s for g in groups for r in g.responses), default=0.0)
     return {
         "tokens": d["tokens"],
         "wall_s": wall,
