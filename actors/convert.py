@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from microcoder.buffer.messages import ScoredGroup
+from microcoder.buffer.groups import ScoredGroup
 from microcoder.learner.sample import SampleGroup, TrainSample
 
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from microcoder.buffer.messages import Group, PromptAssignment, Response
+from microcoder.buffer.groups import Group, Response
+from microcoder.buffer.messages import PromptAssignment
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from microcoder.buffer.messages import Group, GroupScores, Score
+from microcoder.buffer.groups import Group, GroupScores, Score
 from microcoder.data.problem import Problem
 
 

@@ -22,22 +22,23 @@ import zmq
 
 from microcoder.buffer import messages as m
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
+from microcoder.buffer.groups import Group, GroupScores, ScoredGroup
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import decode_header, encode
 
 
-def _one_frame(result: m.GroupScores) -> tuple[bytes]:
+def _one_frame(result: GroupScores) -> tuple[bytes]:
     return (scores_frame(result),)
 
 
-def _scored_groups(reply: m.Batch, frames: list[Any]) -> list[m.ScoredGroup]:
+def _scored_groups(reply: m.Batch, frames: list[Any]) -> list[ScoredGroup]:
     """Decode a Batch reply: metas and scores from its header, per group [text,] tensors frames."""
     step = 2 if reply.text else 1
     out = []
     for i, (meta, scores) in enumerate(zip(reply.metas, reply.scores, strict=True)):
         text = frames[i * step] if reply.text else None
         out.append(
-            m.ScoredGroup(read_group(meta, text, frames[i * step + step - 1]), read_scores(scores))
+            ScoredGroup(read_group(meta, text, frames[i * step + step - 1]), read_scores(scores))
         )
     return out
 
@@ -58,7 +59,7 @@ class BufferTimeout(TimeoutError):
 class LearnerBatch:
     """What `get_batch` returns: the groups and, per group, its staleness at `version`."""
 
-    groups: list[m.ScoredGroup]
+    groups: list[ScoredGroup]
     version: int
     staleness: list[int]
     done: bool
@@ -144,13 +145,13 @@ class BufferClient:
             if reply.assignments or reply.done or time.monotonic() >= until:
                 return reply
 
-    def put_unscored(self, groups: m.Group | list[m.Group]) -> m.PutReply:
+    def put_unscored(self, groups: Group | list[Group]) -> m.PutReply:
         """Hand in groups for prompts this owner holds; retries while the queue is full."""
         return self._put(self._unscored_request, groups, group_frames)
 
     # ------------------------------------------------------------ executors
 
-    def get_unscored(self, n: int, wait_s: float = 0.0, tokens: bool = False) -> list[m.Group]:
+    def get_unscored(self, n: int, wait_s: float = 0.0, tokens: bool = False) -> list[Group]:
         """Lease up to `n` unscored groups; waits up to `wait_s` for at least one. Without
         `tokens` (a judge reads text) the groups' token arrays are not sent and are None."""
         until = time.monotonic() + wait_s
@@ -163,11 +164,11 @@ class BufferClient:
                     for i, meta in enumerate(reply.metas)
                 ]
 
-    def put_scored(self, results: m.GroupScores | list[m.GroupScores]) -> m.PutReply:
+    def put_scored(self, results: GroupScores | list[GroupScores]) -> m.PutReply:
         """Hand in scores for groups this owner holds (only the scores travel)."""
         if not isinstance(results, list):
             results = [results]
-        results = [r.result if isinstance(r, m.ScoredGroup) else r for r in results]
+        results = [r.result if isinstance(r, ScoredGroup) else r for r in results]
         return self._put(self._scored_request, results, _one_frame)
 
     def fail_group(self, group_id: int, reason: str) -> None:
@@ -181,7 +182,7 @@ class BufferClient:
         reply, _ = self.call(m.Release(owner or self.owner, died))
         return reply
 
-    def put_unscored_many(self, waves: Iterable[list[m.Group]], window: int = 4) -> m.PutReply:
+    def put_unscored_many(self, waves: Iterable[list[Group]], window: int = 4) -> m.PutReply:
         """Hand in several waves of groups, one request each, with up to `window` requests in
         flight (replies matched by request id): the next wave is encoded and sent while the
         server still checks the previous one, so the producer never idles a round trip."""
@@ -199,7 +200,7 @@ class BufferClient:
         """Put records (`batches`: one record, a list = one request, or an iterable of lists
         with window > 1), each encoded by `frames_of`, requests built by `request`; records
         refused as `full` are resent with backoff."""
-        if isinstance(batches, m.Record):
+        if isinstance(batches, (Group, GroupScores)):
             batches = [[batches]]
         elif isinstance(batches, list) and (not batches or not isinstance(batches[0], list)):
             batches = [batches]

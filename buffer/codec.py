@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from microcoder.buffer.messages import Group, GroupScores, Response, Score
+from microcoder.buffer.groups import Group, GroupScores, Response, Score
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import pack, unpack
 

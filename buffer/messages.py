@@ -1,12 +1,11 @@
-"""Every record and message that crosses the buffer's wire, with its meaning.
+"""Every message that crosses the buffer's wire, with its meaning.
 
-Data records (what flows: prompts -> groups -> scores):
-  PromptAssignment, Response, Group, Score, GroupScores, and ScoredGroup (a Group with its
-  scores; the executor uploads only the scores, never the tokens).
 Requests (client -> server) and replies (server -> client) carry a `KIND`; on the wire each
 message is a msgpack header map {"v": PROTOCOL_VERSION, "kind": KIND, "rid": request id, ...}
-followed by the bulk frames of the Groups it carries (layouts in codec.py; their small parts,
-and GroupScores, ride in the header as msgpack bin values).
+(encoded by the generic codec, buffer/records.py) followed by the bulk frames of the Groups it
+carries. The Groups and GroupScores themselves (buffer/groups.py) have one wire form, codec.py:
+their small parts ride in the header as msgpack bin values, their text and tensors after it.
+The one data record here is PromptAssignment, which rides in the Prompts reply.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
-
-from microcoder.buffer.records import Record, array_field, record_field
+from microcoder.buffer.records import Record, record_field
 
 PROTOCOL_VERSION = 4
 """Bumped on any incompatible change; a peer speaking another version gets an `error` reply.
@@ -25,7 +22,7 @@ PROTOCOL_VERSION = 4
    consumers choose parts (GetUnscored.tokens, GetBatch.text).
 4: fields nobody read are gone: Score.test_verdicts, GroupScores.score_time_s, Group.timings."""
 
-# ---------------------------------------------------------------- data records
+# ---------------------------------------------------------------- the lease record
 
 
 @dataclass
@@ -43,118 +40,6 @@ class PromptAssignment(Record):
     """Pass over the dataset this assignment belongs to."""
     issued_version: int = 0
     """Learner version when the prompt was handed out."""
-
-
-@dataclass
-class Response(Record):
-    """One sampled completion of a group's prompt (the prompt ids live on the Group)."""
-
-    response_ids: np.ndarray = array_field("<i4")
-    """Generated token ids (int32)."""
-    logprobs: np.ndarray = array_field("<f4")
-    """Behaviour log-prob of each generated token under the sampling policy at `temperature`."""
-    text: str = ""
-    """Decoded response text (what the executor runs)."""
-    temperature: float = 1.0
-    """Sampling temperature the response was drawn at."""
-    policy_version: int = 0
-    """Version of the weights that produced it (learner optimizer steps completed)."""
-    truncated: bool = False
-    """True when generation stopped at max_response_tokens."""
-    finish_reason: str = ""
-    """vLLM's finish reason: 'stop', 'length', ..."""
-    gen_time_s: float = 0.0
-    """Wall seconds of the engine call that sampled it (one call per wave: every response of a
-    wave carries the same value)."""
-
-
-@dataclass
-class Group(Record):
-    """One prompt with its G responses; moves through the buffer as one unit, never split.
-
-    Each consumer gets the parts it reads (codec.py): executors get groups without tokens
-    (`get_unscored(tokens=False)`, the default), whose `prompt_ids` and response `response_ids`
-    and `logprobs` are None; the learner gets them without text (`get_batch(text=False)`, the
-    default), whose `prompt` and response `text` are None."""
-
-    group_id: int
-    """The id from the PromptAssignment."""
-    problem_id: str
-    """Dataset id of the problem."""
-    prompt: str = ""
-    """Prompt text as given to the generator."""
-    prompt_ids: np.ndarray = array_field("<i4", default_factory=lambda: np.zeros(0, np.int32))
-    """Token ids of the rendered prompt, shared by every response of the group (int32)."""
-    responses: list[Response] = record_field(Response, many=True)
-    """The G responses."""
-    generator: str = ""
-    """Owner id of the generator that produced it."""
-
-    @property
-    def min_policy_version(self) -> int:
-        """Oldest policy version among the responses (what staleness is measured from)."""
-        return min((r.policy_version for r in self.responses), default=0)
-
-    @property
-    def n_responses(self) -> int:
-        return len(self.responses)
-
-    @property
-    def n_tokens(self) -> int:
-        """Response tokens of the group."""
-        return sum(len(r.response_ids) for r in self.responses)
-
-
-@dataclass
-class Score(Record):
-    """The judge's verdict on one response."""
-
-    reward: float
-    """Scalar reward (1.0 all tests pass; partial credit if configured)."""
-    verdict: str
-    """AC, WA, TLE, MLE, RE, OLE, CE or SE (microcoder.sandbox.VERDICTS)."""
-    tests_passed: int = 0
-    """Tests passed."""
-    tests_total: int = 0
-    """Tests of the problem (tests actually run may be fewer with early exit)."""
-    test_times_s: np.ndarray = array_field("<f4", default_factory=lambda: np.zeros(0, np.float32))
-    """Wall seconds per test run (float32)."""
-    detail: str = ""
-    """Short diagnostic (first differing line, error tail)."""
-
-
-@dataclass
-class GroupScores(Record):
-    """An executor's result for one group: one Score per response, in response order."""
-
-    group_id: int
-    """The group scored."""
-    scores: list[Score] = record_field(Score, many=True)
-    """One per response."""
-    executor: str = ""
-    """Owner id of the executor."""
-
-    @property
-    def n_scores(self) -> int:
-        return len(self.scores)
-
-
-@dataclass
-class ScoredGroup:
-    """A Group with its GroupScores: what the learner consumes."""
-
-    group: Group
-    result: GroupScores
-
-    @property
-    def rewards(self) -> np.ndarray:
-        """Reward per response (float32)."""
-        return np.array([s.reward for s in self.result.scores], dtype=np.float32)
-
-    @property
-    def verdicts(self) -> list[str]:
-        """Verdict per response."""
-        return [s.verdict for s in self.result.scores]
 
 
 # ---------------------------------------------------------------- requests

@@ -2,15 +2,14 @@
 
 A record is a dataclass deriving from `Record`. Field kinds, chosen by annotation and metadata:
 - plain values (int, float, str, bool, list, dict of plain values): stored as is;
-- numeric arrays: `array_field("<i4")` — a 1-D numpy array on the Python side, raw
-  little-endian bytes on the wire (4 bytes per int32 token id / float32 log-prob);
-- nested records: `record_field(Response)` (one) or `record_field(Response, many=True)` (a list).
+- nested records: `record_field(PromptAssignment)` (one) or `record_field(PromptAssignment,
+  many=True)` (a list).
 
 Decoding checks presence and type of every field and raises `MessageError` (a ValueError) whose
 text says which record and field is wrong; nothing here ever evaluates or unpickles input.
-Decoded arrays are read-only views of the received bytes: call `.copy()` before writing to them.
-The two records that carry the data volume, Group and GroupScores, have a faster columnar
-codec of their own (buffer/codec.py); this generic one serves every message.
+It serves every message (buffer/messages.py). The records that carry the data volume, Group
+and GroupScores with their numeric arrays (buffer/groups.py), are not Records: their one wire
+form is the columnar codec, buffer/codec.py.
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import typing
 from typing import Any, ClassVar
-
-import numpy as np
 
 
 class MessageError(ValueError):
@@ -30,11 +27,6 @@ class MessageError(ValueError):
         self.code = code
         self.rid = 0
         """Request id of the message it was found in, when known (for the error reply)."""
-
-
-def array_field(dtype: str, **kw: Any) -> Any:
-    """A 1-D numeric array field stored as raw bytes of `dtype` (e.g. '<i4', '<f4')."""
-    return dataclasses.field(metadata={"dtype": np.dtype(dtype)}, **kw)
 
 
 def record_field(cls: type, many: bool = False, **kw: Any) -> Any:
@@ -85,9 +77,7 @@ class Record:
                 required = (
                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                 )
-                if "dtype" in f.metadata:
-                    schema.append((f.name, "array", f.metadata["dtype"], required))
-                elif "record" in f.metadata:
+                if "record" in f.metadata:
                     kind = "records" if f.metadata["many"] else "record"
                     schema.append((f.name, kind, f.metadata["record"], required))
                 else:
@@ -96,14 +86,11 @@ class Record:
         return cls._schema  # type: ignore[return-value]
 
     def to_wire(self) -> dict[str, Any]:
-        """This record as a dict of msgpack-able values; arrays become little-endian bytes."""
+        """This record as a dict of msgpack-able values."""
         out: dict[str, Any] = {}
-        for name, kind, detail, _ in self._fields():
+        for name, kind, _, _ in self._fields():
             value = getattr(self, name)
-            if kind == "array":
-                array = np.ascontiguousarray(value, dtype=detail).reshape(-1)
-                out[name] = array.tobytes()
-            elif kind == "record":
+            if kind == "record":
                 out[name] = value.to_wire()
             elif kind == "records":
                 out[name] = [v.to_wire() for v in value]
@@ -131,12 +118,6 @@ class Record:
 
 
 def _decode_value(where: str, name: str, kind: str, detail: Any, value: Any) -> Any:
-    if kind == "array":
-        if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise MessageError(f"{where}.{name}: expected packed little-endian bytes")
-        if len(value) % detail.itemsize:
-            raise MessageError(f"{where}.{name}: {len(value)} bytes is not a multiple of {detail}")
-        return np.frombuffer(value, dtype=detail)
     if kind == "record":
         return detail.from_wire(value)
     if kind == "records":

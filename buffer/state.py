@@ -14,7 +14,8 @@ from typing import Any
 
 from microcoder.buffer.accounting import STAGES, Counters, Rates, invariant_violations
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
-from microcoder.buffer.messages import Group, GroupScores, PromptAssignment
+from microcoder.buffer.groups import Group, GroupScores
+from microcoder.buffer.messages import PromptAssignment
 from microcoder.buffer.prompts import PromptItem, PromptSource
 from microcoder.buffer.quarantine import Quarantine
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound

@@ -15,7 +15,7 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
     """G responses of `tokens` int32 ids + float32 log-probs + ~3 chars of text per token."""
     import numpy as np
 
-    from microcoder.buffer.messages import Group, Response
+    from microcoder.buffer.groups import Group, Response
 
     rng = np.random.default_rng(tokens * 100 + g)
     responses = [
@@ -38,7 +38,7 @@ def make_scores(group_id: int, g: int):
     """What an executor hands in: one Score per response (5 tests each)."""
     import numpy as np
 
-    from microcoder.buffer.messages import GroupScores, Score
+    from microcoder.buffer.groups import GroupScores, Score
 
     score = Score(0.0, "WA", 3, 5, np.full(4, 0.01, np.float32), "")
     return GroupScores(group_id, [score] * g, "ex")

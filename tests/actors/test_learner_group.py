@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 def put_scored_groups(address: str, n: int, group_size: int) -> None:
     """Act as generator and executor: n groups with differing rewards."""
     from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.messages import Group, GroupScores, Response, Score
+    from microcoder.buffer.groups import Group, GroupScores, Response, Score
 
     rng = np.random.default_rng(0)
     with BufferClient(address, owner="test-pipeline") as c:

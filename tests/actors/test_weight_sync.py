@@ -33,7 +33,7 @@ def trio(ray_cluster, actor_cfg, actor_prompts):
 def score_everything(address: str, n: int) -> int:
     """Act as the executor: alternate rewards 0/1 so every group carries signal."""
     from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.messages import GroupScores, Score
+    from microcoder.buffer.groups import GroupScores, Score
 
     scored = 0
     with BufferClient(address, owner="test-exec") as c:

@@ -1,4 +1,7 @@
-"""Records survive the wire exactly, arrays travel as compact typed bytes, bad input is named."""
+"""Records survive the wire exactly, arrays travel as compact typed bytes, bad input is named.
+
+Groups and scores through their one codec (buffer/codec.py), messages through the generic one
+(buffer/records.py)."""
 
 from __future__ import annotations
 
@@ -136,10 +139,24 @@ def test_scores_with_a_non_string_verdict_are_rejected(make_group, make_scores):
         read_scores(pack(d))
 
 
-def test_array_with_partial_element_is_rejected():
-    bad = {"response_ids": b"\x00" * 5, "logprobs": b""}
-    with pytest.raises(MessageError, match="not a multiple"):
-        m.Response.from_wire(bad)
+def test_test_times_travel_as_four_byte_values(make_group, make_scores):
+    scores = make_scores(make_group(3, "p", versions=(0, 0)))
+    scores.scores[0].test_times_s = np.array([0.5, 0.25], np.float64)  # cast to float32 on the wire
+    column = unpack(scores_frame(scores))["test_times_s"]
+    assert column == [np.array([0.5, 0.25], "<f4").tobytes(), b""]
+
+
+def test_array_with_partial_element_is_rejected(make_group, make_scores):
+    d = unpack(scores_frame(make_scores(make_group(3, "p", versions=(0, 0)))))
+    d["test_times_s"] = [b"\x00" * 5, b""]
+    with pytest.raises(MessageError, match="GroupScores.test_times_s: float32 bytes"):
+        read_scores(pack(d))
+
+
+def test_tensor_frame_with_a_partial_element_is_rejected(make_group):
+    meta, text, tensors = group_frames(make_group(1, "p", tokens=10))
+    with pytest.raises(MessageError, match="tensor frame of"):
+        read_group(meta, text, tensors[:-1])
 
 
 def test_nested_record_errors_name_the_inner_record():

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from microcoder.buffer import messages as m
+from microcoder.buffer.groups import Group, GroupScores, Response, Score
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.snapshot import export_state, import_state
 from microcoder.buffer.state import BufferState
@@ -27,12 +27,12 @@ from microcoder.buffer.state import BufferState
 GENS, EXECS = ("g0", "g1"), ("e0", "e1")
 
 
-def group_of(gid: int, pid: str, versions: list[int]) -> m.Group:
+def group_of(gid: int, pid: str, versions: list[int]) -> Group:
     responses = [
-        m.Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v)
+        Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v)
         for v in versions
     ]
-    return m.Group(gid, pid, responses=responses)
+    return Group(gid, pid, responses=responses)
 
 
 class BufferMachine(RuleBasedStateMachine):
@@ -91,7 +91,7 @@ class BufferMachine(RuleBasedStateMachine):
         for gid, _ in list(self.held[owner]):
             slot = self.state.slots.get(gid)
             count = (slot.n_responses if slot else 1) + (1 if extra else 0)
-            scores = m.GroupScores(gid, [m.Score(1.0, "AC")] * count)
+            scores = GroupScores(gid, [Score(1.0, "AC")] * count)
             outcome = self.state.put_scored(owner, scores, f"S{gid}".encode(), self.now)
             if extra:
                 assert outcome not in ("accepted", "full")
