@@ -56,6 +56,11 @@ class LearnerConfig(Section):
     attn_implementation: str = "auto"
     """Attention kernel: auto = flash_attention_2 on CUDA when flash-attn is installed, else
     microcoder's varlen attention (SDPA per packed sequence). Any transformers name works."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (transformers' gradient checkpointing, non-reentrant, under FSDP2): activation memory of one
+    layer instead of all layers, for about one extra forward pass per step. Same loss and
+    gradients either way."""
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the learner's weights before the update (off: pi_old = the
     generator's behaviour log-probs, and the IS weight is then 1)."""
