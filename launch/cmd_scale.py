@@ -26,7 +26,7 @@ def newest_run(root: str = "runs") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from microcoder.launch.control import send_request
+    from microcoder.launch.supervisor import send_request
 
     if args.n < 1:
         print("scale: a pool needs at least 1 replica")

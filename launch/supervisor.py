@@ -1,22 +1,109 @@
-"""The launcher's supervisor thread: every few seconds, restart dead replicas (returning their
-leases to the buffer), log the errors live replicas report (a wave that failed on a bad prompt)
-and apply `microcoder scale` requests.
+"""The launcher's supervisor thread and the control requests it answers.
 
-It runs beside the training loop, never inside it: the loop may be blocked waiting for a batch
-that only a restarted generator can produce, so supervision must not wait for a step to end.
+Every ~2 s the `Supervisor` thread restarts dead replicas (returning their leases to the
+buffer), logs the errors live replicas report (a wave that failed on a bad prompt) and applies
+`microcoder scale` requests (`apply_control`). It runs beside the training loop
+(launch/training_loop.py), never inside it: the loop may be blocked waiting for a batch that only
+a restarted generator can produce, so supervision must not wait for a step to end. The pools it
+checks are launch/pools.py; the handles it works on are the `Run` of launch/cluster.py.
+
+Control requests travel through the run directory (no extra ports, works wherever the files do):
+`microcoder scale ...` calls `send_request`, which writes `control/req-<id>.json`; the
+supervisor's `ControlInbox` picks requests up, `apply_control` applies them and the inbox writes
+`control/res-<id>.json`, which the command waits for. Files are written atomically (write +
+rename), so a reader never sees half a request. Both sides are here so the format lives in one
+file.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from microcoder.launch.cluster import Run
+if TYPE_CHECKING:  # `microcoder scale` imports send_request from here: keep that import light
+    from microcoder.launch.cluster import Run
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def send_request(
+    run_dir: str | Path, action: dict[str, Any], timeout_s: float = 600.0
+) -> dict[str, Any]:
+    """Ask the live run in `run_dir` to do `action`; wait for and return its result."""
+    folder = Path(run_dir) / "control"
+    folder.mkdir(parents=True, exist_ok=True)
+    rid = uuid.uuid4().hex[:12]
+    _write_atomic(folder / f"req-{rid}.json", {**action, "time": time.time()})
+    result = folder / f"res-{rid}.json"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result.exists():
+            return json.loads(result.read_text())
+        time.sleep(0.2)
+    raise TimeoutError(
+        f"the run in {run_dir} did not answer within {timeout_s:.0f} s: is it still running? "
+        "(its supervisor applies requests every few seconds; `microcoder status` shows its state)"
+    )
+
+
+class ControlInbox:
+    """The launcher's side: requests waiting in `run_dir/control`, oldest first."""
+
+    def __init__(self, run_dir: str | Path):
+        self.folder = Path(run_dir) / "control"
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def poll(self) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for path in sorted(self.folder.glob("req-*.json"), key=lambda p: p.stat().st_mtime):
+            rid = path.stem[4:]
+            try:
+                action = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as err:
+                action = {"invalid": str(err)}
+            path.unlink(missing_ok=True)
+            out.append((rid, action))
+        return out
+
+    def reply(self, rid: str, result: dict[str, Any]) -> None:
+        _write_atomic(self.folder / f"res-{rid}.json", result)
+
+
+def apply_control(run: Run, inbox: ControlInbox) -> None:
+    """Apply the `microcoder scale` requests waiting in the run directory, replying to each."""
+    for rid, action in inbox.poll():
+        pool = {"generators": run.generators, "executors": run.executors}.get(action.get("pool"))
+        if action.get("action") != "scale" or pool is None or int(action.get("n", 0)) < 1:
+            inbox.reply(rid, {"ok": False, "error": f"cannot do {action}"})
+            continue
+        before = len(pool)
+        run.log(f"scaling {action['pool']}: {before} -> {action['n']}")
+        try:
+            hook = run.prepare_generator if pool is run.generators else None
+            added, removed = pool.scale_to(int(action["n"]), before_loop=hook)
+        except Exception as err:
+            inbox.reply(rid, {"ok": False, "error": str(err)})
+            continue
+        run.metrics.log("event", event=f"scaled {action['pool']} {before} -> {len(pool)}")
+        inbox.reply(
+            rid,
+            {"ok": True, "before": before, "after": len(pool), "added": added, "removed": removed},
+        )
 
 
 class Supervisor:
-    def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
-        from microcoder.launch.control import ControlInbox
+    """The thread: `start()`, `stop()`; `tick()` is one round (also callable on its own)."""
 
+    def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
         self.run, self.period_s, self.errors_every = run, period_s, errors_every
         self._ticks = 0
         self.inbox = ControlInbox(run.run_dir)
@@ -33,8 +120,6 @@ class Supervisor:
 
     def tick(self) -> None:
         """One round: supervise both pools, then apply control requests."""
-        from microcoder.launch.training_loop import apply_control
-
         run = self.run
         self._ticks += 1
         for pool in (run.generators, run.executors):

@@ -90,28 +90,6 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
     }
 
 
-def apply_control(run: Run, inbox) -> None:
-    """Apply `microcoder scale` requests waiting in the run directory."""
-    for rid, action in inbox.poll():
-        pool = {"generators": run.generators, "executors": run.executors}.get(action.get("pool"))
-        if action.get("action") != "scale" or pool is None or int(action.get("n", 0)) < 1:
-            inbox.reply(rid, {"ok": False, "error": f"cannot do {action}"})
-            continue
-        before = len(pool)
-        run.log(f"scaling {action['pool']}: {before} -> {action['n']}")
-        try:
-            hook = run.prepare_generator if pool is run.generators else None
-            added, removed = pool.scale_to(int(action["n"]), before_loop=hook)
-        except Exception as err:
-            inbox.reply(rid, {"ok": False, "error": str(err)})
-            continue
-        run.metrics.log("event", event=f"scaled {action['pool']} {before} -> {len(pool)}")
-        inbox.reply(
-            rid,
-            {"ok": True, "before": before, "after": len(pool), "added": added, "removed": removed},
-        )
-
-
 def train(run: Run, progress=None) -> dict[str, Any]:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
     import ray
