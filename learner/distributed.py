@@ -92,20 +92,27 @@ def load_sharded_policy(
     attn: str,
     train: bool = True,
 ) -> torch.nn.Module:
-    """Load a HF causal LM (fp32 master weights) and apply FSDP2: each decoder layer, then the root.
+    """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
+    then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
 
-    Decoder layers are found through the model's `_no_split_modules` (Qwen2DecoderLayer, ...).
-    With a bf16 compute dtype, FSDP2 casts parameters for compute and reduces gradients in fp32.
+    Steps: the model from its config on `torch.device("meta")` (no memory, no init compute);
+    `fully_shard` on each decoder layer (found through `_no_split_modules`: Qwen2DecoderLayer,
+    ...) and the root; `to_empty(device)` allocates only this rank's shards; non-persistent
+    buffers (rotary `inv_freq`), which no checkpoint holds, are recomputed by transformers' own
+    initializer; then `load_sharded_weights` copies this rank's rows of every tensor in.
+    Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
+    casts parameters for compute and reduces gradients in fp32.
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation=attn
-    )
-    model.config.use_cache = False
-    model.to(device)
+    config = AutoConfig.from_pretrained(path)
+    config.use_cache = False
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=torch.float32, attn_implementation=attn
+        )
     model.train(train)
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     mp = None
@@ -121,9 +128,104 @@ def load_sharded_policy(
     for layer in layers:
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
+    model.to_empty(device=device)
+    init_non_persistent_buffers(model)
+    load_sharded_weights(model, path)
     if not train:
         model.requires_grad_(False)
     return model
+
+
+def init_non_persistent_buffers(model: torch.nn.Module) -> None:
+    """Recompute the buffers no checkpoint holds (rotary `inv_freq`, `original_inv_freq`) after
+    `to_empty` left them uninitialised, with transformers' initializer for the owning module
+    (what `from_pretrained` itself does for them). Parameters it touches are loaded afterwards."""
+    with torch.no_grad():
+        for module in model.modules():
+            if module._non_persistent_buffers_set:
+                model._init_weights(module)
+
+
+def _checkpoint_files(path: Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file holding it, for a single or an indexed checkpoint."""
+    import json
+
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return {name: path / file for name, file in weight_map.items()}
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{path} holds no *.safetensors; save the model with safetensors")
+    out = {}
+    for file in files:
+        with safe_open(file, framework="pt") as f:
+            out |= {name: file for name in f.keys()}
+    return out
+
+
+def _local_rows(tensor: torch.Tensor) -> slice:
+    """Rows (dim 0) of the full tensor that this rank's shard holds: FSDP2 shards dim 0 the way
+    `torch.chunk` splits it (ceil(n / W) rows per rank, the last ranks possibly fewer or none)."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    if not isinstance(tensor, DTensor):
+        return slice(None)
+    if tensor.device_mesh.ndim != 1 or tensor.placements != (Shard(0),):
+        raise NotImplementedError(
+            f"load_sharded_weights handles a 1-D mesh with Shard(0), not {tensor.placements}"
+        )
+    n, world = tensor.shape[0], tensor.device_mesh.size()
+    rank = tensor.device_mesh.get_local_rank()
+    per = -(-n // world)
+    return slice(min(rank * per, n), min((rank + 1) * per, n))
+
+
+def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Copy this rank's rows of every parameter and persistent buffer from the checkpoint at
+    `path` (safetensors, single or indexed) into `model`, reading only those rows from disk.
+
+    No collective and no full tensor in memory, not even on rank 0: every rank reads its own
+    slices (safetensors `get_slice`), which needs the checkpoint on every node (as loading did
+    before). Tied weights (lm_head = embed_tokens) are one parameter, filled from whichever of
+    its names the checkpoint holds. Names are the model's own (no key renaming), so a checkpoint
+    saved by transformers for the same architecture loads; a missing tensor is an error.
+    """
+    from safetensors import safe_open
+
+    path = Path(path)
+    files = _checkpoint_files(path)
+    names: dict[int, list[str]] = {}
+    tensors: dict[int, torch.Tensor] = {}
+    persistent = set(model.state_dict().keys())
+    for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers()]:
+        if name in persistent:
+            names.setdefault(id(t), []).append(name)
+            tensors[id(t)] = t
+    by_file: dict[Path, list[tuple[str, torch.Tensor]]] = {}
+    for key, aliases in names.items():
+        found = next((n for n in aliases if n in files), None)
+        if found is None:
+            raise KeyError(
+                f"{path} has no tensor {' or '.join(aliases)}; the checkpoint does not match "
+                f"{type(model).__name__} (load_sharded_weights does no key renaming)"
+            )
+        by_file.setdefault(files[found], []).append((found, tensors[key]))
+    with torch.no_grad():
+        for file, items in by_file.items():
+            with safe_open(file, framework="pt") as f:
+                for name, t in items:
+                    rows = _local_rows(t)
+                    local = t.to_local() if hasattr(t, "to_local") else t
+                    part = f.get_tensor(name) if rows == slice(None) else f.get_slice(name)[rows]
+                    if tuple(part.shape) != tuple(local.shape):
+                        raise ValueError(
+                            f"{name}: checkpoint rows {tuple(part.shape)} do not fit this rank's "
+                            f"shard {tuple(local.shape)} (does config.json match the weights?)"
+                        )
+                    local.copy_(part)
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
