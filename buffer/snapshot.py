@@ -16,7 +16,8 @@ from typing import Any
 
 from microcoder.buffer.accounting import Counters
 from microcoder.buffer.prompts import PromptItem
-from microcoder.buffer.state import BufferState, Slot
+from microcoder.buffer.slot import Slot
+from microcoder.buffer.state import BufferState
 from microcoder.buffer.wire import pack, unpack
 
 FORMAT = "microcoder-buffer-snapshot/2"

@@ -1,6 +1,7 @@
 """The buffer's bookkeeping without any sockets: queues, leases, staleness drops, accounting.
 
-`BufferState` is a plain object driven by the server loop (and directly by the property tests).
+`BufferState` is a plain object driven by the server loop (and directly by the property tests);
+each issued group is a `Slot` (buffer/slot.py) that moves through the stages.
 Group payloads are opaque blobs here (validated by the server before they arrive), so a group
 is stored once and forwarded as the same bytes. Time is passed in (`now`), never read.
 """
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from dataclasses import dataclass
 from typing import Any
 
 from microcoder.buffer.accounting import STAGES, Counters, Rates, invariant_violations
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
 from microcoder.buffer.groups import Group, GroupScores
 from microcoder.buffer.messages import PromptAssignment
-from microcoder.buffer.prompts import PromptItem, PromptSource
+from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.quarantine import Quarantine
+from microcoder.buffer.slot import Delivered, Slot
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
 
 log = logging.getLogger("microcoder.buffer")
@@ -25,32 +26,6 @@ log = logging.getLogger("microcoder.buffer")
 ACCEPTED, FULL = "accepted", "full"
 HOLDER_DIED = "holder_died"
 """Release reason when the holder's process died: its leased prompts count as failed attempts."""
-
-
-@dataclass
-class Slot:
-    """One issued group: where it is, who holds it, and its payload once it exists."""
-
-    group_id: int
-    item: PromptItem
-    issued_version: int
-    stage: str = ""
-    owner: str = ""
-    since: float = 0.0
-    oldest_version: int = 0
-    n_responses: int = 0
-    group: Any = None
-    scores: Any = None
-
-
-@dataclass
-class Delivered:
-    """A group handed to the learner: both blobs and its staleness at the learner's version."""
-
-    group_id: int
-    group: Any
-    scores: Any
-    staleness: int
 
 
 class BufferState:
