@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.timing import PoolTimer
 from microcoder.launch.config import Config
+
+if TYPE_CHECKING:
+    from microcoder.actors.scoring import ScoringOutcome
 
 
 class Executor:
@@ -71,26 +75,24 @@ class Executor:
 
     def run(self, max_waves: int | None = None) -> dict[str, Any]:
         """Judge until stopped or the run is over (`max_waves` bounds it for tests)."""
-        from microcoder.actors.scoring import score_groups
-
-        waves = 0
-        while not self._stop.is_set() and (max_waves is None or waves < max_waves):
-            with self.timer.idle():
-                groups = self.client.get_unscored(self.max_groups, wait_s=0.5)
-            if not groups:
-                continue
-            with self.timer.busy(), self._pool_lock:
-                out = score_groups(self.pool, self.problems, groups, self.name)
-            with self.timer.io():
-                if out.scored:
-                    self.client.put_scored(out.scored)
-                for gid, reason in out.failed:
-                    self.client.fail_group(gid, reason)
-            self._count(out)
-            waves += 1
+        judging_loop(
+            self.client,
+            self.max_groups,
+            self._judge,
+            self._count,
+            self.timer,
+            self._stop,
+            max_waves,
+        )
         return self.stats()
 
-    def _count(self, out) -> None:
+    def _judge(self, groups: list) -> ScoringOutcome:
+        from microcoder.actors.scoring import score_groups
+
+        with self._pool_lock:
+            return score_groups(self.pool, self.problems, groups, self.name)
+
+    def _count(self, out: ScoringOutcome) -> None:
         self.groups += len(out.scored)
         self.failed += len(out.failed)
         self.tests += out.tests_run
@@ -151,3 +153,36 @@ class Executor:
         if self._eval_judge is not None:
             self._eval_judge.close()
         self.pool.close()
+
+
+def judging_loop(
+    client,
+    max_groups: int,
+    judge: Callable[[list], ScoringOutcome],
+    record: Callable[[ScoringOutcome], None],
+    timer: PoolTimer,
+    stop: threading.Event,
+    max_waves: int | None = None,
+) -> int:
+    """The executor's loop; returns the number of waves. Per wave: lease up to `max_groups`
+    unscored groups from `client` (a BufferClient) -> `judge(groups)` (a ScoringOutcome,
+    actors/scoring.py) -> hand in the scores and report the groups that failed ->
+    `record(outcome)`. Ends when `stop` is set or after `max_waves` waves. `Executor.run` runs it
+    with the sandbox pool; `microcoder bench pipeline` (bench/pipeline/actors.py) runs it with a
+    sleep as `judge`, so the bench measures this very loop."""
+    waves = 0
+    while not stop.is_set() and (max_waves is None or waves < max_waves):
+        with timer.idle():
+            groups = client.get_unscored(max_groups, wait_s=0.5)
+        if not groups:
+            continue
+        with timer.busy():
+            out = judge(groups)
+        with timer.io():
+            if out.scored:
+                client.put_scored(out.scored)
+            for gid, reason in out.failed:
+                client.fail_group(gid, reason)
+        record(out)
+        waves += 1
+    return waves

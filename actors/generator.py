@@ -2,13 +2,13 @@
 (weights in). Thin: sampling is actors/rollout.py, the wire is buffer/, the weights path is
 actors/weight_sync.py.
 
-Loop: [sync weights if the learner has a newer version] -> lease up to `max_inflight_prompts`
-prompts (admission control may give fewer or none) -> sample G responses for each in one engine
-call -> hand the groups to the buffer. Weight updates are applied only between waves, so every
-response of a wave is sampled by one policy version and tagged with it exactly; a wave of the
-tiny model takes well under a second, so the learner's new weights wait at most that long. (The
-alternative, aborting in-flight requests and re-queueing their prompts, wastes finished tokens
-and buys nothing with waves this short.)
+Loop (`generation_loop`): lease up to `max_inflight_prompts` prompts (admission control may give
+fewer or none) -> sync weights if the learner has a newer version -> sample G responses for each
+in one engine call -> hand the groups to the buffer. Weight updates are applied only between
+waves, so every response of a wave is sampled by one policy version and tagged with it exactly;
+a wave of the tiny model takes well under a second, so the learner's new weights wait at most
+that long. (The alternative, aborting in-flight requests and re-queueing their prompts, wastes
+finished tokens and buys nothing with waves this short.)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from microcoder.actors.rollout import count_tokens, sample_groups
@@ -111,24 +112,20 @@ class Generator:
             raise
 
     def _run(self, max_waves: int | None) -> dict[str, Any]:
-        waves = 0
-        while not self._stop.is_set() and (max_waves is None or waves < max_waves):
-            with self.timer.idle():
-                reply = self.client.get_prompts(self.cfg.generator.max_inflight_prompts, wait_s=0.5)
-            if reply.done:
-                break
-            if not reply.assignments:
-                continue
-            # Sync after the lease, not before: a lease may wait in the buffer while the learner
-            # steps, and the groups must carry the newest version (else they are needlessly stale).
-            self.maybe_sync_weights()
-            with self.timer.busy(), self._engine:
-                groups = self.generate_wave(reply.assignments)
-            with self.timer.io():
-                if groups:
-                    self.client.put_unscored(groups)
-            waves += 1
+        generation_loop(
+            self.client,
+            self.cfg.generator.max_inflight_prompts,
+            self.maybe_sync_weights,
+            self._engine_wave,
+            self.timer,
+            self._stop,
+            max_waves,
+        )
         return self.stats()
+
+    def _engine_wave(self, assignments) -> list:
+        with self._engine:
+            return self.generate_wave(assignments)
 
     def generate_wave(self, assignments) -> list:
         """Sample a wave. If the engine raises, each prompt is retried alone: the ones that fail
@@ -275,6 +272,41 @@ class Generator:
             self.llm.llm_engine.engine_core.shutdown()
         except Exception:
             pass
+
+
+def generation_loop(
+    client,
+    wave: int,
+    sync: Callable[[], object],
+    generate: Callable[[list], list],
+    timer: PoolTimer,
+    stop: threading.Event,
+    max_waves: int | None = None,
+) -> int:
+    """The generator's loop; returns the number of waves. Per wave: lease up to `wave` prompts
+    from `client` (a BufferClient) -> `sync()` (pull newer weights) -> `generate(assignments)`
+    (the groups) -> hand them in. Ends when `stop` is set, the buffer says the run is over, or
+    after `max_waves` waves. `Generator.run` runs it with the vLLM engine; `microcoder bench
+    pipeline` (bench/pipeline/actors.py) runs it with a sleep as `generate`, so the bench
+    measures this very loop."""
+    waves = 0
+    while not stop.is_set() and (max_waves is None or waves < max_waves):
+        with timer.idle():
+            reply = client.get_prompts(wave, wait_s=0.5)
+        if reply.done:
+            break
+        if not reply.assignments:
+            continue
+        # Sync after the lease, not before: a lease may wait in the buffer while the learner
+        # steps, and the groups must carry the newest version (else they are needlessly stale).
+        sync()
+        with timer.busy():
+            groups = generate(reply.assignments)
+        with timer.io():
+            if groups:
+                client.put_unscored(groups)
+        waves += 1
+    return waves
 
 
 def _engine_dead(err: BaseException) -> bool:
