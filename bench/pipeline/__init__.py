@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--sync-before-lease",
         action="store_true",
-        help="generators learn the version before leasing prompts (the order of "
-        "actors/generator.py) instead of right before sampling",
+        help="generators learn the version before leasing prompts (the order "
+        "actors/generator.py had until issue 7) instead of right before sampling",
     )
     sim.add_argument("--skip-sim", action="store_true", help="only the real part")
 

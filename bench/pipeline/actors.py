@@ -1,17 +1,20 @@
 """Simulated pipeline actors for `microcoder bench pipeline`: a benchmark instrument, not product
-code. They talk to the real buffer (BufferClient -> the BufferHost actor, with its admission
-control and staleness gate) like the product actors do, but their work is `time.sleep(cost)`:
+code. They run the product's own loops against the real buffer (BufferClient -> the BufferHost
+actor, with its admission control and staleness gate); only the work inside a wave is a
+`time.sleep(cost)`:
 
-- SimGenerator: lease up to `wave` prompts -> learn the learner's newest version -> sleep
-  `per_group_s` per leased prompt -> hand in one group of `group_size` tiny responses per prompt,
-  tagged with that version (the loop of actors/generator.py, with sampling replaced by a sleep).
-  actors/generator.py syncs BEFORE it leases (`sync_before_lease=True` reproduces that): a lease
-  that waits in the buffer's long poll while the learner steps then carries an older tag than
-  admission control assumed, and with many generators those groups go stale and are dropped;
-- SimExecutor: lease up to `max_groups` unscored groups -> sleep `per_group_s` per group -> hand
-  in scores (the loop of actors/executor.py);
+- SimGenerator: `generation_loop` of actors/generator.py (lease up to `wave` prompts -> sync ->
+  generate -> hand in); its sync learns the learner's newest version, its generate sleeps
+  `per_group_s` per leased prompt and makes one group of `group_size` tiny responses per prompt,
+  tagged with that version. `sync_before_lease=True` learns the version before the lease
+  instead (the order actors/generator.py had until issue 7): a lease that waits in the buffer's
+  long poll while the learner steps then carries an older tag than admission control assumed,
+  and with many generators those groups go stale and are dropped;
+- SimExecutor: `judging_loop` of actors/executor.py (lease up to `max_groups` unscored groups ->
+  judge -> hand in the scores); its judge sleeps `per_group_s` per group;
 - SimLearner: get_batch(batch_size) at its version -> sleep `train_s` -> version + 1 ->
-  announce_version (one optimizer step of actors/learner_rank.py + learner_group.py).
+  announce_version (one optimizer step of actors/learner_rank.py + learner_group.py; a loop of
+  three calls, so it is written out here rather than shared with the learner rank).
 
 Costs are linear in groups, so a pool's throughput is exactly (replicas / per-batch cost) and the
 ideal pipeline bound is well defined. Sleeping costs no CPU: the figures do not depend on how
@@ -25,13 +28,13 @@ import time
 from typing import Any
 
 
-class _Timed:
-    """Busy seconds (the simulated work) and the wall time of the loop."""
+class _Sim:
+    """Control methods of a simulated actor; `timer` (a PoolTimer) starts with its loop."""
 
     def __init__(self) -> None:
-        self.busy_s = 0.0
-        self.started = 0.0
-        self.ended = 0.0
+        from microcoder.actors.timing import PoolTimer
+
+        self.timer = PoolTimer()
         self._stop = threading.Event()
 
     def ready(self) -> bool:
@@ -40,17 +43,13 @@ class _Timed:
     def stop(self) -> None:
         self._stop.set()
 
-    def work(self, seconds: float) -> None:
-        time.sleep(seconds)
-        self.busy_s += seconds
-
     def summary(self) -> dict[str, float]:
-        end = self.ended or time.monotonic()
-        wall = max(end - self.started, 1e-9) if self.started else 0.0
-        return {"busy_s": self.busy_s, "wall_s": wall}
+        """Busy seconds (inside the simulated work) and the wall seconds of the loop."""
+        s = self.timer.summary()
+        return {"busy_s": s["busy_s"], "wall_s": s["wall_s"]}
 
 
-class SimGenerator(_Timed):
+class SimGenerator(_Sim):
     def __init__(
         self,
         name: str,
@@ -73,29 +72,30 @@ class SimGenerator(_Timed):
         self.groups = 0
 
     def run(self) -> dict[str, Any]:
+        from microcoder.actors.generator import generation_loop
+        from microcoder.actors.timing import PoolTimer
+
+        self.timer = PoolTimer()
+        client, sync = self.client, self._sync
+        if self.sync_before_lease:
+            client, sync = _SyncFirst(self.client, self._sync), _nothing
+        generation_loop(client, self.wave, sync, self._generate, self.timer, self._stop)
+        return {"name": self.name, "groups": self.groups, **self.summary()}
+
+    def _sync(self) -> None:
         import ray
 
-        self.started = time.monotonic()
-        while not self._stop.is_set():
-            if self.sync_before_lease:
-                self.version = ray.get(self.learner.latest_version.remote())
-            reply = self.client.get_prompts(self.wave, wait_s=0.5)
-            if reply.done:
-                break
-            if not reply.assignments:
-                continue
-            if not self.sync_before_lease:
-                self.version = ray.get(self.learner.latest_version.remote())
-            self.work(self.per_group_s * len(reply.assignments))
-            self.client.put_unscored([self._group(a) for a in reply.assignments])
-            self.groups += len(reply.assignments)
-        self.ended = time.monotonic()
-        return {"name": self.name, "groups": self.groups, **self.summary()}
+        self.version = ray.get(self.learner.latest_version.remote())
+
+    def _generate(self, assignments) -> list:
+        time.sleep(self.per_group_s * len(assignments))
+        self.groups += len(assignments)
+        return [self._group(a) for a in assignments]
 
     def _group(self, a):
         import numpy as np
 
-        from microcoder.buffer.messages import Group, Response
+        from microcoder.buffer.groups import Group, Response
 
         t = self.response_tokens
         responses = [
@@ -117,7 +117,25 @@ class SimGenerator(_Timed):
         )
 
 
-class SimExecutor(_Timed):
+class _SyncFirst:
+    """A BufferClient whose lease first runs `sync` (the sync-before-lease order)."""
+
+    def __init__(self, client, sync) -> None:
+        self.client, self.sync = client, sync
+
+    def get_prompts(self, n: int, wait_s: float):
+        self.sync()
+        return self.client.get_prompts(n, wait_s=wait_s)
+
+    def put_unscored(self, groups) -> None:
+        self.client.put_unscored(groups)
+
+
+def _nothing() -> None:
+    pass
+
+
+class SimExecutor(_Sim):
     def __init__(self, name: str, address: str, per_group_s: float, max_groups: int = 4):
         from microcoder.buffer.client import BufferClient
 
@@ -127,36 +145,44 @@ class SimExecutor(_Timed):
         self.groups = 0
 
     def run(self) -> dict[str, Any]:
-        from microcoder.buffer.messages import GroupScores, Score
+        from microcoder.actors.executor import judging_loop
+        from microcoder.actors.timing import PoolTimer
 
-        self.started = time.monotonic()
-        while not self._stop.is_set():
-            groups = self.client.get_unscored(self.max_groups, wait_s=0.5)
-            if not groups:
-                continue
-            self.work(self.per_group_s * len(groups))
-            scores = [
-                GroupScores(
-                    g.group_id,
-                    [Score(float(i % 2), "AC" if i % 2 else "WA") for i in range(len(g.responses))],
-                    executor=self.name,
-                )
-                for g in groups
-            ]
-            self.client.put_scored(scores)
-            self.groups += len(groups)
-        self.ended = time.monotonic()
+        self.timer = PoolTimer()
+        judging_loop(
+            self.client, self.max_groups, self._judge, self._record, self.timer, self._stop
+        )
         return {"name": self.name, "groups": self.groups, **self.summary()}
 
+    def _judge(self, groups):
+        from microcoder.actors.scoring import ScoringOutcome
+        from microcoder.buffer.groups import GroupScores, Score
 
-class SimLearner(_Timed):
+        time.sleep(self.per_group_s * len(groups))
+        scored = [
+            GroupScores(
+                g.group_id,
+                [Score(float(i % 2), "AC" if i % 2 else "WA") for i in range(len(g.responses))],
+                executor=self.name,
+            )
+            for g in groups
+        ]
+        return ScoringOutcome(scored=scored)
+
+    def _record(self, out) -> None:
+        self.groups += len(out.scored)
+
+
+class SimLearner:
     def __init__(self, address: str, batch_size: int, train_s: float):
         from microcoder.buffer.client import BufferClient
 
-        super().__init__()
         self.batch_size, self.train_s = batch_size, train_s
         self.client = BufferClient(address, owner="learner")
         self.version = 0
+
+    def ready(self) -> bool:
+        return True
 
     def latest_version(self) -> int:
         """The newest weights a generator could pull (LearnerRank.latest_version)."""
@@ -165,12 +191,11 @@ class SimLearner(_Timed):
     def run(self, steps: int) -> list[dict[str, Any]]:
         """`steps` optimizer steps; per step: when it ended, its wait and staleness."""
         out = []
-        self.started = time.monotonic()
         for _ in range(steps):
             t0 = time.monotonic()
             batch = self.client.get_batch(self.batch_size, self.version, timeout_s=300.0)
             t1 = time.monotonic()
-            self.work(self.train_s)
+            time.sleep(self.train_s)
             self.version += 1
             self.client.announce_version(self.version)
             stale = batch.staleness
@@ -185,5 +210,4 @@ class SimLearner(_Timed):
             )
             if batch.done:
                 break
-        self.ended = time.monotonic()
         return out
