@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from microcoder.rates import Rates
+
 STAGES = ("leased", "unscored", "scoring", "scored")
 
 
@@ -54,6 +56,10 @@ class Counters:
     bytes_in: int = 0
     bytes_out: int = 0
     requests: int = 0
+
+    def rate_totals(self) -> dict[str, int]:
+        """The totals of RATE_KEYS, what `counter_rates()` is updated with."""
+        return {k: getattr(self, k) for k in RATE_KEYS}
 
     def to_dict(self) -> dict[str, Any]:
         return {k: dict(v) if isinstance(v, Counter) else v for k, v in self.__dict__.items()}
@@ -90,27 +96,12 @@ def invariant_violations(c: Counters, depths: dict[str, int]) -> list[str]:
     return out
 
 
-class Rates:
-    """Per-second rates of chosen counters, smoothed (EWMA) and updated at most once a second."""
+RATE_KEYS = ("issued", "consumed", "filtered", "dropped_stale", "failed", "response_tokens_in")
+RATE_KEYS += ("bytes_in", "bytes_out")
+"""The counters whose per-second rates the buffer's stats report (the dashboard charts them)."""
 
-    KEYS = ("issued", "consumed", "filtered", "dropped_stale", "failed", "response_tokens_in")
-    KEYS += ("bytes_in", "bytes_out")
 
-    def __init__(self, alpha: float = 0.3):
-        self.alpha = alpha
-        self._last: tuple[float, dict[str, int]] | None = None
-        self.rates: dict[str, float] = dict.fromkeys(self.KEYS, 0.0)
-
-    def update(self, now: float, c: Counters) -> None:
-        values = {k: getattr(c, k) for k in self.KEYS}
-        if self._last is None:
-            self._last = (now, values)
-            return
-        then, old = self._last
-        dt = now - then
-        if dt < 1.0:
-            return
-        for k in self.KEYS:
-            inst = (values[k] - old[k]) / dt
-            self.rates[k] = self.alpha * inst + (1 - self.alpha) * self.rates[k]
-        self._last = (now, values)
+def counter_rates() -> Rates:
+    """The buffer's rates of RATE_KEYS: smoothed (EWMA, alpha 0.3) and updated at most once a
+    second (microcoder/rates.py; feed it `Counters.rate_totals()`)."""
+    return Rates(RATE_KEYS, alpha=0.3, min_interval_s=1.0)

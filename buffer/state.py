@@ -12,7 +12,7 @@ import logging
 from collections import Counter, deque
 from typing import Any
 
-from microcoder.buffer.accounting import STAGES, Counters, Rates, invariant_violations
+from microcoder.buffer.accounting import STAGES, Counters, counter_rates, invariant_violations
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
 from microcoder.buffer.groups import Group, GroupScores
 from microcoder.buffer.messages import PromptAssignment
@@ -56,7 +56,7 @@ class BufferState:
         self.quarantine = Quarantine(quarantine_after)
         """Problems whose prompts keep failing, never handed out again (buffer/quarantine.py)."""
         self.counters = Counters()
-        self.rates = Rates()
+        self.rates = counter_rates()
 
     # ------------------------------------------------------------ transitions
 
@@ -353,7 +353,7 @@ class BufferState:
 
     def stats(self, now: float) -> dict[str, Any]:
         """Everything the dashboard shows; see buffer/accounting.py for the counters."""
-        self.rates.update(now, self.counters)
+        self.rates.update(now, self.counters.rate_totals())
         c = self.counters.to_dict()
         viol = self.violations()
         depths = self.depths()

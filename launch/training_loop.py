@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from microcoder.launch.cluster import Run
+from microcoder.rates import Rates
 
 WAIT_NOTICE_S = 30.0
 """While the learner waits for a batch, the launcher says what the buffer and pools do this often."""
@@ -49,24 +50,6 @@ def build_controller(run: Run):
         window=t.monitor_window,
         schedule=[tuple(s) for s in t.schedule],
     )
-
-
-class Rates:
-    """Per-second rates from cumulative counters between two calls."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, tuple[float, float]] = {}
-
-    def rate(self, key: str, total: float) -> float:
-        now = time.monotonic()
-        prev = self.last.get(key)
-        self.last[key] = (now, total)
-        if prev is None or now <= prev[0]:
-            return 0.0
-        delta = total - prev[1]
-        if delta < 0:  # a replica restarted (or was removed): its counter began again
-            delta = 0.0
-        return delta / (now - prev[0])
 
 
 def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
