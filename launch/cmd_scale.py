@@ -16,22 +16,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def newest_run(root: str = "runs") -> str:
-    from pathlib import Path
-
-    runs = [p for p in Path(root).glob("*") if (p / "config.toml").exists()]
-    if not runs:
-        raise SystemExit(f"no run directory under {root}/; pass --run DIR")
-    return str(max(runs, key=lambda p: (p / "config.toml").stat().st_mtime))
-
-
 def run(args: argparse.Namespace) -> int:
+    from microcoder.launch.run_dirs import newest_run
     from microcoder.launch.supervisor import send_request
 
     if args.n < 1:
         print("scale: a pool needs at least 1 replica")
         return 2
-    run_dir = args.run or newest_run()
+    run_dir = args.run or newest_run("runs")
+    if run_dir is None:
+        raise SystemExit("no run directory under runs/; pass --run DIR")
     print(
         f"scale: asking the run in {run_dir} for {args.n} {args.pool} "
         "(its supervisor applies it without waiting for a learner step) ..."

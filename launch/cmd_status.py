@@ -47,7 +47,7 @@ def get_status(run_dir: Path) -> dict:
 
 
 def run(args) -> int:
-    from microcoder.launch.status_sources import newest_run
+    from microcoder.launch.run_dirs import newest_run
     from microcoder.launch.status_view import render_status
 
     run_dir = Path(args.run) if args.run else newest_run("runs")

@@ -2,7 +2,8 @@
 
 status_live(run, store, url)  -> dict     the dashboard's /api/status (inside the launcher)
 status_from_files(run_dir)    -> dict     a stopped or finished run (metrics.jsonl, logs)
-newest_run(root)              -> Path     the default run of `microcoder status`
+
+The default run of `microcoder status` (and `scale`) is launch/run_dirs.py `newest_run`.
 """
 
 from __future__ import annotations
@@ -17,13 +18,6 @@ from microcoder.launch.status_view import build_status
 
 ERROR_WORDS = re.compile(r"died|error|fail|could not|violat|exception|traceback|stale groups", re.I)
 """Launcher log lines and events that `last errors` shows."""
-
-
-def newest_run(root: str | Path = "runs") -> Path | None:
-    """The most recently modified run directory under `root` (one with a metrics.jsonl)."""
-    root = Path(root)
-    runs = [p.parent for p in root.glob("*/metrics.jsonl")] if root.is_dir() else []
-    return max(runs, key=lambda p: (p / "metrics.jsonl").stat().st_mtime, default=None)
 
 
 def error_lines(

@@ -12,7 +12,8 @@ from microcoder.launch.cli import main
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore
 from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.status_sources import newest_run, status_from_files
+from microcoder.launch.run_dirs import newest_run
+from microcoder.launch.status_sources import status_from_files
 from microcoder.launch.status_view import build_status, render_status
 from microcoder.launch.synthetic_metrics import feed, synthetic_step
 
