@@ -66,6 +66,12 @@ class LearnerRank:
             )
         else:
             self.learner = Learner(model_path, cfg.learner, cfg.algorithm, **kwargs)
+        if cfg.learner.activation_checkpointing:
+            # A flag on the decoder layers, so it applies to the built (sharded) model too; the
+            # Learner's own load_sharded_policy(activation_checkpointing=...) would be its home.
+            from microcoder.learner.distributed import enable_activation_checkpointing
+
+            enable_activation_checkpointing(self.learner.model)
         if self.rank == 0:
             from microcoder.actors.weight_sync import WeightPublisher
             from microcoder.buffer.client import BufferClient

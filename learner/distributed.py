@@ -91,6 +91,7 @@ def load_sharded_policy(
     compute_dtype: torch.dtype,
     attn: str,
     train: bool = True,
+    activation_checkpointing: bool = False,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
@@ -101,7 +102,9 @@ def load_sharded_policy(
     buffers (rotary `inv_freq`), which no checkpoint holds, are recomputed by transformers' own
     initializer; then `load_sharded_weights` copies this rank's rows of every tensor in.
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
-    casts parameters for compute and reduces gradients in fp32.
+    casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
+    each decoder layer's activations are recomputed in the backward pass
+    (`enable_activation_checkpointing`).
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -114,6 +117,8 @@ def load_sharded_policy(
             config, dtype=torch.float32, attn_implementation=attn
         )
     model.train(train)
+    if activation_checkpointing:
+        enable_activation_checkpointing(model)
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     mp = None
     if compute_dtype != torch.float32:
@@ -134,6 +139,18 @@ def load_sharded_policy(
     if not train:
         model.requires_grad_(False)
     return model
+
+
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them.
+
+    transformers' own switch: every `GradientCheckpointingLayer` (the decoder layers) wraps its
+    whole call, FSDP2's unshard hooks included, in non-reentrant `torch.utils.checkpoint`. It is a
+    flag on the layers, so it works before or after `fully_shard`; the recompute runs inside
+    FSDP2's pre-backward unshard, so it all-gathers nothing extra. Same loss and gradients, less
+    activation memory (one layer's activations instead of all of them), about one more forward.
+    """
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def init_non_persistent_buffers(model: torch.nn.Module) -> None:

@@ -1,11 +1,14 @@
 """One learner rank for the learner-memory tests, run as a script with the rendezvous in the env.
 
-    python memory_worker.py MODEL OUT load
+    python memory_worker.py MODEL OUT {load,checkpointing}
 
 `load`: the policy built on the meta device and filled shard by shard (load_sharded_policy)
 against the old path (from_pretrained on every rank, then fully_shard): rank 0 writes whether the
 full state dicts are equal, every rank whether its rotary buffers equal from_pretrained's and
 whether tied weights stayed one tensor, and the first train step's metrics on both paths.
+`checkpointing`: one forward/backward without activation checkpointing and with it (switched on
+before and after sharding): the loss, the full gradients' largest difference from the run
+without, and how often a decoder layer's forward ran.
 Every rank writes OUT/result{rank}.json.
 """
 
@@ -23,6 +26,7 @@ from microcoder.learner import attention
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.distributed import (
     close_distributed,
+    enable_activation_checkpointing,
     full_state_dict,
     init_distributed,
     load_sharded_policy,
@@ -93,11 +97,47 @@ def check_load(model_path: str, rank: int) -> dict:
     return out
 
 
+def counting(fn, calls: list):
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def check_checkpointing(model_path: str) -> dict:
+    """Loss, full gradients and layer-0 forward count without checkpointing, with it switched on
+    before sharding (load_sharded_policy) and after (as LearnerRank does on a built Learner)."""
+    attn = attention.choose("auto", DEVICE)
+    ids = torch.randint(0, 250, (2, 24), generator=torch.Generator().manual_seed(7))
+    results = {}
+    for when in ("off", "before", "after"):
+        model = load_sharded_policy(
+            model_path, DEVICE, torch.float32, attn, activation_checkpointing=when == "before"
+        )
+        if when == "after":
+            enable_activation_checkpointing(model)
+        calls, layer = [], model.model.layers[0]
+        layer.forward = counting(layer.forward, calls)  # runs again when recomputed in backward
+        logits = model(input_ids=ids).logits[:, :-1]
+        loss = -torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).mean()
+        loss.backward()
+        grads = {n: p.grad.full_tensor() for n, p in model.named_parameters()}
+        results[when] = {"loss": float(loss), "grads": grads, "layer_forwards": len(calls)}
+    grads = {when: r.pop("grads") for when, r in results.items()}
+    for when, r in results.items():
+        r["grad_names_equal"] = sorted(grads[when]) == sorted(grads["off"])
+        r["grad_max_abs_diff"] = max(
+            float((grads[when][n] - g).abs().max()) for n, g in grads["off"].items()
+        )
+    return results
+
+
 def main() -> None:
-    model_path, out = sys.argv[1], Path(sys.argv[2])
+    model_path, out, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     rank, _ = init_distributed(DEVICE)
     torch.manual_seed(0)
-    result = check_load(model_path, rank)
+    result = check_load(model_path, rank) if mode == "load" else check_checkpointing(model_path)
     (out / f"result{rank}.json").write_text(json.dumps(result))
     close_distributed()
 
