@@ -21,9 +21,11 @@ their rewards in their group's mean and std; only their own advantage becomes ze
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
@@ -105,6 +107,54 @@ def token_logprobs(
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [T]
     with torch.no_grad():
         entropy = -(logp_all.exp() * logp_all).sum(-1)  # [T]
+    return logp, entropy
+
+
+def _head_logprobs(
+    hidden: torch.Tensor,  # [C, H]
+    targets: torch.Tensor,  # [C]
+    temperature: torch.Tensor,  # [C]
+    weight: torch.Tensor,  # [V, H]
+    bias: torch.Tensor | None,  # [V] or None
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([C], [C])
+    return token_logprobs(F.linear(hidden, weight, bias), targets, temperature)
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,  # [T, H] final hidden states at the positions that predict the targets
+    weight: torch.Tensor,  # [V, H] LM head weight
+    targets: torch.Tensor,  # [T] long
+    temperature: torch.Tensor,  # [T] float
+    chunk_tokens: int,  # tokens per chunk; 0 = the whole [T, V] at once
+    bias: torch.Tensor | None = None,  # [V] LM head bias (Qwen2 and Llama have none)
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([T] log pi(target | T), [T] entropy), as token_logprobs
+    """token_logprobs(hidden @ weight.T + bias, targets, temperature), `chunk_tokens` rows at a time.
+
+    With gradients on, each chunk runs under activation checkpointing: its logits are freed
+    after the forward and recomputed in backward, so at most one [chunk, V] block of logits (and
+    the few temporaries token_logprobs makes of it) exists at any time, instead of [T, V]. The
+    per-token values are token_logprobs' on the same rows; gradients flow to `hidden`, `weight`
+    and `bias`. Under no_grad the chunks are simply computed one after the other.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    if chunk_tokens <= 0:
+        return _head_logprobs(hidden, targets, temperature, weight, bias)
+    if torch.is_grad_enabled():
+        run = partial(checkpoint, _head_logprobs, use_reentrant=False)
+    else:
+        run = _head_logprobs
+    parts = [
+        run(h, t, tau, weight, bias)
+        for h, t, tau in zip(
+            hidden.split(chunk_tokens),
+            targets.split(chunk_tokens),
+            temperature.split(chunk_tokens),
+            strict=True,
+        )
+    ]
+    logp = torch.cat([p[0] for p in parts])
+    entropy = torch.cat([p[1] for p in parts])
     return logp, entropy
 
 

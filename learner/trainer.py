@@ -149,26 +149,40 @@ class Learner:
         ]
 
     def _logp(self, model: torch.nn.Module, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs of the targets at their sampling temperature, and the entropy (detached).
+
+        With `learner.logprob_chunk_tokens` > 0 the model runs only to its final hidden states and
+        the head runs chunk by chunk (grpo.chunked_token_logprobs); 0 = the head on every position
+        at once, [n, V] logits.
+        """
         if mb.packed:
             cu = mb.cu_seq_lens
-            out = model(
+            inputs = dict(
                 input_ids=mb.input_ids,
                 position_ids=mb.position_ids,
-                logits_to_keep=mb.logit_index,
                 cu_seq_lens_q=cu,
                 cu_seq_lens_k=cu,
                 max_length_q=mb.max_len,
                 max_length_k=mb.max_len,
             )
-            logits = out.logits[0]  # [n, V]
         else:
             mask = (mb.position_ids > 0) | (
                 torch.arange(mb.input_ids.shape[1], device=self.device) == 0
             )
-            out = model(
+            inputs = dict(
                 input_ids=mb.input_ids, attention_mask=mask.long(), position_ids=mb.position_ids
             )
-            logits = out.logits.flatten(0, 1)[mb.logit_index]  # [n, V]
+        chunk = self.cfg.logprob_chunk_tokens
+        if chunk > 0:
+            hidden = final_hidden_states(model, inputs).flatten(0, 1)[mb.logit_index]  # [n, H]
+            head = model.get_output_embeddings()
+            return grpo.chunked_token_logprobs(
+                hidden, head.weight, mb.targets, mb.temperature, chunk, head.bias
+            )
+        if mb.packed:
+            logits = model(**inputs, logits_to_keep=mb.logit_index).logits[0]  # [n, V]
+        else:
+            logits = model(**inputs).logits.flatten(0, 1)[mb.logit_index]  # [n, V]
         return grpo.token_logprobs(logits, mb.targets, mb.temperature)
 
     @torch.no_grad()
@@ -269,3 +283,22 @@ class Learner:
         self = cls(path, learner, algorithm, **kwargs)
         load_training_state(self, Path(path))
         return self
+
+
+def final_hidden_states(model: torch.nn.Module, inputs: dict) -> torch.Tensor:  # [R, L, H]
+    """The body's last (normed) hidden states from one forward of the whole model.
+
+    The call goes through the root module, so FSDP2's hooks gather the root's parameters (which
+    it keeps unsharded after the forward: the head can be applied to these states afterwards)
+    and reduce their gradients after backward. The head itself runs on one position only
+    (`logits_to_keep=1`); a forward hook on the body keeps its output.
+    """
+    kept: list[torch.Tensor] = []
+    hook = model.get_decoder().register_forward_hook(
+        lambda _m, _args, out: kept.append(out.last_hidden_state)
+    )
+    try:
+        model(**inputs, logits_to_keep=1)
+    finally:
+        hook.remove()
+    return kept[0]

@@ -82,6 +82,21 @@ def test_two_ranks_with_accumulation_equal_one_rank(small_model, tmp_path, refer
     assert_same_weights(load_file(tmp_path / "weights.safetensors"), ref_weights, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_two_ranks_with_small_logprob_chunks_equal_one_rank(small_model, tmp_path, reference):
+    """5-token log-prob chunks (several per micro-batch, the last one short) on 2 ranks: the head
+    runs outside the model's forward, and FSDP2 still reduces its gradient like the reference's
+    (one chunk per micro-batch, 1 rank)."""
+    ref_metrics, ref_weights = reference
+    extra = {"learner": {"logprob_chunk_tokens": 5}}
+    metrics = run_ranks(small_model, tmp_path, 2, budget=96, extra=extra)
+    for m, r in zip(metrics, ref_metrics, strict=True):
+        assert m["loss"] == pytest.approx(r["loss"], rel=1e-4, abs=1e-7)
+        assert m["grad_norm"] == pytest.approx(r["grad_norm"], rel=1e-4)
+        assert m["entropy"] == pytest.approx(r["entropy"], rel=1e-5)
+    assert_same_weights(load_file(tmp_path / "weights.safetensors"), ref_weights, atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def resumed(small_model, tmp_path_factory):
     """One rank: a step, checkpoint, a new Learner from the checkpoint, a step."""
