@@ -7,12 +7,12 @@ import urllib.error
 import urllib.request
 
 import pytest
+from launch_testing.synthetic_metrics import feed, synthetic_step
 
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore, flatten
 from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.status_view import build_status
-from microcoder.launch.synthetic_metrics import feed, synthetic_step
 
 
 @pytest.fixture

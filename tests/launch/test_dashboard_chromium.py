@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from launch_testing.chromium import body_attrs, chart_points, page_dom, series_points
+from launch_testing.synthetic_metrics import feed, synthetic_step
 
-from microcoder.launch.chromium import body_attrs, chart_points, page_dom, series_points
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore
 from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.status_view import build_status
-from microcoder.launch.synthetic_metrics import feed, synthetic_step
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 REPLICAS = {

@@ -113,7 +113,7 @@ def test_launch_runs_steps_with_versions_and_rates(live_run):
 
 
 def test_dashboard_of_the_live_run_charts_its_steps(live_run):
-    from microcoder.launch.chromium import body_attrs, chart_points, page_dom
+    from launch_testing.chromium import body_attrs, chart_points, page_dom
 
     proc, run_dir = live_run
     url = json.loads((run_dir / "dashboard.json").read_text())["url"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 import urllib.request
 
+from launch_testing.synthetic_metrics import feed, synthetic_eval, synthetic_step
+
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore
 from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.prometheus import metric_name, prometheus_text
-from microcoder.launch.synthetic_metrics import feed, synthetic_eval, synthetic_step
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]\w*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
 

@@ -7,6 +7,7 @@ import os
 import time
 
 import tomli_w
+from launch_testing.synthetic_metrics import feed, synthetic_step
 
 from microcoder.launch.cli import main
 from microcoder.launch.dashboard_server import DashboardServer
@@ -15,7 +16,6 @@ from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.run_dirs import newest_run
 from microcoder.launch.status_sources import status_from_files
 from microcoder.launch.status_view import build_status, render_status
-from microcoder.launch.synthetic_metrics import feed, synthetic_step
 
 REPLICAS = {
     "generator": [

@@ -1,4 +1,4 @@
-"""Plausible step/eval/event records shaped like launch/training_loop.py's, for tests and demos of the
+"""Plausible step/eval/event records shaped like launch/training_loop.py's, for tests of the
 dashboard, the exports and `microcoder status` without Ray (deterministic in `step`)."""
 
 from __future__ import annotations
