@@ -29,7 +29,6 @@ from microcoder.learner.distributed import (
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
 from microcoder.learner.sample import SampleGroup
-from microcoder.learner.weight_sync import SyncStats, WeightSender
 
 # Sums all-reduced over ranks at the end of a step, in this order.
 _SUMS = ["loss", "tokens", "response_tokens", "clipped", "entropy", "is_weight", "is_capped", "kl"]
@@ -254,18 +253,6 @@ class Learner:
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """Collective: the full weights on CPU on rank 0 ({} on the others), for broadcast/saving."""
         return full_state_dict(self.model)
-
-    def broadcast_weights(self, sender: WeightSender | None) -> SyncStats | None:
-        """Collective: gather the full weights; rank 0 sends them as `self.version` via `sender`.
-
-        Other ranks pass None (they only take part in the gather) and get None back.
-        """
-        weights = self.full_state_dict()
-        if self.rank != 0:
-            return None
-        if sender is None:
-            raise ValueError("rank 0 needs the WeightSender to broadcast the weights")
-        return sender.send(weights.items(), self.version)
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """Collective: HF folder + optimizer/scheduler/RNG/version at `path` (see checkpoint.py)."""
