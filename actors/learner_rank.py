@@ -4,6 +4,9 @@ Rank 0 also talks to the buffer (pulls batches at its version, announces new ver
 serves the newest weights to generators (actors/weight_sync.py). Every rank receives the whole
 batch and trains on its share (learner/packing.py plans micro-batches per rank).
 Step time is reported split into wait-for-data / compute / sync.
+
+The actor is threaded (generators call `send_weights` while the driver calls `train`), and
+`WorkLock` keeps the learner's collectives (train, publish, save) and weight sends apart.
 """
 
 from __future__ import annotations
@@ -11,9 +14,74 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from microcoder.launch.config import Config
+
+
+class WorkLock:
+    """Train, publish, save (the learner's collectives) and weight sends (a generator's channel)
+    run one at a time: two streams of collectives on one GPU (FSDP2's NCCL group and a weight
+    channel) can deadlock NCCL, and on CPU they would only fight for the same cores.
+
+    A step is open from the end of a `train` to the end of the `publish` that follows it: sends
+    also wait while it is open, so a send that arrives during a step waits for the whole step
+    and then sends the version it produced, instead of slipping in between with the previous
+    one and delaying the publish. Learner calls wait only for each other (they come from one
+    driver, in order), so no sequence of learner calls can wait on itself.
+
+    No deadlock with sends: a send waits only for this lock, and a holder (a train or publish)
+    waits only for the other learner ranks, which never wait for a send. A send waits at most
+    `timeout_s` (the generator's receiver gives up after the same time) and then fails, naming
+    the fix, rather than broadcasting to a peer that has left.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False  # a learner call or a send is running
+        self._step_open = False  # a train has ended and its publish has not
+
+    @contextmanager
+    def learner(self, opens_step: bool = False, closes_step: bool = False) -> Iterator[None]:
+        """Run learner work alone; `opens_step` (train, on success) keeps sends out until a
+        `closes_step` call (publish) ends."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._busy)
+            self._busy = True
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._cond:
+                self._busy = False
+                if opens_step and ok:
+                    self._step_open = True
+                if closes_step:
+                    self._step_open = False
+                self._cond.notify_all()
+
+    @contextmanager
+    def send(self, timeout_s: float, name: str) -> Iterator[float]:
+        """Run a weight send alone, outside any step; yields the seconds it waited for that."""
+        t0 = time.perf_counter()
+        with self._cond:
+            free = self._cond.wait_for(lambda: not (self._busy or self._step_open), timeout_s)
+            if not free:
+                raise TimeoutError(
+                    f"weights for generator {name}: the learner's step kept rank 0 busy for more "
+                    f"than {timeout_s:.0f} s, and the generator stops waiting after that; raise "
+                    "learner.sync_timeout_s above the longest step (compute_s + sync_s)"
+                )
+            self._busy = True
+        try:
+            yield time.perf_counter() - t0
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
 
 class LearnerRank:
@@ -28,7 +96,7 @@ class LearnerRank:
         self.client = None
         self.publisher = None
         self._stop = False
-        self._work = threading.Lock()  # train / publish / save: one at a time, in call order
+        self._work = WorkLock()  # train / publish / save / weight sends: one at a time
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: this node's address and a free port for the learner's process group."""
@@ -89,7 +157,7 @@ class LearnerRank:
 
     def get_version(self) -> int:
         """The policy version, after any train/publish/save in flight (the actor is threaded)."""
-        with self._work:
+        with self._work.learner():
             return self.learner.version
 
     # ------------------------------------------------------------ rank 0: data
@@ -97,7 +165,7 @@ class LearnerRank:
     def set_dynamic_filtering(self, on: bool) -> None:
         """Filter all-equal groups (DAPO) from the next batch on, or not: rank 0 when it builds
         batches, every rank when it builds the training batch (learner/batch.py)."""
-        with self._work:
+        with self._work.learner():
             self.dynamic_filtering = bool(on)
             self.learner.algo = self.learner.algo.model_copy(update={"dynamic_filtering": bool(on)})
 
@@ -155,8 +223,9 @@ class LearnerRank:
     # ------------------------------------------------------------ all ranks
 
     def train(self, groups) -> dict[str, float]:
-        """Collective: one policy version's worth of optimizer steps on `groups`."""
-        with self._work:
+        """Collective: one policy version's worth of optimizer steps on `groups`. No weight send
+        runs from here to the end of the `publish` that follows (WorkLock)."""
+        with self._work.learner(opens_step=True):
             t0 = time.perf_counter()
             metrics = self.learner.train_step(groups)
             metrics["compute_s"] = time.perf_counter() - t0
@@ -165,7 +234,7 @@ class LearnerRank:
     def publish(self) -> dict[str, float]:
         """Collective: gather the full weights; rank 0 keeps them for generators and announces the
         version to the buffer (so admission control and staleness move on)."""
-        with self._work:
+        with self._work.learner(closes_step=True):
             t0 = time.perf_counter()
             state = self.learner.full_state_dict()
             gather_s = time.perf_counter() - t0
@@ -176,7 +245,7 @@ class LearnerRank:
 
     def save(self, path: str) -> str:
         """Collective: checkpoint (HF folder + optimizer/scheduler/RNG/version)."""
-        with self._work:  # never while a step is half done (Ctrl-C can land mid-step)
+        with self._work.learner():  # never while a step is half done (Ctrl-C can land mid-step)
             return str(self.learner.save_checkpoint(path))
 
     # ------------------------------------------------------------ rank 0: weights to generators
@@ -189,8 +258,11 @@ class LearnerRank:
         return self.publisher.open_channel(name)
 
     def send_weights(self, name: str) -> dict[str, Any]:
-        """Rank 0, called for a generator (in another actor thread while training goes on)."""
-        return self.publisher.send(name)
+        """Rank 0, called for a generator (in another actor thread): waits until no train,
+        publish or save runs (WorkLock), then broadcasts the newest weights; `lock_wait_s` is
+        how long it waited for the learner."""
+        with self._work.send(self.cfg.learner.sync_timeout_s, name) as waited:
+            return {**self.publisher.send(name), "lock_wait_s": waited}
 
     def shutdown(self) -> None:
         import torch.distributed as dist

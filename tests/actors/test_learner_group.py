@@ -1,12 +1,127 @@
 """The learner group on Ray with two FSDP2 ranks (gloo): rank 0 pulls the batch from the real
-buffer, both ranks train on it, rank 0 publishes the new version to the buffer."""
+buffer, both ranks train on it, rank 0 publishes the new version to the buffer. And, on a
+LearnerRank with stand-ins for the learner and the publisher (no Ray): weight sends never run
+during a step (from a train to the end of its publish)."""
 
 from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow
+from microcoder.actors.learner_rank import LearnerRank
+
+SETTLE_S = 0.5  # how long a send that must stay blocked is given to (wrongly) run
+
+
+class BlockingLearner:
+    """Stand-in Learner: train_step waits for `release`; each event goes to `log`."""
+
+    def __init__(self, log: list):
+        self.log, self.version = log, 0
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.fail = False
+
+    def train_step(self, groups):
+        self.log.append("train")
+        self.entered.set()
+        self.release.wait()
+        if self.fail:
+            raise RuntimeError("train failed")
+        self.version += 1
+        self.log.append("trained")
+        return {"version": float(self.version)}
+
+    def full_state_dict(self):
+        return {"w": self.version}
+
+    def save_checkpoint(self, path):
+        self.log.append("save")
+        return path
+
+
+class RecordingPublisher:
+    def __init__(self, log: list):
+        self.log, self.version, self.sent = log, -1, threading.Event()
+
+    def publish(self, version, state):
+        self.log.append(f"publish {version}")
+        self.version = version
+
+    def send(self, name):
+        self.log.append(f"send {self.version}")
+        self.sent.set()
+        return {"version": self.version, "bytes": 0, "send_s": 0.0}
+
+
+def stand_in_rank(sync_timeout_s: float = 60.0) -> tuple[LearnerRank, list]:
+    log: list = []
+    rank = LearnerRank(0, 1)
+    rank.cfg = SimpleNamespace(learner=SimpleNamespace(sync_timeout_s=sync_timeout_s))
+    rank.learner, rank.publisher = BlockingLearner(log), RecordingPublisher(log)
+    rank.client = SimpleNamespace(announce_version=lambda v: None)
+    return rank, log
+
+
+def in_thread(fn, *args) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except Exception as err:  # noqa: BLE001 - the test inspects it
+            out["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_send_requested_during_a_train_waits_for_the_step_and_sends_its_version():
+    rank, log = stand_in_rank()
+    train, _ = in_thread(rank.train, [])
+    assert rank.learner.entered.wait(10)
+    send, sent = in_thread(rank.send_weights, "gen-0")
+    assert not rank.publisher.sent.wait(SETTLE_S)  # not during the train ...
+    rank.learner.release.set()
+    train.join(10)
+    assert log == ["train", "trained"]
+    assert not rank.publisher.sent.wait(SETTLE_S)  # ... nor between the train and its publish
+    rank.publish()
+    send.join(10)
+    assert log == ["train", "trained", "publish 1", "send 1"]
+    assert sent["value"]["version"] == 1 and sent["value"]["lock_wait_s"] > 0
+
+
+def test_learner_calls_between_a_train_and_its_publish_do_not_wait_for_each_other():
+    rank, log = stand_in_rank()
+    rank.learner.release.set()
+    rank.train([])
+    calls, _ = in_thread(lambda: (rank.get_version(), rank.save("ckpt"), rank.publish()))
+    calls.join(10)
+    assert not calls.is_alive() and log == ["train", "trained", "save", "publish 1"]
+
+
+def test_a_failed_train_leaves_no_step_open_for_sends():
+    rank, log = stand_in_rank()
+    rank.learner.fail = True
+    rank.learner.release.set()
+    with pytest.raises(RuntimeError, match="train failed"):
+        rank.train([])
+    assert rank.send_weights("gen-0")["version"] == -1 and log == ["train", "send -1"]
+
+
+def test_a_send_that_waits_longer_than_the_sync_timeout_fails_naming_the_setting():
+    rank, log = stand_in_rank(sync_timeout_s=0.2)
+    train, _ = in_thread(rank.train, [])
+    assert rank.learner.entered.wait(10)
+    with pytest.raises(TimeoutError, match="learner.sync_timeout_s"):
+        rank.send_weights("gen-0")
+    rank.learner.release.set()
+    train.join(10)
+    assert "send -1" not in log
 
 
 def put_scored_groups(address: str, n: int, group_size: int) -> None:
@@ -42,6 +157,7 @@ def put_scored_groups(address: str, n: int, group_size: int) -> None:
             c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
 
 
+@pytest.mark.slow
 def test_two_rank_learner_group_steps_and_announces_the_version(
     ray_cluster, actor_cfg, actor_prompts
 ):
