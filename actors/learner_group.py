@@ -2,6 +2,8 @@
 
 One `step()` = rank 0 pulls a batch at its version (wait-for-data), every rank trains on it
 (compute), every rank joins the weight gather and rank 0 publishes the version (sync).
+The batch never travels through the driver: rank 0 puts it in its object store and the driver
+hands each rank only the ref (`LearnerRank.fetch_batch`), plus reads the batch's statistics.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ class LearnerGroup:
         while not ray.wait([ref], timeout=notice_s)[0]:
             if on_wait is not None:
                 on_wait(time.perf_counter() - t0)
-        batch = ray.get(ref)
-        if not batch["groups"]:
+        batch = ray.get(ref)  # statistics and the ref of the groups, not the groups
+        if not batch["n_groups"]:
             if batch["done"]:
                 return None
             return {  # every fetched group was filtered: no optimizer step, version unchanged
@@ -77,7 +79,7 @@ class LearnerGroup:
                 "sync_s": 0.0,
             }
         t1 = time.perf_counter()
-        groups_ref = ray.put(batch["groups"])
+        groups_ref = batch["groups_ref"]  # each rank fetches the groups from rank 0's node
         metrics = ray.get([r.train.remote(groups_ref) for r in self.ranks])[0]
         t2 = time.perf_counter()
         gather = ray.get([r.publish.remote() for r in self.ranks])[0]

@@ -2,7 +2,8 @@
 
 Rank 0 also talks to the buffer (pulls batches at its version, announces new versions) and
 serves the newest weights to generators (actors/weight_sync.py). Every rank receives the whole
-batch and trains on its share (learner/packing.py plans micro-batches per rank).
+batch from rank 0's object store (the driver passes only its ref) and trains on its share
+(learner/packing.py plans micro-batches per rank).
 Step time is reported split into wait-for-data / compute / sync.
 
 The actor is threaded (generators call `send_weights` while the driver calls `train`), and
@@ -170,7 +171,10 @@ class LearnerRank:
             self.learner.algo = self.learner.algo.model_copy(update={"dynamic_filtering": bool(on)})
 
     def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
-        """Rank 0: `batch_size` scored groups within the staleness bound. With dynamic filtering,
+        """Rank 0: `batch_size` scored groups within the staleness bound, put in Ray's object
+        store here (`groups_ref`, the list of SampleGroup; None when empty), so the batch goes
+        from this rank to every rank and never through the driver, which gets only the ref and
+        the batch's small statistics. With dynamic filtering,
         groups whose rewards are all equal are dropped and more are fetched until the batch is
         full (DAPO); they count as consumed by the buffer and in `filtered_groups` here, and are
         reported to the buffer (with the next get_batch) so admission control does not count them
@@ -210,8 +214,11 @@ class LearnerRank:
                 kept.append(group)
             filtered += len(dropped)
             self.client.report_filtered(dropped)
-        return {
-            "groups": kept,
+        import ray
+
+        return {  # the groups stay in this node's object store: the driver gets only the ref
+            "groups_ref": ray.put(kept) if kept else None,
+            "n_groups": len(kept),
             "done": done,
             "wait_s": time.perf_counter() - t0,
             "filtered_groups": filtered,

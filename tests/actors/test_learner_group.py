@@ -157,13 +157,11 @@ def put_scored_groups(address: str, n: int, group_size: int) -> None:
             c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
 
 
-@pytest.mark.slow
-def test_two_rank_learner_group_steps_and_announces_the_version(
-    ray_cluster, actor_cfg, actor_prompts
-):
+@pytest.fixture(scope="module")
+def two_ranks(ray_cluster, actor_cfg, actor_prompts):
+    """A buffer host and a two-rank LearnerGroup on it: (ray, cfg, buffer address, group)."""
     from microcoder.actors.learner_group import LearnerGroup
     from microcoder.actors.remote import buffer_host_cls
-    from microcoder.buffer.client import BufferClient
 
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)
@@ -172,14 +170,39 @@ def test_two_rank_learner_group_steps_and_announces_the_version(
     address = ray.get(host.get_address.remote())
     group = LearnerGroup(cfg, cfg.model.path, address)
     try:
-        assert len(group.ranks) == 2 and group.version == 0
-        put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size)
-        m = group.step(timeout_s=120)
-        assert m["version"] == 1.0 and group.version == 1
-        assert m["groups"] == cfg.learner.batch_size and m["loss"] == m["loss"]  # not NaN
-        with BufferClient(address, owner="peek") as c:
-            assert c.stats()["version"] == 1
-        assert ray.get(group.rank0.latest_version.remote()) == 1
+        yield ray, cfg, address, group
     finally:
         group.shutdown()
         ray.get(host.shutdown.remote())
+
+
+@pytest.mark.slow
+def test_two_rank_learner_group_steps_and_announces_the_version(two_ranks):
+    from microcoder.buffer.client import BufferClient
+
+    ray, cfg, address, group = two_ranks
+    start = group.version
+    assert len(group.ranks) == 2
+    put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size)
+    m = group.step(timeout_s=120)
+    assert m["version"] == start + 1 and group.version == start + 1
+    assert m["groups"] == cfg.learner.batch_size and m["loss"] == m["loss"]  # not NaN
+    with BufferClient(address, owner="peek") as c:
+        assert c.stats()["version"] == start + 1
+    assert ray.get(group.rank0.latest_version.remote()) == start + 1
+
+
+@pytest.mark.slow
+def test_rank_0_hands_the_driver_a_ref_to_the_batch_not_the_groups(two_ranks):
+    from microcoder.learner.sample import SampleGroup
+
+    ray, cfg, address, group = two_ranks
+    put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size)
+    batch = ray.get(group.rank0.fetch_batch.remote(120))
+    assert isinstance(batch["groups_ref"], ray.ObjectRef)
+    assert batch["n_groups"] == cfg.learner.batch_size
+    assert not any(
+        isinstance(v, list) and v and isinstance(v[0], SampleGroup) for v in batch.values()
+    )
+    groups = ray.get(batch["groups_ref"])
+    assert len(groups) == cfg.learner.batch_size and isinstance(groups[0], SampleGroup)
