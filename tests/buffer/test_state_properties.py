@@ -29,8 +29,7 @@ GENS, EXECS = ("g0", "g1"), ("e0", "e1")
 
 def group_of(gid: int, pid: str, versions: list[int]) -> Group:
     responses = [
-        Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v)
-        for v in versions
+        Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v) for v in versions
     ]
     return Group(gid, pid, responses=responses)
 
