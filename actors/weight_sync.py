@@ -1,13 +1,18 @@
 """Weight sync between learner rank 0 and the generators, pull-based, over learner/weight_sync.py.
 
-Each generator owns a private two-rank broadcast group with learner rank 0 (a *channel*): the
-learner's `WeightSender` hosts the store, the generator's vLLM worker joins as rank 1 through the
-worker extension (actors/worker_ext.py) — in the engine's own process, so the same path serves
-the in-process CPU engine and multi-process CUDA engines. Why one channel per generator instead
-of one group of all generators: generators come and go on a live run (`scale`), die and restart;
-a fixed-size group would have to be torn down and rebuilt by everyone on each change, and one
-dead member would stall every sync. gloo's broadcast sends to each peer anyway, so N channels
-cost the same bytes as one group of N+1.
+Each generator owns a private broadcast group with learner rank 0 (a *channel*): the learner's
+`WeightSender` hosts the store, and every worker of the generator's vLLM engine joins through
+the worker extension (actors/worker_ext.py) — in the worker's own process, so the same path
+serves the in-process CPU engine and multi-process CUDA engines. A tensor-parallel engine of TP
+workers makes a channel of 1 + TP ranks (`channel_rank`): worker w joins as rank 1 + w, every
+worker receives the full tensors and its `reload_weights` (vLLM's checkpoint-format load path)
+keeps only its own shard, as when it loads a checkpoint. The engine knows its worker count, the
+learner does not: the sender takes the channel's size from the workers' declaration.
+
+Why one channel per generator instead of one group of all generators: generators come and go
+on a live run (`scale`), die and restart; a fixed-size group would have to be torn down and
+rebuilt by everyone on each change, and one dead member would stall every sync. gloo's broadcast
+sends to each peer anyway, so N channels cost the same bytes as one group of N+1.
 
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
 the collective gather) and never waits for generators; a generator pulls at its next wave
@@ -40,8 +45,10 @@ class WeightPublisher:
         with self._lock:
             self._state, self.version = state, version
 
-    def open_channel(self, name: str) -> dict[str, Any]:
-        """Start a sender for generator `name` (it completes when the generator joins)."""
+    def open_channel(self, name: str, receivers: int | None = None) -> dict[str, Any]:
+        """Start a sender for generator `name` (it completes when the generator's workers join).
+
+        `receivers`: the engine's worker count when known; None lets the workers declare it."""
         from microcoder.learner.distributed import free_port
         from microcoder.learner.weight_sync import WeightSender
 
@@ -51,7 +58,7 @@ class WeightPublisher:
         def build() -> None:
             try:
                 sender = WeightSender(
-                    self.host, port, 1, timeout_s=self.timeout_s, device=self.device
+                    self.host, port, receivers, timeout_s=self.timeout_s, device=self.device
                 )
                 with self._lock:
                     self._channels[name] = sender
@@ -64,8 +71,8 @@ class WeightPublisher:
         return {
             "host": self.host,
             "port": port,
-            "rank": 1,
-            "world_size": 2,
+            "first_rank": 1,
+            "world_size": None if receivers is None else receivers + 1,
             "name": name,
             "timeout_s": self.timeout_s,
             "device": self.device,
@@ -102,6 +109,23 @@ class WeightPublisher:
                 sender.close()
             except Exception:
                 pass
+
+
+def channel_rank(spec: dict[str, Any], worker_rank: int, engine_workers: int) -> tuple[int, int]:
+    """(rank, world size) on the channel `spec` for engine worker `worker_rank` of
+    `engine_workers` (tensor x pipeline parallel): rank first_rank + worker_rank, world
+    first_rank + engine_workers; the learner is rank 0."""
+    if not 0 <= worker_rank < engine_workers:
+        raise ValueError(f"engine worker rank {worker_rank} is outside 0..{engine_workers - 1}")
+    first = int(spec.get("first_rank", 1))
+    world = first + engine_workers
+    if spec.get("world_size") not in (None, world):
+        raise ValueError(
+            f"weight channel {spec.get('name', '?')} was opened for {spec['world_size']} ranks "
+            f"but this engine has {engine_workers} workers (a channel of {world}); open it with "
+            f"receivers={engine_workers} or None"
+        )
+    return first + worker_rank, world
 
 
 def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):

@@ -6,6 +6,9 @@ model lives and are called by name through `llm.collective_rpc("mc_...")`. Tenso
 and receives and loads each round there (`mc_receive_and_load`, which loads through
 `mc_load_weights`). The same path serves the in-process CPU engine (the worker is then the
 generator actor's own process) and multi-process CUDA engines; docs/architecture.md §7.
+With tensor parallelism every worker joins the channel with its own rank (1 + its rank in the
+engine, actors/weight_sync.py `channel_rank`), receives the full tensors and loads its own
+shard through vLLM's checkpoint-format weight loaders.
 `mc_check_api` reports what of the vLLM API these methods call the running worker lacks
 (actors/vllm_api.py); actors/engine.py calls it once the engine has started.
 
@@ -36,8 +39,12 @@ class WeightLoaderExtension:
         return worker_api_problems(self)
 
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
-        """Join the learner's weight channel (rank 1 of a two-rank group) described by `spec`."""
+        """Join the learner's weight channel described by `spec`, as this worker's own rank
+        (1 + its rank in the engine; the channel has 1 + the engine's worker count ranks)."""
+        from microcoder.actors.weight_sync import channel_rank
         from microcoder.learner.weight_sync import WeightReceiver
+
+        rank, world = channel_rank(spec, int(self.rank), int(self.parallel_config.world_size))
 
         old = getattr(self, "_mc_receiver", None)
         if old is not None and hasattr(old, "close"):
@@ -45,10 +52,10 @@ class WeightLoaderExtension:
         self._mc_receiver = WeightReceiver(
             spec["host"],
             spec["port"],
-            spec["rank"],
-            spec["world_size"],
+            rank,
+            world,
             timeout_s=spec["timeout_s"],
-            name=spec["name"],
+            name=spec["name"] if world == 2 else f"{spec['name']} tp-worker {rank - 1}",
             device=spec.get("device", "cpu"),
         )
 

@@ -16,12 +16,16 @@ sender packs bucket i+1 while bucket i is on the wire, and a receiver posts buck
 hands out the tensors of bucket i. No pickle: the header is JSON and tensors are raw bytes.
 
 Bring-up is collective: `WeightSender(...)` returns once all N receivers have constructed their
-`WeightReceiver` (either may start first, within the timeout). After an error the group is
-broken; close both sides and build a new one.
+`WeightReceiver` (either may start first, within the timeout). Each receiver declares the world
+size it joins (`world/{rank}`); a sender built with `num_receivers=None` takes N from rank 1's
+declaration (a tensor-parallel engine knows how many workers it has, the learner does not), and
+a sender whose peers disagree on the size fails naming them instead of hanging. After an error
+the group is broken; close both sides and build a new one.
 
-The run uses it with one two-rank group per generator (a *channel*): learner rank 0 holds a
-`WeightSender` per generator (actors/weight_sync.py `WeightPublisher`), and each generator's
-vLLM worker builds its `WeightReceiver` and loads what it yields through a worker extension
+The run uses it with one group per generator (a *channel*): learner rank 0 holds a
+`WeightSender` per generator (actors/weight_sync.py `WeightPublisher`), and each of the
+generator's vLLM workers (one per tensor-parallel rank; ranks 1..TP) builds its
+`WeightReceiver` and loads what it yields through a worker extension
 (actors/worker_ext.py `mc_open_channel`, `mc_receive_and_load`); the generator then resets the
 prefix cache (docs/vllm-cpu.md §4). The whole path: docs/architecture.md §7.
 """
@@ -113,7 +117,7 @@ class WeightSender:
         self,
         host: str,
         port: int,
-        num_receivers: int,
+        num_receivers: int | None,
         *,
         timeout_s: float = 120.0,
         join_timeout_s: float | None = None,
@@ -121,8 +125,9 @@ class WeightSender:
         device: str | torch.device = "cpu",
     ) -> None:
         """Host the store at host:port and wait (join_timeout_s, default timeout_s) for all
-        `num_receivers` to join; later rounds wait at most timeout_s for each peer."""
-        self.world = num_receivers + 1
+        `num_receivers` to join (None: as many as rank 1 declares); later rounds wait at most
+        timeout_s for each peer."""
+        self.world = None if num_receivers is None else num_receivers + 1
         self.timeout_s = timeout_s
         self.bucket_bytes = int(bucket_bytes)
         self.device = torch.device(device)
@@ -134,9 +139,16 @@ class WeightSender:
         self.store = dist.TCPStore(
             host, port, self.world, is_master=True, timeout=store_td, wait_for_workers=False
         )
+        deadline = time.monotonic() + join
+        if self.world is None:
+            first = {1: f"{_PREFIX}/hello/1"}
+            _wait_keys(self.store, first, {}, "join the weight-sync group", join)
+            self.world = int(self.store.get(f"{_PREFIX}/world/1"))
         keys = {r: f"{_PREFIX}/hello/{r}" for r in range(1, self.world)}
-        _wait_keys(self.store, keys, {}, "join the weight-sync group", join)
+        left = max(1.0, deadline - time.monotonic())
+        _wait_keys(self.store, keys, {}, "join the weight-sync group", left)
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
+        self._check_world()
         self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
 
     def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> SyncStats:
@@ -274,6 +286,7 @@ class WeightReceiver:
         td = timedelta(seconds=timeout_s)
         self.store = dist.TCPStore(host, port, world_size, is_master=False, timeout=td)
         label = name or f"receiver pid {os.getpid()} on {socket.gethostname()}"
+        self.store.set(f"{_PREFIX}/world/{rank}", str(world_size))  # before hello: read at join
         self.store.set(f"{_PREFIX}/hello/{rank}", label)
         self.pg = _make_group(self.store, rank, world_size, td, self.device)
 

