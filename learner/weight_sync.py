@@ -151,6 +151,19 @@ class WeightSender:
         self._check_world()
         self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
 
+    def _check_world(self) -> None:
+        """Every receiver must have joined a group of this sender's size (else NCCL/gloo hang)."""
+        declared = {r: int(self.store.get(f"{_PREFIX}/world/{r}")) for r in self.names}
+        wrong = {r: w for r, w in declared.items() if w != self.world}
+        if wrong:
+            who = ", ".join(
+                f"rank {r} ({self.names[r]}) joined a group of {w}" for r, w in wrong.items()
+            )
+            raise WeightSyncError(
+                f"weight sync: the sender's group has {self.world} ranks but {who}; the "
+                "generator's channel spec and its engine's worker count disagree"
+            )
+
     def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> SyncStats:
         """Broadcast all tensors (in bucket order) as weights of `version`; returns the stats."""
         start = time.perf_counter()
