@@ -2,8 +2,10 @@
 
 The group is independent of the learner's default process group: a `TCPStore` hosted by the
 sender (rank 0) and a gloo (CPU) or NCCL (CUDA) process group built directly on it, which each
-generator worker joins as ranks 1..N. Only torch is imported here, so a vLLM worker extension
-can call `WeightReceiver` inside the `VLLM::Worker` process.
+generator worker joins as ranks 1..N. NCCL refuses two ranks on one GPU, so when a receiver
+shares the sender's GPU (one-GPU machines) the sender picks gloo over CPU copies for the group
+(`channel_backend`). Only torch is imported here, so a vLLM worker extension can call
+`WeightReceiver` inside the `VLLM::Worker` process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
@@ -71,6 +73,20 @@ def _make_group(store: dist.Store, rank: int, world: int, timeout: timedelta, de
         opts._timeout = timeout
         return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
     return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+
+
+def _gpu_id(device: torch.device) -> str:
+    """The physical GPU of `device` (its UUID), or "" for a CPU device."""
+    if device.type != "cuda":
+        return ""
+    return str(torch.cuda.get_device_properties(device).uuid)
+
+
+def channel_backend(sender_gpu: str, receiver_gpus: list[str]) -> str:
+    """ "nccl" when the sender and every receiver are on distinct GPUs (ids from `_gpu_id`, ""
+    for a CPU), else "gloo": NCCL needs a GPU per rank and refuses two ranks on one GPU."""
+    gpus = [sender_gpu, *receiver_gpus]
+    return "nccl" if all(gpus) and len(set(gpus)) == len(gpus) else "gloo"
 
 
 def _wait_keys(
@@ -149,7 +165,17 @@ class WeightSender:
         _wait_keys(self.store, keys, {}, "join the weight-sync group", left)
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
         self._check_world()
+        self.device = self._choose_device()
         self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
+
+    def _choose_device(self) -> torch.device:
+        """NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): when a receiver shares
+        the sender's GPU (a one-GPU machine), the whole group runs on gloo over CPU copies.
+        The choice is published for the receivers (`backend`), which build the same group."""
+        theirs = [self.store.get(f"{_PREFIX}/gpu/{r}").decode() for r in self.names]
+        backend = channel_backend(_gpu_id(self.device), theirs)
+        self.store.set(f"{_PREFIX}/backend", backend)
+        return self.device if backend == "nccl" else torch.device("cpu")
 
     def _check_world(self) -> None:
         """Every receiver must have joined a group of this sender's size (else NCCL/gloo hang)."""
@@ -300,7 +326,17 @@ class WeightReceiver:
         self.store = dist.TCPStore(host, port, world_size, is_master=False, timeout=td)
         label = name or f"receiver pid {os.getpid()} on {socket.gethostname()}"
         self.store.set(f"{_PREFIX}/world/{rank}", str(world_size))  # before hello: read at join
+        self.store.set(f"{_PREFIX}/gpu/{rank}", _gpu_id(self.device))
         self.store.set(f"{_PREFIX}/hello/{rank}", label)
+        try:  # the sender publishes its choice once every receiver has said hello
+            self.store.wait([f"{_PREFIX}/backend"], td)
+        except RuntimeError as err:
+            raise WeightSyncError(
+                f"weight sync: the learner (rank 0) did not complete the group of {world_size} "
+                f"within {timeout_s:.0f} s (another receiver missing, or the sender died): {err}"
+            ) from err
+        if self.store.get(f"{_PREFIX}/backend").decode() == "gloo":
+            self.device = torch.device("cpu")
         self.pg = _make_group(self.store, rank, world_size, td, self.device)
 
     def receive(self) -> Iterator[tuple[str, torch.Tensor]]:

@@ -12,7 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_sync import WeightSender, WeightSyncError, _layout
+from microcoder.learner.weight_sync import WeightSender, WeightSyncError, _layout, channel_backend
 
 RECEIVER = Path(__file__).with_name("sync_receiver.py")
 
@@ -120,3 +120,11 @@ def test_a_receiver_of_another_group_size_is_named_at_bring_up(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_nccl_only_when_every_rank_has_its_own_gpu():
+    assert channel_backend("gpu-a", ["gpu-b", "gpu-c"]) == "nccl"
+    assert channel_backend("gpu-a", ["gpu-a"]) == "gloo"  # one GPU shared: NCCL refuses
+    assert channel_backend("gpu-a", ["gpu-b", "gpu-b"]) == "gloo"  # two TP workers on one GPU
+    assert channel_backend("gpu-a", [""]) == "gloo"  # a CPU receiver
+    assert channel_backend("", ["", ""]) == "gloo"  # the CPU machines
