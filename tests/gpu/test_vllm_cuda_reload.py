@@ -1,0 +1,76 @@
+"""CUDA vLLM: the learner's new weights reach the engine over the weight channel and are loaded
+in place; greedy output then equals transformers' greedy output on the new weights."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+
+def hf_greedy(model_dir, prompt_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    eos = model.generation_config.eos_token_id
+    out = []
+    for ids in prompt_ids:
+        with torch.no_grad():
+            gen = model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
+        toks = gen[0, len(ids) :].tolist()
+        out.append(toks[: toks.index(eos) + 1] if eos in toks else toks)
+    return out
+
+
+@pytest.mark.timeout(480)
+def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vllm import SamplingParams
+
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import WORKER_EXTENSION, build_engine
+    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.learner.tiny_model import build_tiny_model
+
+    assert torch.cuda.is_available(), "tests/gpu needs a CUDA GPU"
+    new = build_tiny_model(tmp_path / "seed1", seed=1)
+    cfg = GeneratorConfig(
+        gpus_per_engine=1,
+        gpu_memory_utilization=0.25,
+        dtype="float32",  # as the learner's reference: greedy must match token for token
+        max_prompt_tokens=64,
+        max_response_tokens=16,
+    )
+    llm = build_engine(  # checks the vLLM API, before and after the start (mc_check_api)
+        str(tiny_model_dir), cfg, "cuda", worker_extension_cls=WORKER_EXTENSION, enforce_eager=True
+    )
+    tok = AutoTokenizer.from_pretrained(new)
+    ids = [tok(p)["input_ids"] for p in ["def add(a, b):", "import os\n", "class Stack:"]]
+    params = SamplingParams(max_tokens=12, temperature=0)
+
+    def greedy() -> list[list[int]]:
+        outs = llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    try:
+        before = greedy()
+        assert before == hf_greedy(tiny_model_dir, ids, 12)  # the engine as loaded
+        publisher = WeightPublisher(timeout_s=120, device="cuda")
+        state = AutoModelForCausalLM.from_pretrained(new).state_dict()
+        publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
+        llm.collective_rpc("mc_open_channel", args=(publisher.open_channel("gen-cuda"),))
+        sent: dict = {}
+        thread = threading.Thread(target=lambda: sent.update(publisher.send("gen-cuda")))
+        thread.start()
+        (version, count, _, _), *_ = llm.collective_rpc("mc_receive_and_load")
+        thread.join(120)
+        llm.reset_prefix_cache()
+        assert (version, count) == (1, len(state)) and sent["version"] == 1
+        after = greedy()
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    assert after == hf_greedy(new, ids, 12)
+    assert after != before
