@@ -40,7 +40,7 @@ STAMP=$VENV/.gpu-check-stamp
 WANT=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV" || { summary FAIL "cannot create $VENV with $PY"; exit 1; }
-  say "installing microcoder[gpu,dev] into $VENV (first time: a few minutes, ~6 GB)"
+  say "installing microcoder[gpu,dev] into $VENV (first time: a few minutes, several GB of CUDA wheels)"
   # shellcheck disable=SC2086  # PIP_ARGS is a list of options
   if ! timeout 420 "$VENV/bin/python" -m pip install -q ${PIP_ARGS:-} -e ".[gpu,dev]" >"$LOG/pip.log" 2>&1; then
     summary FAIL "pip install -e .[gpu,dev] failed or took > 7 min (see $LOG/pip.log)"
