@@ -1,4 +1,5 @@
-"""`microcoder bench learner`: packed vs padded training throughput on long-tailed lengths.
+"""`microcoder bench learner`: packed vs padded training throughput on long-tailed lengths;
+with `--memory`, peak memory of chunked vs unchunked log-probs instead (bench/learner_memory.py).
 
 Two Learners on the same tiny model and the same batches, one with sequence packing (one row
 per micro-batch, varlen attention, no padding) and one with right-padded rows (rows × longest ≤
@@ -12,10 +13,22 @@ from __future__ import annotations
 
 import argparse
 
-DESCRIPTION = "packed vs padded training tokens/s on long-tailed response lengths (goal ≥ 1.5×)"
+DESCRIPTION = (
+    "packed vs padded training tokens/s on long-tailed response lengths (goal ≥ 1.5×); "
+    "--memory: peak memory of chunked vs unchunked log-probs (goal ratio ≤ 0.5)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from microcoder.bench import learner_memory
+
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="measure peak memory of one micro-batch, chunked vs unchunked log-probs, instead",
+    )
+    memory = parser.add_argument_group("--memory options")
+    learner_memory.add_arguments(memory)
     parser.add_argument(
         "--model", default="", help="HF model folder (default: build the tiny model in a temp dir)"
     )
@@ -67,6 +80,10 @@ def padding_fraction(groups: list, budget: int) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
+    if args.memory:
+        from microcoder.bench import learner_memory
+
+        return learner_memory.run(args)
     import tempfile
     import time
 
@@ -120,6 +137,10 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_table(result: dict) -> str:
+    if "peak_chunked_mb" in result:
+        from microcoder.bench import learner_memory
+
+        return learner_memory.format_table(result)
     r = result
     lines = [
         f"learner throughput, {r['sequences_per_step']} sequences/step "
