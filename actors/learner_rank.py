@@ -7,7 +7,8 @@ batch from rank 0's object store (the driver passes only its ref) and trains on 
 Step time is reported split into wait-for-data / compute / sync.
 
 The actor is threaded (generators call `send_weights` while the driver calls `train`), and
-`WorkLock` keeps the learner's collectives (train, publish, save) and weight sends apart.
+`WorkLock` keeps the learner's collectives (train, publish, save) and weight sends over an
+NCCL channel apart; a gloo channel sends the CPU copy and overlaps training.
 """
 
 from __future__ import annotations
@@ -135,12 +136,6 @@ class LearnerRank:
             )
         else:
             self.learner = Learner(model_path, cfg.learner, cfg.algorithm, **kwargs)
-        if cfg.learner.activation_checkpointing:
-            # A flag on the decoder layers, so it applies to the built (sharded) model too; the
-            # Learner's own load_sharded_policy(activation_checkpointing=...) would be its home.
-            from microcoder.learner.distributed import enable_activation_checkpointing
-
-            enable_activation_checkpointing(self.learner.model)
         if self.rank == 0:
             from microcoder.actors.weight_sync import WeightPublisher
             from microcoder.buffer.client import BufferClient
@@ -265,9 +260,13 @@ class LearnerRank:
         return self.publisher.open_channel(name)
 
     def send_weights(self, name: str) -> dict[str, Any]:
-        """Rank 0, called for a generator (in another actor thread): waits until no train,
-        publish or save runs (WorkLock), then broadcasts the newest weights; `lock_wait_s` is
-        how long it waited for the learner."""
+        """Rank 0, called for a generator (in another actor thread). A channel that broadcasts
+        from the GPU (NCCL) first waits until no train, publish or save runs (WorkLock): two
+        streams of NCCL collectives on one GPU can deadlock. A gloo channel sends the CPU copy
+        of the published weights, no collective on the learner's device, so it goes at once and
+        the generator does not idle for a step. `lock_wait_s`: how long it waited for the learner."""
+        if not self.publisher.sends_from_device(name):
+            return {**self.publisher.send(name), "lock_wait_s": 0.0}
         with self._work.send(self.cfg.learner.sync_timeout_s, name) as waited:
             return {**self.publisher.send(name), "lock_wait_s": waited}
 

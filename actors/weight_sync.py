@@ -78,6 +78,16 @@ class WeightPublisher:
             "device": self.device,
         }
 
+    def sends_from_device(self, name: str) -> bool:
+        """Whether generator `name`'s channel broadcasts from the learner's GPU (NCCL), i.e. is a
+        collective on the device FSDP2's own NCCL group uses. A gloo channel sends the CPU copy
+        `publish` keeps and touches no device. Waits for the channel to be built, as `send` does."""
+        opening = self._opening.get(name)
+        if opening is not None:
+            opening.join(self.timeout_s)
+        sender = self._channels.get(name)
+        return sender is not None and sender.device.type != "cpu"
+
     def send(self, name: str) -> dict[str, Any]:
         """Broadcast the newest weights to generator `name` over its channel."""
         opening = self._opening.pop(name, None)

@@ -54,7 +54,13 @@ class Learner:
         torch.manual_seed(seed + self.rank)
         self.dtype = resolve_dtype(learner.dtype, self.device)
         self.attn = attention.choose(learner.attn_implementation, self.device)
-        self.model = load_sharded_policy(self.model_path, self.device, self.dtype, self.attn)
+        self.model = load_sharded_policy(
+            self.model_path,
+            self.device,
+            self.dtype,
+            self.attn,
+            activation_checkpointing=learner.activation_checkpointing,
+        )
         self.ref_model = None
         if algorithm.kl_coef > 0:
             self.ref_model = load_sharded_policy(

@@ -43,8 +43,12 @@ class BlockingLearner:
 
 
 class RecordingPublisher:
-    def __init__(self, log: list):
+    def __init__(self, log: list, from_device: bool = True):
         self.log, self.version, self.sent = log, -1, threading.Event()
+        self.from_device = from_device  # an NCCL channel on the learner's GPU; False: gloo
+
+    def sends_from_device(self, name):
+        return self.from_device
 
     def publish(self, version, state):
         self.log.append(f"publish {version}")
@@ -56,11 +60,13 @@ class RecordingPublisher:
         return {"version": self.version, "bytes": 0, "send_s": 0.0}
 
 
-def stand_in_rank(sync_timeout_s: float = 60.0) -> tuple[LearnerRank, list]:
+def stand_in_rank(
+    sync_timeout_s: float = 60.0, from_device: bool = True
+) -> tuple[LearnerRank, list]:
     log: list = []
     rank = LearnerRank(0, 1)
     rank.cfg = SimpleNamespace(learner=SimpleNamespace(sync_timeout_s=sync_timeout_s))
-    rank.learner, rank.publisher = BlockingLearner(log), RecordingPublisher(log)
+    rank.learner, rank.publisher = BlockingLearner(log), RecordingPublisher(log, from_device)
     rank.client = SimpleNamespace(announce_version=lambda v: None)
     return rank, log
 
@@ -93,6 +99,27 @@ def test_a_send_requested_during_a_train_waits_for_the_step_and_sends_its_versio
     send.join(10)
     assert log == ["train", "trained", "publish 1", "send 1"]
     assert sent["value"]["version"] == 1 and sent["value"]["lock_wait_s"] > 0
+
+
+def test_a_gloo_send_of_the_cpu_copy_goes_during_a_train_without_waiting_for_the_step():
+    rank, log = stand_in_rank(from_device=False)
+    train, _ = in_thread(rank.train, [])
+    assert rank.learner.entered.wait(10)
+    reply = rank.send_weights("gen-0")  # returns while the train still runs
+    assert log == ["train", "send -1"] and reply["lock_wait_s"] == 0.0
+    rank.learner.release.set()
+    train.join(10)
+
+
+def test_only_a_channel_built_on_a_gpu_counts_as_sending_from_the_device():
+    from microcoder.actors.weight_sync import WeightPublisher
+
+    publisher = WeightPublisher(timeout_s=1.0)
+    publisher._channels["cpu-gen"] = SimpleNamespace(device=SimpleNamespace(type="cpu"))
+    publisher._channels["gpu-gen"] = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+    assert not publisher.sends_from_device("cpu-gen")
+    assert publisher.sends_from_device("gpu-gen")
+    assert not publisher.sends_from_device("never-opened")
 
 
 def test_learner_calls_between_a_train_and_its_publish_do_not_wait_for_each_other():
