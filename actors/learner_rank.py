@@ -225,8 +225,8 @@ class LearnerRank:
     # ------------------------------------------------------------ all ranks
 
     def train(self, groups) -> dict[str, float]:
-        """Collective: one policy version's worth of optimizer steps on `groups`. No weight send
-        runs from here to the end of the `publish` that follows (WorkLock)."""
+        """Collective: one policy version's worth of optimizer steps on `groups`. No NCCL weight
+        send runs from here to the end of the `publish` that follows (WorkLock)."""
         with self._work.learner(opens_step=True):
             t0 = time.perf_counter()
             metrics = self.learner.train_step(groups)
