@@ -1,8 +1,11 @@
-"""Config of the prompt layer (root section `[prompt]`): which template renders the problems."""
+"""Config of the data layer: which problems a run reads (root section `[data]`) and which
+template renders them (root section `[prompt]`)."""
 
 from __future__ import annotations
 
-from pydantic import field_validator
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from microcoder.config import Section
 from microcoder.data.problem import KINDS
@@ -36,3 +39,16 @@ class PromptConfig(Section):
                     f"prompt.system.{kind}: unknown problem kind; the kinds are {', '.join(KINDS)}"
                 )
         return value
+
+
+class DataConfig(Section):
+    source: str = "synthetic"
+    """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
+    format: Literal[
+        "auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"
+    ] = "auto"
+    """Loader for `source`; auto guesses from the rows."""
+    shuffle_seed: int = 0
+    """Seed of the per-epoch prompt order."""
+    epochs: int = Field(0, ge=0)
+    """Passes over the problems; 0 = endless (the run stops at max_steps)."""

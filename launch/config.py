@@ -2,8 +2,8 @@
 
 Sections owned by their packages: `[executor]` (sandbox/config.py), `[buffer]` (buffer/config.py),
 `[learner]` and `[algorithm]` (learner/config.py), `[generator]` (actors/config.py), `[prompt]`
-(data/config.py). The rest (model, data, cluster, monitor) are about the run as a whole and live
-here.
+and `[data]` (data/config.py). The rest (model, cluster, monitor, eval) are about the run as a
+whole and live here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
-from microcoder.data.config import PromptConfig
+from microcoder.data.config import DataConfig, PromptConfig
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sft_config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig
@@ -46,19 +46,6 @@ class ModelConfig(Section):
 
         check_chat_template_kwargs(value)
         return value
-
-
-class DataConfig(Section):
-    source: str = "synthetic"
-    """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
-    format: Literal[
-        "auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"
-    ] = "auto"
-    """Loader for `source`; auto guesses from the rows."""
-    shuffle_seed: int = 0
-    """Seed of the per-epoch prompt order."""
-    epochs: int = Field(0, ge=0)
-    """Passes over the problems; 0 = endless (the run stops at max_steps)."""
 
 
 class EvalConfig(Section):

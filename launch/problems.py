@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from microcoder.data.config import DataConfig
 from microcoder.data.problem import Problem
-from microcoder.launch.config import Config, ConfigError, DataConfig
+from microcoder.launch.config import Config, ConfigError
 
 
 @dataclass
