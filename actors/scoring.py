@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from microcoder.buffer.groups import Group, GroupScores, Score
 from microcoder.data.problem import Problem
 
@@ -62,7 +60,6 @@ def score_groups(
                 verdict=v.verdict,
                 tests_passed=v.passed,
                 tests_total=v.total,
-                test_times_s=np.array([v.time_s], np.float32),
                 detail=v.message[:200],
             )
             for v in vs

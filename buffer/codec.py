@@ -12,8 +12,7 @@ A Group travels as three frames:
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
 
 GroupScores travels as one frame: a msgpack map {"group_id", "executor"} plus one list per
-Score field ("reward", "verdict", "tests_passed", "tests_total", "test_times_s" (float32 bytes
-each), "detail").
+Score field ("reward", "verdict", "tests_passed", "tests_total", "detail").
 
 Why this layout: the server checks a group by parsing one small map (type checks per column,
 not per record object) and comparing the other frames' sizes with what the map declares, then
@@ -66,7 +65,6 @@ _SCORE_COLUMNS = {
     "verdict": frozenset((str,)),
     "tests_passed": frozenset((int,)),
     "tests_total": frozenset((int,)),
-    "test_times_s": frozenset((bytes,)),
     "detail": frozenset((str,)),
 }
 
@@ -143,8 +141,6 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
 def check_scores(data: dict) -> ScoresInfo:
     """Check a decoded GroupScores map -> ScoresInfo."""
     n = _check("GroupScores", data, _SCORES_FIELDS, _SCORE_COLUMNS)
-    if any(len(t) % 4 for t in data["test_times_s"]):
-        raise MessageError("GroupScores.test_times_s: float32 bytes (a multiple of 4 each)")
     return ScoresInfo(data["group_id"], n)
 
 
@@ -248,7 +244,6 @@ def scores_frame(result: GroupScores) -> bytes:
             "verdict": [s.verdict for s in ss],
             "tests_passed": [s.tests_passed for s in ss],
             "tests_total": [s.tests_total for s in ss],
-            "test_times_s": [np.ascontiguousarray(s.test_times_s, "<f4").tobytes() for s in ss],
             "detail": [s.detail for s in ss],
         }
     )
@@ -259,13 +254,12 @@ def read_scores(frame: Any) -> GroupScores:
     d = unpack(frame)
     check_scores(d)
     scores = [
-        Score(float(r), v, p, t, np.frombuffer(tt, "<f4"), detail)
-        for r, v, p, t, tt, detail in zip(
+        Score(float(r), v, p, t, detail)
+        for r, v, p, t, detail in zip(
             d["reward"],
             d["verdict"],
             d["tests_passed"],
             d["tests_total"],
-            d["test_times_s"],
             d["detail"],
             strict=True,
         )

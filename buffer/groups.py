@@ -85,8 +85,6 @@ class Score:
     """Tests passed."""
     tests_total: int = 0
     """Tests of the problem (tests actually run may be fewer with early exit)."""
-    test_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    """Wall seconds per test run (float32)."""
     detail: str = ""
     """Short diagnostic (first differing line, error tail)."""
 

@@ -20,7 +20,8 @@ PROTOCOL_VERSION = 4
 2: GetBatch.filtered (a version-1 server would ignore the reports and could deadlock).
 3: columnar Group (meta, text, tensors) and GroupScores layouts, small parts in the header;
    consumers choose parts (GetUnscored.tokens, GetBatch.text).
-4: fields nobody read are gone: Score.test_verdicts, GroupScores.score_time_s, Group.timings."""
+4: fields nobody read are gone: Score.test_verdicts, Score.test_times_s, GroupScores.score_time_s,
+   Group.timings."""
 
 # ---------------------------------------------------------------- the lease record
 

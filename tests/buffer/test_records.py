@@ -93,10 +93,9 @@ def test_response_with_more_ids_than_logprobs_is_refused_when_encoding(make_grou
 
 def test_scores_round_trip(make_group, make_scores):
     scores = make_scores(make_group(3, "p", versions=(0, 0)), reward=0.0)
-    scores.scores[0].test_times_s = np.array([0.5, 0.25], np.float32)
+    scores.scores[0].detail = "line 2: expected 5, got 4"
     back = read_scores(scores_frame(scores))
-    assert [s.verdict for s in back.scores] == ["WA", "WA"] and back.group_id == 3
-    np.testing.assert_array_equal(back.scores[0].test_times_s, [0.5, 0.25])
+    assert back == scores
 
 
 def head_of(make_group, **changes):
@@ -136,20 +135,6 @@ def test_scores_with_a_non_string_verdict_are_rejected(make_group, make_scores):
     d = unpack(scores_frame(make_scores(make_group(3, "p", versions=(0, 0)))))
     d["verdict"] = ["AC", 1]
     with pytest.raises(MessageError, match="GroupScores.verdict"):
-        read_scores(pack(d))
-
-
-def test_test_times_travel_as_four_byte_values(make_group, make_scores):
-    scores = make_scores(make_group(3, "p", versions=(0, 0)))
-    scores.scores[0].test_times_s = np.array([0.5, 0.25], np.float64)  # cast to float32 on the wire
-    column = unpack(scores_frame(scores))["test_times_s"]
-    assert column == [np.array([0.5, 0.25], "<f4").tobytes(), b""]
-
-
-def test_array_with_partial_element_is_rejected(make_group, make_scores):
-    d = unpack(scores_frame(make_scores(make_group(3, "p", versions=(0, 0)))))
-    d["test_times_s"] = [b"\x00" * 5, b""]
-    with pytest.raises(MessageError, match="GroupScores.test_times_s: float32 bytes"):
         read_scores(pack(d))
 
 
