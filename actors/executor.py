@@ -29,7 +29,7 @@ class Executor:
         evaluation registers its own with `add_problems`)."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
-        from microcoder.launch.problems import load_run_problems
+        from microcoder.data.sources import load_run_problems
         from microcoder.sandbox import JudgePool
 
         self.name, self.cfg, self.max_groups = name, cfg, max_groups

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from microcoder.data.config import DataConfig
 from microcoder.data.problem import Problem
+from microcoder.data.sources import load_run_problems
 from microcoder.launch.config import Config, ConfigError
 
 
@@ -37,21 +37,6 @@ class RunProblems:
     """Rendered prompt text of each held-out problem, by id."""
     skipped: int = 0
     """Training prompts skipped for being over generator.max_prompt_tokens."""
-
-
-def load_run_problems(data: DataConfig, seed: int, split: str = "train") -> list[Problem]:
-    """Problems of `split`: "train" = the whole source (a file's held-out fraction included, so
-    executors can judge both); "heldout" = the synthetic family's held-out split ([] for files)."""
-    if data.source == "synthetic":
-        from microcoder.data.synthetic import generate_tasks
-
-        return generate_tasks(seed, split=split)
-    if split != "train":
-        return []
-    from microcoder.data.loaders import load_problems
-
-    fmt = {"auto": "auto", "microcoder": "jsonl"}.get(data.format, data.format)
-    return load_problems(data.source, format=fmt)
 
 
 def heldout_problems(cfg: Config, train: list[Problem]) -> tuple[list[Problem], list[Problem]]:

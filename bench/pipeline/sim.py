@@ -81,8 +81,8 @@ def run_point(
     from microcoder.actors.remote import buffer_host_cls
     from microcoder.bench.pipeline.actors import SimExecutor, SimGenerator, SimLearner
     from microcoder.buffer.client import BufferClient
+    from microcoder.data.sources import load_run_problems
     from microcoder.launch.config import load_config
-    from microcoder.launch.problems import load_run_problems
 
     warmup = max(1, warmup)  # the last warm-up step marks where the measured window starts
     overrides = [f"buffer.max_staleness={max_staleness}", f"learner.batch_size={batch_size}"]

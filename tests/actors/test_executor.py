@@ -52,7 +52,7 @@ def put_group(address: str, actor_cfg, texts: list[str]) -> int:
 
 
 def solution_of(actor_cfg, problem_id: str) -> str:
-    from microcoder.launch.problems import load_run_problems
+    from microcoder.data.sources import load_run_problems
 
     problems = {p.id: p for p in load_run_problems(actor_cfg.data, actor_cfg.seed)}
     return problems[problem_id].meta["solution"]
