@@ -1,13 +1,16 @@
 """The placement plan: which pool gets which resources, checked before anything starts.
 
-Pools never share a device: every generator engine and learner rank asks for whole GPUs, each
-pool gets its own Ray placement group (bundles packed per pool), so Ray cannot put two of them on
-one GPU. On CPU machines the plan only counts CPUs; Ray's CPU counts are logical, so a laptop may
-run 3 single-CPU actors on 2 cores (the plan says so).
+On GPUs every generator engine and learner rank gets its own Ray placement group. Whole GPUs
+(1, 2, ...) keep pools apart: Ray never puts two of them on one GPU. A fraction (0 < x < 1)
+lets Ray pack replicas onto one GPU, e.g. the learner and a generator on a one-GPU machine at
+0.5 each; the plan then checks that it fits and notes what vLLM's memory claim leaves the
+learner. On CPU machines the plan only counts CPUs; Ray's CPU counts are logical, so a laptop
+may run 3 single-CPU actors on 2 cores (the plan says so), and replicas get no groups.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from microcoder.launch.config import Config
@@ -70,20 +73,7 @@ def make_plan(cfg: Config, device: str, cluster_cpus: float, cluster_gpus: float
     ]
     plan = Plan(device, pools, cluster_cpus, cluster_gpus)
     if device == "cuda":
-        for p, key in (
-            (pools[1], "generator.gpus_per_engine"),
-            (pools[3], "learner.gpus_per_rank"),
-        ):
-            if p.gpus_each < 1 or p.gpus_each != int(p.gpus_each):
-                plan.errors.append(
-                    f"{key} = {p.gpus_each:g}: on GPUs each {p.name} needs a whole number >= 1 of GPUs "
-                    "(pools must not share a device); set it to 1 or more"
-                )
-        if plan.gpus > cluster_gpus:
-            plan.errors.append(
-                f"the pools need {plan.gpus:g} GPUs but the cluster has {cluster_gpus:g}; lower "
-                "generator.num_engines or learner.world_size, or add GPUs"
-            )
+        _check_gpus(cfg, plan)
     else:
         for p, key in (
             (pools[1], "generator.gpus_per_engine"),
@@ -109,10 +99,106 @@ def make_plan(cfg: Config, device: str, cluster_cpus: float, cluster_gpus: float
     return plan
 
 
+def _per_gpu(share: float, replicas: int, room: float = 1.0) -> int:
+    """How many replicas asking for `share` of a GPU Ray can pack into `room` of one GPU."""
+    return min(replicas, math.floor(room / share + 1e-9))
+
+
+def _check_gpus(cfg: Config, plan: Plan) -> None:
+    """The GPU rules on cuda: each value is a whole number of GPUs or a share of one; shares that
+    cannot work are errors (two FSDP ranks on one GPU, vLLM claiming a whole GPU's memory
+    beside another replica); a plan whose pools share a GPU gets a note."""
+    g, lr = cfg.generator, cfg.learner
+    gen, learner = plan.pools[1], plan.pools[3]
+    before = len(plan.errors)
+    for p, key in ((gen, "generator.gpus_per_engine"), (learner, "learner.gpus_per_rank")):
+        x = p.gpus_each
+        if x <= 0:
+            plan.errors.append(
+                f"{key} = 0 but the device is cuda: each {p.name} needs a GPU; set it to 1 (a GPU "
+                "of its own) or to a share of one such as 0.5 (Ray packs shares onto one GPU)"
+            )
+        elif x > 1 and x != int(x):
+            plan.errors.append(
+                f"{key} = {x:g}: above 1 a {p.name} needs a whole number of GPUs (a share, "
+                f"0 < x < 1, puts it on one GPU beside others); set it to {math.floor(x)} or "
+                f"{math.ceil(x)}"
+            )
+    if 0 < learner.gpus_each < 1 and lr.world_size > 1:
+        plan.errors.append(
+            f"learner.gpus_per_rank = {learner.gpus_each:g} with learner.world_size = "
+            f"{lr.world_size}: FSDP2's NCCL refuses two ranks on one GPU ('Duplicate GPU "
+            "detected'), so with more than one rank each needs a GPU of its own: set "
+            "learner.gpus_per_rank = 1, or learner.world_size = 1 to share a GPU with a generator"
+        )
+    util = g.gpu_memory_utilization
+    engines = _per_gpu(gen.gpus_each, g.num_engines) if 0 < gen.gpus_each < 1 else 0
+    if engines > 1 and engines * util > 1:
+        plan.errors.append(
+            f"generator.gpus_per_engine = {gen.gpus_each:g} lets Ray put {engines} engines on one "
+            f"GPU, and vLLM claims generator.gpu_memory_utilization = {util:g} of the whole GPU "
+            f"for each ({engines * util:g} > 1): lower generator.gpu_memory_utilization to at "
+            f"most {math.floor(100 / engines) / 100:g}, or set generator.gpus_per_engine = 1"
+        )
+    beside = 0
+    if engines and 0 < learner.gpus_each < 1 and lr.world_size == 1:
+        beside = _per_gpu(gen.gpus_each, g.num_engines, 1.0 - learner.gpus_each)
+    if beside and beside * util >= 1:
+        plan.errors.append(
+            f"the learner rank (learner.gpus_per_rank = {learner.gpus_each:g}) shares its GPU "
+            f"with up to {beside} generator engine(s) claiming generator.gpu_memory_utilization "
+            f"= {util:g} of the whole GPU each, which leaves the learner no memory: lower "
+            f"generator.gpu_memory_utilization (e.g. {math.floor(40 / beside) / 100:g}) so the "
+            "learner's weights, optimizer state and activations fit in the rest"
+        )
+    elif beside:
+        plan.notes.append(
+            f"the pools share a device: the learner rank and up to {beside} generator engine(s) "
+            f"on one GPU (learner.gpus_per_rank = {learner.gpus_each:g}, "
+            f"generator.gpus_per_engine = {gen.gpus_each:g}). vLLM claims "
+            f"generator.gpu_memory_utilization = {util:g} of the whole GPU's memory per engine, "
+            f"not of its Ray share, and the learner starts first: it must fit in the other "
+            f"{1 - beside * util:.0%} (weights, optimizer state, activations); lower "
+            "generator.gpu_memory_utilization if either runs out of memory. The weight channel "
+            "uses gloo over CPU copies on a shared GPU"
+        )
+    elif engines > 1:
+        plan.notes.append(
+            f"generator engines share GPUs: up to {engines} on one at generator.gpus_per_engine "
+            f"= {gen.gpus_each:g}, each claiming generator.gpu_memory_utilization = {util:g} of "
+            "the whole GPU's memory"
+        )
+    if plan.gpus > plan.cluster_gpus:
+        plan.errors.append(
+            f"the pools need {plan.gpus:g} GPUs but the cluster has {plan.cluster_gpus:g}; lower "
+            "generator.num_engines or learner.world_size, or add GPUs"
+        )
+    elif len(plan.errors) == before and not _packs(plan.pools, plan.cluster_gpus):
+        plan.errors.append(
+            f"the pools need {plan.gpus:g} GPUs in all, but their shares do not pack onto "
+            f"{plan.cluster_gpus:g} GPUs (a share of a GPU cannot span two): lower the replica "
+            "counts or the shares, or add GPUs"
+        )
+
+
+def _packs(pools: list[PoolPlan], cluster_gpus: float) -> bool:
+    """Whether the pools' GPU requests fit `cluster_gpus` GPUs: whole ones take whole GPUs, the
+    shares are packed first-fit decreasing into what is left (as Ray must: no share spans two)."""
+    whole = sum(p.gpus for p in pools if p.gpus_each >= 1)
+    free = [1.0] * max(0, math.floor(cluster_gpus - whole + 1e-9))
+    shares = sorted(p.gpus_each for p in pools if 0 < p.gpus_each < 1 for _ in range(p.replicas))
+    for share in reversed(shares):
+        i = next((i for i, room in enumerate(free) if room + 1e-9 >= share), None)
+        if i is None:
+            return False
+        free[i] -= share
+    return True
+
+
 def replica_options(cpus: float, gpus: float, device: str, name: str) -> dict:
     """Ray `.options()` for one replica. On GPUs each replica gets its own placement group with
-    one bundle of whole GPUs, so no two replicas (of any pool) ever share a device; on CPUs plain
-    logical CPU reservations suffice (there is no device to share)."""
+    one bundle of its CPUs and GPUs: whole GPUs keep replicas apart, shares let Ray pack them
+    onto one GPU; on CPUs plain logical CPU reservations suffice (there is no device to share)."""
     if device != "cuda" or not gpus:
         return {}
     import ray

@@ -23,18 +23,82 @@ def test_gpu_recipe_on_4_gpus_names_the_fix():
     assert any("need 8 GPUs" in e and "generator.num_engines" in e for e in plan.errors)
 
 
-def test_fractional_gpus_are_refused_so_pools_never_share_a_device():
+TINY = REPO / "configs" / "tiny-cpu.toml"
+ONE_GPU_SHARED = [
+    "cluster.device=cuda",
+    "generator.gpus_per_engine=0.5",
+    "learner.gpus_per_rank=0.5",
+    "generator.gpu_memory_utilization=0.3",
+]
+
+
+def test_engines_whose_vllm_memory_overfills_one_gpu_are_refused_with_the_fix():
+    # 0.5 GPU per engine: Ray may pack 2 of the recipe's engines on one GPU, and each claims
+    # generator.gpu_memory_utilization = 0.85 of the whole GPU.
     cfg = load_config(GPU_RECIPE, ["generator.gpus_per_engine=0.5"])
-    assert any("generator.gpus_per_engine" in e for e in make_plan(cfg, "cuda", 96, 8).errors)
+    errors = make_plan(cfg, "cuda", 96, 8).errors
+    assert any(
+        "generator.gpus_per_engine" in e and "generator.gpu_memory_utilization to at most 0.5" in e
+        for e in errors
+    )
+
+
+def test_engines_sharing_gpus_within_their_memory_are_planned_with_a_note():
+    cfg = load_config(
+        GPU_RECIPE, ["generator.gpus_per_engine=0.5", "generator.gpu_memory_utilization=0.45"]
+    )
+    plan = make_plan(cfg, "cuda", 96, 8)
+    assert plan.errors == [] and any("engines share GPUs" in n for n in plan.notes)
+
+
+def test_one_gpu_shared_by_the_learner_and_a_generator_is_planned_with_a_memory_note():
+    plan = make_plan(load_config(TINY, ONE_GPU_SHARED), "cuda", 16, 1)
+    assert plan.errors == []
+    (note,) = [n for n in plan.notes if "share a device" in n]
+    assert "generator.gpu_memory_utilization = 0.3" in note and "70%" in note
+
+
+def test_a_generator_claiming_the_whole_shared_gpu_is_refused_as_leaving_the_learner_none():
+    cfg = load_config(TINY, [*ONE_GPU_SHARED, "generator.gpu_memory_utilization=1.0"])
+    assert any("leaves the learner no memory" in e for e in make_plan(cfg, "cuda", 16, 1).errors)
+
+
+def test_learner_ranks_sharing_gpus_are_refused_since_nccl_needs_a_gpu_per_rank():
+    cfg = load_config(TINY, [*ONE_GPU_SHARED, "learner.world_size=2"])
+    errors = make_plan(cfg, "cuda", 16, 2).errors
+    assert any("learner.world_size = 2" in e and "learner.gpus_per_rank = 1" in e for e in errors)
+
+
+def test_a_share_above_one_gpu_is_refused_naming_the_whole_numbers_around_it():
+    cfg = load_config(GPU_RECIPE, ["generator.gpus_per_engine=1.5"])
+    errors = make_plan(cfg, "cuda", 96, 16).errors
+    assert any("generator.gpus_per_engine = 1.5" in e and "to 1 or 2" in e for e in errors)
+
+
+def test_no_gpu_for_a_pool_on_cuda_is_refused():
+    cfg = load_config(GPU_RECIPE, ["learner.gpus_per_rank=0"])
+    assert any("learner.gpus_per_rank = 0" in e for e in make_plan(cfg, "cuda", 96, 8).errors)
+
+
+def test_shares_that_do_not_pack_onto_the_gpus_are_refused_though_their_sum_fits():
+    # 3 engines at 0.6 GPU need 1.8 GPUs, but no two fit on one GPU: with the learner's whole
+    # GPU that is 4 GPUs, not the 2.8 the sum says.
+    cfg = load_config(
+        GPU_RECIPE,
+        ["generator.num_engines=3", "generator.gpus_per_engine=0.6", "learner.world_size=1"],
+    )
+    errors = make_plan(cfg, "cuda", 96, 3).errors
+    assert any("do not pack onto 3 GPUs" in e for e in errors)
+    assert make_plan(cfg, "cuda", 96, 4).errors == []
 
 
 def test_tiny_recipe_oversubscribes_logical_cpus_on_a_laptop_with_a_note():
-    plan = make_plan(load_config(REPO / "configs" / "tiny-cpu.toml"), "cpu", 2, 0)
+    plan = make_plan(load_config(TINY), "cpu", 2, 0)
     assert plan.errors == [] and plan.notes
 
 
 def test_gpus_on_a_cpu_device_are_an_error():
-    cfg = load_config(REPO / "configs" / "tiny-cpu.toml", ["learner.gpus_per_rank=1"])
+    cfg = load_config(TINY, ["learner.gpus_per_rank=1"])
     assert any("learner.gpus_per_rank" in e for e in make_plan(cfg, "cpu", 2, 0).errors)
 
 
