@@ -39,8 +39,12 @@ from train_worker import synthetic_groups  # noqa: E402
 DEVICE = torch.device("cpu")
 
 
-def old_load_sharded_policy(path, device, compute_dtype, attn, train=True):
-    """The loader as it was before meta-device init: a full fp32 model on every rank."""
+def old_load_sharded_policy(
+    path, device, compute_dtype, attn, train=True, activation_checkpointing=False
+):
+    """The loader as it was before meta-device init: a full fp32 model on every rank (it had no
+    activation checkpointing; the comparison runs with it off)."""
+    assert not activation_checkpointing
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForCausalLM

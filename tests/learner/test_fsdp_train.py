@@ -7,16 +7,12 @@ in its env, as the Ray learner actors will.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from learner_ranks import spawn_ranks
 from safetensors.torch import load_file
-
-from microcoder.learner.distributed import free_port
 
 WORKER = Path(__file__).with_name("train_worker.py")
 
@@ -31,30 +27,8 @@ def run_ranks(
 ) -> list[dict]:
     """Run `world` worker processes to completion; return rank 0's per-step metrics."""
     out.mkdir(parents=True, exist_ok=True)
-    port = str(free_port())
-    procs = []
-    for rank in range(world):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
-        env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "OMP_NUM_THREADS": "1"}
-        cmd = [
-            sys.executable,
-            str(WORKER),
-            str(model),
-            str(out),
-            mode,
-            str(budget),
-            json.dumps(extra or {}),
-        ]
-        procs.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        )
-    logs = [p.communicate(timeout=300)[0].decode(errors="replace") for p in procs]
-    codes = [p.returncode for p in procs]
-    tails = "\n".join(
-        f"--- rank {r} (exit {c}) ---\n{log[-2000:]}"
-        for r, (c, log) in enumerate(zip(codes, logs, strict=True))
-    )
-    assert codes == [0] * world, tails
+    argv = [str(WORKER), str(model), str(out), mode, str(budget), json.dumps(extra or {})]
+    spawn_ranks(world, argv)
     return json.loads((out / "metrics0.json").read_text())
 
 

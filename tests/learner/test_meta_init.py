@@ -5,14 +5,10 @@ buffers included, and train exactly as the old full-copy loader did. Two gloo ra
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from microcoder.learner.distributed import free_port
+from learner_ranks import spawn_ranks
 
 WORKER = Path(__file__).with_name("memory_worker.py")
 
@@ -20,22 +16,7 @@ WORKER = Path(__file__).with_name("memory_worker.py")
 def run_memory_worker(model: Path, out: Path, mode: str, world: int = 2) -> list[dict]:
     """Run `world` memory_worker.py ranks to completion; return each rank's result."""
     out.mkdir(parents=True, exist_ok=True)
-    port = str(free_port())
-    procs = []
-    for rank in range(world):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "RANK": str(rank)}
-        env |= {"WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, str(WORKER), str(model), str(out), mode]
-        procs.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        )
-    logs = [p.communicate(timeout=300)[0].decode(errors="replace") for p in procs]
-    codes = [p.returncode for p in procs]
-    tails = "\n".join(
-        f"--- rank {r} (exit {c}) ---\n{log[-2000:]}"
-        for r, (c, log) in enumerate(zip(codes, logs, strict=True))
-    )
-    assert codes == [0] * world, tails
+    spawn_ranks(world, [str(WORKER), str(model), str(out), mode])
     return [json.loads((out / f"result{r}.json").read_text()) for r in range(world)]
 
 
