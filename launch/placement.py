@@ -1,4 +1,5 @@
-"""The placement plan: which pool gets which resources, checked before anything starts.
+"""The placement plan (which pool gets which resources, checked before anything starts) and the
+placement groups that hold a replica's resources while it lives.
 
 On GPUs every generator engine and learner rank gets its own Ray placement group. Whole GPUs
 (1, 2, ...) keep pools apart: Ray never puts two of them on one GPU. A fraction (0 < x < 1)
@@ -6,12 +7,18 @@ lets Ray pack replicas onto one GPU, e.g. the learner and a generator on a one-G
 0.5 each; the plan then checks that it fits and notes what vLLM's memory claim leaves the
 learner. On CPU machines the plan only counts CPUs; Ray's CPU counts are logical, so a laptop
 may run 3 single-CPU actors on 2 cores (the plan says so), and replicas get no groups.
+
+A placement group lives exactly as long as its replica: `GROUPS` (a `PlacementGroups`) owns
+them by replica name; pools call `release(name)` when a replica goes, the eval cluster when it
+closes, and a run `release_all()` at its end.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from microcoder.launch.config import Config
 
@@ -195,18 +202,96 @@ def _packs(pools: list[PoolPlan], cluster_gpus: float) -> bool:
     return True
 
 
-def replica_options(cpus: float, gpus: float, device: str, name: str) -> dict:
-    """Ray `.options()` for one replica. On GPUs each replica gets its own placement group with
-    one bundle of its CPUs and GPUs: whole GPUs keep replicas apart, shares let Ray pack them
-    onto one GPU; on CPUs plain logical CPU reservations suffice (there is no device to share)."""
-    if device != "cuda" or not gpus:
+class PlacementGroups:
+    """The placement groups of this process's replicas, by replica name; each lives exactly as
+    long as its replica. `create` makes one (first removing the one the name still has, so a
+    replaced replica's old group goes before the new one is made); `release` removes groups when
+    their replicas go; `release_all` at the end of a run. Removing a group kills what still runs
+    in it. Names without a group (CPU replicas, executors) are ignored, so callers need not know
+    whether their replica had one."""
+
+    def __init__(self, ready_timeout_s: float = 600.0):
+        self.ready_timeout_s = ready_timeout_s
+        """Seconds a new group may wait for its resources before creating it fails."""
+        self._groups: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._groups)
+
+    def create(self, name: str, bundle: dict[str, float]) -> Any:
+        """A ready group of one bundle named `mc-<name>`; raises, its group removed, when the
+        cluster has no room for it within `ready_timeout_s`."""
+        import ray
+        from ray.util.placement_group import placement_group
+
+        self.release(name)
+        pg = placement_group([bundle], strategy="STRICT_PACK", name=f"mc-{name}")
+        with self._lock:
+            self._groups[name] = pg
+        try:
+            ray.get(pg.ready(), timeout=self.ready_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.release(name)
+            raise RuntimeError(
+                f"{name}: no room for its placement group {bundle} within "
+                f"{self.ready_timeout_s:.0f} s: the cluster lacks free CPUs/GPUs (compare "
+                "`microcoder launch ... --dry-run`'s plan with `ray status`); lower the replica "
+                "counts or free the resources"
+            ) from None
+        return pg
+
+    def release(self, *names: str) -> list[str]:
+        """Remove the groups of these replicas (those that have one); returns their names."""
+        with self._lock:
+            gone = [(n, self._groups.pop(n)) for n in names if n in self._groups]
+        if gone:
+            import ray
+
+            for _, pg in gone:
+                if ray.is_initialized():
+                    try:
+                        ray.util.remove_placement_group(pg)
+                    except Exception:  # noqa: BLE001 - Ray already gone: its groups went with it
+                        pass
+        return [n for n, _ in gone]
+
+    def release_all(self) -> list[str]:
+        """Remove every group this process still holds (the end of a run, also after errors)."""
+        return self.release(*self.names())
+
+
+GROUPS = PlacementGroups()
+"""The process's placement groups: `replica_options` creates them, `release*` remove them."""
+
+
+def release(*names: str) -> list[str]:
+    """Remove the placement groups of these replicas; see `PlacementGroups.release`."""
+    return GROUPS.release(*names)
+
+
+def release_all() -> list[str]:
+    """Remove every placement group this process holds; see `PlacementGroups.release_all`."""
+    return GROUPS.release_all()
+
+
+def replica_options(
+    cpus: float, gpus: float, device: str, name: str, *, own_group: bool | None = None
+) -> dict:
+    """Ray `.options()` for one replica. On GPUs each replica gets its own placement group (in
+    `GROUPS`, under `name`) with one bundle of its CPUs and GPUs: whole GPUs keep replicas apart,
+    shares let Ray pack them onto one GPU. On CPUs plain logical CPU reservations suffice (no
+    group). `own_group` overrides that rule (True: a group of CPUs even on a CPU device), for
+    tests on CPU-only Ray."""
+    if own_group is None:
+        own_group = device == "cuda" and bool(gpus)
+    if not own_group:
         return {}
-    import ray
-    from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    pg = placement_group([{"CPU": cpus, "GPU": gpus}], strategy="STRICT_PACK", name=f"mc-{name}")
-    ray.get(pg.ready(), timeout=600)
+    bundle = {key: amount for key, amount in (("CPU", cpus), ("GPU", gpus)) if amount}
+    pg = GROUPS.create(name, bundle)
     return {
         "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
     }

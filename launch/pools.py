@@ -8,6 +8,9 @@ are re-queued, none lost), and a later `check()` starts its loop again once the 
 ready.
 A generator always pulls the newest weights before its first wave, so a restarted or added
 replica never samples with stale weights.
+A replica's placement group (GPUs, launch/placement.py) lives as long as the replica: Ray
+restarts a dead process inside the same group, and a replica that leaves the pool (scaled down,
+given up on, shut down) is killed and its group removed, so its GPUs are free for the next one.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ class Pool:
                     r.ready = r.handle.ready.remote()
                     continue
                 self.pending.remove(r)
+                self.discard(r)  # no longer counted: it must not hold its CPUs/GPUs either
                 msg = f"{r.name} failed to start within {self.ready_timeout_s:.0f} s: {error_summary(err)}"
                 self.errors.append(msg)
                 started.append(msg)
@@ -150,7 +154,7 @@ class Pool:
         cancelled = []
         while n > 0 and self.pending:  # replicas still starting go first
             r = self.pending.pop()
-            ray.kill(r.handle, no_restart=True)
+            self.discard(r)
             cancelled.append(r.name)
             n -= 1
         victims = list(self.replicas.values())[-n:] if n > 0 else []
@@ -242,14 +246,25 @@ class Pool:
             ray.get(r.handle.shutdown.remote(), timeout=30)
         except Exception:
             pass
-        ray.kill(r.handle, no_restart=True)
+        self.discard(r)
+
+    def discard(self, r: Replica) -> None:
+        """Kill the replica's process for good and remove its placement group, if it has one."""
+        import ray
+
+        from microcoder.launch.placement import release
+
+        try:
+            ray.kill(r.handle, no_restart=True)
+        finally:
+            release(r.name)
 
     @_locked
     def shutdown(self) -> None:
         import ray
 
         for r in self.pending:
-            ray.kill(r.handle, no_restart=True)
+            self.discard(r)
         self.pending.clear()
         for r in self.replicas.values():
             r.handle.stop.remote()
