@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from microcoder.launch.config import Config
+from microcoder.buffer.config import BufferConfig
+from microcoder.data.config import DataConfig
 
 
 class BufferHost:
     """Ray actor body. `prompts`: (problem_id, rendered prompt text) of the training problems
-    (rendered and measured by the launcher, launch/problems.py); the server holds only those."""
+    (rendered and measured by the launcher, launch/problems.py); the server holds only those.
+    `data` gives their order (epochs, shuffle seed); `batch_size` is the learner's
+    (`learner.batch_size`, admission control)."""
 
     def __init__(
         self,
-        cfg: Config,
+        buffer: BufferConfig,
+        data: DataConfig,
+        batch_size: int,
         prompts: list[tuple[str, str]],
         restore_from: str | None = None,
         keys_dir: str | None = None,
@@ -24,12 +29,12 @@ class BufferHost:
 
         redirect_to_run_dir("buffer")
         prompts = DatasetPrompts(
-            [tuple(p) for p in prompts], epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed
+            [tuple(p) for p in prompts], epochs=data.epochs, seed=data.shuffle_seed
         )
         self.server = BufferServer(
-            cfg.buffer,
+            buffer,
             prompts,
-            cfg.learner.batch_size,
+            batch_size,
             keys_dir=keys_dir,
             restore_from=restore_from,
         )

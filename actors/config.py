@@ -1,12 +1,18 @@
-"""Config of the generator pool (section `[generator]`)."""
+"""Config of the generator pool (section `[generator]`), and the settings an actor receives when
+it needs more sections than a constructor should take (built by the launcher from the root
+config, launch/actor_settings.py; never a copy of the whole root)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import Field
 
+from microcoder.buffer.config import BufferConfig
 from microcoder.config import Section
+from microcoder.data.config import PromptConfig
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 
 
 class GeneratorConfig(Section):
@@ -35,3 +41,45 @@ class GeneratorConfig(Section):
     ignore_eos: bool = False
     """Sample past the end-of-sequence token up to max_response_tokens (fixed-size work for
     `microcoder bench generation`; keep false for training)."""
+
+
+@dataclass(frozen=True)
+class GeneratorSettings:
+    """What a generator reads: its engine, the prompt layer, the buffer, and the algorithm's
+    sampling settings (group size, initial temperature) and the learner's weight-sync timeout."""
+
+    generator: GeneratorConfig
+    """The engine and its wave size."""
+    prompt: PromptConfig
+    """How prompts are rendered into token ids."""
+    buffer: BufferConfig
+    """The buffer client's settings."""
+    algorithm: AlgorithmConfig
+    """`group_size` and `temperature.initial`."""
+    learner: LearnerConfig
+    """`sync_timeout_s` of the weight pull (actors/weight_sync.py: `pull_weights`)."""
+    device: str = "auto"
+    """`cluster.device` (auto, cpu, cuda); resolved on the actor's own node."""
+    seed: int = 0
+    """The run's seed (the engine's sampling seed)."""
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
+
+
+@dataclass(frozen=True)
+class LearnerRankSettings:
+    """What a learner rank reads: the learner and the algorithm, the buffer client (rank 0), the
+    device, the seed and the run's length (the learning-rate schedule)."""
+
+    learner: LearnerConfig
+    """The FSDP2 learner."""
+    algorithm: AlgorithmConfig
+    """MicroCoder-GRPO."""
+    buffer: BufferConfig
+    """The buffer client's settings (rank 0 pulls batches)."""
+    device: str = "auto"
+    """`cluster.device` (auto, cpu, cuda)."""
+    seed: int = 0
+    """The run's seed."""
+    total_steps: int = 1
+    """`max_steps`: the length of the learning-rate schedule."""

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.timing import PoolTimer
-from microcoder.launch.config import Config
 
 if TYPE_CHECKING:
     from microcoder.actors.scoring import ScoringOutcome
+    from microcoder.buffer.config import BufferConfig
+    from microcoder.data.config import DataConfig
+    from microcoder.sandbox.config import ExecutorConfig
 
 
 class Executor:
@@ -20,30 +22,31 @@ class Executor:
     def __init__(
         self,
         name: str,
-        cfg: Config,
-        buffer_address: str | None,
+        executor: ExecutorConfig,
+        buffer: BufferConfig | None = None,
+        buffer_address: str | None = None,
+        data: DataConfig | None = None,
+        seed: int = 0,
         max_groups: int = 4,
-        load_data: bool = True,
     ):
-        """`buffer_address` None: no buffer client; `load_data` False: no run problems (an
-        evaluation registers its own with `add_problems`)."""
+        """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
+        run problems (an evaluation registers its own with `add_problems`), else the problems of
+        `data` with the run's `seed` (data/sources.py), the training and held-out splits."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
         from microcoder.sandbox import JudgePool
 
-        self.name, self.cfg, self.max_groups = name, cfg, max_groups
+        self.name, self.max_groups = name, max_groups
         redirect_to_run_dir(name)
         problems = []
-        if load_data:
-            problems = load_run_problems(cfg.data, cfg.seed, "train")
-            problems += load_run_problems(cfg.data, cfg.seed, "heldout")
+        if data is not None:
+            problems = load_run_problems(data, seed, "train")
+            problems += load_run_problems(data, seed, "heldout")
         self.problems = {p.id: p for p in problems}
-        self.pool = JudgePool(cfg.executor)
+        self.pool = JudgePool(executor)
         self.client = (
-            BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
-            if buffer_address
-            else None
+            BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None
         )
         self._eval_judge = None  # microcoder.evaluation.judge_queue.SharedJudge, made on first use
         self._eval_init = threading.Lock()

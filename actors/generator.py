@@ -21,16 +21,22 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.rollout import count_tokens, sample_groups
 from microcoder.actors.timing import PoolTimer
-from microcoder.launch.config import Config
 
 
 class Generator:
-    """One generator replica (Ray actor body). `weights` is the learner's weight publisher."""
+    """One generator replica (Ray actor body). `settings`: the sections it reads
+    (actors/config.py); `weights` is the learner's weight publisher."""
 
     def __init__(
-        self, name: str, cfg: Config, model_path: str, buffer_address: str | None, weights=None
+        self,
+        name: str,
+        settings: GeneratorSettings,
+        model_path: str,
+        buffer_address: str | None,
+        weights=None,
     ):
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
@@ -41,25 +47,27 @@ class Generator:
         from microcoder.data.prompts import PromptRenderer
         from microcoder.device import resolve_device
 
-        self.name, self.cfg, self.weights = name, cfg, weights
+        self.name, self.settings, self.weights = name, settings, weights
         redirect_to_run_dir(name)
-        self.device = resolve_device(cfg.cluster.device)
+        self.device = resolve_device(settings.device)
         self.llm = build_engine(
             model_path,
-            cfg.generator,
+            settings.generator,
             self.device,
-            seed=cfg.seed,
+            seed=settings.seed,
             worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
         )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.renderer = PromptRenderer(self.tokenizer, cfg.prompt, cfg.model.chat_template_kwargs)
+        self.renderer = PromptRenderer(
+            self.tokenizer, settings.prompt, settings.chat_template_kwargs
+        )
         self.client = (
-            BufferClient.from_config(cfg.buffer, buffer_address, owner=name)
+            BufferClient.from_config(settings.buffer, buffer_address, owner=name)
             if buffer_address
             else None
         )
         self.version = 0
-        self.temperature = cfg.algorithm.temperature.initial
+        self.temperature = settings.algorithm.temperature.initial
         self.timer = PoolTimer()
         self.tokens = 0
         self.groups = 0
@@ -114,7 +122,7 @@ class Generator:
     def _run(self, max_waves: int | None) -> dict[str, Any]:
         generation_loop(
             self.client,
-            self.cfg.generator.max_inflight_prompts,
+            self.settings.generator.max_inflight_prompts,
             self.maybe_sync_weights,
             self._engine_wave,
             self.timer,
@@ -176,12 +184,12 @@ class Generator:
             self.llm,
             assignments,
             ids,
-            group_size=self.cfg.algorithm.group_size,
+            group_size=self.settings.algorithm.group_size,
             temperature=temperature,
-            max_tokens=self.cfg.generator.max_response_tokens,
+            max_tokens=self.settings.generator.max_response_tokens,
             policy_version=self.version,
             owner=self.name,
-            ignore_eos=self.cfg.generator.ignore_eos,
+            ignore_eos=self.settings.generator.ignore_eos,
         )
 
     def _prompt_ids(self, prompt: str) -> list[int]:
@@ -203,7 +211,12 @@ class Generator:
 
         with self.timer.sync(), self._engine:
             result = pull_weights(
-                self.llm, self.weights, self.version, self.name, self.cfg.learner, self._channel
+                self.llm,
+                self.weights,
+                self.version,
+                self.name,
+                self.settings.learner,
+                self._channel,
             )
         if result is None:
             return False

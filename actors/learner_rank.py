@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from microcoder.launch.config import Config
+from microcoder.actors.config import LearnerRankSettings
 
 
 class WorkLock:
@@ -110,7 +110,7 @@ class LearnerRank:
 
     def setup(
         self,
-        cfg: Config,
+        settings: LearnerRankSettings,
         model_path: str,
         buffer_address: str,
         master: tuple[str, int],
@@ -127,22 +127,20 @@ class LearnerRank:
             MASTER_PORT=str(master[1]),
         )
 
-        self.cfg = cfg
-        self.dynamic_filtering = cfg.algorithm.dynamic_filtering
-        kwargs = dict(seed=cfg.seed, device=cfg.cluster.device, total_steps=cfg.max_steps)
+        s = self.settings = settings
+        self.dynamic_filtering = s.algorithm.dynamic_filtering
+        kwargs = dict(seed=s.seed, device=s.device, total_steps=s.total_steps)
         if resume_from:
-            self.learner = Learner.from_checkpoint(
-                resume_from, cfg.learner, cfg.algorithm, **kwargs
-            )
+            self.learner = Learner.from_checkpoint(resume_from, s.learner, s.algorithm, **kwargs)
         else:
-            self.learner = Learner(model_path, cfg.learner, cfg.algorithm, **kwargs)
+            self.learner = Learner(model_path, s.learner, s.algorithm, **kwargs)
         if self.rank == 0:
             from microcoder.actors.weight_sync import WeightPublisher
             from microcoder.buffer.client import BufferClient
 
-            self.client = BufferClient.from_config(cfg.buffer, buffer_address, owner="learner")
+            self.client = BufferClient.from_config(s.buffer, buffer_address, owner="learner")
             self.publisher = WeightPublisher(
-                cfg.learner.sync_timeout_s, device=self.learner.device.type
+                s.learner.sync_timeout_s, device=self.learner.device.type
             )
         self.publish()
         return self.learner.version
@@ -179,11 +177,11 @@ class LearnerRank:
         from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.grpo import group_has_signal
 
-        want, kept, filtered, staleness, rewards = self.cfg.learner.batch_size, [], 0, [], []
+        want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
         responses = []
         t0 = time.perf_counter()
         deadline = None if timeout_s is None else t0 + timeout_s
-        budget = want * self.cfg.learner.max_filtered_batches  # groups we may fetch in all
+        budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
         done = False
         while len(kept) < want and not done and len(responses) < budget and not self._stop:
             try:
@@ -267,7 +265,7 @@ class LearnerRank:
         the generator does not idle for a step. `lock_wait_s`: how long it waited for the learner."""
         if not self.publisher.sends_from_device(name):
             return {**self.publisher.send(name), "lock_wait_s": 0.0}
-        with self._work.send(self.cfg.learner.sync_timeout_s, name) as waited:
+        with self._work.send(self.settings.learner.sync_timeout_s, name) as waited:
             return {**self.publisher.send(name), "lock_wait_s": waited}
 
     def shutdown(self) -> None:

@@ -3,7 +3,12 @@ applied, so the bodies stay plain classes that unit tests can build without Ray)
 
 from __future__ import annotations
 
-from microcoder.launch.config import Config
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.learner.config import LearnerConfig
+    from microcoder.sandbox.config import ExecutorConfig
 
 
 def buffer_host_cls():
@@ -14,30 +19,27 @@ def buffer_host_cls():
     return ray.remote(num_cpus=0, max_concurrency=4)(BufferHost)
 
 
-def generator_cls(cfg: Config):
+def generator_cls(g: GeneratorConfig):
     import ray
 
     from microcoder.actors.generator import Generator
 
-    g = cfg.generator
     return ray.remote(num_cpus=g.cpus_per_engine, num_gpus=g.gpus_per_engine, max_concurrency=4)(
         Generator
     )
 
 
-def executor_cls(cfg: Config):
+def executor_cls(executor: ExecutorConfig):
     import ray
 
     from microcoder.actors.executor import Executor
 
-    return ray.remote(num_cpus=cfg.executor.cpus_per_executor, max_concurrency=4)(Executor)
+    return ray.remote(num_cpus=executor.cpus_per_executor, max_concurrency=4)(Executor)
 
 
-def learner_rank_cls(cfg: Config):
+def learner_rank_cls(learner: LearnerConfig):
     import ray
 
     from microcoder.actors.learner_rank import LearnerRank
 
-    return ray.remote(num_cpus=1, num_gpus=cfg.learner.gpus_per_rank, max_concurrency=4)(
-        LearnerRank
-    )
+    return ray.remote(num_cpus=1, num_gpus=learner.gpus_per_rank, max_concurrency=4)(LearnerRank)

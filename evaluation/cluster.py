@@ -34,6 +34,7 @@ class EvalCluster:
         import ray
 
         from microcoder.actors.remote import executor_cls, generator_cls
+        from microcoder.launch.actor_settings import generator_settings
         from microcoder.launch.cluster import Run
         from microcoder.launch.placement import replica_options
 
@@ -47,19 +48,22 @@ class EvalCluster:
                 SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address), cpus
             )
             self.started_ray = True
-        ex_cls = executor_cls(cfg)
+        ex_cls = executor_cls(cfg.executor)
         for i in range(n_executors):
             name = f"executor-{i}"
-            self.executors[name] = ex_cls.remote(name, cfg, None, 4, False)
+            self.executors[name] = ex_cls.remote(name, cfg.executor)  # no buffer, no run data
         if gens:
-            gen_cls = generator_cls(cfg)
+            gen_cls = generator_cls(cfg.generator)
+            settings = generator_settings(cfg)
             g = cfg.generator
             for i in range(gens):
                 name = f"generator-{i}"
                 opts = replica_options(
                     g.cpus_per_engine, g.gpus_per_engine, cfg.cluster.device, name
                 )
-                self.generators[name] = gen_cls.options(**opts).remote(name, cfg, model_path, None)
+                self.generators[name] = gen_cls.options(**opts).remote(
+                    name, settings, model_path, None
+                )
             log(
                 f"starting {gens} generator(s) and {n_executors} executor(s) "
                 "(a vLLM engine takes a while to start) ..."

@@ -70,9 +70,10 @@ class Run:
         import ray
         from transformers import AutoTokenizer
 
-        from microcoder.actors.learner_group import LearnerGroup
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
+        from microcoder.launch.actor_settings import generator_settings
+        from microcoder.launch.learner_group import LearnerGroup
         from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
         from microcoder.launch.problems import prepare_run_problems
@@ -93,7 +94,13 @@ class Run:
         self.buffer = (
             buffer_host_cls()
             .options(name="mc-buffer")
-            .remote(cfg, self.problems.prompts, restore_from=snapshot)
+            .remote(
+                cfg.buffer,
+                cfg.data,
+                cfg.learner.batch_size,
+                self.problems.prompts,
+                restore_from=snapshot,
+            )
         )
         self.buffer_address = ray.get(self.buffer.get_address.remote())
         self.client = BufferClient.from_config(cfg.buffer, self.buffer_address, owner="launcher")
@@ -115,11 +122,12 @@ class Run:
             r = self.release_client.release(owner, died=True)
             return f"{r.prompts} prompts, {r.groups} groups"
 
-        ex_cls, gen_cls = executor_cls(cfg), generator_cls(cfg)
+        ex_cls, gen_cls = executor_cls(cfg.executor), generator_cls(cfg.generator)
+        gen_settings = generator_settings(cfg)
         self.executors = Pool(
             "executor",
             lambda n: ex_cls.options(name=f"mc-{n}", max_restarts=-1).remote(
-                n, cfg, self.buffer_address
+                n, cfg.executor, cfg.buffer, self.buffer_address, cfg.data, cfg.seed
             ),
             release,
             self.log,
@@ -135,7 +143,7 @@ class Run:
                     cfg.cluster.device,
                     n,
                 ),
-            ).remote(n, cfg, model_path, self.buffer_address, self.learners.rank0),
+            ).remote(n, gen_settings, model_path, self.buffer_address, self.learners.rank0),
             release,
             self.log,
         )

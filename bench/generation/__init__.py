@@ -154,15 +154,18 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     if own_ray:
         ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        from microcoder.actors.learner_group import LearnerGroup
         from microcoder.actors.remote import buffer_host_cls, generator_cls
+        from microcoder.launch.actor_settings import generator_settings
+        from microcoder.launch.learner_group import LearnerGroup
 
         bare_engine = bare_engine_cls(cfg).remote(model_path, cfg, device)
         ray.get(bare_engine.generate.remote(ids[0][:1]))  # engine up before the actor starts
-        host = buffer_host_cls().remote(cfg, prompts)
+        host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, prompts)
         address = ray.get(host.get_address.remote())
         group = LearnerGroup(cfg, model_path, address)
-        gen = generator_cls(cfg).remote("gen-bench", cfg, model_path, address, group.rank0)
+        gen = generator_cls(cfg.generator).remote(
+            "gen-bench", generator_settings(cfg), model_path, address, group.rank0
+        )
         ray.get(gen.ready.remote())
         bare, actor = [], []
         for i, batch in enumerate(batches):  # alternate; run 0 is the warm-up of each side

@@ -15,9 +15,13 @@ def exec_setup(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.remote import buffer_host_cls, executor_cls
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
+    host = buffer_host_cls().remote(
+        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
+    )
     address = ray.get(host.get_address.remote())
-    ex = executor_cls(actor_cfg).remote("exec-0", actor_cfg, address)
+    ex = executor_cls(actor_cfg.executor).remote(
+        "exec-0", actor_cfg.executor, actor_cfg.buffer, address, actor_cfg.data, actor_cfg.seed
+    )
     ray.get(ex.ready.remote())
     yield ray, ex, address
     ray.get(ex.shutdown.remote())

@@ -11,11 +11,16 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def gen_setup(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.remote import buffer_host_cls, generator_cls
+    from microcoder.launch.actor_settings import generator_settings
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
+    host = buffer_host_cls().remote(
+        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
+    )
     address = ray.get(host.get_address.remote())
-    gen = generator_cls(actor_cfg).remote("gen-0", actor_cfg, actor_cfg.model.path, address)
+    gen = generator_cls(actor_cfg.generator).remote(
+        "gen-0", generator_settings(actor_cfg), actor_cfg.model.path, address
+    )
     ray.get(gen.ready.remote())
     yield ray, host, gen, address
     ray.get(gen.shutdown.remote())

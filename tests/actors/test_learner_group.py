@@ -65,7 +65,7 @@ def stand_in_rank(
 ) -> tuple[LearnerRank, list]:
     log: list = []
     rank = LearnerRank(0, 1)
-    rank.cfg = SimpleNamespace(learner=SimpleNamespace(sync_timeout_s=sync_timeout_s))
+    rank.settings = SimpleNamespace(learner=SimpleNamespace(sync_timeout_s=sync_timeout_s))
     rank.learner, rank.publisher = BlockingLearner(log), RecordingPublisher(log, from_device)
     rank.client = SimpleNamespace(announce_version=lambda v: None)
     return rank, log
@@ -187,13 +187,13 @@ def put_scored_groups(address: str, n: int, group_size: int) -> None:
 @pytest.fixture(scope="module")
 def two_ranks(ray_cluster, actor_cfg, actor_prompts):
     """A buffer host and a two-rank LearnerGroup on it: (ray, cfg, buffer address, group)."""
-    from microcoder.actors.learner_group import LearnerGroup
     from microcoder.actors.remote import buffer_host_cls
+    from microcoder.launch.learner_group import LearnerGroup
 
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)
     cfg.learner.world_size = 2
-    host = buffer_host_cls().remote(cfg, actor_prompts)
+    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, actor_prompts)
     address = ray.get(host.get_address.remote())
     group = LearnerGroup(cfg, cfg.model.path, address)
     try:

@@ -12,16 +12,19 @@ PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Pr
 
 @pytest.fixture(scope="module")
 def trio(ray_cluster, actor_cfg, actor_prompts):
-    from microcoder.actors.learner_group import LearnerGroup
     from microcoder.actors.remote import buffer_host_cls, generator_cls
+    from microcoder.launch.actor_settings import generator_settings
+    from microcoder.launch.learner_group import LearnerGroup
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(actor_cfg, actor_prompts)
+    host = buffer_host_cls().remote(
+        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
+    )
     address = ray.get(host.get_address.remote())
     group = LearnerGroup(actor_cfg, actor_cfg.model.path, address)
     assert group.version == 0
-    gen = generator_cls(actor_cfg).remote(
-        "gen-w", actor_cfg, actor_cfg.model.path, address, group.rank0
+    gen = generator_cls(actor_cfg.generator).remote(
+        "gen-w", generator_settings(actor_cfg), actor_cfg.model.path, address, group.rank0
     )
     ray.get(gen.ready.remote())
     yield ray, host, group, gen, address

@@ -33,7 +33,7 @@ def eval_cfg(tiny_model_dir):
 def executor(ray_local, eval_cfg):
     from microcoder.actors.remote import executor_cls
 
-    handle = executor_cls(eval_cfg).remote("executor-0", eval_cfg, None, 4, False)
+    handle = executor_cls(eval_cfg.executor).remote("executor-0", eval_cfg.executor)
     ray_local.get(handle.ready.remote(), timeout=120)
     yield handle
     ray_local.get(handle.shutdown.remote(), timeout=60)
@@ -43,8 +43,11 @@ def executor(ray_local, eval_cfg):
 @pytest.fixture(scope="module")
 def generator(ray_local, eval_cfg, tiny_model_dir):
     from microcoder.actors.remote import generator_cls
+    from microcoder.launch.actor_settings import generator_settings
 
-    handle = generator_cls(eval_cfg).remote("generator-0", eval_cfg, str(tiny_model_dir), None)
+    handle = generator_cls(eval_cfg.generator).remote(
+        "generator-0", generator_settings(eval_cfg), str(tiny_model_dir), None
+    )
     ray_local.get(handle.ready.remote(), timeout=600)
     yield handle
     ray_local.get(handle.shutdown.remote(), timeout=60)

@@ -1,4 +1,6 @@
-"""The learner group seen from the driver: W LearnerRank actors acting as one learner.
+"""The learner group seen from the driver: W LearnerRank actors (actors/learner_rank.py) acting
+as one learner. Driver-side: it places the ranks and drives their steps, so it lives in launch/
+and hands each rank only its sections (launch/actor_settings.py: `learner_rank_settings`).
 
 One `step()` = rank 0 pulls a batch at its version (wait-for-data), every rank trains on it
 (compute), every rank joins the weight gather and rank 0 publishes the version (sync).
@@ -21,10 +23,12 @@ class LearnerGroup:
         import ray
 
         from microcoder.actors.remote import learner_rank_cls
+        from microcoder.launch.actor_settings import learner_rank_settings
+        from microcoder.launch.placement import replica_options
 
         self.cfg, W = cfg, cfg.learner.world_size
-        cls = learner_rank_cls(cfg)
-        from microcoder.launch.placement import replica_options
+        cls = learner_rank_cls(cfg.learner)
+        settings = learner_rank_settings(cfg)
 
         lc = cfg.learner
         self.ranks = [
@@ -36,7 +40,7 @@ class LearnerGroup:
         master = ray.get(self.ranks[0].rendezvous.remote())
         versions = ray.get(
             [
-                r.setup.remote(cfg, model_path, buffer_address, master, resume_from)
+                r.setup.remote(settings, model_path, buffer_address, master, resume_from)
                 for r in self.ranks
             ]
         )
