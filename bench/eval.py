@@ -74,12 +74,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from microcoder.data.prompts import PromptRenderer
     from microcoder.data.synthetic import generate_tasks
-    from microcoder.evaluation.cluster import EvalCluster
     from microcoder.evaluation.engine import evaluate, generate_only
     from microcoder.evaluation.generations import Generation
     from microcoder.evaluation.samples import read_samples
     from microcoder.evaluation.settings import EvalSettings
     from microcoder.launch.config import load_config
+    from microcoder.launch.eval_cluster import EvalCluster
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     model = _model(args, tmp)

@@ -1,7 +1,7 @@
 """`microcoder eval --model DIR --problems FILE [...]`: LiveCodeBench-style pass@k by platform and
 difficulty at one or more token budgets, through the training run's Generator and Executor
 actors (vLLM + the sandbox), pipelined. `--generations FILE` judges precomputed samples without
-a model. The work is microcoder.evaluation (cli_run.py drives it)."""
+a model. The work is microcoder.evaluation (launch/eval_command.py drives it)."""
 
 from __future__ import annotations
 
@@ -110,6 +110,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from microcoder.evaluation.cli_run import run_eval
+    from microcoder.launch.eval_command import run_eval
 
     return run_eval(args)

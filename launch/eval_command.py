@@ -1,4 +1,7 @@
-"""The body of `microcoder eval` (launch/cmd_eval.py parses the options)."""
+"""The body of `microcoder eval` (launch/cmd_eval.py parses the options): the root config, the
+prompts, the actors (launch/eval_cluster.py), then the engine of microcoder.evaluation
+(evaluation/engine.py: `evaluate`). It lives in launch/ because it reads the root config and
+brings up Ray; the evaluation itself stays in evaluation/."""
 
 from __future__ import annotations
 
@@ -167,10 +170,10 @@ def _prompts(args, cfg, problems, settings, context):
 
 def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -> int:
     from microcoder.device import resolve_device
-    from microcoder.evaluation.cluster import EvalCluster
     from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.progress import ProgressLine
     from microcoder.evaluation.report_md import group_table
+    from microcoder.launch.eval_cluster import EvalCluster
 
     cfg.cluster.device = resolve_device(cfg.cluster.device)
     if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:

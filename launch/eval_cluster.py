@@ -1,7 +1,7 @@
 """The actors of a standalone evaluation (`microcoder eval`, `microcoder bench eval`): Ray started
 the way a run starts it (launch/cluster.py `Run.start_ray`), G generators with no buffer and no
 weight publisher, E executors with no buffer and no run data. A training run's periodic eval
-uses the run's own pools instead."""
+uses the run's own pools instead. In launch/ because it brings up Ray from the root config."""
 
 from __future__ import annotations
 
