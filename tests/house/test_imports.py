@@ -1,4 +1,5 @@
-"""Imports point down: low packages never import the ones above them (docs/architecture.md).
+"""Imports point down: low packages never import the ones above them (docs/architecture.md);
+actors/ and evaluation/ never import launch/ (they receive their config sections).
 
 Read from the source (every import statement, also those inside functions), so a lazy import
 that would only fail at run time is caught too."""
@@ -16,6 +17,8 @@ RULES = {
     "sandbox": ("torch", "vllm", "microcoder.launch", "microcoder.actors"),
     "learner": ("microcoder.launch", "microcoder.actors"),
     "data": ("microcoder.launch", "microcoder.actors"),
+    "actors": ("microcoder.launch",),
+    "evaluation": ("microcoder.launch",),
 }
 
 
