@@ -201,6 +201,9 @@ class Run:
                 ray.get(self.buffer.shutdown.remote(), timeout=30)
             except Exception:
                 pass
+        from microcoder.launch.placement import release_all
+
+        release_all()  # every replica's placement group, the learner ranks' too (also on errors)
         self.metrics.close()
         if ray.is_initialized():
             ray.shutdown()

@@ -102,6 +102,9 @@ class EvalCluster:
                 ray.kill(h)
             except Exception:  # noqa: BLE001
                 pass
+        from microcoder.launch.placement import release
+
+        release(*self.generators)  # their placement groups (GPU runs; none on the CPU)
         self.generators, self.executors = {}, {}
         if self.started_ray:
             ray.shutdown()

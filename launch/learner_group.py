@@ -117,4 +117,7 @@ class LearnerGroup:
     def shutdown(self) -> None:
         import ray
 
+        from microcoder.launch.placement import release
+
         ray.get([r.shutdown.remote() for r in self.ranks])
+        release(*(f"learner-{r}" for r in range(len(self.ranks))))
