@@ -12,7 +12,9 @@ class BufferHost:
     """Ray actor body. `prompts`: (problem_id, rendered prompt text) of the training problems
     (rendered and measured by the launcher, launch/problems.py); the server holds only those.
     `data` gives their order (epochs, shuffle seed); `batch_size` is the learner's
-    (`learner.batch_size`, admission control)."""
+    (`learner.batch_size`, admission control). `keys_dir`: the run's CurveZMQ keys (the
+    published address names the folder, so every client finds them); `snapshot_root`: the run
+    directory, the only place Snapshot/Restore requests may name."""
 
     def __init__(
         self,
@@ -22,6 +24,7 @@ class BufferHost:
         prompts: list[tuple[str, str]],
         restore_from: str | None = None,
         keys_dir: str | None = None,
+        snapshot_root: str | None = None,
     ):
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.prompts import DatasetPrompts
@@ -37,6 +40,7 @@ class BufferHost:
             batch_size,
             keys_dir=keys_dir,
             restore_from=restore_from,
+            snapshot_root=snapshot_root,
         )
         dedicate_process()  # this actor's process exists to serve the buffer
         self.address = self.server.start()

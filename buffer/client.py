@@ -23,6 +23,7 @@ import zmq
 from microcoder.buffer import messages as m
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
 from microcoder.buffer.groups import Group, GroupScores, ScoredGroup
+from microcoder.buffer.keys import split_address
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import decode_header, encode
 
@@ -67,7 +68,10 @@ class LearnerBatch:
 
 
 class BufferClient:
-    """Talk to the buffer at `address` as actor `owner` (the name leases are held under)."""
+    """Talk to the buffer at `address` as actor `owner` (the name leases are held under).
+
+    The CurveZMQ keys come from `keys_dir`, else from the address (`...?curve=FOLDER`, as the
+    server publishes it); a plain `tcp://HOST:PORT` with no keys_dir connects without keys."""
 
     def __init__(
         self,
@@ -79,7 +83,8 @@ class BufferClient:
     ):
         self.address, self.timeout_s, self.long_poll_s = address, timeout_s, long_poll_s
         self.owner = owner or f"{os.uname().nodename}-{os.getpid()}"
-        self.keys_dir = keys_dir
+        self.endpoint, published_keys = split_address(address)
+        self.keys_dir = keys_dir or published_keys
         self._ctx = zmq.Context.instance()
         self._rids = itertools.count(1)
         self._sock: zmq.Socket | None = None
@@ -88,8 +93,9 @@ class BufferClient:
 
     @classmethod
     def from_config(cls, config: Any, address: str, owner: str = "", keys_dir: str | None = None):
-        """A client with the timeouts and keys of a BufferConfig."""
-        keys = (keys_dir or config.keys_dir) if config.curve else None
+        """A client with the timeouts and keys of a BufferConfig (keys: `keys_dir`, else
+        buffer.keys_dir, else the folder the address names)."""
+        keys = (keys_dir or config.keys_dir or None) if config.curve else None
         return cls(address, owner, config.request_timeout_s, config.long_poll_s, keys)
 
     def _connect(self) -> None:
@@ -100,7 +106,7 @@ class BufferClient:
             from microcoder.buffer.keys import secure_client
 
             secure_client(sock, self.keys_dir)
-        sock.connect(self.address)
+        sock.connect(self.endpoint)
         self._sock = sock
 
     def close(self) -> None:
@@ -254,7 +260,8 @@ class BufferClient:
                 raise BufferTimeout(
                     f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
                     f"{timeout:.1f} s: is the buffer server running and reachable "
-                    "(and, with buffer.curve, do both sides use the same keys)?"
+                    "(and, with buffer.curve, does this client hold the run's keys: "
+                    "RUN_DIR/keys or buffer.keys_dir)?"
                 )
             frames = self._sock.recv_multipart(copy=False)
             try:

@@ -18,12 +18,15 @@ class BufferConfig(Section):
     """Largest accepted message in MiB; bigger frames get an error reply and are counted."""
     high_water_groups: int = Field(1024, ge=1)
     """Bound on groups held in any one queue; producers are refused (and retry) beyond it."""
-    curve: bool = False
-    """Encrypt and authenticate with CurveZMQ keys stored in the run directory (multi-node clusters)."""
+    curve: bool = True
+    """Only the run's own actors talk to the buffer: CurveZMQ keys (RUN_DIR/keys, made at
+    bring-up) authenticate every client and encrypt the traffic. false = anyone who can reach the
+    port can read and inject groups (benchmarks and tests that need the plain socket only)."""
     request_timeout_s: float = Field(30.0, gt=0)
     """A client call that gets no reply within this many seconds raises a timeout error."""
     keys_dir: str = ""
-    """Folder of the CurveZMQ keys (`microcoder keys RUN_DIR` writes RUN_DIR/keys); empty = RUN_DIR/keys."""
+    """Folder of the CurveZMQ keys; empty = RUN_DIR/keys. Every actor reads it: on several nodes
+    use a path they all share (the launcher makes the keys there unless present)."""
     lease_timeout_s: float = Field(1800.0, ge=0)
     """A prompt or group held longer than this many seconds by one actor is returned (0 = never)."""
     long_poll_s: float = Field(1.0, gt=0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import zmq
 from microcoder.buffer import messages as m
 from microcoder.buffer.codec import check_group, check_scores
 from microcoder.buffer.config import BufferConfig
+from microcoder.buffer.keys import with_keys
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.snapshot import load_snapshot, save_snapshot
@@ -52,7 +54,12 @@ class _Parked:
 
 
 class BufferServer:
-    """Serve a BufferState on `tcp://{config.host}:{config.port}` (port 0 = a free one)."""
+    """Serve a BufferState on `tcp://{config.host}:{config.port}` (port 0 = a free one).
+
+    With buffer.curve (the default) only clients holding the keys in `keys_dir` (or
+    config.keys_dir; neither: throwaway keys made here) get an answer; `address` names the keys
+    folder for the clients. Snapshot and Restore requests may only name files under
+    `snapshot_root` (the run directory; None: every such request is refused)."""
 
     def __init__(
         self,
@@ -61,8 +68,10 @@ class BufferServer:
         batch_size: int,
         keys_dir: str | Path | None = None,
         restore_from: str | Path | None = None,
+        snapshot_root: str | Path | None = None,
     ):
         self.config = config
+        self.snapshot_root = Path(snapshot_root).resolve() if snapshot_root else None
         self.state = BufferState(
             prompts,
             batch_size,
@@ -78,20 +87,23 @@ class BufferServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * 2 + 2**20)  # far beyond: disconnect
-        self._auth = None
+        self._auth = self.keys_dir = self._own_keys = None
         if config.curve:
-            from microcoder.buffer.keys import secure_server
+            from microcoder.buffer.keys import secure_server, throwaway_keys
 
             keys = keys_dir or config.keys_dir
             if not keys:
-                raise ValueError("buffer.curve = true needs the keys folder: set buffer.keys_dir")
-            self._auth = secure_server(self.ctx, self.sock, keys)
+                keys = self._own_keys = throwaway_keys()
+                log.info("no keys folder given: throwaway CurveZMQ keys in %s", keys)
+            self.keys_dir = Path(keys).resolve()
+            self._auth = secure_server(self.ctx, self.sock, self.keys_dir)
         if config.port:
             self.sock.bind(f"tcp://{config.host}:{config.port}")
             port = config.port
         else:
             port = self.sock.bind_to_random_port(f"tcp://{config.host}")
-        self.address = f"tcp://{config.host}:{port}"
+        self.endpoint = f"tcp://{config.host}:{port}"
+        self.address = with_keys(self.endpoint, self.keys_dir)
         self._parked: list[_Parked] = []
         self._next_expiry = 0.0
         self._stop = threading.Event()
@@ -132,6 +144,8 @@ class BufferServer:
         if self._auth is not None:
             self._auth.stop()
         self.ctx.term()
+        if self._own_keys is not None:
+            shutil.rmtree(self._own_keys, ignore_errors=True)
 
     def serve_forever(self) -> None:
         try:
@@ -313,9 +327,29 @@ class BufferServer:
     def _stats(self, msg: m.GetStats, blobs, now, final=False):
         return m.Stats(self.state.stats(now)), []
 
+    def _confined(self, path: str, kind: str) -> Path:
+        """`path` resolved (symlinks and `..` followed) if it lies under snapshot_root; else
+        the request is refused with code `path_refused` (counted in stats["errors"])."""
+        if self.snapshot_root is None:
+            raise MessageError(
+                f"{kind} refused: this buffer server was started without a snapshot root "
+                "(the launcher passes the run directory), so it writes and reads no files",
+                "path_refused",
+            )
+        resolved = Path(self.snapshot_root, path).resolve()
+        if not resolved.is_relative_to(self.snapshot_root):
+            log.warning("refused %s of %s: outside %s", kind, path, self.snapshot_root)
+            raise MessageError(
+                f"{kind} refused: {path} resolves to {resolved}, outside the run directory "
+                f"{self.snapshot_root}; only paths under it are allowed",
+                "path_refused",
+            )
+        return resolved
+
     def _snapshot(self, msg: m.Snapshot, blobs, now, final=False):
+        path = self._confined(msg.path, "snapshot")
         try:
-            groups, nbytes = save_snapshot(self.state, msg.path)
+            groups, nbytes = save_snapshot(self.state, path)
         except OSError as err:
             raise MessageError(
                 f"cannot write snapshot {msg.path}: {err}", "snapshot_failed"
@@ -324,8 +358,9 @@ class BufferServer:
         return m.SnapshotDone(msg.path, groups, nbytes), []
 
     def _restore(self, msg: m.Restore, blobs, now, final=False):
+        path = self._confined(msg.path, "restore")
         try:
-            groups = load_snapshot(self.state, msg.path)
+            groups = load_snapshot(self.state, path)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise MessageError(f"cannot restore {msg.path}: {err}", "bad_snapshot") from None
         log.info("buffer restored from %s: %d groups", msg.path, groups)

@@ -1,8 +1,11 @@
-"""`microcoder keys RUN_DIR [--force]`: create the CurveZMQ keys of a run (buffer.curve = true).
+"""`microcoder keys RUN_DIR [--force]`: create the CurveZMQ keys of a run ahead of its launch.
 
-Writes RUN_DIR/keys/server.key{,_secret} and RUN_DIR/keys/clients/client.key{,_secret}. The
-buffer server then admits only clients holding the client key, and traffic is encrypted, so other
-users of a shared cluster cannot read or inject groups. Copy RUN_DIR/keys to every node.
+Writes RUN_DIR/keys/server.key{,_secret} and RUN_DIR/keys/clients/client.key{,_secret} (0600, in
+0700 folders). `microcoder launch` makes them itself at bring-up when they are missing (buffer.curve
+is on by default); this command is for placing them first, e.g. on a path every node shares
+(buffer.keys_dir), or for replacing them (--force) between runs. The buffer server admits only
+clients holding the client key, and traffic is encrypted, so other users of a shared cluster
+cannot read or inject groups.
 """
 
 from __future__ import annotations
@@ -25,5 +28,7 @@ def run_keys(args: argparse.Namespace) -> int:
     except FileExistsError as err:
         print(f"microcoder keys: {err}")
         return 1
-    print(f"wrote CurveZMQ keys to {where}; set buffer.curve = true and buffer.keys_dir = {where}")
+    print(
+        f"wrote CurveZMQ keys to {where}; a run in {args.run_dir} uses them (or set buffer.keys_dir)"
+    )
     return 0

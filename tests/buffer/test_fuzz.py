@@ -11,9 +11,19 @@ import zmq
 from microcoder.buffer import messages as m
 from microcoder.buffer.client import BufferClient, BufferError
 from microcoder.buffer.config import BufferConfig
+from microcoder.buffer.keys import secure_client, split_address
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.server import BufferServer
 from microcoder.buffer.wire import decode_header, pack
+
+
+def keyed_dealer(address: str) -> zmq.Socket:
+    """A raw DEALER holding the run's keys: garbage from an admitted (buggy) client."""
+    endpoint, keys = split_address(address)
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    secure_client(sock, keys)
+    sock.connect(endpoint)
+    return sock
 
 
 @pytest.fixture
@@ -75,9 +85,8 @@ def garbage_message(rng: random.Random) -> list[bytes]:
 
 def test_thousands_of_garbage_frames_each_get_one_reply_and_service_continues(server):
     rng = random.Random(1234)
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock = keyed_dealer(server.address)
     sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(server.address)
     sent = replies = errors = 0
     for _ in range(30):
         for _ in range(100):
@@ -105,8 +114,7 @@ def test_oversized_frame_gets_an_error_reply_naming_the_setting(server):
 
 
 def test_wrong_protocol_version_gets_an_error_reply(server):
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.connect(server.address)
+    sock = keyed_dealer(server.address)
     sock.send(msgpack.packb({"v": 0, "kind": "get_stats", "rid": 5}))
     assert sock.poll(5000)
     rid, reply = decode_header(sock.recv_multipart()[0])

@@ -21,7 +21,7 @@ from microcoder.buffer.wire import decode_header, encode
 
 
 @pytest.fixture
-def serve():
+def serve(tmp_path):
     servers = []
 
     def start(problems=8, epochs=0, batch_size=2, **cfg):
@@ -30,6 +30,7 @@ def serve():
             BufferConfig(**cfg),
             DatasetPrompts([f"p{i}" for i in range(problems)], epochs),
             batch_size,
+            snapshot_root=tmp_path,
         )
         servers.append(server)
         return server, server.start()
