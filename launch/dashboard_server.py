@@ -5,10 +5,14 @@ GET /api/metrics?since=N  records N.. of the run (steps, evals, events) and `nex
 GET /api/status           pools, rates, buffer, staleness, idle, last errors (launch/status_view)
 GET /metrics              Prometheus text exposition of the newest step
 GET /healthz              "ok"
+
+It binds loopback by default (monitor.dashboard_host); bound anywhere else it prints a warning at
+start, as it has no login: anyone who can reach the address sees the run.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import time
@@ -106,6 +110,22 @@ def _handler(server: DashboardServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def exposure_warning(host: str) -> str | None:
+    """The warning for binding the dashboard on `host`; None for a loopback address."""
+    try:
+        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a host name: it may resolve to any interface
+        pass
+    where = "every interface" if host in ("", "0.0.0.0", "::") else host
+    return (
+        f"WARNING: the dashboard binds {where} (monitor.dashboard_host = {host!r}), not "
+        "loopback: it has no login, so anyone who can reach that address sees the run "
+        "(metrics, status, problem ids). Keep the default 127.0.0.1 and use an SSH tunnel "
+        "(ssh -L 8266:127.0.0.1:8266 HOST) unless every such network peer may see it."
+    )
+
+
 class DashboardServer:
     """Serves `store` (and `status_fn`) at http://host:port/ from a daemon thread."""
 
@@ -119,6 +139,7 @@ class DashboardServer:
         status_ttl_s: float = 2.0,
     ):
         self.store, self.title = store, title
+        self.warning = exposure_warning(host)
         self.status = _CachedStatus(status_fn, status_ttl_s).get
         try:
             self.httpd = ThreadingHTTPServer((host, port), _handler(self))
@@ -141,6 +162,8 @@ class DashboardServer:
         return f"http://{shown}:{port}/"
 
     def start(self) -> DashboardServer:
+        if self.warning:
+            print(self.warning, flush=True)
         self._thread.start()
         return self
 
