@@ -18,6 +18,34 @@ from pathlib import Path
 from microcoder.launch.config import Config
 from microcoder.launch.metrics_log import MetricsLogger
 
+LOOPBACK = "127.0.0.1"
+"""The one address of a local run: Ray's node IP, the buffer and the weight channels."""
+
+
+def init_local_ray(**kwargs) -> None:
+    """Start a new Ray instance on this machine, every address of it on loopback.
+
+    `address="local"`: never attach to another instance. Without it, `ray.init` joins
+    $RAY_ADDRESS or the newest cluster `ray start` recorded (/tmp/ray/ray_current_cluster, see
+    ray._private.services.get_ray_address_from_environment), and fails when that one is dead.
+
+    Loopback: Ray 2.60 replaces a `_node_ip_address` of 127.0.0.1 by the machine's interface
+    address (services.resolve_ip_for_localhost); only with ray_constants.ENABLE_RAY_CLUSTER off,
+    its single-machine mode, does the new node take 127.0.0.1 (services.get_node_ip_address).
+    The flag is read only while the node starts; its raylet, GCS and workers then get 127.0.0.1
+    as their node IP and bind it, and `ray.util.get_node_ip_address()` returns it in actors."""
+    import ray
+    import ray._private.ray_constants as ray_constants
+
+    if "address" in kwargs or "_node_ip_address" in kwargs:
+        raise ValueError("init_local_ray starts its own local instance: pass no address")
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", **kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
 
 class Run:
     def __init__(
@@ -52,7 +80,7 @@ class Run:
             cores = self.cfg.cluster.local_cpus()
             # Logical CPUs: the plan's reservations plus headroom so `microcoder scale` can add
             # replicas on a laptop (they time-share the cores; Ray counts are not a hardware limit).
-            ray.init(
+            init_local_ray(
                 num_cpus=max(cores, int(plan_cpus + 0.999)) + 8,
                 include_dashboard=False,
                 log_to_driver=False,

@@ -17,9 +17,15 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def ray_cluster():
     """One local Ray instance for every test of the session that needs real actors (a second
-    `ray.init` in the same process fails, so the test packages share this one)."""
+    `ray.init` in the same process fails, so the test packages share this one). A new instance
+    on loopback, as a local run gets (launch/cluster.py: init_local_ray): it never attaches to a
+    cluster that `ray start` recorded on the machine."""
     import ray
 
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from microcoder.launch.cluster import init_local_ray
+
+    init_local_ray(
+        num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     yield ray
     ray.shutdown()

@@ -152,7 +152,11 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
 
     own_ray = not ray.is_initialized()
     if own_ray:
-        ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        from microcoder.launch.cluster import init_local_ray  # a new instance, on loopback
+
+        init_local_ray(
+            num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
     try:
         from microcoder.actors.remote import buffer_host_cls, generator_cls
         from microcoder.launch.actor_settings import generator_settings

@@ -172,7 +172,11 @@ def run_simulated(
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        from microcoder.launch.cluster import init_local_ray  # a new instance, on loopback
+
+        init_local_ray(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
     t0 = time.monotonic()
     try:
         points = [run_point(costs, n, executors, **kw) for n in generator_counts]
