@@ -118,6 +118,7 @@ class Run:
         snapshot = (
             str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
         )
+        keys_dir = self.buffer_keys()
         self.log("starting the buffer" + (f" (restoring {snapshot})" if snapshot else ""))
         self.buffer = (
             buffer_host_cls()
@@ -128,6 +129,8 @@ class Run:
                 cfg.learner.batch_size,
                 self.problems.prompts,
                 restore_from=snapshot,
+                keys_dir=keys_dir,
+                snapshot_root=str(self.run_dir.resolve()),
             )
         )
         self.buffer_address = ray.get(self.buffer.get_address.remote())
@@ -182,6 +185,18 @@ class Run:
         )
         self.generators.add(cfg.generator.num_engines, before_loop=self.prepare_generator)
         self.log("all pools running")
+
+    def buffer_keys(self) -> str | None:
+        """The run's CurveZMQ keys folder (buffer.keys_dir, else RUN_DIR/keys), made unless
+        present (a resumed run reuses its keys); None with buffer.curve = false."""
+        if not self.cfg.buffer.curve:
+            self.log("buffer.curve = false: any process that reaches the buffer port can use it")
+            return None
+        from microcoder.buffer.keys import ensure_keys, keys_dir_of
+
+        keys, made = ensure_keys(self.cfg.buffer.keys_dir or keys_dir_of(self.run_dir))
+        self.log(f"buffer keys: {'made' if made else 'reusing'} {keys} (only the run's actors)")
+        return str(keys.resolve())
 
     def prepare_generator(self, handle) -> None:
         """Before a generator's loop starts: give it the controller's temperature."""
