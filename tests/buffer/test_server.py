@@ -183,19 +183,23 @@ def test_restore_of_a_missing_file_is_an_error_reply(serve, tmp_path):
 
 
 SERVER_SCRIPT = """
+import sys
 from microcoder.buffer.config import BufferConfig
+from microcoder.buffer.keys import generate_keys
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.server import BufferServer
 from microcoder.buffer.wire import decode_header, encode
-s = BufferServer(BufferConfig(), DatasetPrompts(["a"]), 1)
+s = BufferServer(BufferConfig(keys_dir=str(generate_keys(sys.argv[1]))), DatasetPrompts(["a"]), 1)
 print(s.address, flush=True)
 s.serve_forever()
 """
 
 
-def test_client_times_out_cleanly_when_the_server_is_killed():
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER_SCRIPT], stdout=subprocess.PIPE, text=True
+def test_client_times_out_cleanly_when_the_server_is_killed(tmp_path):
+    proc = subprocess.Popen(  # keys in tmp_path: a killed server cannot remove throwaway ones
+        [sys.executable, "-c", SERVER_SCRIPT, str(tmp_path / "keys")],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         addr = proc.stdout.readline().strip()
