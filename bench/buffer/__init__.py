@@ -18,7 +18,10 @@ the call patterns of the actors (bench/buffer/road.py):
 - "+tok": the buffer road again with the executor fetching the token arrays too, so the group's
   bytes make every hop raw makes plus one (3 socket crossings instead of 2);
 - latency: one group at a time, put then get (two round trips through the server), vs one
-  PUSH -> PULL hop of the same bytes.
+  PUSH -> PULL hop of the same bytes;
+- curve: the buffer road and its latency again with CurveZMQ on (buffer.curve, a run's default:
+  every client authenticated, every frame encrypted); its rate over the plain buffer road's is
+  what the default costs. The other buffer figures are the plain socket's (buffer.curve off).
 Also reports encode/decode cost per group. Ratios, not absolute times: the machine is shared.
 """
 
@@ -96,12 +99,38 @@ def socket_port():
     return free()
 
 
-def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
+def _curve_keys(curve: bool):
+    """A context manager yielding a fresh keys folder (removed after) or None."""
+    import contextlib
+    import shutil
+
+    from microcoder.buffer.keys import throwaway_keys
+
+    @contextlib.contextmanager
+    def keys():
+        if not curve:
+            yield None
+            return
+        folder = throwaway_keys()
+        try:
+            yield str(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return keys()
+
+
+def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args, curve: bool = False) -> float:
+    with _curve_keys(curve) as keys:
+        return _serve_road(mp, n, g, t, tokens, args, keys)
+
+
+def _serve_road(mp, n: int, g: int, t: int, tokens: bool, args, keys: str | None) -> float:
     from microcoder.bench.buffer import road
 
     parent, child = mp.Pipe()
     k = max(0, args.in_flight // args.batch - 1) if args.in_flight else 10**6
-    server = mp.Process(target=road.serve, args=(child, n, args.batch, k), daemon=True)
+    server = mp.Process(target=road.serve, args=(child, n, args.batch, k, keys), daemon=True)
     server.start()
     address = parent.recv()
     elapsed, cpu = road.timed_road(
@@ -118,11 +147,8 @@ def _buffer_road(mp, n: int, g: int, t: int, tokens: bool, args) -> float:
     return elapsed, cpu
 
 
-def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]:
+def _raw_latency(frames, samples: int) -> list[float]:
     import zmq
-
-    from microcoder.bench.buffer import road
-    from microcoder.buffer.client import BufferClient
 
     ctx = zmq.Context.instance()
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
@@ -135,8 +161,20 @@ def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]
         raw.append(time.perf_counter() - s)
     push.close(linger=0)
     pull.close(linger=0)
+    return raw
+
+
+def _latency(mp, group, samples: int, curve: bool = False) -> list[float]:
+    with _curve_keys(curve) as keys:
+        return _serve_latency(mp, group, samples, keys)
+
+
+def _serve_latency(mp, group, samples: int, keys: str | None) -> list[float]:
+    from microcoder.bench.buffer import road
+    from microcoder.buffer.client import BufferClient
+
     parent, child = mp.Pipe()
-    server = mp.Process(target=road.serve, args=(child, samples), daemon=True)
+    server = mp.Process(target=road.serve, args=(child, samples, 0, 10**6, keys), daemon=True)
     server.start()
     address = parent.recv()
     lat = []
@@ -149,7 +187,7 @@ def _latency(mp, group, frames, samples: int) -> tuple[list[float], list[float]]
             lat.append(time.perf_counter() - s)
     server.terminate()
     server.join(10)
-    return lat, raw
+    return lat
 
 
 def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
@@ -176,8 +214,11 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
     codec_s, codec_cpu = _raw_road(mp, frames, score_frame, n, args, group, make_scores(1, g))
     buf_s, buf_cpu = _buffer_road(mp, n, g, t, False, args)
     full_s = _buffer_road(mp, n, g, t, True, args)[0]
+    curve_s, curve_cpu = _buffer_road(mp, n, g, t, False, args, curve=True)
     per_group = {k: v / n * 1000 for k, v in buf_cpu.items()}
-    lat, raw_lat = _latency(mp, group, frames, args.latency_samples)
+    raw_lat = _raw_latency(frames, args.latency_samples)
+    lat = _latency(mp, group, args.latency_samples)
+    curve_lat = _latency(mp, group, args.latency_samples, curve=True)
     return {
         "G": g,
         "tokens": t,
@@ -209,6 +250,11 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
         "raw_cpu_ms_per_group": sum(raw_cpu.values()) / n * 1000,
         "cpu_ratio": sum(raw_cpu.values()) / sum(buf_cpu.values()),
         "cpu_ms_per_group_by_process": per_group,
+        "curve_groups_per_s": n / curve_s,
+        "curve_ratio": buf_s / curve_s,
+        "curve_cpu_ms_per_group": sum(curve_cpu.values()) / n * 1000,
+        "curve_p50_ms": _pct(curve_lat, 50),
+        "curve_p99_ms": _pct(curve_lat, 99),
     }
 
 
@@ -238,6 +284,23 @@ def _split(cpu: dict) -> str:
     return "/".join(f"{cpu[k]:.2f}" for k in ("generator", "server", "executor", "learner"))
 
 
+def _curve_table(result: dict) -> str:
+    """What CurveZMQ (buffer.curve, a run's default) costs beside the plain socket."""
+    head = (
+        f"{'payload':<10} {'plain/s':>8} {'curve/s':>8} {'curve/plain':>11} {'cpu ms':>6} "
+        f"{'curve cpu':>9} {'p50 ms':>7} {'curve p50':>9} {'p99 ms':>7} {'curve p99':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, r in result["payloads"].items():
+        lines.append(
+            f"{name:<10} {r['groups_per_s']:>8.0f} {r['curve_groups_per_s']:>8.0f} "
+            f"{r['curve_ratio']:>11.2f} {r['cpu_ms_per_group']:>6.3f} "
+            f"{r['curve_cpu_ms_per_group']:>9.3f} {r['p50_ms']:>7.2f} {r['curve_p50_ms']:>9.2f} "
+            f"{r['p99_ms']:>7.2f} {r['curve_p99_ms']:>9.2f}"
+        )
+    return "\n".join(lines)
+
+
 def format_table(result: dict) -> str:
     head = (
         f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'+tok/s':>8} "
@@ -256,6 +319,7 @@ def format_table(result: dict) -> str:
             f"{r['cpu_ms_per_group']:>6.3f} {r['raw_cpu_ms_per_group']:>7.3f} "
             + f"{_split(r['cpu_ms_per_group_by_process']):>22}"
         )
+    lines += ["", _curve_table(result)]
     r = next(iter(result["payloads"].values()))
     lines.append(
         f"(unit: one group generator -> executor -> learner; waves of {r['wave']} per put, "

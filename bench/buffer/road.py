@@ -43,14 +43,24 @@ def make_scores(group_id: int, g: int):
     return GroupScores(group_id, [score] * g, "ex")
 
 
-def serve(conn, n: int, batch: int = 0, max_staleness: int = 10**6) -> None:
+def serve(
+    conn, n: int, batch: int = 0, max_staleness: int = 10**6, keys_dir: str | None = None
+) -> None:
     """The buffer server process, with admission control as in a run (`batch`, `max_staleness`:
-    at most (max_staleness + 1) * batch groups issued and not yet trained); batch 0 = none."""
+    at most (max_staleness + 1) * batch groups issued and not yet trained); batch 0 = none.
+    `keys_dir`: CurveZMQ keys (the default of a run); None = the plain socket (buffer.curve off).
+    The clients find the keys through the address the server publishes."""
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
     from microcoder.buffer.server import BufferServer, dedicate_process
 
-    cfg = BufferConfig(max_staleness=max_staleness, high_water_groups=10**6, max_frame_mb=1024)
+    cfg = BufferConfig(
+        max_staleness=max_staleness,
+        high_water_groups=10**6,
+        max_frame_mb=1024,
+        curve=keys_dir is not None,
+        keys_dir=keys_dir or "",
+    )
     server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch or n)
     conn.send(server.address)
     dedicate_process()

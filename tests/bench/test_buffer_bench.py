@@ -62,3 +62,10 @@ def test_the_table_prints_the_payload_row_with_its_ratio(result):
     row = next(line for line in table.splitlines() if line.startswith("G8x512"))
     assert f"{result['payloads']['G8x512']['ratio']:.2f}" in row
     assert "ceiling" in table.splitlines()[0]
+
+
+def test_the_curve_default_is_measured_beside_the_plain_socket(result):
+    row = result["payloads"]["G8x512"]
+    assert row["curve_ratio"] == pytest.approx(row["curve_groups_per_s"] / row["groups_per_s"])
+    assert row["curve_p99_ms"] >= row["curve_p50_ms"] > 0 and row["curve_cpu_ms_per_group"] > 0
+    assert f"{row['curve_ratio']:.2f}" in format_table(result)
