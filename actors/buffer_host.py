@@ -31,6 +31,11 @@ class BufferHost:
         from microcoder.buffer.server import BufferServer, dedicate_process
 
         redirect_to_run_dir("buffer")
+        import ray  # "auto": bind and publish the IP of this node as Ray reports it
+
+        buffer = buffer.model_copy(
+            update={"host": buffer.bind_host(ray.util.get_node_ip_address())}
+        )
         prompts = DatasetPrompts(
             [tuple(p) for p in prompts], epochs=data.epochs, seed=data.shuffle_seed
         )

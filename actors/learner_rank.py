@@ -106,7 +106,8 @@ class LearnerRank:
 
         from microcoder.learner.distributed import free_port
 
-        return ray.util.get_node_ip_address(), free_port()
+        ip = ray.util.get_node_ip_address()
+        return ip, free_port(ip)  # free on the interface the group binds
 
     def setup(
         self,
@@ -139,7 +140,7 @@ class LearnerRank:
             from microcoder.buffer.client import BufferClient
 
             self.client = BufferClient.from_config(s.buffer, buffer_address, owner="learner")
-            self.publisher = WeightPublisher(
+            self.publisher = WeightPublisher(  # channels bind this node's IP, as Ray reports it
                 s.learner.sync_timeout_s, device=self.learner.device.type
             )
         self.publish()
@@ -252,6 +253,10 @@ class LearnerRank:
 
     def latest_version(self) -> int:
         return self.publisher.version if self.publisher else -1
+
+    def weight_channel_host(self) -> str:
+        """Rank 0: the address its weight channels bind and publish (this node's IP)."""
+        return self.publisher.host
 
     def open_weight_channel(self, name: str) -> dict[str, Any]:
         """Rank 0: open a weight channel for generator `name`; returns what it must join."""

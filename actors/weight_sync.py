@@ -28,11 +28,21 @@ from typing import Any
 from microcoder.learner.config import LearnerConfig
 
 
-class WeightPublisher:
-    """Learner rank 0: the newest weights, and one WeightSender channel per generator."""
+def node_ip() -> str:
+    """This process's node IP as Ray reports it; loopback in a process not connected to Ray."""
+    import ray
 
-    def __init__(self, timeout_s: float, host: str = "127.0.0.1", device: str = "cpu"):
-        self.timeout_s, self.host, self.device = timeout_s, host, device
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
+
+
+class WeightPublisher:
+    """Learner rank 0: the newest weights, and one WeightSender channel per generator.
+
+    `host`: the address the channels bind and publish to the generators; None = the IP of the
+    node this process runs on, as Ray reports it (127.0.0.1 on a local run, loopback outside Ray)."""
+
+    def __init__(self, timeout_s: float, host: str | None = None, device: str = "cpu"):
+        self.timeout_s, self.host, self.device = timeout_s, host or node_ip(), device
         self.version = -1
         self._state: dict = {}
         self._channels: dict[str, Any] = {}

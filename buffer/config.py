@@ -8,8 +8,11 @@ from microcoder.config import Section
 
 
 class BufferConfig(Section):
-    host: str = "127.0.0.1"
-    """Interface the ZeroMQ server binds to. Loopback by default; set an address for multi-node."""
+    host: str = "auto"
+    """Address the ZeroMQ server binds to and publishes to the other actors. "auto": the IP of the
+    node that hosts the buffer actor, as Ray reports it (127.0.0.1 on a local run; a server
+    started outside Ray, as by a benchmark, binds loopback). Or an explicit address of that node
+    (one interface of several, say); it must be one the other nodes can reach."""
     port: int = Field(0, ge=0, le=65535)
     """TCP port; 0 picks a free one (the address is published to the other actors)."""
     max_staleness: int = Field(1, ge=0)
@@ -34,3 +37,7 @@ class BufferConfig(Section):
     quarantine_after: int = Field(2, ge=0)
     """A problem whose prompt failed this many times (a generator's wave raised on it, or the
     generator holding it died) is quarantined: never handed out again in the run (0 = never)."""
+
+    def bind_host(self, node_ip: str = "127.0.0.1") -> str:
+        """The address to bind: `host`, or `node_ip` (the hosting node's) when it is "auto"."""
+        return node_ip if self.host == "auto" else self.host

@@ -97,12 +97,13 @@ class BufferServer:
                 log.info("no keys folder given: throwaway CurveZMQ keys in %s", keys)
             self.keys_dir = Path(keys).resolve()
             self._auth = secure_server(self.ctx, self.sock, self.keys_dir)
+        host = config.bind_host()  # "auto" outside a buffer actor: loopback
         if config.port:
-            self.sock.bind(f"tcp://{config.host}:{config.port}")
+            self.sock.bind(f"tcp://{host}:{config.port}")
             port = config.port
         else:
-            port = self.sock.bind_to_random_port(f"tcp://{config.host}")
-        self.endpoint = f"tcp://{config.host}:{port}"
+            port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self.endpoint = f"tcp://{host}:{port}"
         self.address = with_keys(self.endpoint, self.keys_dir)
         self._parked: list[_Parked] = []
         self._next_expiry = 0.0
