@@ -108,6 +108,8 @@ def status_live(run, store, url: str = "", state: str = "running") -> dict[str, 
         "started": run.start_time,
         "dashboard": url,
         "world_size": cfg.learner.world_size,
+        "buffer_address": run.buffer_address,
+        "weight_channel_address": run.weight_channel_address,
     }
     errors = error_lines(store.events(50)) + pool_errors
     return build_status(store.latest_step, latest_eval, errors, replicas, meta)

@@ -18,9 +18,11 @@ def _f(x: Any, default: float = 0.0) -> float:
 
 
 def replica_row(kind: str, stats: dict[str, Any]) -> dict[str, Any]:
-    """One replica's line: name, rate, idle fraction, restarts, version, error."""
+    """One replica's line: name, node IP, rate, idle fraction, restarts, version, error."""
     rate_key = "tokens_per_s" if kind == "generator" else "tests_per_s"
     row = {"name": stats.get("name", "?"), "restarts": int(_f(stats.get("restarts")))}
+    if stats.get("node_ip"):
+        row["node_ip"] = str(stats["node_ip"])  # the node hosting it, as Ray reports it
     if "error" in stats:
         row["error"] = str(stats["error"])
         return row
@@ -41,7 +43,8 @@ def build_status(
     """Status from the newest step record; `replicas` (live only) gives per-replica rows.
 
     meta: run, run_dir, state ("running"/"finished"/"stopped"), source ("live"/"files"),
-    max_steps, started (unix s), dashboard (URL), world_size.
+    max_steps, started (unix s), dashboard (URL), world_size, buffer_address and
+    weight_channel_address (live only: what the buffer and learner rank 0 publish).
     """
     s, meta, replicas = latest_step or {}, meta or {}, replicas or {}
     buf = s.get("buffer") or {}
@@ -62,6 +65,8 @@ def build_status(
         "state": meta.get("state", "unknown"),
         "source": meta.get("source", "files"),
         "dashboard": meta.get("dashboard", ""),
+        "buffer_address": meta.get("buffer_address", ""),
+        "weight_channel_address": meta.get("weight_channel_address", ""),
         "step": int(_f(s.get("step"))),
         "max_steps": meta.get("max_steps"),
         "version": int(_f(s.get("policy_version"), _f(buf.get("version")))),
@@ -148,6 +153,11 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
     ]
     if st.get("dashboard"):
         out.append(f"dashboard {st['dashboard']}")
+    if st.get("buffer_address") or st.get("weight_channel_address"):
+        out.append(
+            f"buffer {st.get('buffer_address') or '-'}   "
+            f"weight channels {st.get('weight_channel_address') or '-'}"
+        )
     r, idle = st["rates"], st["idle"]
     out += [
         "",
@@ -165,6 +175,7 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
                 out.append(f"    {rep['name']:<14} ERROR {rep['error']}")
                 continue
             ver = f"   v{rep['version']}" if "version" in rep else ""
+            ver += f"   on {rep['node_ip']}" if rep.get("node_ip") else ""
             out.append(
                 f"    {rep['name']:<14}{rep['rate']:9.1f} {unit + ' busy':<13} idle {_pct(rep['idle_frac'])}"
                 f"   restarts {rep['restarts']}{ver}"

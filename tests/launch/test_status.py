@@ -166,3 +166,39 @@ def test_cli_status_without_runs_says_how_to_fix(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["status"]) == 2
     assert "--run DIR" in capsys.readouterr().err
+
+
+class FakePool:
+    def __init__(self, rows):
+        self.rows, self.errors, self.replicas = rows, [], {r["name"]: None for r in rows}
+
+    def stats(self):
+        return self.rows
+
+
+def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
+    from types import SimpleNamespace
+
+    from microcoder.launch.config import load_config
+    from microcoder.launch.status_sources import status_live
+
+    run = SimpleNamespace(
+        cfg=load_config(None),
+        run_dir=tmp_path,
+        start_time=0.0,
+        buffer_address="tcp://10.0.0.4:5555?curve=/runs/r1/keys",
+        weight_channel_address="10.0.0.3",
+        generators=FakePool([{"name": "generator-0", "node_ip": "10.0.0.7", "tokens_per_s": 1}]),
+        executors=FakePool([{"name": "executor-0", "node_ip": "10.0.0.8", "tests_per_s": 2}]),
+    )
+    st = json.loads(json.dumps(status_live(run, MetricsStore())))  # what /api/status sends
+    assert st["buffer_address"] == "tcp://10.0.0.4:5555?curve=/runs/r1/keys"
+    assert st["weight_channel_address"] == "10.0.0.3"
+    nodes = {
+        r["name"]: r["node_ip"]
+        for k in ("generator", "executor")
+        for r in st["pools"][k]["replicas"]
+    }
+    assert nodes == {"generator-0": "10.0.0.7", "executor-0": "10.0.0.8"}
+    text = render_status(st)
+    assert "on 10.0.0.7" in text and "weight channels 10.0.0.3" in text and "10.0.0.4:5555" in text
