@@ -47,6 +47,27 @@ def init_local_ray(**kwargs) -> None:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
+def plan_on_cluster(cfg: Config, address: str, log=print):
+    """The placement plan on the cluster a run joined: its resources as Ray counts them
+    (`ray.cluster_resources()`), not the driver's; a plan that does not fit stops the run."""
+    import ray
+
+    from microcoder.launch.placement import cluster_totals, make_plan
+
+    cpus, gpus = cluster_totals(ray.cluster_resources())
+    device = cfg.cluster.device
+    if device == "auto":
+        device = "cuda" if gpus else "cpu"
+    plan = make_plan(cfg, device, cpus, gpus)
+    log(f"joined the Ray cluster at {address}\n{plan.format()}")
+    if plan.errors:
+        ray.shutdown()
+        raise RuntimeError(
+            f"the placement plan does not fit the cluster at {address}: " + "; ".join(plan.errors)
+        )
+    return plan
+
+
 class Run:
     def __init__(
         self, cfg: Config, run_dir: Path, address: str = "local", resume_from: Path | None = None
@@ -70,7 +91,9 @@ class Run:
 
     # ------------------------------------------------------------ bring-up
 
-    def start_ray(self, plan_cpus: float) -> None:
+    def start_ray(self, plan_cpus: float, check_plan: bool = True) -> None:
+        """A local run: a new Ray instance (init_local_ray). With an address: join that cluster
+        and, unless `check_plan` is off, check the placement plan on its resources."""
         import ray
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -93,6 +116,8 @@ class Run:
                 log_to_driver=False,
                 runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
             )
+            if check_plan:
+                plan_on_cluster(self.cfg, self.address, self.log)
 
     def bring_up(self, model_path: str) -> None:
         import ray

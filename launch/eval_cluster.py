@@ -43,9 +43,11 @@ class EvalCluster:
         cpus = gens * cfg.generator.cpus_per_engine + n_executors * cfg.executor.cpus_per_executor
         if not ray.is_initialized():
             # Run.start_ray reads only cfg, run_dir and address: the same Ray a run gets, with
-            # actor logs in <out>/logs/.
+            # actor logs in <out>/logs/ (no training plan to check: no learner, no buffer).
             Run.start_ray(
-                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address), cpus
+                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address),
+                cpus,
+                check_plan=False,
             )
             self.started_ray = True
         ex_cls = executor_cls(cfg.executor)

@@ -106,6 +106,12 @@ def make_plan(cfg: Config, device: str, cluster_cpus: float, cluster_gpus: float
     return plan
 
 
+def cluster_totals(resources: dict[str, float]) -> tuple[float, float]:
+    """(CPUs, GPUs) in `ray.cluster_resources()`: what a plan may use on a cluster a run joins
+    (`--address`); a local run plans with its own machine's counts before Ray starts."""
+    return float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
+
+
 def _per_gpu(share: float, replicas: int, room: float = 1.0) -> int:
     """How many replicas asking for `share` of a GPU Ray can pack into `room` of one GPU."""
     return min(replicas, math.floor(room / share + 1e-9))

@@ -55,7 +55,7 @@ def launch(cfg: Config, args) -> int:
     device = resolve_device(cfg.cluster.device)
     cfg.cluster.device = device
     plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
-    if plan.errors:
+    if plan.errors and cfg.cluster.address == "local":  # joined: Run.start_ray plans on its own
         print(plan.format())
         return 2
     try:

@@ -140,3 +140,38 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
     )
     assert ok.returncode == 0 and "placement plan" in ok.stdout
     assert bad.returncode == 1 and "ERROR" in bad.stdout
+
+
+def joined_run(monkeypatch, tmp_path, resources: dict, *overrides: str):
+    """A Run joining a cluster that advertises `resources` (ray.init and the cluster faked)."""
+    import ray
+
+    from microcoder.launch.cluster import Run
+
+    calls = {}
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.update(init=kw))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: dict(resources))
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.update(shutdown=True))
+    cfg = load_config(TINY, ['cluster.address="10.0.0.7:6379"', *overrides])  # as --address sets
+    return Run(cfg, tmp_path, cfg.cluster.address), calls
+
+
+def test_a_joined_cluster_is_planned_with_its_own_resources_not_the_drivers(monkeypatch, tmp_path):
+    from microcoder.launch.placement import cluster_totals
+
+    assert cluster_totals({"CPU": 96.0, "GPU": 8.0, "memory": 1e12}) == (96.0, 8.0)
+    assert cluster_totals({"CPU": 4.0}) == (4.0, 0.0)
+    run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 640.0, "GPU": 0.0})
+    run.start_ray(plan_cpus=3)
+    assert calls["init"]["address"] == "10.0.0.7:6379" and "shutdown" not in calls
+    log = (tmp_path / "launcher.log").read_text()
+    assert "cluster 640 CPUs, 0 GPUs" in log  # this machine has 2 cores
+
+
+def test_a_plan_that_does_not_fit_the_joined_cluster_stops_the_run(monkeypatch, tmp_path):
+    import pytest
+
+    run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 1.0}, "cluster.device=cpu")
+    with pytest.raises(RuntimeError, match="does not fit the cluster at 10.0.0.7:6379.*CPUs"):
+        run.start_ray(plan_cpus=3)
+    assert calls["shutdown"]  # the driver leaves the cluster it joined
