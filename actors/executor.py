@@ -63,10 +63,13 @@ class Executor:
         self._stop.set()
 
     def stats(self) -> dict[str, Any]:
+        import ray
+
         busy = self.timer.busy_s
         return {
             "name": self.name,
             "pid": os.getpid(),
+            "node_ip": ray.util.get_node_ip_address(),  # the node hosting it, as Ray reports it
             "groups": self.groups,
             "responses": self.responses,
             "tests": self.tests,

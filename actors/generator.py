@@ -93,10 +93,13 @@ class Generator:
         self.temperature = float(temperature)
 
     def stats(self) -> dict[str, Any]:
+        import ray
+
         busy = self.timer.busy_s
         return {
             "name": self.name,
             "pid": os.getpid(),
+            "node_ip": ray.util.get_node_ip_address(),  # the node hosting it, as Ray reports it
             "version": self.version,
             "temperature": self.temperature,
             "groups": self.groups,

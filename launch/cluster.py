@@ -77,6 +77,8 @@ class Run:
         self.log_path = run_dir / "launcher.log"
         self.buffer = self.learners = self.generators = self.executors = None
         self.buffer_address = ""
+        self.weight_channel_address = ""
+        """The address learner rank 0's weight channels bind (its node's IP, as Ray reports it)."""
         self.client = None
         self.controller = None
         self.start_time = time.time()
@@ -166,7 +168,11 @@ class Run:
         self.learners = LearnerGroup(
             cfg, model_path, self.buffer_address, str(ckpt) if ckpt else None
         )
-        self.log(f"learner ready at policy version {self.learners.version}")
+        self.weight_channel_address = ray.get(self.learners.rank0.weight_channel_host.remote())
+        self.log(
+            f"learner ready at policy version {self.learners.version}; weight channels at "
+            f"{self.weight_channel_address}"
+        )
 
         # The supervisor thread returns dead replicas' leases through its own client: a ZeroMQ
         # socket must not be used by two threads at once (the loop uses self.client).

@@ -112,6 +112,22 @@ def test_launch_runs_steps_with_versions_and_rates(live_run):
     assert max(r["staleness_max"] for r in recs) <= 1  # tiny-cpu.toml: max_staleness = 1
 
 
+def test_status_of_a_local_run_publishes_every_address_on_loopback(live_run):
+    """A local run's Ray node IP is 127.0.0.1 (tests/launch/test_local_ray.py), so the buffer,
+    the weight channels and every replica report that node; a Ray on the interface address
+    would put 192.x or 10.x here (tests/launch/test_node_addresses.py checks the values follow
+    the node's IP)."""
+    proc, run_dir = live_run
+    res = microcoder("status", "--run", str(run_dir), "--json", timeout=60)
+    assert res.returncode == 0, res.stderr
+    st = json.loads(res.stdout)
+    assert st["source"] == "live"
+    assert st["buffer_address"].startswith("tcp://127.0.0.1:")
+    assert st["weight_channel_address"] == "127.0.0.1"
+    replicas = st["pools"]["generator"]["replicas"] + st["pools"]["executor"]["replicas"]
+    assert replicas and {r.get("node_ip") for r in replicas} == {"127.0.0.1"}
+
+
 def test_dashboard_of_the_live_run_charts_its_steps(live_run):
     from launch_testing.chromium import body_attrs, chart_points, page_dom
 
