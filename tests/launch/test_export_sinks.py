@@ -87,6 +87,8 @@ def fake_run(tmp_path, **monitor):
         generators=None,
         executors=None,
         start_time=0.0,
+        buffer_address="",  # as a Run has them before bring-up publishes them
+        weight_channel_address="",
         log=logs.append,
         logs=logs,
     )
