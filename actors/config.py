@@ -13,6 +13,7 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.config import Section
 from microcoder.data.config import PromptConfig
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.resources import CustomResources
 
 
 class GeneratorConfig(Section):
@@ -22,6 +23,11 @@ class GeneratorConfig(Section):
     """GPUs per engine (tensor parallel size on CUDA); 0 on CPU machines."""
     cpus_per_engine: float = Field(1.0, gt=0)
     """Ray CPUs reserved per engine."""
+    resources: CustomResources = {}
+    """Ray custom resources each engine takes, {NAME = AMOUNT} (e.g. {second = 1}): its
+    replicas run only on nodes that advertise them (`ray start --resources '{"second": 4}'`),
+    which pins the pool to those nodes; the placement plan checks the cluster has enough.
+    Empty = any node."""
     max_response_tokens: int = Field(512, ge=1)
     """Generation stops here; such a response is flagged truncated."""
     max_prompt_tokens: int = Field(1024, ge=1)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from microcoder.config import Section
+from microcoder.resources import CustomResources
 
 
 class LearnerConfig(Section):
@@ -18,6 +19,11 @@ class LearnerConfig(Section):
     """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""
     gpus_per_rank: float = Field(0.0, ge=0)
     """GPUs per learner rank; 0 on CPU machines."""
+    resources: CustomResources = {}
+    """Ray custom resources each rank takes, {NAME = AMOUNT} (e.g. {second = 1}): its
+    replicas run only on nodes that advertise them (`ray start --resources '{"second": 4}'`),
+    which pins the pool to those nodes; the placement plan checks the cluster has enough.
+    Empty = any node."""
     batch_size: int = Field(8, ge=1)
     """Scored groups (prompts × G responses) per optimizer step."""
     mini_batches: int = Field(1, ge=1)
@@ -74,6 +80,14 @@ class LearnerConfig(Section):
     """Save a checkpoint every N policy versions (0 = only at the end and on Ctrl-C)."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
+    collective_timeout_s: float = Field(600.0, gt=0)
+    """Seconds one collective of the learner's process group (gloo/NCCL: its rendezvous at
+    setup, each all-gather/reduce of a step) waits for the other ranks before it fails; the
+    driver then names the rank that did not arrive."""
+    step_timeout_s: float = Field(3600.0, gt=0)
+    """Seconds the driver waits for every rank to finish one train, publish (the weight gather)
+    or checkpoint save before it stops the run naming the rank that did not; raise it above
+    the slowest step (compute_s + sync_s)."""
 
     @field_validator("logprob_chunk_tokens")
     @classmethod

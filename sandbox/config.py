@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from microcoder.config import Section
+from microcoder.resources import CustomResources
 
 
 class ExecutorConfig(Section):
@@ -14,6 +15,11 @@ class ExecutorConfig(Section):
     """Executor actors (each owns one judge pool). Scale a live run with `microcoder scale executors N`."""
     cpus_per_executor: float = Field(1.0, gt=0)
     """Ray CPUs reserved by each executor actor (its sandbox workers run on them)."""
+    resources: CustomResources = {}
+    """Ray custom resources each executor takes, {NAME = AMOUNT} (e.g. {second = 1}): its
+    replicas run only on nodes that advertise them (`ray start --resources '{"second": 4}'`),
+    which pins the pool to those nodes; the placement plan checks the cluster has enough.
+    Empty = any node."""
     workers: int = Field(0, ge=0)
     """Sandbox worker processes per executor; 0 means one per CPU core of the machine."""
     isolation: Literal["bwrap", "none"] = "bwrap"
