@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,6 +45,9 @@ def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[in
     With RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT in the env (torchrun, or set by a Ray actor),
     joins that group. With no WORLD_SIZE, starts a one-process group on a free local port
     without touching the env (so child processes do not inherit a fake rendezvous).
+    `timeout_s` (learner.collective_timeout_s in a run) bounds the rendezvous and, afterwards,
+    every collective of the group: a rank that never joins or never arrives at a collective
+    makes the others fail after it (`named_collective` says what to do), never hang.
     """
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -56,11 +61,38 @@ def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[in
             raise RuntimeError(
                 f"WORLD_SIZE is set but {', '.join(missing)} is not; set all four on every rank"
             )
-        dist.init_process_group(backend, init_method="env://", **kwargs)
+        try:
+            dist.init_process_group(backend, init_method="env://", **kwargs)
+        except RuntimeError as err:  # DistStoreError / DistNetworkError: a rank did not join
+            env = os.environ
+            raise RuntimeError(
+                f"learner rank {env['RANK']} of {env['WORLD_SIZE']}: the process group at "
+                f"{env['MASTER_ADDR']}:{env['MASTER_PORT']} did not form within {timeout_s:.0f} s: "
+                "a rank did not join (it died or hangs before setup: see the other ranks' logs); "
+                f"raise learner.collective_timeout_s if ranks start this slowly ({err})"
+            ) from err
     else:
         url = f"tcp://127.0.0.1:{free_port()}"
         dist.init_process_group(backend, init_method=url, rank=0, world_size=1, **kwargs)
     return dist.get_rank(), dist.get_world_size()
+
+
+@contextmanager
+def named_collective(what: str, timeout_s: float) -> Iterator[None]:
+    """Run collectives of `what` (train, publish, save); a collective that timed out waiting for
+    another rank fails with what to do instead of gloo's or NCCL's bare "Timed out" line."""
+    try:
+        yield
+    except RuntimeError as err:
+        text = str(err)
+        if "timed out" not in text.lower() and "timeout" not in text.lower():
+            raise
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        raise RuntimeError(
+            f"learner rank {rank}: a collective of {what} waited more than {timeout_s:.0f} s "
+            "for another rank (stuck or dead: the driver names the ranks that did not finish); "
+            f"raise learner.collective_timeout_s if one collective is this slow ({text[:300]})"
+        ) from err
 
 
 def close_distributed() -> None:
