@@ -56,6 +56,11 @@ class BufferTimeout(TimeoutError):
     """No reply from the server in time (it is down, unreachable, or the keys do not match)."""
 
 
+class BufferUnreachable(BufferTimeout):
+    """The server sent no reply at all to a request within `timeout_s` (a stuck or dead buffer,
+    not a legitimate wait for data); the message names its address and what to do."""
+
+
 @dataclass
 class LearnerBatch:
     """What `get_batch` returns: the groups and, per group, its staleness at `version`."""
@@ -257,11 +262,12 @@ class BufferClient:
             if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
                 self.close()
                 self._connect()
-                raise BufferTimeout(
+                raise BufferUnreachable(
                     f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
                     f"{timeout:.1f} s: is the buffer server running and reachable "
                     "(and, with buffer.curve, does this client hold the run's keys: "
-                    "RUN_DIR/keys or buffer.keys_dir)?"
+                    "RUN_DIR/keys or buffer.keys_dir)? Its log is RUN_DIR/logs/buffer.log; "
+                    "raise buffer.request_timeout_s if it is only slow"
                 )
             frames = self._sock.recv_multipart(copy=False)
             try:
@@ -295,7 +301,10 @@ class BufferClient:
                 groups = _scored_groups(reply, frames)
                 return LearnerBatch(groups, reply.version, reply.staleness, reply.done)
             if until is not None and time.monotonic() >= until:
-                raise BufferTimeout(f"no batch of {n} groups within {timeout_s:.1f} s")
+                raise BufferTimeout(
+                    f"no batch of {n} groups from the buffer at {self.address} within "
+                    f"{timeout_s:.1f} s (it answers, but has not enough scored groups)"
+                )
 
     def report_filtered(self, group_ids: Iterable[int]) -> None:
         """Dynamic filtering: the learner consumed these delivered groups but will not train on
