@@ -18,6 +18,12 @@ from pathlib import Path
 from microcoder.launch.config import Config
 from microcoder.launch.metrics_log import MetricsLogger
 
+
+class BufferDied(RuntimeError):
+    """The run's buffer actor died or stopped answering (launch/supervisor.py: BufferWatch):
+    the run cannot go on and writes no checkpoint; resume from the newest complete one."""
+
+
 LOOPBACK = "127.0.0.1"
 """The one address of a local run: Ray's node IP, the buffer and the weight channels."""
 
@@ -84,12 +90,29 @@ class Run:
         self.start_time = time.time()
         self.problems = None
         """The run's RunProblems (launch/problems.py): training prompts and the held-out set."""
+        self.fatal = ""
+        """Why the run cannot go on (the supervisor sets it: the buffer died); "" while it can."""
 
     def log(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
         print(line, flush=True)
         with self.log_path.open("a") as f:
             f.write(line + "\n")
+
+    def stop_for(self, why: str) -> None:
+        """The run cannot go on (`why`: the buffer died): say so once; the training loop raises
+        BufferDied at its next look (`raise_if_stopped`, at least once a second while it waits),
+        no checkpoint is written from here on, and `shutdown` kills the actors without asking
+        them to return leases to a buffer that is gone."""
+        if self.fatal:
+            return
+        self.fatal = why
+        self.log(f"{why}: stopping the run (a checkpoint needs the buffer's snapshot)")
+        self.metrics.log("event", event="buffer_died", message=why)
+
+    def raise_if_stopped(self) -> None:
+        if self.fatal:
+            raise BufferDied(self.fatal)
 
     # ------------------------------------------------------------ bring-up
 
@@ -239,15 +262,21 @@ class Run:
     # ------------------------------------------------------------ checkpoints
 
     def checkpoint(self) -> Path:
-        """Learner (HF folder + optimizer/RNG/version), buffer snapshot, controller state. Named by
-        the learner's own version: after Ctrl-C mid-step the learner may be one step ahead."""
+        """Buffer snapshot, learner (HF folder + optimizer/RNG/version), controller state, then
+        COMPLETE. Named by the learner's own version: after Ctrl-C mid-step the learner may be one
+        step ahead. The snapshot comes first, so a buffer that is dead or does not answer leaves
+        nothing written, and a version already checkpointed COMPLETE is not written again (the
+        learner has not changed since; rewriting could only break a good checkpoint)."""
         import ray
 
+        self.raise_if_stopped()
         step = ray.get(self.learners.rank0.get_version.remote())
         path = self.run_dir / "checkpoints" / f"step_{step}"
+        if (path / "COMPLETE").exists():
+            return path
         t0 = time.perf_counter()
-        self.learners.save(str(path))
         self.client.snapshot(str(path / "buffer.snapshot"))
+        self.learners.save(str(path))
         if self.controller is not None:
             (path / "temperature.json").write_text(json.dumps(self.controller.state_dict()))
         (path / "COMPLETE").write_text(str(step))
@@ -259,6 +288,8 @@ class Run:
     def shutdown(self) -> None:
         import ray
 
+        if self.fatal:
+            self._kill_actors()
         for pool in (self.generators, self.executors):
             if pool is not None:
                 pool.shutdown()
@@ -281,6 +312,27 @@ class Run:
         self.metrics.close()
         if ray.is_initialized():
             ray.shutdown()
+
+    def _kill_actors(self) -> None:
+        """The buffer is gone: kill replicas and learner ranks at once. Asked to stop, each
+        would first wait out its request to the dead buffer and then fail to return its
+        leases; there are none left to return."""
+        import ray
+
+        for pool in (self.generators, self.executors):
+            if pool is None:
+                continue
+            for r in [*pool.pending, *pool.replicas.values()]:
+                try:
+                    pool.discard(r)
+                except Exception as err:
+                    self.log(f"{r.name}: {err}")
+            pool.pending.clear()
+            pool.replicas.clear()
+        for rank in self.learners.ranks if self.learners is not None else []:
+            ray.kill(rank, no_restart=True)
+        self.learners = None
+        self.log("killed the generators, executors and learner ranks (the buffer is gone)")
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

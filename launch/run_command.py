@@ -103,10 +103,13 @@ def launch(cfg: Config, args) -> int:
             except Exception as err:
                 run.log(f"checkpoint on interrupt failed: {err}")
         return 130
-    except Exception as err:  # e.g. a learner rank died: the run cannot go on without it
-        run.log(f"the run stopped: {type(err).__name__}: {str(err).splitlines()[0][:300]}")
+    except Exception as err:  # e.g. a learner rank or the buffer died: the run cannot go on
+        why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+        if run.fatal and run.fatal not in why:  # the main thread saw a symptom first
+            why += f" ({run.fatal})"
+        run.log(f"the run stopped: {why}")
         try:
-            run.checkpoint()  # possible when the failure was not the learner's own death
+            run.checkpoint()  # possible when neither the learner nor the buffer died
         except Exception:
             pass
         newest = latest_checkpoint(run_dir)

@@ -1,8 +1,8 @@
 """The launcher's supervisor thread and the control requests it answers.
 
-Every ~2 s the `Supervisor` thread restarts dead replicas (returning their leases to the
-buffer), logs the errors live replicas report (a wave that failed on a bad prompt) and applies
-`microcoder scale` requests (`apply_control`). It runs beside the training loop
+Every ~2 s the `Supervisor` thread checks the buffer is alive (`BufferWatch`), restarts dead
+replicas (returning their leases to the buffer), logs the errors live replicas report (a wave
+that failed on a bad prompt) and applies `microcoder scale` requests (`apply_control`). It runs beside the training loop
 (launch/training_loop.py), never inside it: the loop may be blocked waiting for a batch that only
 a restarted generator can produce, so supervision must not wait for a step to end. The pools it
 checks are launch/pools.py; the handles it works on are the `Run` of launch/cluster.py.
@@ -13,6 +13,13 @@ supervisor's `ControlInbox` picks requests up, `apply_control` applies them and 
 `control/res-<id>.json`, which the command waits for. Files are written atomically (write +
 rename), so a reader never sees half a request. Both sides are here so the format lives in one
 file.
+
+A dead buffer stops the run (`Run.stop_for`; the training loop raises `BufferDied` within a
+second, launch/run_command.py names the checkpoint to resume from). It is not restarted from its
+snapshot while the run goes on: the snapshot is written only with a checkpoint, so restoring it
+under a learner and generators that ran on would replay the groups trained since, re-issue
+prompts and strand the leases live replicas hold; the consistent restart is that checkpoint's
+learner and buffer together, which is `microcoder launch --resume` (notes/issue-16.md, C).
 """
 
 from __future__ import annotations
@@ -100,12 +107,67 @@ def apply_control(run: Run, inbox: ControlInbox) -> None:
         )
 
 
+class BufferWatch:
+    """Is the run's buffer alive? `check()`, once per supervisor round, asks the buffer actor
+    (`ping_actor`: Ray answers at once when its process is gone) and the buffer server itself
+    (`ping_server`: a request with a short deadline). Returns why the buffer is dead, or "" while
+    it is not: dead = its actor died, or it has not answered for `dead_after_s` (the clients' own
+    request timeout: by then every actor's request to it fails too). `for_run` builds it."""
+
+    def __init__(self, ping_actor, ping_server, dead_after_s: float, clock=time.monotonic):
+        self.ping_actor, self.ping_server = ping_actor, ping_server
+        self.dead_after_s, self.clock = dead_after_s, clock
+        self.failing_since: float | None = None
+        """When the first of the failures going on now happened (None: the buffer answers)."""
+
+    @classmethod
+    def for_run(cls, run: Run, probe_s: float = 5.0) -> BufferWatch:
+        """The run's buffer actor, asked through Ray, and its server, asked for its stats through
+        the supervisor's own client (`run.release_client`: this thread's socket)."""
+        import ray
+
+        from microcoder.buffer import messages as m
+
+        return cls(
+            lambda: ray.get(run.buffer.get_address.remote(), timeout=probe_s),
+            lambda: run.release_client.call(m.GetStats(), timeout_s=probe_s),
+            run.cfg.buffer.request_timeout_s,
+        )
+
+    def check(self) -> str:
+        from ray.exceptions import ActorDiedError
+
+        from microcoder.launch.pools import error_summary
+
+        try:
+            self.ping_actor()
+            self.ping_server()
+        except ActorDiedError as err:
+            return f"the buffer actor died ({error_summary(err)})"
+        except Exception as err:
+            now = self.clock()
+            self.failing_since = self.failing_since if self.failing_since is not None else now
+            if now - self.failing_since < self.dead_after_s:
+                return ""
+            return (
+                f"the buffer has not answered for {now - self.failing_since:.0f} s "
+                f"({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+            )
+        self.failing_since = None
+        return ""
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
+
+
 class Supervisor:
     """The thread: `start()`, `stop()`; `tick()` is one round (also callable on its own)."""
 
     def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
         self.run, self.period_s, self.errors_every = run, period_s, errors_every
         self._ticks = 0
+        self.watch = BufferWatch(run.buffer, run.release_client, run.cfg.buffer.request_timeout_s)
         self.inbox = ControlInbox(run.run_dir)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
@@ -119,9 +181,19 @@ class Supervisor:
         self._thread.join(timeout=30)
 
     def tick(self) -> None:
-        """One round: supervise both pools, then apply control requests."""
+        """One round: check the buffer, supervise both pools, then apply control requests.
+        A dead buffer stops the run; while it does not answer, no replica is restarted (its
+        leases could not be returned)."""
         run = self.run
         self._ticks += 1
+        if run.fatal:
+            return
+        why = self.watch.check()
+        if why:
+            run.stop_for(why)
+            return
+        if self.watch.failing:
+            return
         for pool in (run.generators, run.executors):
             hook = run.prepare_generator if pool is run.generators else None
             for event in pool.check(before_loop=hook):

@@ -17,6 +17,9 @@ from microcoder.rates import Rates
 
 WAIT_NOTICE_S = 30.0
 """While the learner waits for a batch, the launcher says what the buffer and pools do this often."""
+WAIT_LOOK_S = 1.0
+"""While the learner waits for a batch, the loop looks this often whether the run must stop (the
+supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 
 def build_controller(run: Run):
@@ -101,7 +104,9 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
     if cfg.eval.every:
         last_eval = step
         evaluate(run, step)
+    on_wait = waiter(run)
     while step < cfg.max_steps:
+        run.raise_if_stopped()
         before = controller.temperature
         temperature = controller.start_step(step)
         if temperature != before:
@@ -109,9 +114,10 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         t0 = time.time()
         m = run.learners.step(
             timeout_s=cfg.learner.batch_wait_s or None,
-            on_wait=lambda s: run.log(waiting_notice(run, s)),
-            notice_s=WAIT_NOTICE_S,
+            on_wait=on_wait,
+            notice_s=WAIT_LOOK_S,
         )
+        run.raise_if_stopped()
         if m is None:
             run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
             break
@@ -193,6 +199,22 @@ def all_filtered(run: Run, skipped: list[dict[str, Any]]) -> str:
         'algorithm.all_filtered_action = "train-unfiltered" / algorithm.dynamic_filtering = false'
     )
     return msg
+
+
+def waiter(run: Run):
+    """The learner's `on_wait`: called every WAIT_LOOK_S while it waits for a batch, it raises
+    BufferDied as soon as the run must stop, and logs `waiting_notice` every WAIT_NOTICE_S."""
+    last = {"notice": 0.0}
+
+    def on_wait(waited_s: float) -> None:
+        run.raise_if_stopped()
+        if waited_s < last["notice"]:  # a new step's wait
+            last["notice"] = 0.0
+        if waited_s - last["notice"] >= WAIT_NOTICE_S:
+            last["notice"] = waited_s
+            run.log(waiting_notice(run, waited_s))
+
+    return on_wait
 
 
 def waiting_notice(run: Run, waited_s: float) -> str:

@@ -1,0 +1,88 @@
+"""The supervisor's look at the buffer (launch/supervisor.py: BufferWatch) and what a dead buffer
+does to the run (launch/cluster.py: Run.stop_for, raise_if_stopped, checkpoint; the training
+loop's wait, launch/training_loop.py: waiter). Stand-ins, no Ray: the real death is
+tests/launch/test_chaos.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from ray.exceptions import ActorDiedError
+
+from microcoder.buffer.client import BufferTimeout
+from microcoder.launch.cluster import BufferDied, Run
+from microcoder.launch.supervisor import BufferWatch
+from microcoder.launch.training_loop import waiter
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ok() -> None:
+    return None
+
+
+def raises(err: BaseException):
+    def ping():
+        raise err
+
+    return ping
+
+
+def test_a_live_buffer_is_not_dead():
+    assert BufferWatch(ok, ok, 30.0).check() == ""
+
+
+def test_a_dead_buffer_actor_is_dead_at_the_first_look():
+    why = BufferWatch(raises(ActorDiedError()), ok, 30.0).check()
+    assert why.startswith("the buffer actor died")
+
+
+def test_a_buffer_that_does_not_answer_is_dead_only_after_the_deadline():
+    clock = Clock()
+    watch = BufferWatch(ok, raises(BufferTimeout("no reply")), 30.0, clock)
+    assert watch.check() == "" and watch.failing
+    clock.now = 29.0
+    assert watch.check() == ""
+    clock.now = 31.0
+    assert "has not answered for 31 s" in watch.check()
+
+
+def test_an_answer_resets_the_deadline():
+    clock, pings = Clock(), [raises(BufferTimeout("no reply")), ok]
+    watch = BufferWatch(ok, lambda: pings[0](), 30.0, clock)
+    watch.check()
+    pings.pop(0)
+    clock.now = 20.0
+    assert watch.check() == "" and not watch.failing
+    pings.insert(0, raises(BufferTimeout("no reply")))
+    clock.now = 45.0
+    assert watch.check() == ""  # failing for 0 s, not 45
+
+
+def stopped_run(tmp_path) -> Run:
+    run = Run.__new__(Run)
+    run.fatal, run.log_path, run.run_dir = "", tmp_path / "launcher.log", tmp_path
+    run.metrics = SimpleNamespace(log=lambda kind, **f: None)
+    run.stop_for("the buffer actor died (test)")
+    return run
+
+
+def test_a_stopped_run_writes_no_checkpoint(tmp_path):
+    run = stopped_run(tmp_path)
+    run.learners = run.client = None  # reached only if checkpoint went on
+    with pytest.raises(BufferDied, match="the buffer actor died"):
+        run.checkpoint()
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_the_learners_wait_ends_at_the_first_look_after_the_buffer_died(tmp_path):
+    run = stopped_run(tmp_path)
+    with pytest.raises(BufferDied):
+        waiter(run)(1.0)
