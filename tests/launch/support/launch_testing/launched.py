@@ -1,0 +1,141 @@
+"""Start a `microcoder launch` (or any command) for a test so that nothing outlives the test.
+
+A launched run is a tree: the launcher, the Ray instance it starts (GCS, raylet, workers; Ray
+ties them to the launcher with PR_SET_PDEATHSIG) and the actors. If the test process dies
+without running its teardown (pytest SIGTERM'd or SIGKILLed, a CI job cancelled), a plain
+`Popen` leaves that tree running forever under parent 1. Here every child:
+
+- runs in its own process group (`start_new_session=True`), so one `killpg` reaches it all;
+- asks the kernel to SIGTERM it when the thread that started it dies (`prctl(PR_SET_PDEATHSIG)`
+  in `preexec_fn`, Linux); the launcher's SIGTERM handler checkpoints and shuts Ray down. Start
+  children from the test's main thread: the signal follows the starting *thread*'s death;
+- is stopped by `stop()` (SIGTERM to the group, then SIGKILL after `grace_s`), called by the
+  `with` block, by the `launched` fixture (tests/launch/conftest.py), and at interpreter exit.
+
+    with start_launch(["configs/tiny-cpu.toml", "--run-dir", str(d)], log=d / "out.log") as run:
+        ...  # run.proc is the Popen; run.signal(signal.SIGINT) reaches the whole group
+    res = run_launch(["--resume", str(d)], timeout=900)  # like subprocess.run(capture_output)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import weakref
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In the child, before exec: SIGTERM me when my parent dies. If the parent already died
+    between fork and here, the kernel will never send it, so do it now."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stop_group(pgid: int, proc: subprocess.Popen | None, grace_s: float) -> None:
+    """SIGTERM the process group, wait up to `grace_s` for its leader (the launcher checkpoints
+    and shuts Ray down meanwhile), then SIGKILL whatever of the group is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:  # the whole group is gone already
+        if proc is not None:
+            proc.poll()
+        return
+    if proc is not None:
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if proc is not None:
+        proc.wait(timeout=30)  # SIGKILL is not refused; a leader still alive here is a bug
+
+
+class LaunchedProcess:
+    """A child started in its own process group that dies with the test (see the module doc)."""
+
+    def __init__(self, cmd: list[str], log: Path | None = None, grace_s: float = 60.0, **kw):
+        self.cmd = cmd
+        self.grace_s = grace_s
+        self.log_path = Path(log) if log is not None else None
+        out = self.log_path.open("w") if self.log_path is not None else subprocess.DEVNULL
+        parent = os.getpid()
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=kw.pop("stderr", subprocess.STDOUT),
+                start_new_session=True,
+                preexec_fn=lambda: die_with_parent(parent),
+                **kw,
+            )
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pid = self.proc.pid  # == the process group id (start_new_session)
+        self._finalizer = weakref.finalize(self, stop_group, self.pid, self.proc, grace_s)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the whole group (e.g. SIGINT, as Ctrl-C in a terminal does)."""
+        os.killpg(self.pid, signum)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after the grace period; harmless when already stopped."""
+        self._finalizer()
+
+    def output(self) -> str:
+        return self.log_path.read_text() if self.log_path is not None else ""
+
+    def __enter__(self) -> LaunchedProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def launch_cmd(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "microcoder", "launch", *args]
+
+
+def start_launch(args: list[str], log: Path | None = None, **kw) -> LaunchedProcess:
+    """`microcoder launch ARGS` in the background; output (stdout and stderr) to `log`."""
+    return LaunchedProcess(launch_cmd(args), log=log, **kw)
+
+
+def run_launch(args: list[str], timeout: float | None = None, **kw) -> subprocess.CompletedProcess:
+    """`microcoder launch ARGS` to its end, as `subprocess.run(..., capture_output=True,
+    text=True)` would return it; on timeout the group is stopped and TimeoutExpired raised."""
+    with tempfile.TemporaryDirectory(prefix="mc-launch-out-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        with err.open("w") as err_file:
+            run = start_launch(args, log=out, stderr=err_file, **kw)
+        with run:
+            try:
+                code = run.wait(timeout=timeout)
+            except subprocess.TimeoutExpired as late:
+                run.stop()
+                output = (out.read_text(), err.read_text())
+                raise subprocess.TimeoutExpired(run.cmd, timeout, *output) from late
+        return subprocess.CompletedProcess(run.cmd, code, out.read_text(), err.read_text())
