@@ -55,16 +55,18 @@ def init_local_ray(**kwargs) -> None:
 
 def plan_on_cluster(cfg: Config, address: str, log=print):
     """The placement plan on the cluster a run joined: its resources as Ray counts them
-    (`ray.cluster_resources()`), not the driver's; a plan that does not fit stops the run."""
+    (`ray.cluster_resources()`: CPUs, GPUs, custom resources), not the driver's; a plan that
+    does not fit stops the run. `cluster.device = "auto"` is resolved here, from the cluster's
+    GPUs (the driver may have none), and written into `cfg` before any actor is made."""
     import ray
 
-    from microcoder.launch.placement import cluster_totals, make_plan
+    from microcoder.launch.placement import cluster_custom, cluster_totals, make_plan
 
-    cpus, gpus = cluster_totals(ray.cluster_resources())
-    device = cfg.cluster.device
-    if device == "auto":
-        device = "cuda" if gpus else "cpu"
-    plan = make_plan(cfg, device, cpus, gpus)
+    resources = ray.cluster_resources()
+    cpus, gpus = cluster_totals(resources)
+    if cfg.cluster.device == "auto":
+        cfg.cluster.device = "cuda" if gpus else "cpu"
+    plan = make_plan(cfg, cfg.cluster.device, cpus, gpus, cluster_custom(resources))
     log(f"joined the Ray cluster at {address}\n{plan.format()}")
     if plan.errors:
         ray.shutdown()
@@ -211,9 +213,17 @@ class Run:
         gen_settings = generator_settings(cfg)
         self.executors = Pool(
             "executor",
-            lambda n: ex_cls.options(name=f"mc-{n}", max_restarts=-1).remote(
-                n, cfg.executor, cfg.buffer, self.buffer_address, cfg.data, cfg.seed
-            ),
+            lambda n: ex_cls.options(
+                name=f"mc-{n}",
+                max_restarts=-1,
+                **replica_options(
+                    cfg.executor.cpus_per_executor,
+                    0.0,
+                    cfg.cluster.device,
+                    n,
+                    resources=cfg.executor.resources,
+                ),
+            ).remote(n, cfg.executor, cfg.buffer, self.buffer_address, cfg.data, cfg.seed),
             release,
             self.log,
         )
@@ -227,6 +237,7 @@ class Run:
                     cfg.generator.gpus_per_engine,
                     cfg.cluster.device,
                     n,
+                    resources=cfg.generator.resources,
                 ),
             ).remote(n, gen_settings, model_path, self.buffer_address, self.learners.rank0),
             release,

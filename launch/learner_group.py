@@ -33,7 +33,9 @@ class LearnerGroup:
         lc = cfg.learner
         self.ranks = [
             cls.options(
-                **replica_options(1, lc.gpus_per_rank, cfg.cluster.device, f"learner-{r}")
+                **replica_options(
+                    1, lc.gpus_per_rank, cfg.cluster.device, f"learner-{r}", resources=lc.resources
+                )
             ).remote(r, W)
             for r in range(W)
         ]

@@ -8,6 +8,12 @@ lets Ray pack replicas onto one GPU, e.g. the learner and a generator on a one-G
 learner. On CPU machines the plan only counts CPUs; Ray's CPU counts are logical, so a laptop
 may run 3 single-CPU actors on 2 cores (the plan says so), and replicas get no groups.
 
+A pool section's `resources = {NAME = AMOUNT}` (Ray custom resources) pins its replicas to the
+nodes that advertise them: each replica asks for them (in its placement group's bundle when it
+has one), and the plan checks that the cluster advertises enough of each in all, naming the
+sections to change when not. A local run's Ray advertises none, so a pinned pool is an error
+there; a `--dry-run` that does not know the cluster's custom resources shows them unchecked.
+
 A placement group lives exactly as long as its replica: `GROUPS` (a `PlacementGroups`) owns
 them by replica name; pools call `release(name)` when a replica goes, the eval cluster when it
 closes, and a run `release_all()` at its end.
@@ -29,6 +35,10 @@ class PoolPlan:
     replicas: int
     cpus_each: float
     gpus_each: float
+    resources_each: dict[str, float] = field(default_factory=dict)
+    """Ray custom resources each replica takes (its section's `resources`)."""
+    section: str = ""
+    """The config section the pool's fields are in ("" for the buffer)."""
 
     @property
     def cpus(self) -> float:
@@ -45,6 +55,8 @@ class Plan:
     pools: list[PoolPlan]
     cluster_cpus: float
     cluster_gpus: float
+    cluster_custom: dict[str, float] | None = None
+    """Custom resources the cluster advertises in all; None = not known (not checked)."""
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -56,29 +68,65 @@ class Plan:
     def gpus(self) -> float:
         return sum(p.gpus for p in self.pools)
 
+    def custom_needed(self) -> dict[str, float]:
+        """Each custom resource the pools take in all (replicas × amount, summed)."""
+        need: dict[str, float] = {}
+        for p in self.pools:
+            for name, amount in p.resources_each.items():
+                need[name] = need.get(name, 0.0) + p.replicas * amount
+        return need
+
     def format(self) -> str:
         lines = [
             f"placement plan (device {self.device}; cluster {self.cluster_cpus:g} CPUs, {self.cluster_gpus:g} GPUs):"
         ]
-        lines.append(f"  {'pool':<10} {'replicas':>8} {'CPUs each':>10} {'GPUs each':>10}")
+        custom = any(p.resources_each for p in self.pools)
+        head = f"  {'pool':<10} {'replicas':>8} {'CPUs each':>10} {'GPUs each':>10}"
+        lines.append(head + ("  custom resources each" if custom else ""))
         for p in self.pools:
-            lines.append(f"  {p.name:<10} {p.replicas:>8} {p.cpus_each:>10g} {p.gpus_each:>10g}")
+            row = f"  {p.name:<10} {p.replicas:>8} {p.cpus_each:>10g} {p.gpus_each:>10g}"
+            lines.append(row + (f"  {_fmt(p.resources_each)}" if p.resources_each else ""))
         lines.append(f"  {'total':<10} {'':>8} {self.cpus:>10g} {self.gpus:>10g}")
+        if custom:
+            need = self.custom_needed()
+            if self.cluster_custom is None:
+                has = "the cluster's are not known here (not checked)"
+            else:
+                has = "the cluster has " + _fmt({n: self.cluster_custom.get(n, 0.0) for n in need})
+            lines.append(f"  custom resources: the pools take {_fmt(need)}; {has}")
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  ERROR: {e}" for e in self.errors]
         return "\n".join(lines)
 
 
-def make_plan(cfg: Config, device: str, cluster_cpus: float, cluster_gpus: float) -> Plan:
-    """Resources per pool for `cfg` on a cluster with the given totals; errors say how to fix."""
+def make_plan(
+    cfg: Config,
+    device: str,
+    cluster_cpus: float,
+    cluster_gpus: float,
+    cluster_custom: dict[str, float] | None = None,
+) -> Plan:
+    """Resources per pool for `cfg` on a cluster with the given totals; errors say how to fix.
+    `cluster_custom`: the custom resources the cluster advertises (`cluster_resources`); None =
+    unknown, except on a local run, whose Ray advertises none."""
     g, e, lr = cfg.generator, cfg.executor, cfg.learner
     pools = [
         PoolPlan("buffer", 1, 0.0, 0.0),
-        PoolPlan("generator", g.num_engines, g.cpus_per_engine, g.gpus_per_engine),
-        PoolPlan("executor", e.num_executors, e.cpus_per_executor, 0.0),
-        PoolPlan("learner", lr.world_size, 1.0, lr.gpus_per_rank),
+        PoolPlan(
+            "generator",
+            g.num_engines,
+            g.cpus_per_engine,
+            g.gpus_per_engine,
+            g.resources,
+            "generator",
+        ),
+        PoolPlan("executor", e.num_executors, e.cpus_per_executor, 0.0, e.resources, "executor"),
+        PoolPlan("learner", lr.world_size, 1.0, lr.gpus_per_rank, lr.resources, "learner"),
     ]
-    plan = Plan(device, pools, cluster_cpus, cluster_gpus)
+    if cluster_custom is None and cfg.cluster.address == "local":
+        cluster_custom = {}
+    plan = Plan(device, pools, cluster_cpus, cluster_gpus, cluster_custom)
+    _check_custom(cfg, plan)
     if device == "cuda":
         _check_gpus(cfg, plan)
     else:
@@ -110,6 +158,42 @@ def cluster_totals(resources: dict[str, float]) -> tuple[float, float]:
     """(CPUs, GPUs) in `ray.cluster_resources()`: what a plan may use on a cluster a run joins
     (`--address`); a local run plans with its own machine's counts before Ray starts."""
     return float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
+
+
+def cluster_custom(resources: dict[str, float]) -> dict[str, float]:
+    """The custom resources in `ray.cluster_resources()` (every key but Ray's own CPU, GPU,
+    memory and object store memory): what pools pinned with `resources` may take."""
+    from microcoder.resources import RAY_OWN_RESOURCES
+
+    return {k: float(v) for k, v in resources.items() if k not in RAY_OWN_RESOURCES}
+
+
+def _fmt(resources: dict[str, float]) -> str:
+    return ", ".join(f"{name}={amount:g}" for name, amount in sorted(resources.items()))
+
+
+def _check_custom(cfg: Config, plan: Plan) -> None:
+    """Each custom resource the pinned pools take must be advertised by the cluster, in all;
+    the error names the sections that ask for it."""
+    if plan.cluster_custom is None:
+        return
+    for name, need in sorted(plan.custom_needed().items()):
+        has = plan.cluster_custom.get(name, 0.0)
+        if has + 1e-9 >= need:
+            continue
+        takers = [p for p in plan.pools if name in p.resources_each]
+        parts = ", ".join(f"{p.name} {p.replicas} × {p.resources_each[name]:g}" for p in takers)
+        keys = " / ".join(f"{p.section}.resources.{name}" for p in takers)
+        where = (
+            "a local run's Ray advertises no custom resources: remove them there, or join a "
+            "cluster whose nodes do (--address)"
+            if cfg.cluster.address == "local"
+            else f"start nodes with `ray start --resources '{{\"{name}\": {need:g}}}'`"
+        )
+        plan.errors.append(
+            f"the pools take {need:g} of custom resource '{name}' ({parts}) but the cluster "
+            f"advertises {has:g}; lower or remove {keys}, or {where}"
+        )
 
 
 def _per_gpu(share: float, replicas: int, room: float = 1.0) -> int:
@@ -283,20 +367,29 @@ def release_all() -> list[str]:
 
 
 def replica_options(
-    cpus: float, gpus: float, device: str, name: str, *, own_group: bool | None = None
+    cpus: float,
+    gpus: float,
+    device: str,
+    name: str,
+    *,
+    resources: dict[str, float] | None = None,
+    own_group: bool | None = None,
 ) -> dict:
     """Ray `.options()` for one replica. On GPUs each replica gets its own placement group (in
-    `GROUPS`, under `name`) with one bundle of its CPUs and GPUs: whole GPUs keep replicas apart,
-    shares let Ray pack them onto one GPU. On CPUs plain logical CPU reservations suffice (no
-    group). `own_group` overrides that rule (True: a group of CPUs even on a CPU device), for
-    tests on CPU-only Ray."""
+    `GROUPS`, under `name`) with one bundle of its CPUs, GPUs and custom `resources`: whole GPUs
+    keep replicas apart, shares let Ray pack them onto one GPU, the custom resources put the
+    bundle on a node that advertises them. On CPUs plain logical CPU reservations suffice (no
+    group; the CPUs are the actor class's): the options carry only the custom `resources`.
+    `own_group` overrides that rule (True: a group of CPUs even on a CPU device), for tests on
+    CPU-only Ray."""
     if own_group is None:
         own_group = device == "cuda" and bool(gpus)
     if not own_group:
-        return {}
+        return {"resources": dict(resources)} if resources else {}
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     bundle = {key: amount for key, amount in (("CPU", cpus), ("GPU", gpus)) if amount}
+    bundle.update(resources or {})
     pg = GROUPS.create(name, bundle)
     return {
         "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)

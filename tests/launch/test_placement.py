@@ -175,3 +175,28 @@ def test_a_plan_that_does_not_fit_the_joined_cluster_stops_the_run(monkeypatch, 
     with pytest.raises(RuntimeError, match="does not fit the cluster at 10.0.0.7:6379.*CPUs"):
         run.start_ray(plan_cpus=3)
     assert calls["shutdown"]  # the driver leaves the cluster it joined
+
+
+def test_a_joined_run_resolves_device_auto_from_the_clusters_gpus_not_the_drivers(
+    monkeypatch, tmp_path
+):
+    gpus = ["generator.gpus_per_engine=1", "learner.gpus_per_rank=1", "cluster.device=auto"]
+    run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 64.0, "GPU": 8.0}, *gpus)
+    run.start_ray(plan_cpus=3)  # this machine has no GPU: the driver alone would say cpu
+    assert run.cfg.cluster.device == "cuda" and "shutdown" not in calls
+    run, _ = joined_run(monkeypatch, tmp_path, {"CPU": 64.0}, "cluster.device=auto")
+    run.start_ray(plan_cpus=3)
+    assert run.cfg.cluster.device == "cpu"
+
+
+def test_a_joined_cluster_without_enough_of_a_pinned_resource_stops_the_run(monkeypatch, tmp_path):
+    import pytest
+
+    pinned = ["generator.resources={second = 1}", "executor.resources={second = 1}"]
+    run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 64.0, "second": 1.0}, *pinned)
+    with pytest.raises(RuntimeError, match="2 of custom resource 'second'.*advertises 1"):
+        run.start_ray(plan_cpus=3)
+    assert calls["shutdown"]
+    run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 64.0, "second": 4.0}, *pinned)
+    run.start_ray(plan_cpus=3)
+    assert "shutdown" not in calls
