@@ -88,6 +88,8 @@ def build_status(
             "admission_capacity": buf.get("admission_capacity"),
             "invariant_ok": buf.get("invariant_ok"),
             "invariant_violations": list(buf.get("invariant_violations") or []),
+            # requests the buffer refused, by code (path_refused, malformed, bad_field, ...)
+            "errors": {str(k): int(_f(v)) for k, v in sorted((buf.get("errors") or {}).items())},
         },
         "staleness": {
             "mean": _f(s.get("staleness_mean")),
@@ -189,6 +191,8 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
         f"dropped stale {_v(b.get('dropped_stale'))}  failed {_v(b.get('failed'))}  invariant {inv}",
     ]
     out += [f"         ! {v}" for v in b.get("invariant_violations", [])]
+    refused = "  ".join(f"{k} {v}" for k, v in b.get("errors", {}).items())
+    out.append(f"         refused requests {refused or 'none'}")
     hist = "  ".join(f"{k}:{v}" for k, v in stl["hist"].items()) or "-"
     allowed = stl.get("max_allowed")
     out.append(

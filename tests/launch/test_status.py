@@ -92,6 +92,22 @@ def test_render_flags_an_accounting_violation():
     assert "invariant VIOLATED" in text and "issued 5 != consumed 4" in text
 
 
+def test_status_shows_the_buffer_error_counters_on_screen_and_in_json(tmp_path, capsys):
+    logger = MetricsLogger(tmp_path / "r1")
+    rec = synthetic_step(3)
+    rec["buffer"]["errors"] = {"path_refused": 2, "malformed": 5}
+    logger.log("step", **rec)
+    logger.close()
+    assert main(["status", "--run", str(tmp_path / "r1"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["buffer"]["errors"] == {
+        "malformed": 5,
+        "path_refused": 2,
+    }
+    assert main(["status", "--run", str(tmp_path / "r1")]) == 0
+    assert "refused requests malformed 5  path_refused 2" in capsys.readouterr().out
+    assert "refused requests none" in render_status(build_status(synthetic_step(3)))
+
+
 def test_render_of_a_run_without_steps_does_not_fail():
     text = render_status(build_status({}, meta={"run": "empty", "state": "starting"}))
     assert "step 0" in text and "last errors  none" in text and "None" not in text
