@@ -86,3 +86,61 @@ def test_the_learners_wait_ends_at_the_first_look_after_the_buffer_died(tmp_path
     run = stopped_run(tmp_path)
     with pytest.raises(BufferDied):
         waiter(run)(1.0)
+
+
+class CountingPool:
+    def __init__(self):
+        self.checks = 0
+
+    def check(self, before_loop=None) -> list[str]:
+        self.checks += 1
+        return []
+
+    def stats(self) -> list:
+        return []
+
+    def report_errors(self, stats) -> list[str]:
+        return []
+
+
+def supervised_run(tmp_path) -> SimpleNamespace:
+    stops = []
+    return SimpleNamespace(
+        run_dir=tmp_path,
+        fatal="",
+        cfg=SimpleNamespace(buffer=SimpleNamespace(request_timeout_s=30.0)),
+        buffer=None,
+        release_client=None,
+        generators=CountingPool(),
+        executors=CountingPool(),
+        prepare_generator=None,
+        learners=SimpleNamespace(version=0),
+        log=lambda msg: None,
+        metrics=SimpleNamespace(log=lambda kind, **f: None),
+        stop_for=stops.append,
+        stops=stops,
+    )
+
+
+def test_the_supervisor_stops_the_run_when_the_buffer_died_and_restarts_nothing(tmp_path):
+    from microcoder.launch.supervisor import Supervisor
+
+    run = supervised_run(tmp_path)
+    sup = Supervisor(run)
+    sup.watch = BufferWatch(raises(ActorDiedError()), ok, 30.0)
+    sup.tick()
+    assert run.stops and run.stops[0].startswith("the buffer actor died")
+    assert run.generators.checks == run.executors.checks == 0
+
+
+def test_while_the_buffer_does_not_answer_no_replica_is_restarted(tmp_path):
+    from microcoder.launch.supervisor import Supervisor
+
+    run = supervised_run(tmp_path)
+    sup = Supervisor(run)
+    sup.watch = BufferWatch(ok, raises(BufferTimeout("no reply")), 30.0, Clock())
+    sup.tick()
+    assert run.stops == [] and run.generators.checks == 0
+    sup.watch.ping_server = ok
+    sup.tick()
+    assert run.generators.checks == run.executors.checks == 1
