@@ -1,9 +1,17 @@
 """Shared fixtures: the tiny model is built once per test session (no download, ~4 s), and one
-local Ray instance serves every test that starts actors."""
+local Ray instance serves every test that starts actors. Helpers that tests of several folders
+share live in tests/support/ (e.g. `engine_testing`), put on sys.path here."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+SUPPORT = str(Path(__file__).with_name("support"))
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 
 @pytest.fixture(scope="session")

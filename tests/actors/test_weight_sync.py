@@ -4,6 +4,7 @@ transformers' greedy output with the learner's new weights, and differs from bef
 from __future__ import annotations
 
 import pytest
+from engine_testing.greedy import engine_greedy, hf_greedy
 
 pytestmark = pytest.mark.slow
 
@@ -49,21 +50,6 @@ def score_everything(address: str, n: int) -> int:
                 c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
                 scored += 1
     return scored
-
-
-def hf_greedy(model_dir, prompt_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    out = []
-    for ids in prompt_ids:
-        with torch.no_grad():
-            gen = model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
-        toks = gen[0, len(ids) :].tolist()
-        eos = model.generation_config.eos_token_id
-        out.append(toks[: toks.index(eos) + 1] if eos in toks else toks)
-    return out
 
 
 def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, render_statement):
@@ -120,12 +106,8 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
     ids = [tok(p)["input_ids"] for p in ["def add(a, b):", "import os\n"]]
     params = SamplingParams(max_tokens=12, temperature=0)
 
-    def greedy() -> list[list[int]]:
-        outs = llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
-        return [list(o.outputs[0].token_ids) for o in outs]
-
     try:
-        before = greedy()
+        before = engine_greedy(llm, ids, params)
         publisher = WeightPublisher(timeout_s=300)
         state = AutoModelForCausalLM.from_pretrained(new).state_dict()
         publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
@@ -140,7 +122,7 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
         assert sender.world == 3
         assert sender.names == {1: "gen-tp tp-worker 0", 2: "gen-tp tp-worker 1"}
         assert [(v, n) for v, n, _, _ in loaded] == [(1, len(state))] * 2 and sent["version"] == 1
-        after = greedy()
+        after = engine_greedy(llm, ids, params)
     finally:
         llm.llm_engine.engine_core.shutdown()
     assert after == hf_greedy(new, ids, 12)

@@ -7,22 +7,9 @@ import threading
 
 import pytest
 import torch
+from engine_testing.greedy import engine_greedy, hf_greedy
 
 pytestmark = pytest.mark.gpu
-
-
-def hf_greedy(model_dir, prompt_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    eos = model.generation_config.eos_token_id
-    out = []
-    for ids in prompt_ids:
-        with torch.no_grad():
-            gen = model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False)
-        toks = gen[0, len(ids) :].tolist()
-        out.append(toks[: toks.index(eos) + 1] if eos in toks else toks)
-    return out
 
 
 @pytest.mark.timeout(480)
@@ -51,13 +38,9 @@ def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model
     ids = [tok(p)["input_ids"] for p in ["def add(a, b):", "import os\n", "class Stack:"]]
     params = SamplingParams(max_tokens=12, temperature=0)
 
-    def greedy() -> list[list[int]]:
-        outs = llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
-        return [list(o.outputs[0].token_ids) for o in outs]
-
     try:
-        before = greedy()
-        assert before == hf_greedy(tiny_model_dir, ids, 12)  # the engine as loaded
+        before = engine_greedy(llm, ids, params)
+        assert before == hf_greedy(tiny_model_dir, ids, 12, torch.float32)  # the engine as loaded
         publisher = WeightPublisher(timeout_s=120, device="cuda")
         state = AutoModelForCausalLM.from_pretrained(new).state_dict()
         publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
@@ -69,8 +52,8 @@ def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model
         thread.join(120)
         llm.reset_prefix_cache()
         assert (version, count) == (1, len(state)) and sent["version"] == 1
-        after = greedy()
+        after = engine_greedy(llm, ids, params)
     finally:
         llm.llm_engine.engine_core.shutdown()
-    assert after == hf_greedy(new, ids, 12)
+    assert after == hf_greedy(new, ids, 12, torch.float32)
     assert after != before
