@@ -17,6 +17,7 @@ from pathlib import Path
 
 from microcoder.launch.config import Config
 from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.run_dirs import latest_checkpoint  # noqa: F401  (moved; re-exported)
 
 
 class BufferDied(RuntimeError):
@@ -344,9 +345,3 @@ class Run:
             ray.kill(rank, no_restart=True)
         self.learners = None
         self.log("killed the generators, executors and learner ranks (the buffer is gone)")
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete `checkpoints/step_N` of a run directory."""
-    steps = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
-    return max(steps, key=lambda p: int(p.name.split("_")[1]), default=None)

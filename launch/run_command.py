@@ -39,10 +39,11 @@ def progress_line(rec: dict, max_steps: int) -> str:
 
 def launch(cfg: Config, args) -> int:
     from microcoder.device import resolve_device
-    from microcoder.launch.cluster import Run, latest_checkpoint
+    from microcoder.launch.cluster import Run
     from microcoder.launch.model_dir import ensure_model
     from microcoder.launch.monitor import check_exports, start_monitoring
     from microcoder.launch.placement import make_plan
+    from microcoder.launch.run_dirs import latest_checkpoint
     from microcoder.launch.shared_paths import shared_path_errors
     from microcoder.launch.training_loop import train
 

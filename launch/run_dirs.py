@@ -7,6 +7,10 @@ metrics.jsonl as soon as the cluster handle (launch/cluster.py) opens its log, t
 record. The newest run is the one whose newest of those two files was written last, so a run
 that just started (config.toml alone) counts, and a long run still training beats one started
 later that has stopped. Model folders and other directories under `runs/` hold neither file.
+
+`latest_checkpoint` is the checkpoint a run resumes from: its newest complete
+`checkpoints/step_N` (the learner writes COMPLETE last), what `launch --resume` loads and what
+`microcoder status` names for a stopped run.
 """
 
 from __future__ import annotations
@@ -30,3 +34,9 @@ def newest_run(root: str | Path = "runs") -> Path | None:
         return None
     runs = [(t, p) for p in root.iterdir() if p.is_dir() and (t := last_written(p)) is not None]
     return max(runs, key=lambda tp: tp[0])[1] if runs else None
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete `checkpoints/step_N` of a run directory."""
+    steps = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
+    return max(steps, key=lambda p: int(p.name.split("_")[1]), default=None)

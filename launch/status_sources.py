@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.launch.metrics_log import read_metrics
+from microcoder.launch.run_dirs import latest_checkpoint
 from microcoder.launch.status_view import build_status
 
 ERROR_WORDS = re.compile(r"died|error|fail|could not|violat|exception|traceback|stale groups", re.I)
@@ -44,9 +45,9 @@ def _read_config(run_dir: Path) -> dict[str, Any]:
 def _state(step: int, max_steps: int | None, run_dir: Path) -> str:
     if max_steps and step >= max_steps:
         return "finished"
-    done = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
-    if done:
-        last = max(int(p.name.split("_")[1]) for p in done)
+    newest = latest_checkpoint(run_dir)
+    if newest is not None:
+        last = int(newest.name.split("_")[1])
         return f"stopped (resume from checkpoint step {last}: microcoder launch --resume {run_dir})"
     return "stopped"
 
