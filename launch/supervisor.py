@@ -167,7 +167,7 @@ class Supervisor:
     def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
         self.run, self.period_s, self.errors_every = run, period_s, errors_every
         self._ticks = 0
-        self.watch = BufferWatch(run.buffer, run.release_client, run.cfg.buffer.request_timeout_s)
+        self.watch = BufferWatch.for_run(run)
         self.inbox = ControlInbox(run.run_dir)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
