@@ -1,7 +1,7 @@
-"""The body of `microcoder eval` (launch/cmd_eval.py parses the options): the root config, the
-prompts, the actors (launch/eval_cluster.py), then the engine of microcoder.evaluation
-(evaluation/engine.py: `evaluate`). It lives in launch/ because it reads the root config and
-brings up Ray; the evaluation itself stays in evaluation/."""
+"""The body of `microcoder eval` (launch/cmd_eval.py parses the options, launch/eval_inputs.py
+checks them): the root config, the prompts, the actors (launch/eval_cluster.py), then the
+engine of microcoder.evaluation (evaluation/engine.py: `evaluate`). It lives in launch/ because
+it reads the root config and brings up Ray; the evaluation itself stays in evaluation/."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from microcoder.evaluation.cli_inputs import (
+from microcoder.launch.eval_inputs import (
     check_model,
     check_resume,
     int_list,

@@ -1,6 +1,8 @@
 """The inputs of `microcoder eval`, checked before anything starts: option values, the problem
 file and selection, the output folder (and, with --resume, that it was made by the same
-evaluation). Errors are ValueError with the fix."""
+evaluation). Errors are ValueError with the fix. Command-line side (it reads the parsed options
+and names them in its errors), so it sits in launch/ beside launch/eval_command.py, its user;
+the evaluation itself is in evaluation/."""
 
 from __future__ import annotations
 
