@@ -92,13 +92,20 @@ class LearnerRank:
     def __init__(self, rank: int, world: int):
         from microcoder.actors.logs import redirect_to_run_dir
 
-        redirect_to_run_dir(f"learner-{rank}")
+        self.log_path = redirect_to_run_dir(f"learner-{rank}")
         self.rank, self.world = rank, world
         self.learner = None
         self.client = None
         self.publisher = None
         self._stop = False
         self._work = WorkLock()  # train / publish / save / weight sends: one at a time
+
+    def where(self) -> dict[str, Any]:
+        """This rank's node IP, pid and log file, for errors that name it (the driver asks first,
+        which also tells it the actor is up)."""
+        import ray
+
+        return {"ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "log": self.log_path}
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: this node's address and a free port for the learner's process group."""
@@ -118,6 +125,7 @@ class LearnerRank:
         resume_from: str | None = None,
     ) -> int:
         """Collective: build the sharded policy (or resume it); returns the policy version."""
+        from microcoder.learner.distributed import init_distributed, pick_device
         from microcoder.learner.trainer import Learner
 
         os.environ.update(
@@ -130,6 +138,8 @@ class LearnerRank:
 
         s = self.settings = settings
         self.dynamic_filtering = s.algorithm.dynamic_filtering
+        # The group first, with the run's collective deadline (Learner joins an existing group).
+        init_distributed(pick_device(s.device), s.learner.collective_timeout_s)
         kwargs = dict(seed=s.seed, device=s.device, total_steps=s.total_steps)
         if resume_from:
             self.learner = Learner.from_checkpoint(resume_from, s.learner, s.algorithm, **kwargs)
@@ -174,7 +184,7 @@ class LearnerRank:
         reported to the buffer (with the next get_batch) so admission control does not count them
         as trained: a weak model whose groups are all filtered must not starve the generators."""
         from microcoder.actors.convert import to_sample_group
-        from microcoder.buffer.client import BufferTimeout
+        from microcoder.buffer.client import BufferTimeout, BufferUnreachable
         from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.grpo import group_has_signal
 
@@ -191,9 +201,15 @@ class LearnerRank:
                     self.learner.version,
                     timeout_s=1.0,
                 )
-            except BufferTimeout:
+            except BufferUnreachable:
+                raise  # the buffer itself does not answer: no batch will come from waiting
+            except BufferTimeout as err:
                 if deadline is not None and time.perf_counter() > deadline:
-                    raise
+                    raise BufferTimeout(
+                        f"learner rank 0 got no batch within learner.batch_wait_s = {timeout_s:.0f}"
+                        f" s: {err}; the launcher's waiting notices say what the generators and "
+                        "executors did; raise learner.batch_wait_s (0 = no limit) if they are slow"
+                    ) from None
                 continue
             done = batch.done
             staleness += batch.staleness
@@ -226,7 +242,7 @@ class LearnerRank:
     def train(self, groups) -> dict[str, float]:
         """Collective: one policy version's worth of optimizer steps on `groups`. No NCCL weight
         send runs from here to the end of the `publish` that follows (WorkLock)."""
-        with self._work.learner(opens_step=True):
+        with self._work.learner(opens_step=True), self._collective("train"):
             t0 = time.perf_counter()
             metrics = self.learner.train_step(groups)
             metrics["compute_s"] = time.perf_counter() - t0
@@ -235,7 +251,7 @@ class LearnerRank:
     def publish(self) -> dict[str, float]:
         """Collective: gather the full weights; rank 0 keeps them for generators and announces the
         version to the buffer (so admission control and staleness move on)."""
-        with self._work.learner(closes_step=True):
+        with self._work.learner(closes_step=True), self._collective("publish"):
             t0 = time.perf_counter()
             state = self.learner.full_state_dict()
             gather_s = time.perf_counter() - t0
@@ -246,8 +262,14 @@ class LearnerRank:
 
     def save(self, path: str) -> str:
         """Collective: checkpoint (HF folder + optimizer/scheduler/RNG/version)."""
-        with self._work.learner():  # never while a step is half done (Ctrl-C can land mid-step)
+        with self._work.learner(), self._collective("save"):  # never mid-step (Ctrl-C)
             return str(self.learner.save_checkpoint(path))
+
+    def _collective(self, what: str):
+        """A collective that timed out waiting for another rank says what to do."""
+        from microcoder.learner.distributed import named_collective
+
+        return named_collective(what, self.settings.learner.collective_timeout_s)
 
     # ------------------------------------------------------------ rank 0: weights to generators
 

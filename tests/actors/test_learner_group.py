@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from microcoder.actors.learner_rank import LearnerRank
+from microcoder.learner.config import LearnerConfig
 
 SETTLE_S = 0.5  # how long a send that must stay blocked is given to (wrongly) run
 
@@ -65,7 +66,7 @@ def stand_in_rank(
 ) -> tuple[LearnerRank, list]:
     log: list = []
     rank = LearnerRank(0, 1)
-    rank.settings = SimpleNamespace(learner=SimpleNamespace(sync_timeout_s=sync_timeout_s))
+    rank.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=sync_timeout_s))
     rank.learner, rank.publisher = BlockingLearner(log), RecordingPublisher(log, from_device)
     rank.client = SimpleNamespace(announce_version=lambda v: None)
     return rank, log
