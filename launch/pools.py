@@ -11,6 +11,9 @@ replica never samples with stale weights.
 A replica's placement group (GPUs, launch/placement.py) lives as long as the replica: Ray
 restarts a dead process inside the same group, and a replica that leaves the pool (scaled down,
 given up on, shut down) is killed and its group removed, so its GPUs are free for the next one.
+Readiness has a deadline (`ready_timeout_s`, the run's cluster.ready_timeout_s): a replica that
+neither becomes ready nor fails within it (a stuck engine start) is given up on, named, with
+its log file and the field to raise, never left pending for ever.
 """
 
 from __future__ import annotations
@@ -48,6 +51,23 @@ def error_summary(err: BaseException, limit: int = 300) -> str:
     return (lines[0] if lines else type(err).__name__)[:limit]
 
 
+CONTROL_S = 60.0
+"""How long a control call to a live replica (set a temperature) may take: the actors are
+threaded, so it answers at once however busy the replica is; past this it is stuck."""
+
+
+def _log_of(name: str) -> str:
+    """The replica's log file (actors/logs.py), as the error should show it."""
+    import os
+
+    folder = os.environ.get("MICROCODER_ACTOR_LOG_DIR", "RUN_DIR/logs")
+    return os.path.join(folder, f"{name}.log")
+
+
+def _with_log(name: str) -> str:
+    return f"{name} (log {_log_of(name)})"
+
+
 @dataclass
 class Replica:
     name: str
@@ -62,13 +82,18 @@ class Pool:
     """Replicas named `{kind}-{i}`; `make(name)` creates one actor handle (not yet ready)."""
 
     def __init__(
-        self, kind: str, make: Callable[[str], Any], release: Callable[[str], Any], log=print
+        self,
+        kind: str,
+        make: Callable[[str], Any],
+        release: Callable[[str], Any],
+        log=print,
+        ready_timeout_s: float = 900.0,
     ):
         self.kind, self.make, self.release, self.log = kind, make, release, log
         self._lock = threading.RLock()
         self.replicas: dict[str, Replica] = {}
         self.pending: list[Replica] = []
-        self.ready_timeout_s = 900.0
+        self.ready_timeout_s = ready_timeout_s
         self._next = 0
         self.errors: list[str] = []
         self._seen_errors: set[tuple[Any, Any]] = set()
@@ -87,7 +112,7 @@ class Pool:
         """Start `n` replicas. wait=True: block until ready and start their loops; wait=False:
         return at once, `check()` starts each loop when its replica is ready (a live run keeps
         training while new vLLM engines start)."""
-        import ray
+        from microcoder.actors.deadline import get_within
 
         new = []
         for _ in range(n):
@@ -99,13 +124,14 @@ class Pool:
         if not wait:
             self.pending.extend(new)
             return [r.name for r in new]
-        try:
-            ray.get([r.ready for r in new], timeout=self.ready_timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
-                f"{self.kind} replicas were not ready within {self.ready_timeout_s:.0f} s: the "
-                "cluster may lack free CPUs/GPUs for them (see the placement plan), or start is slow"
-            ) from None
+        get_within(
+            [r.ready for r in new],
+            self.ready_timeout_s,
+            "starting",
+            [_with_log(r.name) for r in new],
+            "the cluster may lack free CPUs/GPUs for it (see the placement plan), or its start is "
+            "slow: raise cluster.ready_timeout_s",
+        )
         for r in new:
             self._start_loop(r, before_loop)
         return [r.name for r in new]
@@ -126,6 +152,17 @@ class Pool:
             [r.ready for r in self.pending], num_returns=len(self.pending), timeout=0
         )
         started = []
+        for r in [r for r in self.pending if r.ready not in done]:
+            if time.time() - r.started > self.ready_timeout_s:  # neither ready nor failed: stuck
+                self.pending.remove(r)
+                self.discard(r)
+                msg = (
+                    f"{r.name} failed to start within {self.ready_timeout_s:.0f} s: it was "
+                    f"still not ready (stuck starting; its log: {_log_of(r.name)}); raise "
+                    "cluster.ready_timeout_s if it is only slow"
+                )
+                self.errors.append(msg)
+                started.append(msg)
         for r in [r for r in self.pending if r.ready in done]:
             try:
                 ray.get(r.ready)
@@ -208,6 +245,21 @@ class Pool:
             del self.replicas[r.name]
             self.pending.append(r)
         return events
+
+    def call_all(self, method: str, *args: Any, timeout_s: float = CONTROL_S) -> list[Any]:
+        """Call `method(*args)` on every running replica and wait for all, within `timeout_s`;
+        a replica that does not answer is named (with its log) in the error."""
+        from microcoder.actors.deadline import get_within
+
+        with self._lock:
+            items = list(self.replicas.items())
+        return get_within(
+            [getattr(r.handle, method).remote(*args) for _, r in items],
+            timeout_s,
+            method,
+            [_with_log(name) for name, _ in items],
+            "it is stuck: see its log; killing its process makes the pool restart it",
+        )
 
     def report_errors(self, stats: list[dict[str, Any]]) -> list[str]:
         """Errors replicas reported in `stats` (their `errors`: [[time, message]]) that were not

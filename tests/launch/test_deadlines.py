@@ -1,0 +1,84 @@
+"""Actor readiness has a deadline: a replica whose start never ends (neither ready nor failed)
+stops `Pool.add` with an error naming it, its log and cluster.ready_timeout_s, and on a live
+run (`add(wait=False)`, `check()`) is given up on and killed instead of staying pending for
+ever. Real Ray actors whose `ready` sleeps stand in for a stuck engine start."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from microcoder.actors.deadline import PeerTimeout
+from microcoder.launch.pools import Pool
+
+STUCK_S = 120.0  # far beyond the deadline: only the deadline can end the wait
+
+
+class StuckStart:
+    """A replica with the pool's protocol whose start never ends."""
+
+    def ready(self) -> bool:
+        time.sleep(STUCK_S)
+        return True
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+def _pool(ray, kind: str) -> Pool:
+    cls = ray.remote(num_cpus=0, max_concurrency=2)(StuckStart)
+    return Pool(kind, lambda name: cls.remote(), lambda name: "", lambda msg: None, 1.0)
+
+
+@pytest.mark.timeout(60)
+def test_a_replica_that_never_gets_ready_stops_add_naming_it_its_log_and_the_field(ray_cluster):
+    pool = _pool(ray_cluster, "stuck-add")
+    try:
+        with pytest.raises(PeerTimeout) as info:
+            pool.add(1)
+    finally:
+        pool.shutdown()
+    assert str(info.value).startswith(
+        "stuck-add-0 (log RUN_DIR/logs/stuck-add-0.log) did not finish starting within 1 s"
+    )
+    assert str(info.value).endswith("raise cluster.ready_timeout_s")
+
+
+@pytest.mark.timeout(60)
+def test_a_live_replica_stuck_starting_is_given_up_on_named_and_killed(ray_cluster):
+    ray = ray_cluster
+    pool = _pool(ray, "stuck-live")
+    pool.add(1, wait=False)
+    pid = ray.get(pool.pending[0].handle.pid.remote(), timeout=30)
+    deadline = time.monotonic() + 30
+    while not pool.errors and time.monotonic() < deadline:
+        pool.check()
+        time.sleep(0.1)
+    assert pool.pending == [] and len(pool) == 0
+    assert pool.errors[0].startswith(
+        "stuck-live-0 failed to start within 1 s: it was still not ready (stuck starting"
+    )
+    assert "raise cluster.ready_timeout_s" in pool.errors[0]
+    assert _gone(pid, within_s=30)
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
