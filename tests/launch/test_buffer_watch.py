@@ -144,3 +144,14 @@ def test_while_the_buffer_does_not_answer_no_replica_is_restarted(tmp_path):
     sup.watch.ping_server = ok
     sup.tick()
     assert run.generators.checks == run.executors.checks == 1
+
+
+def test_the_supervisors_watch_asks_the_runs_own_buffer_server(tmp_path):
+    from microcoder.buffer import messages as m
+    from microcoder.launch.supervisor import Supervisor
+
+    calls = []
+    run = supervised_run(tmp_path)
+    run.release_client = SimpleNamespace(call=lambda msg, timeout_s: calls.append((msg, timeout_s)))
+    Supervisor(run).watch.ping_server()
+    assert len(calls) == 1 and isinstance(calls[0][0], m.GetStats) and calls[0][1] <= 30.0
