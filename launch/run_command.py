@@ -96,6 +96,7 @@ def launch(cfg: Config, args) -> int:
         if joined:
             model_path = str(Path(model_path).resolve())
         run.start_ray(plan.cpus if plan is not None else 0.0)
+        signal.signal(signal.SIGTERM, on_signal)  # ray.init replaced it with a bare sys.exit
         run.bring_up(model_path)
         monitor.set_state("running")
         summary = train(
