@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_testing.launched import run_launch, start_launch
 
 pytestmark = pytest.mark.slow
 
@@ -73,13 +74,10 @@ def wait_for(cond, timeout_s: float, what: str, proc=None):
 
 @pytest.fixture(scope="module")
 def live_run(tiny_model_dir, tmp_path_factory):
+    """The launched run; stopped at the module's end, and dies with the test process if that is
+    killed first (launch_testing.launched)."""
     run_dir = tmp_path_factory.mktemp("launch") / "run"
-    log = (run_dir.parent / "launch.log").open("w")
-    cmd = [
-        sys.executable,
-        "-m",
-        "microcoder",
-        "launch",
+    args = [
         "configs/tiny-cpu.toml",
         "--run-dir",
         str(run_dir),
@@ -89,11 +87,9 @@ def live_run(tiny_model_dir, tmp_path_factory):
         f'model.path="{tiny_model_dir}"',
         *SETTINGS,
     ]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: len(steps(run_dir)) >= 2, 600, "two learner steps", proc)
-    yield proc, run_dir
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+    with start_launch(args, log=run_dir.parent / "launch.log") as proc:
+        wait_for(lambda: len(steps(run_dir)) >= 2, 600, "two learner steps", proc)
+        yield proc, run_dir
 
 
 def last_step(run_dir: Path) -> dict:
@@ -178,15 +174,13 @@ def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live_run, kind):
 
 def test_ctrl_c_checkpoints_and_resume_continues_from_it(live_run):
     proc, run_dir = live_run
-    os.killpg(proc.pid, signal.SIGINT)
+    proc.signal(signal.SIGINT)
     assert proc.wait(timeout=300) == 130
     ckpts = sorted((run_dir / "checkpoints").glob("step_*"), key=lambda p: int(p.name[5:]))
     assert ckpts and (ckpts[-1] / "COMPLETE").exists() and (ckpts[-1] / "buffer.snapshot").exists()
     saved = int(ckpts[-1].name[5:])
     before = last_step(run_dir)["buffer"]
-    res = microcoder(
-        "launch", "--resume", str(run_dir), "--set", f"max_steps={saved + 2}", timeout=900
-    )
+    res = run_launch(["--resume", str(run_dir), "--set", f"max_steps={saved + 2}"], timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     resumed = [r for r in steps(run_dir) if r["time"] > proc_end_time(run_dir, saved)]
     assert [r["policy_version"] for r in resumed] == [saved + 1, saved + 2]
@@ -214,27 +208,13 @@ def learner_rank_pid(launcher_pid: int) -> int | None:
 def test_a_dead_learner_stops_the_run_and_names_the_checkpoint_to_resume(live_run):
     _, run_dir = live_run  # the resume test above left a finished run with checkpoints
     log_path = run_dir.parent / "learner-death.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "microcoder",
-        "launch",
-        "--resume",
-        str(run_dir),
-        "--set",
-        "max_steps=100000",
-    ]
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    args = ["--resume", str(run_dir), "--set", "max_steps=100000"]
+    with start_launch(args, log=log_path) as proc:
         n = len(steps(run_dir))
         wait_for(lambda: len(steps(run_dir)) > n, 600, "a step of the resumed run", proc)
         pid = wait_for(lambda: learner_rank_pid(proc.pid), 60, "the learner rank's process")
         os.kill(pid, signal.SIGKILL)
         assert proc.wait(timeout=300) == 1
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     text = log_path.read_text()
     assert "the run stopped" in text, text[-3000:]
     complete = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]

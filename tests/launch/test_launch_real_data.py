@@ -7,11 +7,10 @@ held-out fraction through the eval path. One launched run is shared by the tests
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from launch_testing.launched import run_launch
 
 pytestmark = pytest.mark.slow
 
@@ -48,19 +47,8 @@ def records(run_dir: Path, kind: str) -> list[dict]:
 def finished_run(tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("real-data") / "run"
     args = [a for s in SETTINGS for a in ("--set", s)]
-    cmd = [
-        sys.executable,
-        "-m",
-        "microcoder",
-        "launch",
-        "configs/tiny-cpu.toml",
-        "--run-dir",
-        str(run_dir),
-        "--set",
-        f'model.path="{tiny_model_dir}"',
-        *args,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    model = ["--set", f'model.path="{tiny_model_dir}"']
+    proc = run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *model, *args], 1200)
     return proc, run_dir
 
 

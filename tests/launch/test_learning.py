@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from launch_testing.launched import run_launch
 
 pytestmark = pytest.mark.slow
 
@@ -68,20 +69,14 @@ def model_dir():
 
 def launch(model_dir: Path, *extra: str) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="mc-learn-run-"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "microcoder",
-        "launch",
+    args = [
         "configs/tiny-cpu.toml",
         "--run-dir",
         str(run_dir),
         "--set",
         f'model.path="{model_dir}"',
-        *RUN,
-        *extra,
     ]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = run_launch([*args, *RUN, *extra])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "held-out pass rate" in res.stdout  # the end-of-run table
     return run_dir
