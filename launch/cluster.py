@@ -15,6 +15,7 @@ import os
 import time
 from pathlib import Path
 
+from microcoder.actors.deadline import get_within
 from microcoder.launch.config import Config
 from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.run_dirs import latest_checkpoint  # noqa: F401  (moved; re-exported)
@@ -148,7 +149,6 @@ class Run:
                 plan_on_cluster(self.cfg, self.address, self.log)
 
     def bring_up(self, model_path: str) -> None:
-        import ray
         from transformers import AutoTokenizer
 
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
@@ -186,7 +186,13 @@ class Run:
                 snapshot_root=str(self.run_dir.resolve()),
             )
         )
-        self.buffer_address = ray.get(self.buffer.get_address.remote())
+        self.buffer_address = get_within(  # the buffer is up once it has bound its socket
+            self.buffer.get_address.remote(),
+            cfg.cluster.ready_timeout_s,
+            "starting",
+            "the buffer actor mc-buffer (log RUN_DIR/logs/buffer.log)",
+            "raise cluster.ready_timeout_s if it is only slow (restoring a big snapshot)",
+        )
         self.client = BufferClient.from_config(cfg.buffer, self.buffer_address, owner="launcher")
         self.log(
             f"buffer at {self.buffer_address}; starting {cfg.learner.world_size} learner rank(s)"
@@ -194,7 +200,13 @@ class Run:
         self.learners = LearnerGroup(
             cfg, model_path, self.buffer_address, str(ckpt) if ckpt else None
         )
-        self.weight_channel_address = ray.get(self.learners.rank0.weight_channel_host.remote())
+        self.weight_channel_address = get_within(
+            self.learners.rank0.weight_channel_host.remote(),
+            cfg.learner.sync_timeout_s,
+            "weight_channel_host",
+            self.learners.names[0],
+            "raise learner.sync_timeout_s if it is only slow",
+        )
         self.log(
             f"learner ready at policy version {self.learners.version}; weight channels at "
             f"{self.weight_channel_address}"
@@ -227,6 +239,7 @@ class Run:
             ).remote(n, cfg.executor, cfg.buffer, self.buffer_address, cfg.data, cfg.seed),
             release,
             self.log,
+            cfg.cluster.ready_timeout_s,
         )
         self.generators = Pool(
             "generator",
@@ -243,6 +256,7 @@ class Run:
             ).remote(n, gen_settings, model_path, self.buffer_address, self.learners.rank0),
             release,
             self.log,
+            cfg.cluster.ready_timeout_s,
         )
         self.log(f"starting {cfg.executor.num_executors} executor(s)")
         self.executors.add(cfg.executor.num_executors)
@@ -267,9 +281,13 @@ class Run:
     def prepare_generator(self, handle) -> None:
         """Before a generator's loop starts: give it the controller's temperature."""
         if self.controller is not None:
-            import ray
-
-            ray.get(handle.set_temperature.remote(self.controller.temperature))
+            get_within(
+                handle.set_temperature.remote(self.controller.temperature),
+                self.cfg.cluster.ready_timeout_s,
+                "set_temperature",
+                "a generator about to start its loop",
+                "its log is in RUN_DIR/logs; raise cluster.ready_timeout_s if it is only slow",
+            )
 
     # ------------------------------------------------------------ checkpoints
 
@@ -279,10 +297,15 @@ class Run:
         step ahead. The snapshot comes first, so a buffer that is dead or does not answer leaves
         nothing written, and a version already checkpointed COMPLETE is not written again (the
         learner has not changed since; rewriting could only break a good checkpoint)."""
-        import ray
 
         self.raise_if_stopped()
-        step = ray.get(self.learners.rank0.get_version.remote())
+        step = get_within(  # waits for a train, publish or save in flight
+            self.learners.rank0.get_version.remote(),
+            self.cfg.learner.step_timeout_s,
+            "get_version",
+            self.learners.names[0],
+            "raise learner.step_timeout_s if steps are this slow",
+        )
         path = self.run_dir / "checkpoints" / f"step_{step}"
         if (path / "COMPLETE").exists():
             return path

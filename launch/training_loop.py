@@ -78,13 +78,11 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
 
 def train(run: Run, progress=None) -> dict[str, Any]:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
-    import ray
 
     from microcoder.launch.supervisor import Supervisor
 
     run.controller = build_controller(run)
-    for h in run.generators.handles():
-        ray.get(h.set_temperature.remote(run.controller.temperature))
+    run.generators.call_all("set_temperature", run.controller.temperature)
     supervisor = Supervisor(run).start()
     try:
         return _train_steps(run, progress)
@@ -93,7 +91,6 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 
 
 def _train_steps(run: Run, progress) -> dict[str, Any]:
-    import ray
 
     from microcoder.launch.evaluation import evaluate
 
@@ -110,7 +107,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         before = controller.temperature
         temperature = controller.start_step(step)
         if temperature != before:
-            ray.get([h.set_temperature.remote(temperature) for h in run.generators.handles()])
+            run.generators.call_all("set_temperature", temperature)
         t0 = time.time()
         m = run.learners.step(
             timeout_s=cfg.learner.batch_wait_s or None,
@@ -139,9 +136,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         event = controller.observe(step, m["diversity"])
         if event:
             run.log(event)
-            ray.get(
-                [h.set_temperature.remote(controller.temperature) for h in run.generators.handles()]
-            )
+            run.generators.call_all("set_temperature", controller.temperature)
         for k in sums:
             sums[k] += m[k]
         record = run.metrics.log(
