@@ -45,9 +45,19 @@ class DataConfig(Section):
     source: str = "synthetic"
     """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
     format: Literal[
-        "auto", "microcoder", "livecodebench", "humaneval", "leetcodedataset", "apps"
+        "auto",
+        "jsonl",
+        "lcb",
+        "humaneval",
+        "leetcodedataset",
+        "apps",
+        "taco",
+        "rllm",
+        "microcoder",
+        "livecodebench",
     ] = "auto"
-    """Loader for `source`; auto guesses from the rows."""
+    """Loader for `source`; auto guesses from the rows. `microcoder` = `jsonl` (our own rows),
+    `livecodebench` = `lcb`; the names are data/loaders.py's FORMAT_CHOICES."""
     shuffle_seed: int = 0
     """Seed of the per-epoch prompt order."""
     epochs: int = Field(0, ge=0)

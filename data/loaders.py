@@ -48,6 +48,10 @@ CONVERTERS: dict[str, Callable[[dict, RowContext], Problem]] = {
     "rllm": convert_rllm,
 }
 FORMATS = tuple(CONVERTERS)
+FORMAT_ALIASES = {"microcoder": "jsonl", "livecodebench": "lcb"}
+"""Other names a format goes by (a run's `data.format` accepts them too)."""
+FORMAT_CHOICES = ("auto", *FORMATS, *FORMAT_ALIASES)
+"""Every name `format=` / `data.format` accepts; data/config.py checks against this."""
 
 
 def detect_format(row: object) -> str | None:
@@ -96,8 +100,9 @@ class LoadResult:
 
 def _resolve_format(path: Path, fmt: str) -> str:
     if fmt != "auto":
+        fmt = FORMAT_ALIASES.get(fmt, fmt)
         if fmt not in CONVERTERS:
-            raise ValueError(f"unknown format {fmt!r}; choose one of auto, {', '.join(FORMATS)}")
+            raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
         return fmt
     for line, row in iter_rows(path):
         if isinstance(row, ProblemFormatError):
@@ -109,7 +114,8 @@ def _resolve_format(path: Path, fmt: str) -> str:
                 str(path),
                 line,
                 "<row>",
-                f"unrecognised row (keys {keys}); pass format= one of {', '.join(FORMATS)}",
+                f"unrecognised row (keys {keys}); name its format: data.format = one of "
+                f"{', '.join(FORMATS)} in a run's config (format= to load_problems)",
             )
         return found
     raise ProblemFormatError(str(path), None, "<file>", "no rows to detect the format from")

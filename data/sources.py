@@ -20,5 +20,4 @@ def load_run_problems(data: DataConfig, seed: int, split: str = "train") -> list
         return []
     from microcoder.data.loaders import load_problems
 
-    fmt = {"auto": "auto", "microcoder": "jsonl"}.get(data.format, data.format)
-    return load_problems(data.source, format=fmt)
+    return load_problems(data.source, format=data.format)

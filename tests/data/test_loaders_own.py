@@ -48,7 +48,7 @@ def test_duplicate_ids_are_rejected(tmp_path, fixture_path):
 def test_unknown_rows_ask_for_an_explicit_format(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text('{"foo": 1}\n')
-    with pytest.raises(ProblemFormatError, match="pass format="):
+    with pytest.raises(ProblemFormatError, match="data.format = one of"):
         load_problems(path)
 
 
@@ -71,3 +71,23 @@ def test_detect_format_recognises_each_fixture(fixture_path):
         first = json.loads(fixture_path(name).read_text().splitlines()[0])
         assert detect_format(first) == fmt, name
     assert detect_format(json.loads(fixture_path("rllm.json").read_text())[0]) == "rllm"
+
+
+def test_every_data_format_a_config_accepts_is_one_the_loader_knows(fixture_path):
+    import typing
+
+    from microcoder.data.config import DataConfig
+    from microcoder.data.loaders import FORMAT_CHOICES
+
+    accepted = typing.get_args(DataConfig.model_fields["format"].annotation)
+    assert set(accepted) == set(FORMAT_CHOICES)
+
+
+def test_a_runs_livecodebench_format_name_loads_lcb_rows(fixture_path, tmp_path):
+    from microcoder.data.config import DataConfig
+    from microcoder.data.sources import load_run_problems
+
+    good = tmp_path / "lcb.jsonl"  # the fixture's first row (it has bad rows further down)
+    good.write_text(fixture_path("lcb.jsonl").read_text().splitlines()[0] + "\n")
+    data = DataConfig(source=str(good), format="livecodebench")
+    assert len(load_run_problems(data, seed=0)) == 1
