@@ -221,9 +221,13 @@ class WeightSender:
                 pending = work
             if pending is not None:
                 pending.wait()
-        except RuntimeError as err:
+        except RuntimeError as err:  # a receiver that stopped receiving, or died, mid-transfer
+            who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
             raise WeightSyncError(
-                f"weight sync round {n} (version {version}) failed: {err}; peers: {self.names}"
+                f"weight sync round {n} (version {version}): the broadcast to {who} did not "
+                f"complete within {self.timeout_s:.0f} s (a receiver that stopped receiving or "
+                "died mid-transfer); check that generator's log, or raise learner.sync_timeout_s "
+                f"if its link is this slow: {err}"
             ) from err
         _wait_keys(
             self.store,
@@ -368,9 +372,12 @@ class WeightReceiver:
                     dt = getattr(torch, dtype)
                     nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
                     yield name, buf[offset : offset + nbytes].view(dt).view(shape)
-        except RuntimeError as err:
+        except RuntimeError as err:  # the sender stopped sending, or died, mid-transfer
             raise WeightSyncError(
-                f"weight sync round {n}: receiving from the learner (rank 0) failed: {err}"
+                f"weight sync round {n}: receiving from the learner (rank 0) failed or waited "
+                f"more than {self.timeout_s:.0f} s (the sender stopped sending or died); check "
+                f"learner rank 0's log (RUN_DIR/logs/learner-0.log), or raise "
+                f"learner.sync_timeout_s if its link is this slow: {err}"
             ) from err
         self.store.set(f"{_PREFIX}/done/{self.rank}/{n}", "1")
 
