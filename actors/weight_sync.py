@@ -148,20 +148,29 @@ def channel_rank(spec: dict[str, Any], worker_rank: int, engine_workers: int) ->
     return first + worker_rank, world
 
 
+LEARNER0 = "learner rank 0 (log RUN_DIR/logs/learner-0.log)"
+_REMEDY = (
+    "it is stuck or its steps keep it busy: raise learner.sync_timeout_s above the longest step"
+)
+
+
 def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
     """Generator side: if rank 0 has newer weights, receive and load them into the engine.
 
     `channel` is this generator's dict of channel state (kept across calls). Returns the sync's
     timings and new version, or None when already current.
     """
-    import ray
+    from microcoder.actors.deadline import get_within
 
-    latest = ray.get(learner0.latest_version.remote(), timeout=cfg.sync_timeout_s)
+    def ask(ref, what: str):
+        return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, _REMEDY)
+
+    latest = ask(learner0.latest_version.remote(), "latest_version")
     if latest <= my_version:
         return None
     t0 = time.perf_counter()
     if not channel.get("open"):
-        spec = ray.get(learner0.open_weight_channel.remote(name), timeout=cfg.sync_timeout_s)
+        spec = ask(learner0.open_weight_channel.remote(name), "open_weight_channel")
         llm.collective_rpc("mc_open_channel", args=(spec,))
         channel["open"] = True
     sent = learner0.send_weights.remote(name)
@@ -170,7 +179,7 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
     except Exception:
         channel["open"] = False
         raise
-    info = ray.get(sent, timeout=cfg.sync_timeout_s)
+    info = ask(sent, f"send_weights for {name}")
     t1 = time.perf_counter()
     llm.reset_prefix_cache()
     t2 = time.perf_counter()

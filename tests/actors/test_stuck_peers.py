@@ -187,3 +187,31 @@ def test_a_rank_0_that_never_returns_a_batch_is_named_once_the_batch_deadline_pa
     assert "did not return a batch" in str(info.value)
     assert "learner.batch_wait_s = 1 s: it is stuck" in str(info.value)
     assert notices  # the periodic notice went on while it waited
+
+
+class StuckLearner0:
+    """Learner rank 0 as a generator sees it, answering no weight call."""
+
+    def latest_version(self) -> int:
+        time.sleep(STUCK_S)
+        return 1
+
+
+@pytest.mark.timeout(60)
+def test_a_generator_pull_from_a_stuck_learner_rank_0_names_it_and_the_sync_deadline(
+    ray_cluster,
+):
+    from microcoder.actors.weight_sync import pull_weights
+    from microcoder.learner.config import LearnerConfig
+
+    ray = ray_cluster
+    learner0 = ray.remote(num_cpus=0)(StuckLearner0).remote()
+    try:
+        with pytest.raises(PeerTimeout) as info:
+            pull_weights(None, learner0, 0, "generator-0", LearnerConfig(sync_timeout_s=1), {})
+    finally:
+        ray.kill(learner0)
+    assert str(info.value).startswith(
+        "learner rank 0 (log RUN_DIR/logs/learner-0.log) did not finish latest_version within 1 s"
+    )
+    assert "raise learner.sync_timeout_s" in str(info.value)
