@@ -8,7 +8,9 @@ Ray 2.60, read in .venv: `ray start --head` turns token auth on unless RAY_AUTH_
 otherwise, and a node without the token cannot join, so both nodes and the driver run with
 RAY_AUTH_MODE=disabled. It keeps --node-ip-address values other than 127.0.0.1. Worker
 processes get a process group of their own but stay in their node's session, so the nodes are
-stopped by killpg on their groups and then checked by session: nothing of theirs is left."""
+stopped by killpg on their groups and then checked by session: nothing of theirs is left.
+The nodes and the launch start through launch_testing.launched, so they also die with a test
+process that is killed before its teardown."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_testing.launched import LaunchedProcess, start_launch
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +71,7 @@ def session_members(sids: set[int]) -> list[int]:
     return pids
 
 
-def stop_sessions(procs: list[subprocess.Popen], timeout_s: float = 60.0) -> list[int]:
+def stop_sessions(procs: list[LaunchedProcess], timeout_s: float = 60.0) -> list[int]:
     """SIGTERM the groups of `procs`, then SIGKILL what is left of their sessions; returns the
     pids still alive after that (none, unless something escaped)."""
     sids = {p.pid for p in procs}
@@ -106,17 +109,10 @@ def two_nodes():
     common = ["--block", "--disable-usage-stats", "--num-cpus", "4"]
     common += ["--object-store-memory", str(300 * 2**20)]  # small: both nodes share this RAM
 
-    def start(name: str, ip: str, *args: str) -> subprocess.Popen:
-        log = open(Path(tmp) / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the node
+    def start(name: str, ip: str, *args: str) -> LaunchedProcess:
         cmd = [RAY, "start", "--node-ip-address", ip, "--temp-dir", f"{tmp}/{name}", *common]
         ports = ["--dashboard-agent-listen-port", str(free_port(ip))]
-        return subprocess.Popen(
-            [*cmd, *ports, *args],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        return LaunchedProcess([*cmd, *ports, *args], log=Path(tmp) / f"{name}.log", env=env)
 
     head = start(
         "head",
@@ -173,21 +169,14 @@ def joined_run(two_nodes, tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("two-nodes") / "run"
     shared = tmp_path_factory.getbasetemp()
     sets = [*SETTINGS, f'model.path="{tiny_model_dir}"', f'cluster.shared_dir="{shared}"']
-    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml"]
-    cmd += ["--address", address, "--run-dir", str(run_dir)]
+    cmd = ["configs/tiny-cpu.toml", "--address", address, "--run-dir", str(run_dir)]
     cmd += [arg for s in sets for arg in ("--set", s)]
-    log = (run_dir.parent / "launch.log").open("w")
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    proc = start_launch(cmd, log=run_dir.parent / "launch.log", cwd=REPO, env=env, grace_s=30)
     try:
         wait_for(lambda: len(records(run_dir, "step")) >= 4, 600, "four learner steps", proc)
         yield proc, run_dir
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
-        log.close()
+        proc.stop()  # SIGTERM to its group, SIGKILL after 30 s
         assert stop_sessions([proc]) == []  # the driver's own session: nothing of it is left
 
 
