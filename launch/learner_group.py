@@ -101,7 +101,9 @@ class LearnerGroup:
     ) -> dict[str, Any] | None:
         """One policy version. Returns the step's metrics, or None when the run's data is done.
         While rank 0 waits for its batch, `on_wait(seconds waited)` is called every `notice_s`;
-        `timeout_s` bounds the wait (BufferTimeout from rank 0)."""
+        `timeout_s` bounds the wait (BufferTimeout from rank 0); each notice also checks that
+        rank 0 still answers (within learner.sync_timeout_s), so a stuck rank 0 is named even
+        with no batch limit."""
         import ray
 
         t0 = time.perf_counter()
@@ -113,6 +115,14 @@ class LearnerGroup:
             waited = time.perf_counter() - t0
             if on_wait is not None:
                 on_wait(waited)
+            # Waiting is legitimate (also with no limit), a rank 0 that stopped answering is not:
+            # the call generators make answers at once from another thread of a live rank 0.
+            self._wait(
+                "latest_version (asked while it waits for a batch)",
+                [self.rank0.latest_version.remote()],
+                self.cfg.learner.sync_timeout_s,
+                "it is stuck: see its log",
+            )
             if limit is not None and waited > limit + notice_s:
                 self.broken = f"{self.names[0]} did not return from fetch_batch"
                 raise PeerTimeout(

@@ -27,14 +27,15 @@ class Sleeper:
 
 
 def _rank_class(ray, stuck_in: str, stuck_rank: int):
-    """A learner rank's Ray class whose rank `stuck_rank` never returns from `stuck_in`."""
+    """A learner rank's Ray class whose rank `stuck_rank` never returns from `stuck_in` (one
+    method, or several joined by "+")."""
 
     class StuckRank:
         def __init__(self, rank: int, world: int):
             self.rank = rank
 
         def _call(self, method: str) -> None:
-            if method == stuck_in and self.rank == stuck_rank:
+            if method in stuck_in.split("+") and self.rank == stuck_rank:
                 time.sleep(STUCK_S)
 
         def where(self):
@@ -63,6 +64,10 @@ def _rank_class(ray, stuck_in: str, stuck_rank: int):
 
         def save(self, path):
             return path
+
+        def latest_version(self):
+            self._call("latest_version")
+            return 0
 
         def shutdown(self):
             return None
@@ -215,3 +220,21 @@ def test_a_generator_pull_from_a_stuck_learner_rank_0_names_it_and_the_sync_dead
         "learner rank 0 (log RUN_DIR/logs/learner-0.log) did not finish latest_version within 1 s"
     )
     assert "raise learner.sync_timeout_s" in str(info.value)
+
+
+@pytest.mark.timeout(90)
+def test_a_rank_0_that_stops_answering_while_it_waits_without_a_limit_is_named(ray_cluster):
+    from microcoder.launch.learner_group import LearnerGroup
+
+    ray = ray_cluster
+    cls = _rank_class(ray, "fetch_batch+latest_version", 0)  # waiting, and answering nothing
+    group = LearnerGroup(_cfg(**{"learner.sync_timeout_s": 1}), "model", "tcp://x", rank_cls=cls)
+    try:
+        with pytest.raises(PeerTimeout) as info:  # no batch limit: only the check can end it
+            group.step(timeout_s=None, notice_s=0.2)
+    finally:
+        group.shutdown()
+    assert str(info.value).startswith("learner rank 0 on 127.0.0.1 pid ")
+    assert "did not finish latest_version (asked while it waits for a batch) within 1 s" in str(
+        info.value
+    )
