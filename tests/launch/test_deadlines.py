@@ -1,7 +1,8 @@
 """Actor readiness has a deadline: a replica whose start never ends (neither ready nor failed)
 stops `Pool.add` with an error naming it, its log and cluster.ready_timeout_s, and on a live
 run (`add(wait=False)`, `check()`) is given up on and killed instead of staying pending for
-ever. Real Ray actors whose `ready` sleeps stand in for a stuck engine start."""
+ever; a replica stuck in a control call (`Pool.call_all`) is named too. Real Ray actors whose
+methods sleep stand in for a stuck engine start and a stuck replica."""
 
 from __future__ import annotations
 
@@ -36,8 +37,18 @@ class StuckStart:
         return None
 
 
-def _pool(ray, kind: str) -> Pool:
-    cls = ray.remote(num_cpus=0, max_concurrency=2)(StuckStart)
+class StuckControl(StuckStart):
+    """A replica that starts, then hangs in a control call."""
+
+    def ready(self) -> bool:
+        return True
+
+    def set_temperature(self, temperature: float) -> None:
+        time.sleep(STUCK_S)
+
+
+def _pool(ray, kind: str, body=StuckStart) -> Pool:
+    cls = ray.remote(num_cpus=0, max_concurrency=2)(body)
     return Pool(kind, lambda name: cls.remote(), lambda name: "", lambda msg: None, 1.0)
 
 
@@ -82,3 +93,19 @@ def _gone(pid: int, within_s: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+@pytest.mark.timeout(60)
+def test_a_replica_stuck_in_a_control_call_is_named_with_its_log(ray_cluster):
+    pool = _pool(ray_cluster, "stuck-control", StuckControl)
+    pool.ready_timeout_s = 60.0  # it starts normally (a process start can take seconds here)
+    pool.add(1)
+    try:
+        with pytest.raises(PeerTimeout) as info:
+            pool.call_all("set_temperature", 0.7, timeout_s=1.0)
+    finally:
+        pool.shutdown()
+    assert str(info.value).startswith(
+        "stuck-control-0 (log RUN_DIR/logs/stuck-control-0.log) did not finish set_temperature "
+        "within 1 s: it is stuck"
+    )
