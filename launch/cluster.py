@@ -118,6 +118,18 @@ class Run:
         if self.fatal:
             raise BufferDied(self.fatal)
 
+    def buffer_gone(self) -> str:
+        """Why the buffer is dead, asked now (the supervisor's look, once: for an error the
+        main thread saw before the supervisor's next round); "" while it answers."""
+        if self.fatal or self.buffer is None:
+            return self.fatal
+        from microcoder.launch.supervisor import BufferWatch
+
+        why = BufferWatch.for_run(self).check()
+        if why:
+            self.stop_for(why)
+        return why
+
     # ------------------------------------------------------------ bring-up
 
     def start_ray(self, plan_cpus: float, check_plan: bool = True) -> None:

@@ -121,7 +121,7 @@ def launch(cfg: Config, args) -> int:
         return 130
     except Exception as err:  # e.g. a learner rank or the buffer died: the run cannot go on
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
-        if run.fatal and run.fatal not in why:  # the main thread saw a symptom first
+        if run.buffer_gone() and run.fatal not in why:  # the main thread saw a symptom first
             why += f" ({run.fatal})"
         run.log(f"the run stopped: {why}")
         try:
