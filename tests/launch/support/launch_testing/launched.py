@@ -10,7 +10,9 @@ without running its teardown (pytest SIGTERM'd or SIGKILLed, a CI job cancelled)
   in `preexec_fn`, Linux); the launcher's SIGTERM handler checkpoints and shuts Ray down. Start
   children from the test's main thread: the signal follows the starting *thread*'s death;
 - is stopped by `stop()` (SIGTERM to the group, then SIGKILL after `grace_s`), called by the
-  `with` block, by the `launched` fixture (tests/launch/conftest.py), and at interpreter exit.
+  `with` block, by the `launched` fixture (tests/launch/conftest.py), at interpreter exit, and
+  when the LaunchedProcess is garbage-collected: keep a reference while the child should run
+  (`LaunchedProcess(cmd).proc` alone stops it at once).
 
     with start_launch(["configs/tiny-cpu.toml", "--run-dir", str(d)], log=d / "out.log") as run:
         ...  # run.proc is the Popen; run.signal(signal.SIGINT) reaches the whole group
