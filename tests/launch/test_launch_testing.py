@@ -85,3 +85,16 @@ def test_stop_kills_the_whole_group_even_when_it_ignores_sigterm(tmp_path):
     finally:
         if alive(grandchild):
             os.kill(grandchild, signal.SIGKILL)
+
+
+def test_a_child_takes_sigint_even_when_the_test_process_ignores_it(tmp_path):
+    """A test started in the background ignores SIGINT, and a child inherits that: the launcher
+    would then never see the Ctrl-C the tests send it."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT).__name__)"
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with LaunchedProcess([sys.executable, "-c", code], log=tmp_path / "out") as run:
+            assert run.wait(timeout=60) == 0
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert (tmp_path / "out").read_text().strip() == "default_int_handler"

@@ -31,12 +31,16 @@ import weakref
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+SIG_DFL = 0  # <signal.h>, for libc's signal(); the signal module's SIG_DFL is a Python enum
 
 
 def die_with_parent(parent_pid: int) -> None:
     """In the child, before exec: SIGTERM me when my parent dies. If the parent already died
-    between fork and here, the kernel will never send it, so do it now."""
+    between fork and here, the kernel will never send it, so do it now. SIGINT gets its default
+    action back: a test started in the background (`pytest ... &` in a script, some CI runners)
+    ignores SIGINT and would pass that on, so Ctrl-C (SIGINT) would never reach the launcher."""
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal(signal.SIGINT, SIG_DFL)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent_pid:
