@@ -113,6 +113,19 @@ class Run:
         self.fatal = why
         self.log(f"{why}: stopping the run (a checkpoint needs the buffer's snapshot)")
         self.metrics.log("event", event="buffer_died", message=why)
+        self._kill_learners()  # whatever the main thread waits on them for ends now
+
+    def _kill_learners(self) -> None:
+        """Without the buffer the ranks' state since the last checkpoint cannot be saved, and a
+        rank may be waiting out a request to the dead buffer (publish's version announce):
+        killing them ends every wait on them at once."""
+        import ray
+
+        for rank in self.learners.ranks if self.learners is not None else []:
+            try:
+                ray.kill(rank, no_restart=True)
+            except Exception as err:
+                self.log(f"killing a learner rank: {err}")
 
     def raise_if_stopped(self) -> None:
         if self.fatal:
@@ -364,7 +377,6 @@ class Run:
         """The buffer is gone: kill replicas and learner ranks at once. Asked to stop, each
         would first wait out its request to the dead buffer and then fail to return its
         leases; there are none left to return."""
-        import ray
 
         for pool in (self.generators, self.executors):
             if pool is None:
@@ -376,7 +388,6 @@ class Run:
                     self.log(f"{r.name}: {err}")
             pool.pending.clear()
             pool.replicas.clear()
-        for rank in self.learners.ranks if self.learners is not None else []:
-            ray.kill(rank, no_restart=True)
+        self._kill_learners()
         self.learners = None
         self.log("killed the generators, executors and learner ranks (the buffer is gone)")

@@ -122,7 +122,7 @@ def launch(cfg: Config, args) -> int:
     except Exception as err:  # e.g. a learner rank or the buffer died: the run cannot go on
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
         if run.buffer_gone() and run.fatal not in why:  # the main thread saw a symptom first
-            why += f" ({run.fatal})"
+            why = f"BufferDied: {run.fatal} (seen as {why})"
         run.log(f"the run stopped: {why}")
         try:
             run.checkpoint()  # possible when neither the learner nor the buffer died

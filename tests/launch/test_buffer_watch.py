@@ -70,13 +70,14 @@ def stopped_run(tmp_path) -> Run:
     run = Run.__new__(Run)
     run.fatal, run.log_path, run.run_dir = "", tmp_path / "launcher.log", tmp_path
     run.metrics = SimpleNamespace(log=lambda kind, **f: None)
+    run.learners = None
     run.stop_for("the buffer actor died (test)")
     return run
 
 
 def test_a_stopped_run_writes_no_checkpoint(tmp_path):
     run = stopped_run(tmp_path)
-    run.learners = run.client = None  # reached only if checkpoint went on
+    run.client = None  # reached only if checkpoint went on
     with pytest.raises(BufferDied, match="the buffer actor died"):
         run.checkpoint()
     assert not (tmp_path / "checkpoints").exists()
@@ -155,3 +156,19 @@ def test_the_supervisors_watch_asks_the_runs_own_buffer_server(tmp_path):
     run.release_client = SimpleNamespace(call=lambda msg, timeout_s: calls.append((msg, timeout_s)))
     Supervisor(run).watch.ping_server()
     assert len(calls) == 1 and isinstance(calls[0][0], m.GetStats) and calls[0][1] <= 30.0
+
+
+def test_a_dead_buffer_kills_the_learner_ranks_so_no_wait_on_them_outlasts_it(
+    tmp_path, monkeypatch
+):
+    import ray
+
+    killed = []
+    monkeypatch.setattr(ray, "kill", lambda handle, no_restart=True: killed.append(handle))
+    run = Run.__new__(Run)
+    run.fatal, run.log_path, run.run_dir = "", tmp_path / "launcher.log", tmp_path
+    run.metrics = SimpleNamespace(log=lambda kind, **f: None)
+    run.learners = SimpleNamespace(ranks=["rank-0", "rank-1"])
+    run.stop_for("the buffer actor died (test)")
+    run.stop_for("said twice")
+    assert killed == ["rank-0", "rank-1"] and run.fatal == "the buffer actor died (test)"
