@@ -91,6 +91,33 @@ def actor_pid(launcher_pid: int, cls: str) -> int | None:
     return None
 
 
+def descendants(pid: int) -> list[tuple[int, float, str]]:
+    """(pid, start time, command line) of every process below `pid` (Ray's workers, hence the
+    actors, run in process groups of their own, under the raylet)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            out.append((child.pid, child.create_time(), " ".join(child.cmdline())[:120]))
+        except psutil.Error:
+            continue
+    return out
+
+
+def still_running(procs: list[tuple[int, float, str]]) -> list[str]:
+    import psutil
+
+    out = []
+    for pid, started, cmd in procs:
+        try:
+            if psutil.Process(pid).create_time() == started:
+                out.append(f"{pid} {cmd}")
+        except psutil.Error:
+            continue
+    return out
+
+
 def group_members(pgid: int) -> list[str]:
     """The processes still in process group `pgid` (a launch and everything it started)."""
     import psutil
@@ -137,19 +164,25 @@ def stop_by_kill(proc, run_dir: Path, cls: str, facts: dict, key: str, log_path:
     before = complete(run_dir)
     pid = wait_for(lambda: actor_pid(proc.pid, cls), 60, f"the {cls} process", proc)
     live = group_members(proc.pid)
+    below = descendants(proc.pid)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()
     rc = proc.wait(timeout=600)
-    time.sleep(3)  # what outlives the launcher would still be there
+    stop_s = time.time() - killed_at
+    deadline = time.monotonic() + 30  # Ray's shutdown may still be reaping its workers
+    while time.monotonic() < deadline and (group_members(proc.pid) or still_running(below)):
+        time.sleep(1)
     facts[key] = {
         "rc": rc,
-        "stop_s": time.time() - killed_at,
+        "stop_s": stop_s,
         "killed_at": killed_at,
         "log": log_path.read_text(),
         "before": before[-1] if before else None,
         "complete": complete(run_dir),
         "live": live,
         "left": group_members(proc.pid),
+        "below": below,
+        "left_below": still_running(below),
     }
 
 
@@ -211,7 +244,8 @@ def chaos(tiny_model_dir, tmp_path_factory):
     finally:
         launches.close()
     facts["wall_s"] = time.monotonic() - t0
-    print(f"\nchaos run: {facts['wall_s']:.0f} s wall", file=sys.stderr)
+    stops = ", ".join(f"{k} {facts[k]['stop_s']:.0f} s" for k in ("buffer", "learner"))
+    print(f"\nchaos run: {facts['wall_s']:.0f} s wall; kill -9 to exit: {stops}", file=sys.stderr)
     (folder / "wall_s.txt").write_text(f"{facts['wall_s']:.0f}\n")
     return facts
 
@@ -280,10 +314,13 @@ def test_no_checkpoint_is_marked_complete_without_a_snapshot_from_the_live_buffe
 
 @pytest.mark.parametrize("death", ["buffer", "learner"])
 def test_a_stopped_run_leaves_no_process_behind(chaos, death):
-    """Its process group held the launcher, Ray and every actor while it ran; none is left."""
-    live = chaos[death]["live"]
-    assert any("ray::" in p for p in live) and any("raylet" in p for p in live), live
-    assert chaos[death]["left"] == []
+    """Its process group (the launcher, Ray's GCS and raylet) and every process below the
+    launcher while it ran (the actors' workers too, in groups of their own): none is left."""
+    live, below = chaos[death]["live"], [cmd for _, _, cmd in chaos[death]["below"]]
+    assert any("raylet" in p for p in live), live
+    for actor in ("ray::BufferHost", "ray::LearnerRank", "ray::Generator", "ray::Executor"):
+        assert any(cmd.startswith(actor) for cmd in below), (actor, below)
+    assert chaos[death]["left"] == [] and chaos[death]["left_below"] == []
 
 
 def test_the_last_resume_runs_to_its_final_step(chaos):
