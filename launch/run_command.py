@@ -47,6 +47,10 @@ def launch(cfg: Config, args) -> int:
     from microcoder.launch.shared_paths import shared_path_errors
     from microcoder.launch.training_loop import train
 
+    problem_error = check_problem_source(cfg)
+    if problem_error:  # before any run directory, model or Ray: a bad file costs a second
+        print(f"launch: {problem_error}")
+        return 2
     joined = cfg.cluster.address != "local"
     run_dir = make_run_dir(cfg, args)
     if joined:  # actors on other nodes get every path absolute (their working directory differs)
@@ -129,7 +133,9 @@ def launch(cfg: Config, args) -> int:
         except Exception:
             pass
         newest = latest_checkpoint(run_dir)
-        if newest is not None:
+        if run.learners is None and newest is None:  # it stopped during bring-up
+            run.log("nothing was trained yet: fix what the line above names and launch again")
+        elif newest is not None:
             run.log(f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})")
         else:
             run.log(
@@ -142,6 +148,25 @@ def launch(cfg: Config, args) -> int:
         if monitor is not None:
             monitor.stop()
         run.shutdown()
+
+
+def check_problem_source(cfg: Config) -> str:
+    """Why the run's problem file cannot be loaded ("" when it can, or the source is the
+    synthetic family): read once on the driver before anything starts, so a missing file or a
+    bad row stops the launch at once with its file, line and field, not after the model and Ray.
+    """
+    if cfg.data.source == "synthetic":
+        return ""
+    from microcoder.data.problem import ProblemFormatError
+    from microcoder.data.sources import load_run_problems
+
+    try:
+        load_run_problems(cfg.data, cfg.seed)
+    except FileNotFoundError as err:
+        return f"{err} (set data.source to a problem file, or to synthetic)"
+    except (ProblemFormatError, ValueError) as err:
+        return f"problem file: {err}"
+    return ""
 
 
 def _gpus(device: str) -> float:

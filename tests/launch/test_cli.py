@@ -137,3 +137,33 @@ def test_prompts_show_unknown_template_exits_2_listing_the_templates():
     )
     assert res.returncode == 2
     assert "built-in template (default, lcb)" in res.stderr
+
+
+def test_launch_with_a_bad_problem_row_exits_2_naming_its_line_before_anything_starts(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "x"}\n')
+    run_dir = tmp_path / "run"
+    res = microcoder(
+        "launch",
+        "configs/tiny-cpu.toml",
+        "--set",
+        f"data.source={bad}",
+        "--run-dir",
+        str(run_dir),
+        check=False,
+    )
+    assert res.returncode == 2
+    assert f"{bad}:1" in res.stdout and "data.format" in res.stdout
+    assert not run_dir.exists()  # no run directory, model or Ray was made for it
+
+
+def test_launch_with_a_missing_problem_file_exits_2_saying_what_to_set(tmp_path):
+    res = microcoder(
+        "launch",
+        "configs/tiny-cpu.toml",
+        "--set",
+        f"data.source={tmp_path / 'none.jsonl'}",
+        check=False,
+    )
+    assert res.returncode == 2
+    assert "no such problem file" in res.stdout and "set data.source" in res.stdout
