@@ -18,7 +18,6 @@ from pathlib import Path
 from microcoder.actors.deadline import get_within
 from microcoder.launch.config import Config
 from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.run_dirs import latest_checkpoint  # noqa: F401  (moved; re-exported)
 
 
 class BufferDied(RuntimeError):
