@@ -64,7 +64,8 @@ def _log_of(name: str) -> str:
     return os.path.join(folder, f"{name}.log")
 
 
-def _with_log(name: str) -> str:
+def with_log(name: str) -> str:
+    """A replica's name with its log file, as errors that name it show it."""
     return f"{name} (log {_log_of(name)})"
 
 
@@ -128,7 +129,7 @@ class Pool:
             [r.ready for r in new],
             self.ready_timeout_s,
             "starting",
-            [_with_log(r.name) for r in new],
+            [with_log(r.name) for r in new],
             "the cluster may lack free CPUs/GPUs for it (see the placement plan), or its start is "
             "slow: raise cluster.ready_timeout_s",
         )
@@ -257,7 +258,7 @@ class Pool:
             [getattr(r.handle, method).remote(*args) for _, r in items],
             timeout_s,
             method,
-            [_with_log(name) for name, _ in items],
+            [with_log(name) for name, _ in items],
             "it is stuck: see its log; killing its process makes the pool restart it",
         )
 

@@ -24,8 +24,8 @@ supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 def build_controller(run: Run):
     """Temperature controller: resumed state, else calibrated (if asked) or the initial T."""
-    import ray
-
+    from microcoder.actors.deadline import get_within
+    from microcoder.launch.pools import with_log
     from microcoder.learner.temperature import TemperatureController, calibrate
 
     t = run.cfg.algorithm.temperature
@@ -37,12 +37,21 @@ def build_controller(run: Run):
     temperature = t.initial
     if t.calibrate:
         probe = [text for _, text in run.problems.prompts[: t.probe_prompts]]
-        gen = run.generators.handles()[0]
-        res = calibrate(
-            t.candidates,
-            t.target_diversity,
-            lambda T: ray.get(gen.probe_diversity.remote(probe, T)),
-        )
+        name, replica = next(iter(run.generators.replicas.items()))
+        gen, name = replica.handle, with_log(name)
+        deadline = run.cfg.cluster.ready_timeout_s  # part of the run's start, like a vLLM start
+
+        def probe_at(T: float) -> float:
+            return get_within(
+                gen.probe_diversity.remote(probe, T),
+                deadline,
+                f"the diversity probe at T={T}",
+                name,
+                "sampling the probe prompts is slow or the engine is stuck: raise "
+                "cluster.ready_timeout_s, or lower algorithm.temperature.probe_prompts",
+            )
+
+        res = calibrate(t.candidates, t.target_diversity, probe_at)
         run.log(res.format(t.target_diversity))
         run.metrics.log("event", event="calibration", table=res.table, chosen=res.chosen)
         temperature = res.chosen

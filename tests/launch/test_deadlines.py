@@ -109,3 +109,43 @@ def test_a_replica_stuck_in_a_control_call_is_named_with_its_log(ray_cluster):
         "stuck-control-0 (log RUN_DIR/logs/stuck-control-0.log) did not finish set_temperature "
         "within 1 s: it is stuck"
     )
+
+
+class StuckProbe(StuckControl):
+    """A generator that starts, then hangs sampling the diversity probe."""
+
+    def probe_diversity(self, prompts: list[str], temperature: float) -> float:
+        time.sleep(STUCK_S)
+        return 0.0
+
+
+@pytest.mark.timeout(60)
+def test_a_generator_stuck_in_the_temperature_calibration_is_named(ray_cluster, tmp_path):
+    from types import SimpleNamespace
+
+    from microcoder.launch.config import Config
+    from microcoder.launch.training_loop import build_controller
+
+    cfg = Config()
+    cfg.algorithm.temperature.calibrate = True
+    cfg.cluster.ready_timeout_s = 1.0
+    pool = _pool(ray_cluster, "stuck-probe", StuckProbe)
+    pool.ready_timeout_s = 60.0
+    pool.add(1)
+    run = SimpleNamespace(
+        cfg=cfg,
+        resume_from=None,
+        generators=pool,
+        problems=SimpleNamespace(prompts=[("p0", "a prompt")]),
+        run_dir=tmp_path,
+    )
+    try:
+        with pytest.raises(PeerTimeout) as info:
+            build_controller(run)
+    finally:
+        pool.shutdown()
+    assert str(info.value).startswith(
+        "stuck-probe-0 (log RUN_DIR/logs/stuck-probe-0.log) did not finish the diversity probe "
+        "at T="
+    )
+    assert "raise cluster.ready_timeout_s" in str(info.value)
