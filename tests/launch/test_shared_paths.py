@@ -7,6 +7,8 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
+
 from microcoder.launch.config import load_config
 from microcoder.launch.shared_paths import shared_path_errors
 
@@ -79,10 +81,14 @@ def test_a_shared_dir_that_is_not_a_folder_is_an_error(tmp_path):
     assert errors and "is not a folder here" in errors[0]
 
 
-def test_a_joined_launch_that_breaks_the_rule_stops_at_start_before_ray(tmp_path, capsys):
-    import ray
-
+def test_a_joined_launch_that_breaks_the_rule_stops_at_start_before_ray(
+    tmp_path, capsys, monkeypatch
+):
+    from microcoder.launch.cluster import Run
     from microcoder.launch.run_command import launch
+
+    # The suite's session Ray may be up in this process: ask whether *this* launch starts one.
+    monkeypatch.setattr(Run, "start_ray", lambda *a, **k: pytest.fail("the launch started Ray"))
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -91,4 +97,4 @@ def test_a_joined_launch_that_breaks_the_rule_stops_at_start_before_ray(tmp_path
     assert launch(cfg, args) == 2
     out = capsys.readouterr().out
     assert f"launch: model.path = {tmp_path / 'model'} is not under cluster.shared_dir" in out
-    assert not ray.is_initialized() and not (shared / "run" / "config.toml").exists()
+    assert not (shared / "run" / "config.toml").exists()
