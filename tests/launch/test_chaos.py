@@ -10,7 +10,6 @@ module ends."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_testing.waiting import records, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -39,25 +39,6 @@ SETTINGS = [
 
 def sets(*pairs: str) -> list[str]:
     return [arg for p in pairs for arg in ("--set", p)]
-
-
-def records(run_dir: Path, kind: str) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == kind]
-
-
-def wait_for(cond, timeout_s: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def complete(run_dir: Path) -> list[Path]:

@@ -10,11 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from launch_testing.launched import run_launch, start_launch
+from launch_testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -58,18 +58,6 @@ def events(run_dir: Path) -> list[str]:
     path = run_dir / "metrics.jsonl"
     recs = map(json.loads, path.read_text().splitlines())
     return [r["event"] for r in recs if r["kind"] == "event" and "event" in r]
-
-
-def wait_for(cond, timeout_s: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")

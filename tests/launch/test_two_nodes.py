@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from launch_testing.launched import LaunchedProcess, start_launch
+from launch_testing.waiting import records, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -140,25 +141,6 @@ def two_nodes():
 
 def read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-def wait_for(cond, timeout_s: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def records(run_dir: Path, kind: str) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == kind]
 
 
 @pytest.fixture(scope="module")
