@@ -199,7 +199,7 @@ class Run:
         self.log("starting the buffer" + (f" (restoring {snapshot})" if snapshot else ""))
         self.buffer = (
             buffer_host_cls()
-            .options(name="mc-buffer")
+            .options(name="mc-buffer", scheduling_strategy=self.driver_node())
             .remote(
                 cfg.buffer,
                 cfg.data,
@@ -289,6 +289,14 @@ class Run:
         )
         self.generators.add(cfg.generator.num_engines, before_loop=self.prepare_generator)
         self.log("all pools running")
+
+    def driver_node(self):
+        """The buffer runs on the driver's node (the head of a joined cluster): without a
+        strategy Ray may put a 0-CPU actor on any node."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
 
     def buffer_keys(self) -> str | None:
         """The run's CurveZMQ keys folder (buffer.keys_dir, else RUN_DIR/keys), made unless
