@@ -37,7 +37,20 @@ class GeneratorConfig(Section):
     RUN_DIR/skipped_prompts.jsonl with one warning. The engine's context is this plus
     max_response_tokens."""
     max_inflight_prompts: int = Field(16, ge=1)
-    """Prompts (groups) an engine works on at once."""
+    """Groups (prompts, G requests each) an engine keeps in flight at once: the generator leases
+    a new prompt from the buffer as soon as one of its groups finishes (admission control may
+    give fewer or none), so the engine streams instead of sampling in waves."""
+    weight_update: Literal["inflight", "between_groups"] = "inflight"
+    """How a generator takes the learner's new weights. "inflight" (the default): pause the
+    engine with its requests kept, load, resume; a response may then span two versions (its
+    first and last are recorded; staleness is counted from the first, the oldest) and the
+    per-token behaviour log-probs with the truncated importance weight correct the mixed tokens.
+    It never stalls the engine on the longest response and makes no group staler than
+    "between_groups" would. "between_groups": stop admitting, let the requests in flight finish
+    on the old weights, then load (every response has one version; for debugging and for
+    comparing with waves)."""
+    weight_poll_s: float = Field(0.5, gt=0)
+    """Seconds between two asks of the learner's newest version (one cheap Ray call each)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Engine precision; auto = float32 on CPU (matches the learner), bfloat16 on GPU."""
     kv_cache_gib: float = Field(2.0, gt=0)
@@ -55,7 +68,7 @@ class GeneratorSettings:
     sampling settings (group size, initial temperature) and the learner's weight-sync timeout."""
 
     generator: GeneratorConfig
-    """The engine and its wave size."""
+    """The engine, its in-flight capacity and its weight-update mode."""
     prompt: PromptConfig
     """How prompts are rendered into token ids."""
     buffer: BufferConfig

