@@ -191,6 +191,7 @@ def _serve_latency(mp, group, samples: int, keys: str | None) -> list[float]:
 
 
 def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
+    from microcoder.bench.buffer.proxy import proxy_road
     from microcoder.bench.buffer.road import make_group, make_scores
     from microcoder.buffer.codec import group_frames, read_group, scores_frame
 
@@ -212,6 +213,7 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
 
     raw_s, raw_cpu = _raw_road(mp, frames, score_frame, n, args)
     codec_s, codec_cpu = _raw_road(mp, frames, score_frame, n, args, group, make_scores(1, g))
+    proxy_s, proxy_cpu = proxy_road(mp, group, make_scores(1, g), n, args.wave, args.per_get)
     buf_s, buf_cpu = _buffer_road(mp, n, g, t, False, args)
     full_s = _buffer_road(mp, n, g, t, True, args)[0]
     curve_s, curve_cpu = _buffer_road(mp, n, g, t, False, args, curve=True)
@@ -235,6 +237,9 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
         "raw_codec_groups_per_s": n / codec_s,
         "ratio_codec": codec_s / buf_s,
         "ceiling_ratio": raw_s / codec_s,
+        "proxy_codec_groups_per_s": n / proxy_s,
+        "ratio_vs_proxy": proxy_s / buf_s,
+        "proxy_codec_cpu_ms_per_group": sum(proxy_cpu.values()) / n * 1000,
         "raw_codec_cpu_ms_per_group": sum(codec_cpu.values()) / n * 1000,
         "tokens_to_executor_groups_per_s": n / full_s,
         "ratio_tokens_to_executor": raw_s / full_s,
@@ -319,7 +324,9 @@ def format_table(result: dict) -> str:
             f"{r['cpu_ms_per_group']:>6.3f} {r['raw_cpu_ms_per_group']:>7.3f} "
             + f"{_split(r['cpu_ms_per_group_by_process']):>22}"
         )
-    lines += ["", _curve_table(result)]
+    from microcoder.bench.buffer.proxy import proxy_table
+
+    lines += ["", _curve_table(result), "", proxy_table(result)]
     r = next(iter(result["payloads"].values()))
     lines.append(
         f"(unit: one group generator -> executor -> learner; waves of {r['wave']} per put, "

@@ -69,3 +69,13 @@ def test_the_curve_default_is_measured_beside_the_plain_socket(result):
     assert row["curve_ratio"] == pytest.approx(row["curve_groups_per_s"] / row["groups_per_s"])
     assert row["curve_p99_ms"] >= row["curve_p50_ms"] > 0 and row["curve_cpu_ms_per_group"] > 0
     assert f"{row['curve_ratio']:.2f}" in format_table(result)
+
+
+def test_the_proxy_baseline_is_measured_and_its_ratio_is_the_rates_it_names(result):
+    row = result["payloads"]["G8x512"]
+    assert row["proxy_codec_groups_per_s"] > 0 and row["proxy_codec_cpu_ms_per_group"] > 0
+    assert row["ratio_vs_proxy"] == pytest.approx(
+        row["groups_per_s"] / row["proxy_codec_groups_per_s"]
+    )
+    table = format_table(result)
+    assert "proxy+codec/s" in table and f"{row['ratio_vs_proxy']:.2f}" in table
