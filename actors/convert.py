@@ -20,6 +20,7 @@ def to_sample_group(sg: ScoredGroup) -> SampleGroup:
             truncated=r.truncated,
             verdict=s.verdict,
             policy_version=r.policy_version,
+            last_policy_version=r.last_policy_version,
         )
         for r, s in zip(sg.group.responses, sg.result.scores, strict=True)
         if len(r.response_ids)

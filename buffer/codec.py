@@ -6,7 +6,9 @@ A Group travels as three frames:
              one entry per response, in response order:
              {"group_id", "problem_id", "generator", "prompt_len", "prompt_bytes", "lengths",
               "text_bytes", "temperature", "policy_version", "truncated", "finish_reason",
-              "gen_time_s"}
+              "gen_time_s", "last_policy_version"}
+             ("last_policy_version" entries are int or nil; a map without the column, as older
+             producers send, decodes with None for every response)
     text     UTF-8, back to back: the prompt (prompt_bytes) | each response (text_bytes)
     tensors  raw little-endian bytes, back to back: prompt_ids int32[prompt_len] |
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
@@ -56,6 +58,9 @@ _RESPONSE_COLUMNS = {  # per-response column: allowed element types
     "finish_reason": frozenset((str,)),
     "gen_time_s": _NUM,
 }
+_OPTIONAL_COLUMNS = {  # per-response column that may be absent: allowed element types
+    "last_policy_version": frozenset((int, type(None))),
+}
 _SCORES_FIELDS = {
     "group_id": frozenset((int,)),
     "executor": frozenset((str,)),
@@ -91,8 +96,9 @@ class ScoresInfo:
 # ---------------------------------------------------------------- checks
 
 
-def _check(where: str, data: Any, fields: dict, columns: dict) -> int:
-    """Check the plain fields and equal-length typed columns of `data`; returns the length."""
+def _check(where: str, data: Any, fields: dict, columns: dict, optional: dict | None = None) -> int:
+    """Check the plain fields and equal-length typed columns of `data` (`optional` columns only
+    where present); returns the length."""
     if type(data) is not dict:
         raise MessageError(f"{where}: expected a map, got {type(data).__name__}")
     for name, types in fields.items():
@@ -102,7 +108,7 @@ def _check(where: str, data: Any, fields: dict, columns: dict) -> int:
                 raise MessageError(f"{where}: missing field '{name}'")
             raise MessageError(f"{where}.{name}: wrong type {type(value).__name__}")
     size = -1
-    for name, types in columns.items():
+    for name, types in (columns | {k: v for k, v in (optional or {}).items() if k in data}).items():
         col = data.get(name)
         if type(col) is not list:
             raise MessageError(f"{where}.{name}: expected a list with one entry per response")
@@ -119,7 +125,7 @@ def _check(where: str, data: Any, fields: dict, columns: dict) -> int:
 def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) -> GroupInfo:
     """Check a decoded group meta map and, where given, the sizes of its text and tensor frames
     -> GroupInfo."""
-    n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS)
+    n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS, _OPTIONAL_COLUMNS)
     lengths, prompt_len, chars = meta["lengths"], meta["prompt_len"], meta["text_bytes"]
     if min(prompt_len, meta["prompt_bytes"], *lengths, *chars) < 0:
         raise MessageError("Group: token and byte counts must be >= 0")
@@ -176,6 +182,7 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
         "truncated": [r.truncated for r in rs],
         "finish_reason": [r.finish_reason for r in rs],
         "gen_time_s": [r.gen_time_s for r in rs],
+        "last_policy_version": [r.last_policy_version for r in rs],
     }
     tensors = b"".join((ids.reshape(-1), lps.reshape(-1)))
     return pack(meta), b"".join(texts), tensors
@@ -213,9 +220,10 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
         spans = _split(lengths, 0)
         ids = [flat[p + s : p + e] for s, e in spans]
         lps = [logprobs[s:e] for s, e in spans]
+    last = d.get("last_policy_version") or [None] * n
     responses = [
-        Response(i, lp, t, float(temp), v, trunc, fr, float(gt))
-        for i, lp, t, temp, v, trunc, fr, gt in zip(
+        Response(i, lp, t, float(temp), v, trunc, fr, float(gt), lv)
+        for i, lp, t, temp, v, trunc, fr, gt, lv in zip(
             ids,
             lps,
             texts,
@@ -224,6 +232,7 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
             d["truncated"],
             d["finish_reason"],
             d["gen_time_s"],
+            last,
             strict=True,
         )
     ]

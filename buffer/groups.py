@@ -26,14 +26,20 @@ class Response:
     temperature: float = 1.0
     """Sampling temperature the response was drawn at."""
     policy_version: int = 0
-    """Version of the weights that produced it (learner optimizer steps completed)."""
+    """Version of the weights that produced its first token (learner optimizer steps completed):
+    the oldest version in it, what staleness is measured from."""
     truncated: bool = False
     """True when generation stopped at max_response_tokens."""
     finish_reason: str = ""
     """vLLM's finish reason: 'stop', 'length', ..."""
     gen_time_s: float = 0.0
-    """Wall seconds of the engine call that sampled it (one call per wave: every response of a
-    wave carries the same value)."""
+    """Wall seconds of the engine call that sampled it (one call per group when streaming, one
+    per wave with waves: every response of the call carries the same value)."""
+    last_policy_version: int | None = None
+    """Version of the weights that produced its last token; differs from `policy_version` when
+    the weights were updated while it was sampled (in-flight update). None when unknown (old
+    messages, or a producer that does not track it). For metrics only: staleness uses
+    `policy_version`."""
 
 
 @dataclass

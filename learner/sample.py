@@ -29,7 +29,10 @@ class TrainSample:
     verdict: str
     """Judge verdict (AC/WA/TLE/MLE/RE/OLE/CE/SE or "" if not judged); see grpo.INCORRECT_VERDICTS."""
     policy_version: int
-    """Learner version of the weights that sampled the response (for staleness)."""
+    """Learner version of the weights that sampled the response's first token (for staleness)."""
+    last_policy_version: int | None = None
+    """Version that sampled its last token (later than policy_version after an in-flight weight
+    update); None when the producer did not record it. For metrics only."""
 
     def __post_init__(self) -> None:
         if len(self.prompt_ids) < 1:
