@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from microcoder.buffer.groups import Group, Response
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
 
 
 def test_staleness_is_consumer_version_minus_oldest_policy_version():
     assert staleness(7, 4) == 3
+
+
+def test_a_mixed_version_group_is_as_stale_as_its_oldest_first_version():
+    """Responses sampled across in-flight updates (first..last: 4..6 and 5..6): staleness at
+    consumer version 6 counts from 4, not from any last version."""
+    r = [
+        Response(
+            np.zeros(1, np.int32), np.zeros(1, np.float32), policy_version=f, last_policy_version=lv
+        )
+        for f, lv in ((5, 6), (4, 6))
+    ]
+    group = Group(1, "p", responses=r)
+    assert group.min_policy_version == 4
+    assert staleness(6, group.min_policy_version) == 2
+    assert not within_bound(6, group.min_policy_version, 1)
 
 
 def test_zero_staleness_accepts_only_current_version_groups():

@@ -4,6 +4,11 @@ Properties checked after every step: no group above the staleness bound is ever 
 group is delivered twice or mixed with another's payload, the accounting invariant holds, and
 admission control never lets in_flight + trained exceed (k + 1 + v) * batch_size.
 
+Generators also behave as a streaming generator does (`stream_put`): it holds several leases at
+once, leases more while holding them, and hands groups in one at a time in any order, each
+response carrying a first and a last policy version (an in-flight weight update in between);
+the buffer measures staleness from the oldest first version.
+
 The learner is a DAPO learner: it drops (filters) some delivered groups and asks for more until
 it has kept batch_size, reporting the dropped ones with its next request; after a full batch it
 trains (announces version + 1). In `honest` runs that is the only way versions move and groups
@@ -27,9 +32,16 @@ from microcoder.buffer.state import BufferState
 GENS, EXECS = ("g0", "g1"), ("e0", "e1")
 
 
-def group_of(gid: int, pid: str, versions: list[int]) -> Group:
+def group_of(gid: int, pid: str, versions: list[int], last: list[int] | None = None) -> Group:
+    """A group with one response per first version (`last`: each one's last version)."""
     responses = [
-        Response(np.zeros(2, np.int32), np.zeros(2, np.float32), policy_version=v) for v in versions
+        Response(
+            np.zeros(2, np.int32),
+            np.zeros(2, np.float32),
+            policy_version=v,
+            last_policy_version=None if last is None else last[i],
+        )
+        for i, v in enumerate(versions)
     ]
     return Group(gid, pid, responses=responses)
 
@@ -77,6 +89,26 @@ class BufferMachine(RuleBasedStateMachine):
                 self.held[owner].remove((gid, pid))
             if outcome == "accepted":
                 self.oldest[gid] = min(versions)
+
+    @rule(owner=st.sampled_from(GENS), data=st.data())
+    def stream_put(self, owner, data):
+        """A streaming generator hands in one of the groups it holds, whichever finished first;
+        each response spans a first..last version (first lagging the learner by 0-3)."""
+        if not self.held[owner]:
+            return
+        pick = data.draw(st.integers(0, len(self.held[owner]) - 1), label="finished")
+        gid, pid = self.held[owner][pick]
+        v = self.state.version
+        lags = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label="lags")
+        first = [max(0, v - lag) for lag in lags]
+        last = [data.draw(st.integers(f, v), label="last") for f in first]
+        outcome = self.state.put_unscored(
+            owner, group_of(gid, pid, first, last), f"G{gid}".encode(), self.now
+        )
+        if outcome != "full":
+            self.held[owner].remove((gid, pid))
+        if outcome == "accepted":
+            self.oldest[gid] = min(first)
 
     @rule(owner=st.sampled_from(EXECS), n=st.integers(1, 4))
     def get_unscored(self, owner, n):
@@ -180,6 +212,12 @@ class BufferMachine(RuleBasedStateMachine):
     def accounting_is_exact(self):
         if hasattr(self, "state"):
             assert self.state.violations() == []
+
+    @invariant()
+    def every_issued_group_is_consumed_dropped_failed_or_in_flight(self):
+        if hasattr(self, "state"):
+            c, in_flight = self.state.counters, sum(self.state.depth.values())
+            assert c.issued == c.consumed + c.dropped_stale + c.failed + in_flight
 
     @invariant()
     def admission_bounds_work_in_progress(self):
