@@ -29,17 +29,51 @@ def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) 
     )
 
 
-def sampling_params(*, group_size: int, temperature: float, max_tokens: int, ignore_eos=False):
-    """vLLM SamplingParams of one wave: G samples, sampled-token log-probs, no per-request seed.
-    `ignore_eos` samples exactly `max_tokens` per response (fixed-size benchmark work)."""
+def sampling_params(
+    *,
+    group_size: int,
+    temperature: float,
+    max_tokens: int,
+    ignore_eos: bool = False,
+    output_kind=None,
+):
+    """vLLM SamplingParams of one request (a group, or every prompt of a wave): G samples,
+    sampled-token log-probs, no per-request seed. `max_tokens` may differ per request (one
+    SamplingParams per group costs nothing); `ignore_eos` samples exactly `max_tokens` per
+    response (fixed-size benchmark work); `output_kind` a vLLM RequestOutputKind (default vLLM's;
+    streaming groups use FINAL_ONLY: one output when all G finished)."""
     from vllm import SamplingParams
 
+    extra = {} if output_kind is None else {"output_kind": output_kind}
     return SamplingParams(
         n=group_size,
         temperature=temperature,
         max_tokens=max_tokens,
         logprobs=0,
         ignore_eos=ignore_eos,
+        **extra,
+    )
+
+
+def response_of(
+    completion,
+    *,
+    temperature: float,
+    policy_version: int,
+    gen_time_s: float,
+    last_policy_version: int | None = None,
+) -> Response:
+    """One vLLM CompletionOutput as a Response (ids, behaviour log-probs, text, truncation)."""
+    return Response(
+        response_ids=np.asarray(completion.token_ids, np.int32),
+        logprobs=sampled_logprobs(completion.token_ids, completion.logprobs),
+        text=completion.text,
+        temperature=temperature,
+        policy_version=policy_version,
+        truncated=completion.finish_reason == "length",
+        finish_reason=str(completion.finish_reason),
+        gen_time_s=gen_time_s,
+        last_policy_version=last_policy_version,
     )
 
 
@@ -70,15 +104,12 @@ def sample_groups(
     groups = []
     for a, ids, out in zip(assignments, prompt_ids, outputs, strict=True):
         responses = [
-            Response(
-                response_ids=np.asarray(c.token_ids, np.int32),
-                logprobs=sampled_logprobs(c.token_ids, c.logprobs),
-                text=c.text,
+            response_of(
+                c,
                 temperature=temperature,
                 policy_version=policy_version,
-                truncated=c.finish_reason == "length",
-                finish_reason=str(c.finish_reason),
                 gen_time_s=gen_s,
+                last_policy_version=policy_version,
             )
             for c in out.outputs
         ]
