@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--latency-samples", type=int, default=200, help="round trips timed")
     parser.add_argument("--payloads", default="", help="e.g. G8x512,G16x4096 (default: all)")
+    from microcoder.bench.buffer.clients import add_client_arguments
+
+    add_client_arguments(parser)
 
 
 def _pct(samples: list[float], q: int) -> float:
@@ -270,6 +273,10 @@ def run(args: argparse.Namespace) -> dict:
     # all CPU samples each in perf, on 2 cores): nothing here uses BLAS, so keep them out.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     mp = multiprocessing.get_context("spawn")
+    if args.clients:
+        from microcoder.bench.buffer.load import run_clients
+
+        return {"clients": run_clients(mp, args)}
     wanted = {x for x in args.payloads.split(",") if x}
     results = {
         f"G{g}x{t}": bench_payload(mp, g, t, args)
@@ -307,6 +314,10 @@ def _curve_table(result: dict) -> str:
 
 
 def format_table(result: dict) -> str:
+    if "clients" in result:
+        from microcoder.bench.buffer.load import clients_table
+
+        return clients_table(result["clients"])
     head = (
         f"{'payload':<10} {'KiB':>5} {'groups/s':>9} {'raw/s':>8} {'ratio':>6} {'+tok/s':>8} "
         f"{'ratio +tok':>10} {'vs codec':>8} {'ceiling':>7} {'MiB/s':>6} {'p50 ms':>7} "
