@@ -58,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from microcoder.bench.buffer.clients import add_client_arguments
 
     add_client_arguments(parser)
+    parser.add_argument("--profile", action="store_true", help="split the server's time (cProfile)")
 
 
 def _pct(samples: list[float], q: int) -> float:
@@ -224,7 +225,12 @@ def bench_payload(mp, g: int, t: int, args: argparse.Namespace) -> dict:
     raw_lat = _raw_latency(frames, args.latency_samples)
     lat = _latency(mp, group, args.latency_samples)
     curve_lat = _latency(mp, group, args.latency_samples, curve=True)
-    return {
+    row = {}
+    if args.profile:
+        from microcoder.bench.buffer.profile import profile_road
+
+        row["server_split_ms_per_group"] = profile_road(mp, n, g, t, args)
+    return row | {
         "G": g,
         "tokens": t,
         "bytes_per_group": size,

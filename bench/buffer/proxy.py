@@ -165,6 +165,17 @@ def proxy_table(result: dict) -> str:
             f"{r['ratio_vs_proxy']:>8.2f} {r['cpu_ms_per_group']:>6.3f} "
             f"{r['proxy_codec_cpu_ms_per_group']:>12.3f}"
         )
+    for name, r in result["payloads"].items():
+        if "server_split_ms_per_group" in r:
+            x = r["server_split_ms_per_group"]
+            total = x["total"] or 1.0
+            lines.append(
+                f"{name} server loop (cProfile, share of its CPU): "
+                + ", ".join(
+                    f"{k} {x[k] / total:.0%}" for k in ("recv", "decode", "state", "send", "other")
+                )
+                + f" of {x['total']:.3f} ms/group profiled"
+            )
     lines.append(
         "(proxy+codec: generator -> zmq.proxy -> executor / learner, same endpoint encode and "
         "decode as the actors, no broker logic: the bound for any brokered design; goal "

@@ -19,7 +19,7 @@ REQUIRED = ("groups_per_s", "raw_groups_per_s", "ratio", "p50_ms", "p99_ms")
 @pytest.fixture(scope="module")
 def result() -> dict:
     cmd = [sys.executable, "-m", "microcoder", "bench", "buffer", "--json"]
-    cmd += ["--payloads", "G8x512", "--mb", "1", "--latency-samples", "20"]
+    cmd += ["--payloads", "G8x512", "--mb", "1", "--latency-samples", "20", "--profile"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
@@ -79,3 +79,11 @@ def test_the_proxy_baseline_is_measured_and_its_ratio_is_the_rates_it_names(resu
     )
     table = format_table(result)
     assert "proxy+codec/s" in table and f"{row['ratio_vs_proxy']:.2f}" in table
+
+
+def test_the_server_profile_splits_its_loop_into_parts_that_add_up(result):
+    split = result["payloads"]["G8x512"]["server_split_ms_per_group"]
+    parts = ("recv", "decode", "state", "send", "other")
+    assert all(split[k] > 0 for k in parts if k != "other") and split["other"] >= 0, split
+    assert sum(split[k] for k in parts) == pytest.approx(split["total"])
+    assert "server loop (cProfile" in format_table(result)
