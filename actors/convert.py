@@ -1,28 +1,41 @@
-"""Buffer messages -> learner records: a field copy, so neither side depends on the other."""
+"""Buffer messages -> learner records: a field copy, so neither side depends on the other.
+
+The arrays the buffer's codec decoded are passed on by reference (no `.tolist()`): rank 0 packs
+them into the learner's PackedBatch (learner/intake.py: `pack`).
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 from microcoder.buffer.groups import ScoredGroup
-from microcoder.learner.sample import SampleGroup, TrainSample
+from microcoder.learner.grpo import is_non_incorrect
+from microcoder.learner.intake import GroupArrays
 
 
-def to_sample_group(sg: ScoredGroup) -> SampleGroup:
-    """One scored group as the learner's SampleGroup; empty responses are dropped (nothing to
+def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
+    """One scored group as the learner's GroupArrays; empty responses are dropped (nothing to
     train on; they still counted in the judge's verdicts)."""
-    prompt_ids = sg.group.prompt_ids.tolist()
-    samples = [
-        TrainSample(
-            prompt_ids=prompt_ids,
-            response_ids=r.response_ids.tolist(),
-            behaviour_logprobs=r.logprobs.tolist(),
-            temperature=r.temperature,
-            reward=s.reward,
-            truncated=r.truncated,
-            verdict=s.verdict,
-            policy_version=r.policy_version,
-            last_policy_version=r.last_policy_version,
-        )
+    pairs = [
+        (r, s)
         for r, s in zip(sg.group.responses, sg.result.scores, strict=True)
         if len(r.response_ids)
     ]
-    return SampleGroup(group_id=str(sg.group.group_id), samples=samples)
+    return GroupArrays(
+        group_id=int(sg.group.group_id),
+        prompt_ids=sg.group.prompt_ids,
+        response_ids=[r.response_ids for r, _ in pairs],
+        logprobs=[r.logprobs for r, _ in pairs],
+        rewards=np.array([s.reward for _, s in pairs], np.float64),
+        temperatures=np.array([r.temperature for r, _ in pairs], np.float32),
+        truncated=np.array([r.truncated for r, _ in pairs], np.bool_),
+        non_incorrect=np.array([is_non_incorrect(s.verdict) for _, s in pairs], np.bool_),
+        policy_versions=np.array([r.policy_version for r, _ in pairs], np.int64),
+        last_policy_versions=np.array([_last_version(r) for r, _ in pairs], np.int64),
+    )
+
+
+def _last_version(response) -> int:
+    """The version of its last token, or of its first where the producer did not record it."""
+    last = response.last_policy_version
+    return response.policy_version if last is None else last

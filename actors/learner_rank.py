@@ -2,8 +2,8 @@
 
 Rank 0 also talks to the buffer (pulls batches at its version, announces new versions) and
 serves the newest weights to generators (actors/weight_sync.py). Every rank receives the whole
-batch from rank 0's object store (the driver passes only its ref) and trains on its share
-(learner/packing.py plans micro-batches per rank).
+batch from rank 0 over the learner's process group (learner/intake.py: `broadcast`; the driver
+passes nothing) and trains on its share (learner/packing.py plans micro-batches per rank).
 Step time is reported split into wait-for-data / compute / sync.
 
 The actor is threaded (generators call `send_weights` while the driver calls `train`), and
@@ -98,6 +98,8 @@ class LearnerRank:
         self.client = None
         self.publisher = None
         self._stop = False
+        self._batch = None  # rank 0: the PackedBatch fetched for the next train
+        self.last_digest = None  # the digest of the batch this rank last received
         self._work = WorkLock()  # train / publish / save / weight sends: one at a time
 
     def where(self) -> dict[str, Any]:
@@ -168,25 +170,25 @@ class LearnerRank:
     # ------------------------------------------------------------ rank 0: data
 
     def set_dynamic_filtering(self, on: bool) -> None:
-        """Filter all-equal groups (DAPO) from the next batch on, or not: rank 0 when it builds
-        batches, every rank when it builds the training batch (learner/batch.py)."""
+        """Filter all-equal groups (DAPO) from the next batch on, or not: rank 0 when it fetches
+        (`fetch_batch`), and a caller's SampleGroups in `Learner.train_step`."""
         with self._work.learner():
             self.dynamic_filtering = bool(on)
             self.learner.algo = self.learner.algo.model_copy(update={"dynamic_filtering": bool(on)})
 
     def fetch_batch(self, timeout_s: float | None = None) -> dict[str, Any]:
-        """Rank 0: `batch_size` scored groups within the staleness bound, put in Ray's object
-        store here (`groups_ref`, the list of SampleGroup; None when empty), so the batch goes
-        from this rank to every rank and never through the driver, which gets only the ref and
-        the batch's small statistics. With dynamic filtering,
-        groups whose rewards are all equal are dropped and more are fetched until the batch is
-        full (DAPO); they count as consumed by the buffer and in `filtered_groups` here, and are
+        """Rank 0: `batch_size` scored groups within the staleness bound, packed into one
+        PackedBatch (learner/intake.py) that stays here until the next `train` broadcasts it to
+        every rank over the learner's process group: the driver gets only the batch's size and
+        statistics (IntakeStats, each metric computed once, here). The one dynamic filter runs
+        here: groups whose rewards are all equal are dropped and more are fetched until the batch
+        is full (DAPO); they count as consumed by the buffer and in `filtered_groups`, and are
         reported to the buffer (with the next get_batch) so admission control does not count them
         as trained: a weak model whose groups are all filtered must not starve the generators."""
-        from microcoder.actors.convert import to_sample_group
+        from microcoder.actors.convert import to_group_arrays
         from microcoder.buffer.client import BufferTimeout, BufferUnreachable
         from microcoder.learner.diversity import batch_diversity
-        from microcoder.learner.grpo import group_has_signal
+        from microcoder.learner.intake import IntakeStats, pack, signal_filter
 
         want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
         responses = []
@@ -212,41 +214,65 @@ class LearnerRank:
                     ) from None
                 continue
             done = batch.done
-            staleness += batch.staleness
-            dropped = []
-            for sg in batch.groups:
-                group = to_sample_group(sg)
-                rewards += group.rewards
-                responses.append([s.response_ids for s in group.samples])
-                if self.dynamic_filtering and not group_has_signal(group.rewards):
-                    dropped.append(sg.group.group_id)
-                    continue
-                kept.append(group)
+            groups = [to_group_arrays(sg) for sg in batch.groups]
+            stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
+            for g in groups:
+                rewards += g.rewards.tolist()
+                responses.append([r.tolist() for r in g.response_ids])  # diversity's n-grams
+            good, dropped = signal_filter(groups, self.dynamic_filtering)
+            kept += good
+            staleness += [stale[g.group_id] for g in good]
             filtered += len(dropped)
-            self.client.report_filtered(dropped)
-        import ray
-
-        return {  # the groups stay in this node's object store: the driver gets only the ref
-            "groups_ref": ray.put(kept) if kept else None,
+            self.client.report_filtered([g.group_id for g in dropped])
+        t1 = time.perf_counter()
+        self._batch = pack(kept) if kept else None  # broadcast by the next train
+        stats = IntakeStats(
+            filtered_groups=filtered,
+            reward_mean=sum(rewards) / max(len(rewards), 1),
+            staleness_mean=sum(staleness) / len(staleness) if staleness else None,
+            staleness_max=max(staleness) if staleness else None,
+            diversity=batch_diversity(responses),
+            pack_s=time.perf_counter() - t1,
+        )
+        return {
             "n_groups": len(kept),
             "done": done,
-            "wait_s": time.perf_counter() - t0,
-            "filtered_groups": filtered,
-            "staleness": staleness,
-            "batch_reward_mean": sum(rewards) / max(len(rewards), 1),
-            "diversity": batch_diversity(responses),
+            "wait_s": t1 - t0,
+            "metrics": stats.metrics(),
         }
 
     # ------------------------------------------------------------ all ranks
 
-    def train(self, groups) -> dict[str, float]:
-        """Collective: one policy version's worth of optimizer steps on `groups`. No NCCL weight
-        send runs from here to the end of the `publish` that follows (WorkLock)."""
+    def train(self, groups=None) -> dict[str, float]:
+        """Collective: one policy version's worth of optimizer steps. In a run (`groups` None)
+        every rank first receives the batch rank 0 fetched (learner/intake.py: `broadcast`, over
+        the learner's process group, within learner.collective_timeout_s); benchmarks may pass
+        their own SampleGroups instead, the same on every rank. No NCCL weight send runs from
+        here to the end of the `publish` that follows (WorkLock)."""
         with self._work.learner(opens_step=True), self._collective("train"):
             t0 = time.perf_counter()
-            metrics = self.learner.train_step(groups)
+            batch = groups if groups is not None else self._receive_batch()
+            t1 = time.perf_counter()
+            metrics = self.learner.train_step(batch)
+            metrics["broadcast_s"] = t1 - t0
             metrics["compute_s"] = time.perf_counter() - t0
             return metrics
+
+    def _receive_batch(self):
+        """Every rank: rank 0's fetched PackedBatch, broadcast (rank 0 lets go of its copy)."""
+        from microcoder.learner.intake import broadcast, digest
+
+        mine, self._batch = (self._batch, None) if self.rank == 0 else (None, None)
+        if self.rank == 0 and mine is None:
+            raise RuntimeError("learner rank 0: train called with no batch fetched (fetch_batch)")
+        batch = broadcast(mine, self.learner.device)
+        self.last_digest = digest(batch)
+        return batch
+
+    def batch_digest(self) -> dict[str, Any] | None:
+        """Group ids and hashes of the tokens and log-probs of the batch this rank last received
+        (learner/intake.py: `digest`): equal on every rank; None before the first."""
+        return self.last_digest
 
     def publish(self) -> dict[str, float]:
         """Collective: gather the full weights; rank 0 keeps them for generators and announces the

@@ -4,8 +4,10 @@ and hands each rank only its sections (launch/actor_settings.py: `learner_rank_s
 
 One `step()` = rank 0 pulls a batch at its version (wait-for-data), every rank trains on it
 (compute), every rank joins the weight gather and rank 0 publishes the version (sync).
-The batch never travels through the driver: rank 0 puts it in its object store and the driver
-hands each rank only the ref (`LearnerRank.fetch_batch`), plus reads the batch's statistics.
+The batch never travels through the driver: rank 0 keeps it (`LearnerRank.fetch_batch`) and
+broadcasts it to every rank over the learner's process group inside `train`; the driver reads
+only its size and statistics, each metric computed once on rank 0 (learner/intake.py:
+IntakeStats) and never overlapping the train's own metrics.
 
 Every wait on the ranks has a deadline (actors/deadline.py: `get_within`), and its error names
 the rank (node IP, pid, log file) and the field to raise: start and setup `cluster.
@@ -130,42 +132,35 @@ class LearnerGroup:
                     f"learner.batch_wait_s = {timeout_s:.0f} s: it is stuck; see its log",
                     [self.names[0]],
                 )
-        batch = ray.get(ref)  # statistics and the ref of the groups, not the groups
+        batch = ray.get(ref)  # the batch's size and statistics: the groups stay on rank 0
         if not batch["n_groups"]:
             if batch["done"]:
                 return None
             return {  # every fetched group was filtered: no optimizer step, version unchanged
+                **batch["metrics"],
                 "skipped": 1.0,
                 "version": float(self.version),
                 "groups": 0.0,
-                "reward_mean": batch["batch_reward_mean"],
-                "diversity": batch["diversity"],
-                "filtered_groups": float(batch["filtered_groups"]),
                 "wait_s": time.perf_counter() - t0,
                 "compute_s": 0.0,
                 "sync_s": 0.0,
             }
         t1 = time.perf_counter()
-        groups_ref = batch["groups_ref"]  # each rank fetches the groups from rank 0's node
-        metrics = self._step_call("train", [r.train.remote(groups_ref) for r in self.ranks])[0]
+        # No batch in the call: rank 0 broadcasts it to the others inside `train`.
+        metrics = self._step_call("train", [r.train.remote() for r in self.ranks])[0]
         t2 = time.perf_counter()
         gather = self._step_call(
             "publish (the weight gather)", [r.publish.remote() for r in self.ranks]
         )[0]
         t3 = time.perf_counter()
         self.version = int(metrics["version"])
-        staleness = batch["staleness"]
         return {
             **metrics,
-            "reward_mean": batch["batch_reward_mean"],
-            "filtered_groups": float(batch["filtered_groups"]),
-            "staleness_mean": sum(staleness) / max(len(staleness), 1),
-            "staleness_max": float(max(staleness, default=0)),
+            **batch["metrics"],  # reward_mean, filtered_groups, staleness_*, diversity, pack_s
             "wait_s": t1 - t0,
             "compute_s": t2 - t1,
             "sync_s": t3 - t2,
             "gather_s": gather["gather_s"],
-            "diversity": batch.get("diversity", 0.0),
         }
 
     def set_dynamic_filtering(self, on: bool) -> None:

@@ -1,4 +1,4 @@
-"""From scored groups to a training batch: dynamic filtering, advantages, the truncation mask."""
+"""From the packed batch to a training batch: advantages, the truncation mask, per-sequence views."""
 
 from __future__ import annotations
 
@@ -9,25 +9,25 @@ import torch
 
 from microcoder.learner import grpo
 from microcoder.learner.config import AlgorithmConfig
+from microcoder.learner.intake import PackedBatch, pack_samples
 from microcoder.learner.sample import SampleGroup
 
 
 @dataclass(frozen=True)
 class BatchStats:
-    """Counts about one batch, logged as metrics."""
+    """Counts about one training batch, logged as metrics (what rank 0 saw while fetching, e.g.
+    the filtered groups and the mean reward, is learner/intake.py: IntakeStats)."""
 
     groups: int
-    """Groups received."""
-    filtered_groups: int
-    """Groups dropped by dynamic filtering (all rewards equal)."""
+    """Groups trained on."""
     responses: int
-    """Responses kept (sequences trained on)."""
+    """Responses trained on (sequences)."""
     truncated: int
-    """Kept responses that hit max_response_tokens."""
+    """Responses that hit max_response_tokens."""
     masked: int
-    """Kept responses whose advantage the conditional truncation mask set to zero."""
-    mean_reward: float
-    """Mean reward over the groups received (before filtering)."""
+    """Responses whose advantage the conditional truncation mask set to zero."""
+    mixed_versions: int
+    """Responses sampled under more than one policy version (an in-flight weight update)."""
 
 
 @dataclass(frozen=True)
@@ -75,50 +75,51 @@ def mask_generator(seed: int, version: int) -> torch.Generator:
 
 
 def build_batch(
-    groups: Sequence[SampleGroup], algo: AlgorithmConfig, generator: torch.Generator
+    batch: PackedBatch | Sequence[SampleGroup], algo: AlgorithmConfig, generator: torch.Generator
 ) -> TrainBatch:
-    """Filter groups (if enabled), compute group advantages, draw and apply the truncation mask."""
-    kept = [g for g in groups if not algo.dynamic_filtering or grpo.group_has_signal(g.rewards)]
-    samples = [s for g in kept for s in g.samples]
-    group_index = torch.tensor([k for k, g in enumerate(kept) for _ in g.samples], dtype=torch.long)
-    rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
-    truncated = torch.tensor([s.truncated for s in samples], dtype=torch.bool)
-    if samples:
-        advantages = grpo.group_advantages(rewards, group_index, algo.adv_eps)
+    """Group advantages, the truncation mask drawn from `generator`, per-sequence views.
+
+    No filtering here: the one dynamic filter ran before packing (learner/intake.py:
+    `signal_filter`). SampleGroups (benchmarks, tests) are packed first, as they are.
+    """
+    if not isinstance(batch, PackedBatch):
+        batch = pack_samples(batch)
+    n = len(batch)
+    lengths = (batch.prompt_lens + batch.response_lens).tolist()
+    input_ids = list(batch.tokens.long().split(lengths))
+    responses = [s[int(p) :] for s, p in zip(input_ids, batch.prompt_lens.tolist(), strict=True)]
+    if n:
+        advantages = grpo.group_advantages(batch.rewards, batch.group_index, algo.adv_eps)
     else:
         advantages = torch.zeros(0)
-    if algo.truncation_mask and samples:
-        non_incorrect = torch.tensor([grpo.is_non_incorrect(s.verdict) for s in samples])
-        looping = torch.tensor(
-            [grpo.is_looping(s.response_ids, algo.repeat_window) for s in samples]
-        )
-        draws = grpo.mask_draws(len(samples), generator)
+    if algo.truncation_mask and n:
+        looping = torch.tensor([_is_looping(r, algo.repeat_window) for r in responses])
+        draws = grpo.mask_draws(n, generator)
         masked = grpo.conditional_truncation_mask(
-            truncated, non_incorrect, looping, draws, algo.mask_prob
+            batch.truncated, batch.non_incorrect, looping, draws, algo.mask_prob
         )
         advantages = grpo.apply_mask(advantages, masked)
     else:
-        masked = torch.zeros(len(samples), dtype=torch.bool)
-    all_rewards = [r for g in groups for r in g.rewards]
+        masked = torch.zeros(n, dtype=torch.bool)
     stats = BatchStats(
-        groups=len(groups),
-        filtered_groups=len(groups) - len(kept),
-        responses=len(samples),
-        truncated=int(truncated.sum()),
+        groups=len(batch.group_ids),
+        responses=n,
+        truncated=int(batch.truncated.sum()),
         masked=int(masked.sum()),
-        mean_reward=sum(all_rewards) / max(len(all_rewards), 1),
+        mixed_versions=int((batch.last_policy_versions != batch.policy_versions).sum()),
     )
     return TrainBatch(
-        input_ids=[
-            torch.tensor([*s.prompt_ids, *s.response_ids], dtype=torch.long) for s in samples
-        ],
-        prompt_lens=torch.tensor([len(s.prompt_ids) for s in samples], dtype=torch.long),
-        response_lens=torch.tensor([len(s.response_ids) for s in samples], dtype=torch.long),
+        input_ids=input_ids,
+        prompt_lens=batch.prompt_lens,
+        response_lens=batch.response_lens,
         advantages=advantages.float(),
-        temperatures=torch.tensor([s.temperature for s in samples], dtype=torch.float32),
-        behaviour_logprobs=[
-            torch.tensor(s.behaviour_logprobs, dtype=torch.float32) for s in samples
-        ],
-        policy_versions=torch.tensor([s.policy_version for s in samples], dtype=torch.long),
+        temperatures=batch.temperatures,
+        behaviour_logprobs=list(batch.behaviour_logprobs.split(batch.response_lens.tolist())),
+        policy_versions=batch.policy_versions,
         stats=stats,
     )
+
+
+def _is_looping(response: torch.Tensor, m: int) -> bool:
+    """grpo.is_looping on a tensor: the last m tokens equal the m before them (needs 2·m)."""
+    return len(response) >= 2 * m and torch.equal(response[-m:], response[-2 * m : -m])

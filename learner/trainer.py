@@ -1,9 +1,9 @@
 """The learner rank: an FSDP2-sharded policy and one MicroCoder-GRPO optimizer step per batch.
 
-Every rank of the learner group builds a `Learner` and calls `train_step(groups)` with the SAME
-full list of groups; each rank trains on its token-balanced share (see packing.py), and the
-per-token aggregation weights are computed over the whole batch, so W ranks × K micro-batches
-give the gradient of one big batch. FSDP2 averages gradients over ranks, hence the × W on each
+Every rank of the learner group builds a `Learner` and calls `train_step(batch)` with the SAME
+batch (rank 0's PackedBatch, broadcast to every rank: learner/intake.py); each rank trains on
+its token-balanced share (see packing.py), and the per-token aggregation weights are computed
+over the whole batch, so W ranks × K micro-batches give the gradient of one big batch. FSDP2 averages gradients over ranks, hence the × W on each
 rank's loss.
 """
 
@@ -26,6 +26,7 @@ from microcoder.learner.distributed import (
     pick_device,
     resolve_dtype,
 )
+from microcoder.learner.intake import PackedBatch, pack, sample_group_arrays, signal_filter
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
 from microcoder.learner.sample import SampleGroup
@@ -74,27 +75,39 @@ class Learner:
 
     # --- training -------------------------------------------------------------------------------
 
-    def train_step(self, groups: Sequence[SampleGroup]) -> dict[str, float]:
-        """Build the batch (filter, advantages, mask) and train on it; returns the step's metrics."""
-        batch = build_batch(groups, self.algo, mask_generator(self.seed, self.version))
-        return self.train_on_batch(batch)
+    def train_step(self, batch: PackedBatch | Sequence[SampleGroup]) -> dict[str, float]:
+        """Build the training batch (advantages, mask) and train on it; returns the step's metrics.
+
+        A PackedBatch (a run: rank 0 filtered it while fetching, learner/intake.py) is trained on
+        as it is; a caller's SampleGroups (benchmarks, tests) pass the one dynamic filter first.
+        """
+        if not isinstance(batch, PackedBatch):
+            kept, _ = signal_filter(
+                [sample_group_arrays(g, k) for k, g in enumerate(batch)],
+                self.algo.dynamic_filtering,
+            )
+            batch = pack(kept)
+        return self.train_on_batch(
+            build_batch(batch, self.algo, mask_generator(self.seed, self.version))
+        )
 
     def train_on_batch(self, batch: TrainBatch) -> dict[str, float]:
-        """`mini_batches` optimizer steps over `batch`, then version += 1. Collective."""
+        """`mini_batches` optimizer steps over `batch`, then version += 1. Collective.
+
+        Metrics about the fetch (reward_mean, staleness_*, filtered_groups) are not computed
+        here: rank 0 computes each once while fetching (learner/intake.py: IntakeStats).
+        """
         start = time.perf_counter()
         stats = batch.stats
         base = {
             "groups": float(stats.groups),
-            "filtered_groups": float(stats.filtered_groups),
             "responses": float(stats.responses),
             "masked_frac": stats.masked / max(stats.responses, 1),
             "truncated_frac": stats.truncated / max(stats.responses, 1),
-            "reward_mean": stats.mean_reward,
+            "mixed_version_frac": stats.mixed_versions / max(stats.responses, 1),
         }
         if len(batch) == 0:
             return {**base, "skipped": 1.0, "version": float(self.version)}
-        staleness = (self.version - batch.policy_versions).float()
-        base |= {"staleness_max": float(staleness.max()), "staleness_mean": float(staleness.mean())}
         minis = [
             batch.select(ix.tolist())
             for ix in torch.arange(len(batch)).tensor_split(self.cfg.mini_batches)

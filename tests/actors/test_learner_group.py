@@ -1,5 +1,7 @@
 """The learner group on Ray with two FSDP2 ranks (gloo): rank 0 pulls the batch from the real
-buffer, both ranks train on it, rank 0 publishes the new version to the buffer. And, on a
+buffer and broadcasts it over the ranks' process group (the driver passes nothing), both ranks
+train on it, rank 0 publishes the new version to the buffer. Rank 0's fetch with a scripted
+buffer: the one dynamic filter and the statistics it returns. And, on a
 LearnerRank with stand-ins for the learner and the publisher (no Ray): weight sends never run
 during a step (from a train to the end of its publish)."""
 
@@ -152,37 +154,40 @@ def test_a_send_that_waits_longer_than_the_sync_timeout_fails_naming_the_setting
     assert "send -1" not in log
 
 
-def put_scored_groups(address: str, n: int, group_size: int) -> None:
-    """Act as generator and executor: n groups with differing rewards."""
+def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> dict:
+    """Act as generator and executor: n groups with differing rewards, response lengths and
+    log-probs; returns {group_id: Group} as put."""
     from microcoder.buffer.client import BufferClient
     from microcoder.buffer.groups import Group, GroupScores, Response, Score
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
+    put = {}
     with BufferClient(address, owner="test-pipeline") as c:
         for a in c.get_prompts(n, wait_s=5).assignments:
+            lengths = rng.integers(4, 20, group_size)
             responses = [
                 Response(
-                    response_ids=rng.integers(5, 300, 12).astype(np.int32),
-                    logprobs=np.full(12, -2.0, np.float32),
+                    response_ids=rng.integers(5, 300, k).astype(np.int32),
+                    logprobs=-rng.random(k).astype(np.float32),
                     text="x",
                 )
-                for _ in range(group_size)
+                for k in lengths
             ]
-            c.put_unscored(
-                Group(
-                    group_id=a.group_id,
-                    problem_id=a.problem_id,
-                    prompt=a.prompt,
-                    prompt_ids=np.arange(1, 9, dtype=np.int32),
-                    responses=responses,
-                )
+            put[a.group_id] = Group(
+                group_id=a.group_id,
+                problem_id=a.problem_id,
+                prompt=a.prompt,
+                prompt_ids=rng.integers(1, 300, 8).astype(np.int32),
+                responses=responses,
             )
+            c.put_unscored(put[a.group_id])
         for g in c.get_unscored(n, wait_s=5):
             scores = [
                 Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")
                 for i in range(group_size)
             ]
             c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
+    return put
 
 
 @pytest.fixture(scope="module")
@@ -220,17 +225,103 @@ def test_two_rank_learner_group_steps_and_announces_the_version(two_ranks):
     assert ray.get(group.rank0.latest_version.remote()) == start + 1
 
 
-@pytest.mark.slow
-def test_rank_0_hands_the_driver_a_ref_to_the_batch_not_the_groups(two_ranks):
-    from microcoder.learner.sample import SampleGroup
+class RecordedRank:
+    """An actor handle that records each call's arguments before making it."""
 
+    def __init__(self, handle, calls: list):
+        self._handle, self._calls = handle, calls
+
+    def __getattr__(self, name: str):
+        method, calls = getattr(self._handle, name), self._calls
+
+        class Method:
+            def remote(self, *args, **kwargs):
+                calls.append((name, args, kwargs))
+                return method.remote(*args, **kwargs)
+
+        return Method()
+
+
+def expected_digest(put: dict, group_ids: list[int]) -> dict:
+    """learner/intake.py's `digest` of the groups put, in the given order, as every rank should
+    have received them."""
+    import hashlib
+
+    groups = [put[g] for g in group_ids]
+    tokens = [a for g in groups for r in g.responses for a in (g.prompt_ids, r.response_ids)]
+    logprobs = [r.logprobs for g in groups for r in g.responses]
+    return {
+        "group_ids": group_ids,
+        "tokens": hashlib.sha256(np.concatenate(tokens).astype(np.int32).tobytes()).hexdigest(),
+        "logprobs": hashlib.sha256(
+            np.concatenate(logprobs).astype(np.float32).tobytes()
+        ).hexdigest(),
+        "sequences": sum(len(g.responses) for g in groups),
+    }
+
+
+@pytest.mark.slow
+def test_every_rank_trains_on_the_batch_the_buffer_handed_out_with_no_driver_in_between(two_ranks):
     ray, cfg, address, group = two_ranks
-    put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size)
-    batch = ray.get(group.rank0.fetch_batch.remote(120))
-    assert isinstance(batch["groups_ref"], ray.ObjectRef)
-    assert batch["n_groups"] == cfg.learner.batch_size
-    assert not any(
-        isinstance(v, list) and v and isinstance(v[0], SampleGroup) for v in batch.values()
+    put = put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size, seed=1)
+    calls, handles = [], group.ranks
+    group.ranks = [RecordedRank(r, calls) for r in handles]
+    try:
+        m = group.step(timeout_s=120)
+    finally:
+        group.ranks = handles
+    assert [c for c in calls if c[0] == "train"] == [("train", (), {})] * 2  # no batch, no ref
+    assert all(
+        not isinstance(v, ray.ObjectRef) for _, args, kw in calls for v in (*args, *kw.values())
     )
-    groups = ray.get(batch["groups_ref"])
-    assert len(groups) == cfg.learner.batch_size and isinstance(groups[0], SampleGroup)
+    digests = ray.get([r.batch_digest.remote() for r in group.ranks])
+    assert sorted(digests[0]["group_ids"]) == sorted(put)
+    assert digests == [expected_digest(put, digests[0]["group_ids"])] * 2
+    assert m["groups"] == len(put) and m["filtered_groups"] == 0 and m["reward_mean"] == 0.5
+
+
+class ScriptedBuffer:
+    """Stand-in BufferClient for rank 0's fetch: hands out the batches given, in order."""
+
+    def __init__(self, batches: list):
+        self.batches, self.filtered = list(batches), []
+
+    def get_batch(self, n, version, timeout_s=None):
+        return self.batches.pop(0)
+
+    def report_filtered(self, group_ids):
+        self.filtered += list(group_ids)
+
+
+def scored(group_id: int, rewards: list[float], version: int = 0):
+    from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
+
+    responses = [
+        Response(
+            np.arange(1, 4, dtype=np.int32), np.full(3, -1.0, np.float32), policy_version=version
+        )
+        for _ in rewards
+    ]
+    group = Group(group_id, "p", prompt_ids=np.arange(1, 3, dtype=np.int32), responses=responses)
+    return ScoredGroup(group, GroupScores(group_id, [Score(r, "WA") for r in rewards]))
+
+
+def test_rank_0_filters_once_while_fetching_and_returns_only_statistics():
+    from microcoder.buffer.client import LearnerBatch
+
+    rank = LearnerRank(0, 1)
+    rank.settings = SimpleNamespace(learner=LearnerConfig(batch_size=2, max_filtered_batches=4))
+    rank.learner, rank.dynamic_filtering = SimpleNamespace(version=3), True
+    rank.client = ScriptedBuffer(
+        [
+            LearnerBatch([scored(1, [1.0, 1.0]), scored(2, [0.0, 1.0], 2)], 3, [3, 1], False),
+            LearnerBatch([scored(3, [0.0, 1.0], 1)], 3, [2], False),
+        ]
+    )
+    out = rank.fetch_batch(timeout_s=10)
+    assert set(out) == {"n_groups", "done", "wait_s", "metrics"} and out["n_groups"] == 2
+    assert rank.client.filtered == [1]
+    assert rank._batch.group_ids.tolist() == [2, 3]  # kept on rank 0 for the broadcast
+    m = out["metrics"]
+    assert m["filtered_groups"] == 1 and m["reward_mean"] == 4 / 6  # over every fetched group
+    assert (m["staleness_mean"], m["staleness_max"]) == (1.5, 2)  # over the trained groups

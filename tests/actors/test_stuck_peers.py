@@ -54,7 +54,7 @@ def _rank_class(ray, stuck_in: str, stuck_rank: int):
             return {"n_groups": 1, "done": False, "groups_ref": None, "staleness": [0],
                     "batch_reward_mean": 0.0, "filtered_groups": 0, "diversity": 0.0}  # fmt: skip
 
-        def train(self, groups):
+        def train(self, groups=None):
             self._call("train")
             return {"version": 1.0}
 

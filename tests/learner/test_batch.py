@@ -1,4 +1,5 @@
-"""Building a training batch from scored groups: filtering, advantages, the truncation mask."""
+"""Building a training batch: advantages, the truncation mask, per-sequence views (the dynamic
+filter runs before, in the intake: tests/learner/test_intake.py)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,6 @@ from microcoder.learner.sample import SampleGroup, TrainSample
 
 def sample(reward, truncated=False, verdict="AC", resp=(5, 6, 7)):
     return TrainSample([1, 2], list(resp), [-1.0] * len(resp), 1.0, reward, truncated, verdict, 0)
-
-
-def test_dynamic_filtering_drops_groups_with_equal_rewards():
-    groups = [
-        SampleGroup("a", [sample(1.0), sample(1.0)]),
-        SampleGroup("b", [sample(0.0), sample(1.0)]),
-    ]
-    batch = build_batch(groups, AlgorithmConfig(), mask_generator(0, 0))
-    assert len(batch) == 2 and batch.stats.filtered_groups == 1
 
 
 def test_without_filtering_equal_groups_stay_with_zero_advantage():
@@ -55,3 +47,18 @@ def test_sequences_are_prompt_then_response():
     )
     assert batch.input_ids[0].tolist() == [1, 2, 5, 6, 7]
     assert batch.prompt_lens.tolist() == [2, 2] and batch.response_lens.tolist() == [3, 3]
+
+
+def test_responses_sampled_under_two_versions_are_counted():
+    mixed = TrainSample([1, 2], [5, 6], [-1.0, -1.0], 1.0, 0.0, False, "WA", 2, 3)
+    groups = [SampleGroup("a", [mixed, sample(1.0)])]
+    batch = build_batch(groups, AlgorithmConfig(), mask_generator(0, 0))
+    assert batch.stats.mixed_versions == 1 and batch.policy_versions.tolist() == [2, 0]
+
+
+def test_sequences_are_views_of_one_long_tensor_of_tokens():
+    batch = build_batch(
+        [SampleGroup("a", [sample(0.0), sample(1.0)])], AlgorithmConfig(), mask_generator(0, 0)
+    )
+    assert batch.input_ids[0].dtype == torch.long
+    assert batch.input_ids[1].data_ptr() == batch.input_ids[0].data_ptr() + 5 * 8
