@@ -120,6 +120,8 @@ def run_clients(mp, args) -> dict:
     steady = [s for t, s in samples if begin <= t <= stop]
     rss["steady_first"] = steady[0] if steady else math.nan
     rss["steady_last"] = steady[-1] if steady else math.nan
+    every = round(5.0 / RSS_EVERY_S)
+    rss["steady_every_5s"] = [round(x, 1) for x in steady[::every]]  # a plateau = bounded
     shutil.rmtree(keys, ignore_errors=True)
     return _report(
         args,
@@ -217,7 +219,8 @@ def clients_table(r: dict) -> str:
         f"held back (empty leases): {r['counts'].get('held_back', 0)}, puts refused full: "
         f"{r['counts'].get('put_full', 0)}",
         f"server RSS MiB: start {m['start']:.0f}, steady {m['steady_first']:.0f} -> "
-        f"{m['steady_last']:.0f}, max {m['max']:.0f}, end {m['end']:.0f}",
+        f"{m['steady_last']:.0f}, max {m['max']:.0f}, end {m['end']:.0f}; steady every 5 s: "
+        + " ".join(f"{x:.0f}" for x in m["steady_every_5s"]),
         f"(RLIMIT_NOFILE {r['nofile'][0]}/{r['nofile'][1]}, {r['cpu_count']} CPUs, load "
         f"{r['load_avg'][0]:.1f} -> {r['load_avg'][1]:.1f}, {r['date']}; executor get_unscored "
         "includes the long-poll wait for work)",

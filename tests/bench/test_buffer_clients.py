@@ -55,7 +55,7 @@ def test_the_server_memory_is_sampled_start_max_end(result):
     rss = result["server_rss_mb"]
     for key in ("start", "max", "end", "steady_first", "steady_last"):
         assert math.isfinite(rss[key]) and rss[key] > 0, (key, rss)
-    assert rss["max"] >= rss["end"]
+    assert rss["max"] >= rss["end"] and rss["steady_every_5s"][0] == round(rss["steady_first"], 1)
 
 
 def test_the_table_prints_each_call_and_the_accounting(result):
