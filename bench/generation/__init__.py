@@ -14,6 +14,11 @@ checks the problem ids of the groups that reached the buffer.
 Then the weight-sync cycle (bench/generation/sync.py): a learner group of one rank trains a step
 on synthetic groups, and the bench times publish (gather) -> generator pull (send/receive ->
 reload -> prefix-cache reset) -> first token on the new weights.
+
+With `--workload longtail|uniform` it is another bench (bench/generation/streaming.py):
+streaming (actors/stream.py's loop, with in-flight weight updates) vs blocking waves on one
+AsyncEngine, the same prompts and per-group lengths (goals: longtail ratio >= 1.5, uniform
+>= 0.95).
 """
 
 from __future__ import annotations
@@ -37,6 +42,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", default="", help="model folder (default: runs/tiny-model, else build one)"
     )
     parser.add_argument("--device", default="auto", help="cluster.device: auto | cpu | cuda")
+    w = parser.add_argument_group("streaming vs waves (--workload)")
+    w.add_argument(
+        "--workload",
+        choices=("longtail", "uniform"),
+        default=None,
+        help="run streaming vs waves instead: lognormal lengths capped at --max-tokens, or all "
+        "the same (the longtail mean)",
+    )
+    w.add_argument("--groups", type=int, default=48, help="groups per side (48)")
+    w.add_argument("--capacity", type=int, default=8, help="groups in flight / per wave (8)")
+    w.add_argument("--max-tokens", type=int, default=512, help="length cap (512)")
+    w.add_argument(
+        "--update-every", type=float, default=3.0, help="in-flight update every S s (0: none)"
+    )
+    w.add_argument("--pairs", type=int, default=1, help="timed waves+streaming pairs (1)")
+    w.add_argument("--seed", type=int, default=0, help="workload seed (0)")
 
 
 def bench_config(args: argparse.Namespace, model_path: str):
@@ -124,6 +145,12 @@ def run(args: argparse.Namespace) -> dict:
     os.dup2(2, 1)  # vLLM logs to stdout: keep it for the table / JSON alone
     try:
         with tempfile.TemporaryDirectory(prefix="mc-bench-gen-") as tmp:
+            if args.workload:
+                from microcoder.bench.generation.streaming import run_workload
+                from microcoder.device import resolve_device
+
+                device = resolve_device(args.device)
+                return run_workload(args, _model_path(args, tmp), device)
             return _run(args, _model_path(args, tmp))
     finally:
         sys.stdout.flush()
@@ -222,6 +249,10 @@ def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load
 
 def format_table(result: dict) -> str:
     w = result["workload"]
+    if "kind" in w:
+        from microcoder.bench.generation.streaming import format_workload_table
+
+        return format_workload_table(result)
     rows = [
         f"generation: {w['prompts']} prompts x G={w['group_size']} x {w['tokens']} tokens, "
         f"{w['device']}, median of {w['repeats']} (load {result['load_avg']})",
