@@ -63,6 +63,14 @@ def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: s
     road.serve(conn, prompts, batch, max_staleness, keys_dir)
 
 
+def serve_profiled(conn, prompts, batch, max_staleness, path: str, keys_dir: str) -> None:
+    """serve_loaded under cProfile (bench/buffer/profile.py)."""
+    from microcoder.bench.buffer.profile import profiled_serve
+
+    raise_nofile()
+    profiled_serve(conn, prompts, batch, max_staleness, path, keys_dir)
+
+
 class SimClient:
     """One DEALER socket (own identity, curve keys) speaking the buffer protocol with asyncio."""
 

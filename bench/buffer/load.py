@@ -50,7 +50,7 @@ def run_clients(mp, args) -> dict:
     """One load run; returns the figures and the accounting (see clients.py)."""
     import shutil
 
-    from microcoder.bench.buffer import clients
+    from microcoder.bench.buffer import clients, road
     from microcoder.buffer.keys import throwaway_keys
 
     n = args.clients
@@ -62,13 +62,16 @@ def run_clients(mp, args) -> dict:
     soft, hard = clients.raise_nofile()
     keys = throwaway_keys()
     parent, child = mp.Pipe()
-    server = mp.Process(
-        target=clients.serve_loaded, args=(child, 4096, batch, k, str(keys)), daemon=True
-    )
+    profile_path = f"{keys}.prof"
+    target, targs = clients.serve_loaded, (child, 4096, batch, k, str(keys))
+    if args.profile:
+        target, targs = clients.serve_profiled, (child, 4096, batch, k, profile_path, str(keys))
+    server = mp.Process(target=target, args=targs, daemon=True)
     server.start()
     address = parent.recv()
     time.sleep(0.5)
     rss = {"start": rss_mb(server.pid)}
+    cpu0, wall0 = road.cpu_s(server.pid), time.monotonic()
     t0 = time.monotonic() + 2.0  # workers import and connect meanwhile
     stop = t0 + args.ramp_s + clients.SETTLE_S + args.duration_s
     drain = stop + 4 * args.sample_s + args.score_s * args.per_get + 1.5
@@ -103,6 +106,9 @@ def run_clients(mp, args) -> dict:
         samples.append((time.monotonic(), rss_mb(server.pid)))
         time.sleep(RSS_EVERY_S)
     load.append(os.getloadavg()[0])
+    server_cpu = road.cpu_s(server.pid) - cpu0
+    server_wall = time.monotonic() - wall0
+    split = _profile_split(server, parent, profile_path) if args.profile else None
     tallies = []
     for _ in workers:
         try:
@@ -123,7 +129,8 @@ def run_clients(mp, args) -> dict:
     every = round(5.0 / RSS_EVERY_S)
     rss["steady_every_5s"] = [round(x, 1) for x in steady[::every]]  # a plateau = bounded
     shutil.rmtree(keys, ignore_errors=True)
-    return _report(
+    extra = {"server_cpu_fraction": server_cpu / server_wall, "server_split_s": split}
+    return extra | _report(
         args,
         n,
         exes,
@@ -221,8 +228,33 @@ def clients_table(r: dict) -> str:
         f"server RSS MiB: start {m['start']:.0f}, steady {m['steady_first']:.0f} -> "
         f"{m['steady_last']:.0f}, max {m['max']:.0f}, end {m['end']:.0f}; steady every 5 s: "
         + " ".join(f"{x:.0f}" for x in m["steady_every_5s"]),
+        f"server CPU {r['server_cpu_fraction']:.0%} of one core over the run"
+        + (_split_line(r["server_split_s"]) if r.get("server_split_s") else ""),
         f"(RLIMIT_NOFILE {r['nofile'][0]}/{r['nofile'][1]}, {r['cpu_count']} CPUs, load "
         f"{r['load_avg'][0]:.1f} -> {r['load_avg'][1]:.1f}, {r['date']}; executor get_unscored "
         "includes the long-poll wait for work)",
     ]
     return "\n".join(lines)
+
+
+def _profile_split(server, conn, path: str) -> dict | None:
+    """Stop the profiled server (SIGTERM), read its profile: ms per consumed group by part."""
+    import pstats
+
+    from microcoder.bench.buffer.profile import split
+
+    server.terminate()
+    if not conn.poll(30):
+        return None
+    conn.recv()
+    parts = split(pstats.Stats(path))
+    os.unlink(path)
+    return parts
+
+
+def _split_line(x: dict) -> str:
+    total = x["total"] or 1.0
+    parts = ", ".join(
+        f"{k} {x[k] / total:.0%}" for k in ("recv", "decode", "state", "send", "other")
+    )
+    return f"; its loop (cProfile): {parts}; re-tried long polls {x['of_which_parked'] / total:.0%}"

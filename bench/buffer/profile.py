@@ -20,8 +20,10 @@ import tempfile
 SPLIT = ("recv", "decode", "state", "send", "other")
 
 
-def profiled_serve(conn, n: int, batch: int, max_staleness: int, path: str) -> None:
-    """road.serve under cProfile (plain socket); SIGTERM ends the loop and writes `path`."""
+def profiled_serve(
+    conn, n: int, batch: int, max_staleness: int, path: str, keys_dir: str | None = None
+) -> None:
+    """road.serve under cProfile (`keys_dir`: curve on); SIGTERM ends the loop, writes `path`."""
     import cProfile
     import time
 
@@ -30,7 +32,11 @@ def profiled_serve(conn, n: int, batch: int, max_staleness: int, path: str) -> N
     from microcoder.buffer.server import BufferServer, dedicate_process
 
     cfg = BufferConfig(
-        max_staleness=max_staleness, high_water_groups=10**6, max_frame_mb=1024, curve=False
+        max_staleness=max_staleness,
+        high_water_groups=10**6,
+        max_frame_mb=1024,
+        curve=keys_dir is not None,
+        keys_dir=keys_dir or "",
     )
     server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch)
     signal.signal(signal.SIGTERM, lambda *_: server._stop.set())
@@ -72,7 +78,9 @@ def split(stats) -> dict[str, float]:
     state = cum_from(lambda w, k: w.startswith("state.py"), lambda c: c.startswith("server.py"))
     send = cum(lambda w, k: w == "server.py:_send")
     parts = {"recv": recv, "decode": decode, "state": state, "send": send}
-    return {**parts, "other": max(0.0, total - sum(parts.values())), "total": total}
+    parked = cum(lambda w, k: w == "server.py:_serve_parked")  # re-tried long polls (in state)
+    other = max(0.0, total - sum(parts.values()))
+    return {**parts, "other": other, "total": total, "of_which_parked": parked}
 
 
 def profile_road(mp, n: int, g: int, t: int, args) -> dict[str, float]:

@@ -62,3 +62,8 @@ def test_the_table_prints_each_call_and_the_accounting(result):
     table = format_table({"clients": result})
     assert "generator get_prompts" in table and "executor put_scored" in table
     assert "invariant ok" in table and f"{result['latency']['put']['p99_ms']:.2f}" in table
+
+
+def test_the_server_cpu_over_the_run_is_measured(result):
+    assert 0 < result["server_cpu_fraction"] < 2  # of one core; the loop is one thread + zmq's
+    assert result["server_split_s"] is None  # only with --profile
