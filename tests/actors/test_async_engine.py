@@ -1,0 +1,138 @@
+"""The async engine (actors/async_engine.py) on the tiny model: its blocking generate equals
+transformers' greedy, an in-flight pause labels tokens with both versions, and its EngineCore
+dies with the process that built it, kill -9 included (Linux)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from engine_testing.greedy import hf_greedy
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [[5, 6, 7, 8], [9, 10, 11], [300, 301, 302, 303, 304]]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from microcoder.actors.async_engine import build_async_engine
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import WORKER_EXTENSION
+
+    cfg = GeneratorConfig(max_prompt_tokens=64, max_response_tokens=256, kv_cache_gib=1)
+    eng = build_async_engine(
+        tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
+    )
+    yield eng
+    eng.shutdown()
+
+
+def test_the_blocking_generate_equals_transformers_greedy_in_prompt_order(engine, tiny_model_dir):
+    from vllm import SamplingParams
+
+    outs = engine.generate(
+        [{"prompt_token_ids": p} for p in PROMPTS], SamplingParams(temperature=0, max_tokens=12)
+    )
+    assert [list(o.outputs[0].token_ids) for o in outs] == hf_greedy(tiny_model_dir, PROMPTS, 12)
+
+
+def test_a_request_kept_through_a_pause_carries_the_old_and_the_new_version(engine):
+    """pause("keep") -> label 1 -> reset_prefix_cache (True: the pause freed every block) ->
+    resume: the request finishes, its first tokens labelled 0 and its last 1."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    params = SamplingParams(
+        n=2,
+        temperature=1.0,
+        max_tokens=256,
+        ignore_eos=True,
+        logprobs=0,
+        output_kind=RequestOutputKind.CUMULATIVE,
+    )
+    started = threading.Event()
+
+    async def one():
+        async for out in engine.llm.generate({"prompt_token_ids": PROMPTS[0]}, params, "kept"):
+            if all(c.token_ids for c in out.outputs):
+                started.set()  # both samples have tokens on the old weights
+            last = out
+        return last
+
+    future = engine.submit(one())
+    assert started.wait(120)
+    engine.pause("keep")
+    try:
+        engine.set_version(1)
+        assert engine.reset_prefix_cache() is True
+    finally:
+        engine.resume()
+    out = future.result(timeout=300)
+    engine.set_version(0)
+    assert len(out.outputs) == 2
+    for c in out.outputs:
+        assert len(c.token_ids) == len(c.logprobs) == 256
+        spans = c.weight_versions
+        assert spans[0].version == "0" and spans[-1].version == "1"
+        assert spans[0].start == 0 and spans[-1].end == 256
+
+
+CHILD = """
+import sys, time
+from microcoder.actors.async_engine import build_async_engine
+from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engine import WORKER_EXTENSION
+
+if __name__ == "__main__":
+    cfg = GeneratorConfig(max_prompt_tokens=32, max_response_tokens=16, kv_cache_gib=1)
+    eng = build_async_engine(sys.argv[1], cfg, "cpu", worker_extension_cls=WORKER_EXTENSION)
+    print("ENGINE_CORE_PID", eng.engine_core_pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie (dead, waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.timeout(300)
+def test_the_engine_core_dies_when_the_process_that_built_it_is_killed_9(tiny_model_dir, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(tiny_model_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    core = None
+    try:
+        for line in child.stdout:
+            if line.startswith("ENGINE_CORE_PID"):
+                core = int(line.split()[1])
+                break
+        assert core is not None and core != child.pid, f"no engine core pid (rc {child.poll()})"
+        assert not _gone(core)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+        deadline = time.monotonic() + 10
+        while not _gone(core) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(core), f"EngineCore {core} outlived its killed parent {child.pid}"
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+        if core is not None and not _gone(core):
+            os.kill(core, signal.SIGKILL)
