@@ -285,5 +285,7 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
         await asyncio.gather(*tasks)
         ctx.term()
 
+    cpu0, wall0 = time.process_time(), time.monotonic()
     asyncio.run(main())
-    queue.put({"lat": tally.lat, "counts": tally.counts})
+    cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)  # of one core, all threads
+    queue.put({"lat": tally.lat, "counts": tally.counts, "cpu_fraction": cpu})

@@ -190,6 +190,7 @@ def _report(args, n, exes, procs, batch, in_flight, tallies, learned, rss, load,
         "lost": lost,
         "nothing_lost": stats.get("invariant_ok", False) and not any(lost.values()),
         "versions": learned.get("versions", 0),
+        "client_proc_cpu_fraction": [tl["cpu_fraction"] for tl in tallies],
         "server_rss_mb": rss,
         "nofile": list(nofile),
         "load_avg": load,
@@ -228,7 +229,9 @@ def clients_table(r: dict) -> str:
         f"server RSS MiB: start {m['start']:.0f}, steady {m['steady_first']:.0f} -> "
         f"{m['steady_last']:.0f}, max {m['max']:.0f}, end {m['end']:.0f}; steady every 5 s: "
         + " ".join(f"{x:.0f}" for x in m["steady_every_5s"]),
-        f"server CPU {r['server_cpu_fraction']:.0%} of one core over the run"
+        f"server CPU {r['server_cpu_fraction']:.0%} of one core over the run, each client "
+        "process "
+        + "/".join(f"{x:.0%}" for x in r["client_proc_cpu_fraction"])
         + (_split_line(r["server_split_s"]) if r.get("server_split_s") else ""),
         f"(RLIMIT_NOFILE {r['nofile'][0]}/{r['nofile'][1]}, {r['cpu_count']} CPUs, load "
         f"{r['load_avg'][0]:.1f} -> {r['load_avg'][1]:.1f}, {r['date']}; executor get_unscored "

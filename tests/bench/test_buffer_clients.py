@@ -66,4 +66,7 @@ def test_the_table_prints_each_call_and_the_accounting(result):
 
 def test_the_server_cpu_over_the_run_is_measured(result):
     assert 0 < result["server_cpu_fraction"] < 2  # of one core; the loop is one thread + zmq's
+    assert len(result["client_proc_cpu_fraction"]) == 2 and all(
+        0 < x < 2 for x in result["client_proc_cpu_fraction"]
+    )
     assert result["server_split_s"] is None  # only with --profile
