@@ -1,5 +1,7 @@
 """`microcoder bench learner`: packed vs padded training throughput on long-tailed lengths;
-with `--memory`, peak memory of chunked vs unchunked log-probs instead (bench/learner_memory.py).
+with `--memory`, peak memory of chunked vs unchunked log-probs instead (bench/learner_memory.py);
+with `--intake`, a batch's way from rank 0 to every rank before/after issue 17 instead
+(bench/learner_intake.py).
 
 Two Learners on the same tiny model and the same batches, one with sequence packing (one row
 per micro-batch, varlen attention, no padding) and one with right-padded rows (rows × longest ≤
@@ -15,13 +17,20 @@ import argparse
 
 DESCRIPTION = (
     "packed vs padded training tokens/s on long-tailed response lengths (goal ≥ 1.5×); "
-    "--memory: peak memory of chunked vs unchunked log-probs (goal ratio ≤ 0.5)"
+    "--memory: peak memory of chunked vs unchunked log-probs (goal ratio ≤ 0.5); "
+    "--intake: batch intake per step, lists + Ray object store vs packed tensors + broadcast"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.bench import learner_memory
+    from microcoder.bench import learner_intake, learner_memory
 
+    parser.add_argument(
+        "--intake",
+        action="store_true",
+        help="time a batch's intake per step (2 ranks), before vs after issue 17, instead",
+    )
+    learner_intake.add_arguments(parser.add_argument_group("--intake options"))
     parser.add_argument(
         "--memory",
         action="store_true",
@@ -32,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default="", help="HF model folder (default: build the tiny model in a temp dir)"
     )
-    parser.add_argument("--groups", type=int, default=8, help="groups per batch (default 8)")
+    parser.add_argument(
+        "--groups", type=int, default=None, help="groups per batch (default 8; 64 with --intake)"
+    )
     parser.add_argument("--group-size", type=int, default=8, help="responses per group (default 8)")
     parser.add_argument(
         "--max-len", type=int, default=1024, help="max response tokens (default 1024)"
@@ -80,6 +91,12 @@ def padding_fraction(groups: list, budget: int) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
+    if args.groups is None:
+        args.groups = 64 if args.intake else 8
+    if args.intake:
+        from microcoder.bench import learner_intake
+
+        return learner_intake.run(args)
     if args.memory:
         from microcoder.bench import learner_memory
 
@@ -137,6 +154,10 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_table(result: dict) -> str:
+    if result.get("intake"):
+        from microcoder.bench import learner_intake
+
+        return learner_intake.format_table(result)
     if "peak_chunked_mb" in result:
         from microcoder.bench import learner_memory
 
