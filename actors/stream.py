@@ -34,7 +34,7 @@ from microcoder.actors.timing import PoolTimer
 from microcoder.buffer.groups import Group
 from microcoder.buffer.messages import PromptAssignment
 
-_LEASE_RETRY_S = 0.2
+_LEASE_RETRY_S = 0.1
 """While groups are in flight and the buffer gave no prompt, ask again at most this often."""
 _TICK_S = 0.05
 """How long the loop waits for a finished group before it looks at leases and weights again."""
@@ -92,10 +92,10 @@ async def sample_group(
     Responses carry policy_version = first span's version (the oldest) and last_policy_version =
     last span's version; fallback when spans are missing: admitted_version /
     current_version() at completion (both conservative for staleness)."""
-    from vllm.sampling_params import RequestOutputKind
-
-    params = params.clone()
-    params.output_kind = RequestOutputKind.FINAL_ONLY
+    final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
+    if params.output_kind is not final_only:
+        params = params.clone()
+        params.output_kind = final_only
     request_id = f"{owner}-g{assignment.group_id}-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
     final = None
@@ -197,7 +197,9 @@ def streaming_loop(
     count (`client.get_prompts(free, wait_s=small)`) and submit one `sample_group` task per
     assignment (`params_for(a)` its SamplingParams, `prompt_ids(a.prompt)` its ids, `version()`
     the version at admission); call `maybe_update()` (the in-flight weight update; it
-    pauses/loads/resumes the engine itself). Ends when `stop` is set, the buffer says done
+    pauses/loads/resumes the engine itself) once per tick, and right after a lease that
+    returned prompts, before their tasks are submitted (so new groups start on the newest
+    weights: the lease may have waited while the learner stepped). Ends when `stop` is set, the buffer says done
     (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
     finished). A group whose task raises is given to `on_error` (re-raised without one; an
     EngineDeadError is always re-raised: only a restart helps). On stop, in-flight tasks are
@@ -223,27 +225,33 @@ def streaming_loop(
                 with timer.idle() if idle else timer.io():
                     reply = client.get_prompts(free, wait_s=0.5 if idle else 0.0)
                 source_done = reply.done
-                if not reply.assignments and not idle:
-                    next_lease = time.monotonic() + max(_LEASE_RETRY_S, reply.retry_after_s)
-                for a in reply.assignments:
-                    coro = sample_group(
-                        engine.llm,
-                        a,
-                        prompt_ids(a.prompt),
-                        params_for(a),
-                        version(),
-                        version,
-                        owner,
+                if reply.assignments:
+                    # Update after the lease, before sampling (as the wave loop synced): a lease
+                    # may wait while the learner steps, and new groups must start on the newest
+                    # weights, else admission control's staleness budget is overrun.
+                    maybe_update()
+                    _submit(
+                        engine, flight, reply.assignments, params_for, prompt_ids, version, owner
                     )
-                    flight.add(a, engine.submit(coro))
-                    stats.leased += 1
-                stats.max_inflight = max(stats.max_inflight, len(flight.futures))
+                    stats.leased += len(reply.assignments)
+                    stats.max_inflight = max(stats.max_inflight, len(flight.futures))
+                    continue
+                if not idle:
+                    next_lease = time.monotonic() + max(_LEASE_RETRY_S, reply.retry_after_s)
             maybe_update()
     finally:
         stats.inflight = flight.cancel_all()
         stats.busy_s = flight.busy_s
         stats.wall_s = time.monotonic() - t_start
     return stats
+
+
+def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, version, owner) -> None:
+    """One sample_group task per assignment on the engine's loop."""
+    for a in assignments:
+        v = version()
+        coro = sample_group(engine.llm, a, prompt_ids(a.prompt), params_for(a), v, version, owner)
+        flight.add(a, engine.submit(coro))
 
 
 def _hand_in(client, finished, stats: StreamStats, timer: PoolTimer, on_groups, on_error) -> None:

@@ -3,13 +3,15 @@ code. They run the product's own loops against the real buffer (BufferClient -> 
 actor, with its admission control and staleness gate); only the work inside a wave is a
 `time.sleep(cost)`:
 
-- SimGenerator: `generation_loop` of actors/generator.py (lease up to `wave` prompts -> sync ->
-  generate -> hand in); its sync learns the learner's newest version, its generate sleeps
-  `per_group_s` per leased prompt and makes one group of `group_size` tiny responses per prompt,
-  tagged with that version. `sync_before_lease=True` learns the version before the lease
-  instead (the order actors/generator.py had until issue 7): a lease that waits in the buffer's
-  long poll while the learner steps then carries an older tag than admission control assumed,
-  and with many generators those groups go stale and are dropped;
+- SimGenerator: `streaming_loop` of actors/stream.py (up to `wave` groups in flight, a prompt
+  leased as soon as a group finishes, each group handed in as it finishes, `maybe_update` every
+  tick) on a simulated engine (bench/pipeline/sim_engine.py: serial, `per_group_s` per group,
+  `group_size` tiny responses each, versions from the engine's label as vLLM reports them);
+  its update polls the learner's newest version every `poll_s`, and right after a lease that
+  returned prompts (before they are sampled, as the product loop orders it), and sets the
+  engine's label.
+  `sync_before_lease=True` also learns the version right before each lease (the order the
+  wave loop had until issue 7; with streaming the label, not the lease, decides the version);
 - SimExecutor: `judging_loop` of actors/executor.py (lease up to `max_groups` unscored groups ->
   judge -> hand in the scores); its judge sleeps `per_group_s` per group;
 - SimLearner: get_batch(batch_size) at its version -> sleep `train_s` -> version + 1 ->
@@ -60,6 +62,7 @@ class SimGenerator(_Sim):
         wave: int,
         response_tokens: int = 16,
         sync_before_lease: bool = False,
+        poll_s: float = 0.1,
     ):
         from microcoder.buffer.client import BufferClient
 
@@ -67,54 +70,71 @@ class SimGenerator(_Sim):
         self.name, self.learner, self.group_size = name, learner, group_size
         self.per_group_s, self.wave, self.response_tokens = per_group_s, wave, response_tokens
         self.client = BufferClient(address, owner=name)
-        self.sync_before_lease = sync_before_lease
+        self.sync_before_lease, self.poll_s = sync_before_lease, poll_s
         self.version = 0
         self.groups = 0
+        self._engine = None
+        self._next_poll = 0.0
 
     def run(self) -> dict[str, Any]:
-        from microcoder.actors.generator import generation_loop
+        from microcoder.actors.stream import streaming_loop
         from microcoder.actors.timing import PoolTimer
+        from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
 
         self.timer = PoolTimer()
-        client, sync = self.client, self._sync
+        self._engine = SimEngine(self.per_group_s, self.response_tokens)
+        client = _PollAfterLease(self.client, self)
         if self.sync_before_lease:
-            client, sync = _SyncFirst(self.client, self._sync), _nothing
-        generation_loop(client, self.wave, sync, self._generate, self.timer, self._stop)
+            client = _SyncFirst(client, self._sync)
+        params = SimParams(n=self.group_size)
+        try:
+            streaming_loop(
+                client,
+                self._engine,
+                capacity=self.wave,
+                params_for=lambda a: params,
+                prompt_ids=lambda text: [3] * 8,
+                version=lambda: self.version,
+                maybe_update=self._maybe_update,
+                timer=self.timer,
+                stop=self._stop,
+                on_groups=self._count,
+                owner=self.name,
+            )
+        finally:
+            self._engine.shutdown()
         return {"name": self.name, "groups": self.groups, **self.summary()}
+
+    def _maybe_update(self) -> None:
+        if time.monotonic() >= self._next_poll:
+            self._sync()
+            self._next_poll = time.monotonic() + self.poll_s
 
     def _sync(self) -> None:
         import ray
 
         self.version = ray.get(self.learner.latest_version.remote())
+        self._engine.set_version(self.version)
 
-    def _generate(self, assignments) -> list:
-        time.sleep(self.per_group_s * len(assignments))
-        self.groups += len(assignments)
-        return [self._group(a) for a in assignments]
+    def _count(self, groups: list) -> None:
+        self.groups += len(groups)
 
-    def _group(self, a):
-        import numpy as np
 
-        from microcoder.buffer.groups import Group, Response
+class _PollAfterLease:
+    """A BufferClient whose lease, when it returns prompts, makes the generator's next
+    `maybe_update` (called by streaming_loop before it submits them) ask the learner at once."""
 
-        t = self.response_tokens
-        responses = [
-            Response(
-                response_ids=np.full(t, 7, np.int32),
-                logprobs=np.full(t, -1.0, np.float32),
-                policy_version=self.version,
-                finish_reason="stop",
-            )
-            for _ in range(self.group_size)
-        ]
-        return Group(
-            group_id=a.group_id,
-            problem_id=a.problem_id,
-            prompt=a.prompt,
-            prompt_ids=np.full(8, 3, np.int32),
-            responses=responses,
-            generator=self.name,
-        )
+    def __init__(self, client, gen: SimGenerator) -> None:
+        self.client, self.gen = client, gen
+
+    def get_prompts(self, n: int, wait_s: float):
+        reply = self.client.get_prompts(n, wait_s=wait_s)
+        if reply.assignments:
+            self.gen._next_poll = 0.0
+        return reply
+
+    def put_unscored(self, groups) -> None:
+        self.client.put_unscored(groups)
 
 
 class _SyncFirst:
@@ -129,10 +149,6 @@ class _SyncFirst:
 
     def put_unscored(self, groups) -> None:
         self.client.put_unscored(groups)
-
-
-def _nothing() -> None:
-    pass
 
 
 class SimExecutor(_Sim):

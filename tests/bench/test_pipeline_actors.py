@@ -1,28 +1,38 @@
-"""The simulated pipeline actors run the product's loops (actors/generator.py: generation_loop,
-actors/executor.py: judging_loop): the order of the calls of one wave, on a recording client."""
+"""The simulated pipeline actors run the product's loops (actors/stream.py: streaming_loop on a
+simulated engine, actors/executor.py: judging_loop): the order of the calls, on a recording
+client."""
 
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 from microcoder.actors.executor import judging_loop
-from microcoder.actors.generator import generation_loop
 from microcoder.actors.scoring import ScoringOutcome
+from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
 from microcoder.bench.pipeline.actors import _SyncFirst
+from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
+from microcoder.buffer.messages import PromptAssignment
 
 
 class RecordingClient:
-    """One lease with assignments, then the run is over; every call is logged."""
+    """Leases with assignments (`rounds` of them), then the run is over; every call is logged."""
 
-    def __init__(self, log: list[str]):
-        self.log, self.leases = log, 0
+    def __init__(self, log: list[str], rounds: int = 1):
+        self.log, self.leases, self.rounds, self.next_id = log, 0, rounds, 0
 
     def get_prompts(self, n: int, wait_s: float):
         self.log.append(f"lease {n}")
         self.leases += 1
-        return SimpleNamespace(done=self.leases > 1, assignments=["a", "b"][:n])
+        done = self.leases > self.rounds
+        got = [] if done else [self._assignment() for _ in range(min(n, 2))]
+        return SimpleNamespace(done=done, assignments=got, retry_after_s=0.0)
+
+    def _assignment(self) -> PromptAssignment:
+        self.next_id += 1
+        return PromptAssignment(group_id=self.next_id, problem_id="p", prompt="p")
 
     def put_unscored(self, groups) -> None:
         self.log.append(f"put {len(groups)}")
@@ -38,32 +48,74 @@ class RecordingClient:
         self.log.append(f"failed {gid}")
 
 
-def _generate(log):
-    def generate(assignments):
-        log.append(f"generate {len(assignments)}")
-        return list(assignments)
-
-    return generate
-
-
-def test_the_generation_loop_syncs_after_the_lease_and_before_sampling():
-    log: list[str] = []
-    waves = generation_loop(
-        RecordingClient(log),
-        2,
-        lambda: log.append("sync"),
-        _generate(log),
-        PoolTimer(),
-        threading.Event(),
+def _stream(client, engine, capacity: int, maybe_update=lambda: None, on_groups=None):
+    return streaming_loop(
+        client,
+        engine,
+        capacity=capacity,
+        params_for=lambda a: SimParams(n=3),
+        prompt_ids=lambda text: [3] * 4,
+        version=lambda: 0,
+        maybe_update=maybe_update,
+        timer=PoolTimer(),
+        stop=threading.Event(),
+        on_groups=on_groups,
     )
-    assert (waves, log) == (1, ["lease 2", "sync", "generate 2", "put 2", "lease 2"])
 
 
-def test_sync_before_lease_moves_the_sync_ahead_of_the_lease_in_the_same_loop():
+def test_the_simulated_generator_streams_groups_through_the_product_loop():
+    log: list[str] = []
+    client = RecordingClient(log)
+    engine = SimEngine(per_group_s=0.01, response_tokens=4)
+    try:
+        stats = _stream(client, engine, capacity=2)
+    finally:
+        engine.shutdown()
+    assert log[0] == "lease 2" and client.leases == 2  # the second lease learns the run is over
+    assert sum(int(e.split()[1]) for e in log if e.startswith("put")) == 2
+    assert (stats.groups, stats.tokens) == (2, 2 * 3 * 4)
+
+
+def test_the_simulated_engine_is_serial_at_per_group_s():
+    engine = SimEngine(per_group_s=0.05, response_tokens=4)
+    t0 = time.monotonic()
+    try:
+        stats = _stream(RecordingClient([], rounds=2), engine, capacity=4)
+    finally:
+        engine.shutdown()
+    assert stats.groups == 4 and time.monotonic() - t0 >= 4 * 0.05
+
+
+def test_a_label_change_mid_group_gives_first_and_last_versions():
+    engine = SimEngine(per_group_s=0.2, response_tokens=4)
+    groups: list = []
+
+    calls = []
+
+    def update_once():  # the first call comes before the group is submitted, the next after
+        calls.append(1)
+        if len(calls) == 2:
+            engine.set_version(1)
+
+    try:
+        _stream(RecordingClient([]), engine, 1, maybe_update=update_once, on_groups=groups.extend)
+    finally:
+        engine.shutdown()
+    assert {(r.policy_version, r.last_policy_version) for g in groups for r in g.responses} == {
+        (0, 1)
+    }
+
+
+def test_sync_before_lease_runs_the_sync_ahead_of_every_lease():
     log: list[str] = []
     client = _SyncFirst(RecordingClient(log), lambda: log.append("sync"))
-    generation_loop(client, 2, lambda: None, _generate(log), PoolTimer(), threading.Event())
-    assert log == ["sync", "lease 2", "generate 2", "put 2", "sync", "lease 2"]
+    engine = SimEngine(per_group_s=0.01, response_tokens=4)
+    try:
+        _stream(client, engine, capacity=2)
+    finally:
+        engine.shutdown()
+    leases = [i for i, e in enumerate(log) if e.startswith("lease")]
+    assert leases and all(log[i - 1] == "sync" for i in leases)
 
 
 def test_the_judging_loop_hands_in_scores_and_failures_before_recording_the_wave():
