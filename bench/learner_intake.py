@@ -53,7 +53,7 @@ def synthetic_scored_groups(groups: int, size: int, prompt_len: int, response_le
         ]
         prompt = rng.integers(0, 150_000, prompt_len).astype(np.int32)
         meta, _, tensors = group_frames(Group(g, f"p{g}", "", prompt, responses))
-        scores = [Score(float(i % 2), "AC" if i % 2 else "WA") for i in range(size)]
+        scores = [Score(float(i % 2), "AC" if i % 2 else "CE") for i in range(size)]
         out.append(ScoredGroup(read_group(meta, None, tensors), GroupScores(g, scores)))
     return out
 
