@@ -218,7 +218,7 @@ class LearnerRank:
             stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
             for g in groups:
                 rewards += g.rewards.tolist()
-                responses.append([r.tolist() for r in g.response_ids])  # diversity's n-grams
+                responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
             good, dropped = signal_filter(groups, self.dynamic_filtering)
             kept += good
             staleness += [stale[g.group_id] for g in good]

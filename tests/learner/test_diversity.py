@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from itertools import combinations
 
-from microcoder.learner.diversity import batch_diversity, group_diversity, ngram_set
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from microcoder.learner.diversity import batch_diversity, group_diversity, ngram_sets
 
 
 def test_identical_responses_have_zero_diversity():
@@ -36,7 +41,39 @@ def test_single_response_has_zero_diversity():
 
 
 def test_ngrams_are_sets_so_loops_do_not_inflate_diversity():
-    assert ngram_set([1, 2, 1, 2, 1, 2]) == {(1, 2, 1), (2, 1, 2)}
+    assert len(ngram_sets([[1, 2, 1, 2, 1, 2]])[0]) == 2  # {(1, 2, 1), (2, 1, 2)}
+
+
+def _by_definition(responses, n):
+    """The module docstring's definition written with Python sets of tuples (the reference)."""
+    sets = [{tuple(r[k : k + n]) for k in range(len(r) - n + 1)} for r in responses]
+    pairs = list(combinations(sets, 2))
+    if not pairs:
+        return 0.0
+    sims = [1.0 if not a and not b else len(a & b) / len(a | b) for a, b in pairs]
+    return 1.0 - sum(sims) / len(pairs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 5), max_size=12), max_size=6),
+    st.integers(1, 4),
+)
+def test_diversity_equals_the_set_definition(responses, n):
+    assert group_diversity(responses, n) == pytest.approx(_by_definition(responses, n))
+
+
+def test_long_ngrams_of_a_large_vocabulary_use_exact_byte_keys():
+    rng = np.random.default_rng(1)
+    group = [rng.integers(0, 10**6, size=100).tolist() for _ in range(4)]
+    group.append(group[0][5:60])  # shares 8-grams; ~400 distinct ids: 8 x log2 > 62 bits
+    assert group_diversity(group, 8) == pytest.approx(_by_definition(group, 8))
+
+
+def test_arrays_and_lists_give_the_same_diversity():
+    rng = np.random.default_rng(0)
+    group = [rng.integers(0, 200_000, size=int(rng.integers(0, 50))) for _ in range(8)]
+    assert group_diversity(group) == pytest.approx(group_diversity([g.tolist() for g in group]))
 
 
 def test_batch_diversity_is_mean_over_groups():
