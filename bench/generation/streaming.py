@@ -10,7 +10,11 @@ both sides), sampled by actors/stream.py `sample_group`, the one request form of
              the model folder -> fix the tied head -> version label -> reset prefix cache ->
              resume), timed as pause_s;
   waves      the old generator's blocking waves (the baseline, not a product path): lease
-             `capacity` prompts, submit them all at once and wait for the last, put, repeat.
+             `capacity` prompts, update the weights if `update_every_s` passed (the same
+             sequence, on an idle engine: the old loop's sync between waves), submit them all
+             at once and wait for the last, put, repeat.
+Both sides pay the weight loads at the same cadence in time; streaming also pays the recompute
+of the requests it keeps across a pause.
 Figures: tokens/s = tokens / wall; engine_busy_fraction = time with >= 1 request running / wall;
 engine_occupancy = mean groups running / capacity (the integral of each group's engine time,
 from its start to its finish, over capacity x wall): where the wave stall shows.
@@ -97,7 +101,7 @@ def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> d
     }
 
 
-def waves_side(engine, prompts, lengths, group_size, capacity) -> dict:
+def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
     from microcoder.actors.stream import sample_group
 
     client, params = MemoryClient(len(prompts)), _params(group_size)
@@ -107,6 +111,7 @@ def waves_side(engine, prompts, lengths, group_size, capacity) -> dict:
         wave = client.get_prompts(capacity).assignments
         if not wave:
             break
+        updater.maybe_update()  # the wave loop's order: lease -> sync -> generate -> put
 
         async def one_wave(wave=wave):
             return await asyncio.gather(
@@ -135,6 +140,7 @@ def waves_side(engine, prompts, lengths, group_size, capacity) -> dict:
         "busy_s": busy,
         "group_engine_s": engine_s,
         "groups": len(client.puts),
+        "updates": len(updater.pauses),
     }
 
 
@@ -160,10 +166,13 @@ def run_workload(args, model_path: str, device: str) -> dict:
     )
     try:
         warm = args.capacity
-        waves_side(engine, prompts[:warm], [8] * warm, args.group_size, args.capacity)
+        no_updates = Updater(engine, model_path, 0.0)
+        waves_side(engine, prompts[:warm], [8] * warm, args.group_size, args.capacity, no_updates)
         runs = []
         for _ in range(args.pairs):
-            w = waves_side(engine, prompts, lengths, args.group_size, args.capacity)
+            updater = Updater(engine, model_path, args.update_every)
+            w = waves_side(engine, prompts, lengths, args.group_size, args.capacity, updater)
+            w["pauses_s"] = updater.pauses
             updater = Updater(engine, model_path, args.update_every)
             s = streaming_side(engine, prompts, lengths, args.group_size, args.capacity, updater)
             s["pauses_s"] = updater.pauses
@@ -220,6 +229,7 @@ def summarize_workload(args, lengths: list[int], runs: list[dict], device: str) 
         "streaming_tokens": runs[0]["streaming"]["tokens"],
         "waves_tokens": runs[0]["waves"]["tokens"],
         "updates": sum(r["streaming"]["updates"] for r in runs),
+        "waves_updates": sum(r["waves"]["updates"] for r in runs),
         "mixed_version_responses": sum(r["streaming"]["mixed_version_responses"] for r in runs),
         "pause_s_p50": _q(pauses, 0.5),
         "pause_s_p99": _q(pauses, 0.99),
@@ -240,8 +250,9 @@ def format_workload_table(result: dict) -> str:
         f"{occ['streaming']:>11.3f}",
         f"ratio streaming/waves: {result['ratio']:.3f}; tokens {result['streaming_tokens']} vs "
         f"{result['waves_tokens']}",
-        f"in-flight updates: {result['updates']} (every {w['update_every_s']} s), pause p50 "
-        f"{result['pause_s_p50']:.3f} s, p99 {result['pause_s_p99']:.3f} s; "
-        f"{result['mixed_version_responses']} responses span two versions",
+        f"weight updates every {w['update_every_s']} s: streaming {result['updates']} in flight "
+        f"(pause p50 {result['pause_s_p50']:.3f} s, p99 {result['pause_s_p99']:.3f} s; "
+        f"{result['mixed_version_responses']} responses span two versions), waves "
+        f"{result['waves_updates']} between waves",
     ]
     return "\n".join(rows)

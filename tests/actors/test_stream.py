@@ -21,9 +21,12 @@ G = 2
 def engine(tiny_model_dir):
     from microcoder.actors.async_engine import build_async_engine
     from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import WORKER_EXTENSION
 
     cfg = GeneratorConfig(max_response_tokens=256, max_prompt_tokens=64, kv_cache_gib=1)
-    eng = build_async_engine(str(tiny_model_dir), cfg, "cpu", seed=0, version=0)
+    eng = build_async_engine(  # the extension ties the EngineCore to this process
+        str(tiny_model_dir), cfg, "cpu", seed=0, version=0, worker_extension_cls=WORKER_EXTENSION
+    )
     yield eng
     eng.shutdown()
 
