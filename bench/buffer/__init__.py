@@ -22,6 +22,11 @@ the call patterns of the actors (bench/buffer/road.py):
 - curve: the buffer road and its latency again with CurveZMQ on (buffer.curve, a run's default:
   every client authenticated, every frame encrypted); its rate over the plain buffer road's is
   what the default costs. The other buffer figures are the plain socket's (buffer.curve off).
+- proxy+codec: generator -> zmq.proxy -> executor / learner with the actors' encode/decode and
+  no broker logic (bench/buffer/proxy.py): the bound for any brokered design (ratio_vs_proxy);
+  --profile splits the server's loop (bench/buffer/profile.py).
+--clients N runs the load test instead (bench/buffer/clients.py, load.py): N generators and N/4
+executors through the real server with curve and admission control on.
 Also reports encode/decode cost per group. Ratios, not absolute times: the machine is shared.
 """
 
