@@ -115,7 +115,7 @@ class Tally:
 
     def __init__(self):
         self.lat: dict[str, list[tuple[float, float]]] = {
-            k: [] for k in ("lease", "put", "ex_lease", "ex_put")
+            k: [] for k in ("lease", "put", "ex_lease", "ex_put", "loop_lag")
         }
         self.counts = dict.fromkeys(
             (
@@ -224,6 +224,16 @@ async def executor(client, start: float, stop: float, per_get: int, score_s: flo
         tally.counts["scores_accepted"] += len(reply.accepted)
 
 
+async def lag(tally: Tally, stop: float, every_s: float = 0.01) -> None:
+    """How late this worker's event loop wakes a 10 ms sleep: the share of a client-seen latency
+    that is the client process's own scheduling (recorded as kind `loop_lag`)."""
+    while time.monotonic() < stop:
+        t0 = time.perf_counter()
+        await _sleep(every_s)
+        late_ms = (time.perf_counter() - t0 - every_s) * 1000
+        tally.lat["loop_lag"].append((time.monotonic(), late_ms))
+
+
 def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) -> None:
     """One process of simulated clients: `gens` generators and `exes` executors as asyncio tasks
     on one zmq.asyncio context; puts its Tally's lat and counts on `queue`."""
@@ -282,7 +292,7 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
             )
             for i in range(exes)
         ]
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks, lag(tally, plan["drain"]))
         ctx.term()
 
     cpu0, wall0 = time.process_time(), time.monotonic()

@@ -150,7 +150,7 @@ def _report(args, n, exes, procs, batch, in_flight, tallies, learned, rss, load,
     lo, hi = window
     lat = {
         kind: _pcts([ms for tl in tallies for t, ms in tl["lat"][kind] if lo <= t <= hi])
-        for kind in ("lease", "put", "ex_lease", "ex_put")
+        for kind in ("lease", "put", "ex_lease", "ex_put", "loop_lag")
     }
     counts = (
         {k: sum(tl["counts"][k] for tl in tallies) for k in tallies[0]["counts"]} if tallies else {}
@@ -206,6 +206,7 @@ def clients_table(r: dict) -> str:
         "put": "generator put_unscored",
         "ex_lease": "executor get_unscored",
         "ex_put": "executor put_scored",
+        "loop_lag": "client loop lag (10ms)",
     }
     lines = [head, "-" * len(head)]
     for kind, name in names.items():

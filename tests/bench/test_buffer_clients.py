@@ -34,6 +34,12 @@ def test_every_call_kind_has_steady_state_latencies(result):
         assert 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"] * 1.0001, (kind, lat)
 
 
+def test_each_worker_measures_its_own_event_loop_lag(result):
+    lag = result["latency"]["loop_lag"]  # asyncio may wake a timer a clock tick early: > -1 ms
+    assert lag["n"] >= 100 and -1 < lag["p50_ms"] <= lag["p99_ms"] <= lag["max_ms"] * 1.0001
+    assert "client loop lag" in format_table({"clients": result})
+
+
 def test_the_accounting_invariant_holds_and_nothing_is_lost(result):
     assert result["invariant_ok"], result["invariant_violations"]
     assert result["issued"] == (
