@@ -1,19 +1,24 @@
-"""Generator actor: a vLLM engine wired to the buffer (prompts in, groups out) and to the learner
-(weights in). Thin: sampling is actors/rollout.py, the wire is buffer/, the weights path is
-actors/weight_sync.py.
+"""Generator actor: a vLLM async engine wired to the buffer (prompts in, groups out) and to the
+learner (weights in). Thin: the loop is actors/stream.py, the engine actors/async_engine.py,
+sampling helpers actors/rollout.py, the wire buffer/, the weights path actors/weight_sync.py.
 
-Loop (`generation_loop`): lease up to `max_inflight_prompts` prompts (admission control may give
-fewer or none) -> sync weights if the learner has a newer version -> sample G responses for each
-in one engine call -> hand the groups to the buffer. Weight updates are applied only between
-waves, so every response of a wave is sampled by one policy version and tagged with it exactly;
-a wave of the tiny model takes well under a second, so the learner's new weights wait at most
-that long. (The alternative, aborting in-flight requests and re-queueing their prompts, wastes
-finished tokens and buys nothing with waves this short.)
+It streams (`streaming_loop`): up to `generator.max_inflight_prompts` groups are in flight at
+once (admission control may lease fewer); a group is handed to the buffer the moment its G
+responses finish and a new prompt is leased in its place. Code RL's response lengths are
+long-tailed, so waves (one blocking engine call per batch of prompts) left the engine nearly
+empty while the longest responses finished, and made weights wait a whole wave.
+
+New weights are taken in flight (`maybe_update`, every loop tick, asking the learner's version
+at most every `generator.weight_poll_s`): with `weight_update = "inflight"` the engine pauses
+with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
+span two versions (its first and last are recorded; staleness counts from the first); with
+"between_groups" it drains the requests in flight on the old weights first.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import threading
 import time
@@ -22,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
-from microcoder.actors.rollout import count_tokens, sample_groups
+from microcoder.actors.rollout import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
 
 
@@ -41,7 +46,8 @@ class Generator:
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
 
-        from microcoder.actors.engine import build_engine
+        from microcoder.actors.async_engine import build_async_engine
+        from microcoder.actors.engine import WORKER_EXTENSION
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.prompts import PromptRenderer
@@ -50,12 +56,15 @@ class Generator:
         self.name, self.settings, self.weights = name, settings, weights
         redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
-        self.llm = build_engine(
+        self.version = 0
+        self.engine = build_async_engine(
             model_path,
             settings.generator,
             self.device,
             seed=settings.seed,
-            worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
+            rpc_timeout_s=settings.learner.sync_timeout_s,
+            version=self.version,
+            worker_extension_cls=WORKER_EXTENSION,
         )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.renderer = PromptRenderer(
@@ -66,18 +75,23 @@ class Generator:
             if buffer_address
             else None
         )
-        self.version = 0
         self.temperature = settings.algorithm.temperature.initial
         self.timer = PoolTimer()
         self.tokens = 0
         self.groups = 0
+        self.inflight = 0
+        """Groups submitted to the engine and not finished yet."""
         self.syncs: list[dict[str, float]] = []
+        self.pause_s: list[float] = []
+        """Seconds the engine was paused for each weight update (pause to resume), newest last."""
         self.failed_prompts = 0
-        """Prompts reported failed because the engine raised on them (see generate_wave)."""
+        """Prompts reported failed because the engine raised on them (see `_group_failed`)."""
         self.errors: list[tuple[float, str]] = []
-        """The newest wave errors: (unix time, message), at most 20."""
+        """The newest generation errors: (unix time, message), at most 20."""
         self._stop = threading.Event()
-        self._engine = threading.Lock()  # vLLM's LLM is not thread-safe: one user at a time
+        self._count_lock = threading.Lock()
+        self._weights = threading.Lock()  # a weight update and eval sampling never overlap
+        self._last_poll = float("-inf")
         self._prompt_cache: dict[str, list[int]] = {}
         self._channel: dict[str, Any] = {}
 
@@ -105,6 +119,11 @@ class Generator:
             "groups": self.groups,
             "tokens": self.tokens,
             "tokens_per_s": self.tokens / busy if busy else 0.0,
+            "inflight": self.inflight,
+            "weight_update": self.settings.generator.weight_update,
+            "pauses": len(self.pause_s),
+            "pause_s_last": self.pause_s[-1] if self.pause_s else 0.0,
+            "pause_s_p50": statistics.median(self.pause_s) if self.pause_s else 0.0,
             **self.timer.summary(),
             "last_sync": self.syncs[-1] if self.syncs else {},
             "failed_prompts": self.failed_prompts,
@@ -113,61 +132,70 @@ class Generator:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self, max_waves: int | None = None) -> dict[str, Any]:
-        """Generate until stopped, the prompt source is exhausted, or `max_waves` waves."""
+    def run(self, max_groups: int | None = None, max_waves: int | None = None) -> dict[str, Any]:
+        """Generate until stopped, the prompt source is exhausted, or `max_groups` groups
+        (`max_waves`, for callers that counted waves: that many times max_inflight_prompts)."""
+        if max_waves is not None:
+            max_groups = max_waves * self.settings.generator.max_inflight_prompts
         try:
-            return self._run(max_waves)
+            return self._run(max_groups)
         except BaseException:
             traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
             sys.stderr.flush()
             raise
 
-    def _run(self, max_waves: int | None) -> dict[str, Any]:
-        generation_loop(
+    def _run(self, max_groups: int | None) -> dict[str, Any]:
+        from microcoder.actors.stream import streaming_loop
+
+        streaming_loop(
             self.client,
-            self.settings.generator.max_inflight_prompts,
-            self.maybe_sync_weights,
-            self._engine_wave,
-            self.timer,
-            self._stop,
-            max_waves,
+            _Counted(self),
+            capacity=self.settings.generator.max_inflight_prompts,
+            params_for=lambda a: self._params(self.temperature),
+            prompt_ids=self._prompt_ids,
+            version=lambda: self.version,
+            maybe_update=self.maybe_update,
+            timer=self.timer,
+            stop=self._stop,
+            on_groups=self._count,
+            on_error=self._group_failed,
+            max_groups=max_groups,
+            owner=self.name,
         )
         return self.stats()
 
-    def _engine_wave(self, assignments) -> list:
-        with self._engine:
-            return self.generate_wave(assignments)
+    def _count(self, groups: list) -> None:
+        self.tokens += count_tokens(groups)
+        self.groups += len(groups)
+
+    def _group_failed(self, a, err: BaseException) -> None:
+        """The engine raised on one group (e.g. a prompt over the context): report it to the
+        buffer as failed (counted; twice = quarantined) with the error; the loop goes on."""
+        reason = f"generation failed: {type(err).__name__}: {str(err)[:300]}"
+        self._error(err, f"prompt of problem {a.problem_id!r} failed")
+        self.failed_prompts += 1
+        try:
+            self.client.fail_group(a.group_id, reason)
+        except Exception as lost:  # e.g. the lease expired meanwhile: say so, go on
+            print(f"{self.name}: could not report group {a.group_id}: {lost}", file=sys.stderr)
 
     def generate_wave(self, assignments) -> list:
-        """Sample a wave. If the engine raises, each prompt is retried alone: the ones that fail
-        again are reported to the buffer as failed (counted; twice = quarantined) with the
-        error, and the wave goes on without them. A dead engine still kills the actor (Ray
-        restarts it); a bad prompt never does."""
-        try:
-            return self.generate(assignments)
-        except Exception as err:
-            if _engine_dead(err):
-                raise
-            self._wave_error(err, f"a wave of {len(assignments)} prompts failed; retrying each")
+        """Sample these leased assignments now, one group each, all in flight at once (tools and
+        tests; the loop streams). A group the engine raises on is reported failed (as in the
+        loop) and left out; a dead engine still kills the actor."""
+        futures = [(a, self._submit(self._sample_coro(a, self.temperature))) for a in assignments]
         groups = []
-        for a in assignments:
+        for a, f in futures:
             try:
-                groups += self.generate([a])
+                groups.append(f.result())
             except Exception as err:
                 if _engine_dead(err):
                     raise
-                reason = f"generation failed: {type(err).__name__}: {str(err)[:300]}"
-                self._wave_error(err, f"prompt of problem {a.problem_id!r} failed")
-                self.failed_prompts += 1
-                try:
-                    self.client.fail_group(a.group_id, reason)
-                except Exception as lost:  # e.g. the lease expired meanwhile: say so, go on
-                    print(
-                        f"{self.name}: could not report group {a.group_id}: {lost}", file=sys.stderr
-                    )
+                self._group_failed(a, err)
+        self._count(groups)
         return groups
 
-    def _wave_error(self, err: BaseException, what: str) -> None:
+    def _error(self, err: BaseException, what: str) -> None:
         msg = f"{self.name}: {what}: {type(err).__name__}: {str(err).strip()[:500]}"
         print(msg, file=sys.stderr)
         traceback.print_exception(err)
@@ -175,25 +203,36 @@ class Generator:
         self.errors.append((time.time(), msg))
         del self.errors[:-20]
 
-    def generate(self, assignments) -> list:
-        groups = self._sample(assignments, self.temperature)
-        self.tokens += count_tokens(groups)
-        self.groups += len(groups)
-        return groups
-
-    def _sample(self, assignments, temperature: float) -> list:
-        ids = [self._prompt_ids(a.prompt) for a in assignments]
-        return sample_groups(
-            self.llm,
-            assignments,
-            ids,
+    def _params(self, temperature: float):
+        g = self.settings.generator
+        return sampling_params(
             group_size=self.settings.algorithm.group_size,
             temperature=temperature,
-            max_tokens=self.settings.generator.max_response_tokens,
-            policy_version=self.version,
-            owner=self.name,
-            ignore_eos=self.settings.generator.ignore_eos,
+            max_tokens=g.max_response_tokens,
+            ignore_eos=g.ignore_eos,
         )
+
+    def _sample_coro(self, a, temperature: float):
+        from microcoder.actors.stream import sample_group
+
+        ids = self._prompt_ids(a.prompt)
+        version = self.version
+        params = self._params(temperature)
+        return sample_group(
+            self.engine.llm, a, ids, params, version, lambda: self.version, self.name
+        )
+
+    def _submit(self, coro):
+        """Submit a group task to the engine's loop, counted in `inflight` until it ends."""
+        future = self.engine.submit(coro)
+        with self._count_lock:
+            self.inflight += 1
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future) -> None:  # on the loop thread
+        with self._count_lock:
+            self.inflight -= 1
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         """Token ids of a prompt text rendered by the prompt layer (data/prompts.py)."""
@@ -206,25 +245,58 @@ class Generator:
 
     # ------------------------------------------------------------ weights
 
-    def maybe_sync_weights(self) -> bool:
-        """Pull the learner's newest weights if they are newer than ours."""
+    def maybe_update(self) -> bool:
+        """The loop's tick: at most every `generator.weight_poll_s`, ask the learner's version
+        and take newer weights (`update_weights`). Skips the tick while eval sampling holds the
+        weights (the next tick asks again)."""
         if self.weights is None:
             return False
-        from microcoder.actors.weight_sync import pull_weights
+        now = time.monotonic()
+        if now - self._last_poll < self.settings.generator.weight_poll_s:
+            return False
+        if not self._weights.acquire(blocking=False):
+            return False
+        try:
+            self._last_poll = now
+            return self._update_locked()
+        finally:
+            self._weights.release()
 
-        with self.timer.sync(), self._engine:
-            result = pull_weights(
-                self.llm,
-                self.weights,
-                self.version,
-                self.name,
-                self.settings.learner,
-                self._channel,
+    def maybe_sync_weights(self) -> bool:
+        """Take the learner's newest weights now if they are newer than ours (any thread)."""
+        if self.weights is None:
+            return False
+        with self._weights:
+            return self._update_locked()
+
+    def _update_locked(self) -> bool:
+        """inflight: pause("keep"), between_groups: pause("wait") (vLLM finishes the requests in
+        flight on the old weights; nothing is leased meanwhile, the loop is here); then the load
+        (actors/weight_sync.py `update_engine`). The engine resumes even when the load fails."""
+        from microcoder.actors.deadline import get_within
+        from microcoder.actors.weight_sync import _REMEDY, LEARNER0, pull_weights, update_engine
+
+        cfg = self.settings.learner
+        ref = self.weights.latest_version.remote()
+        latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, _REMEDY)
+        if latest <= self.version:
+            return False
+        mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
+        with self.timer.sync():
+            result, pause_s = update_engine(
+                self.engine,
+                mode,
+                lambda: pull_weights(
+                    self.engine, self.weights, self.version, self.name, cfg, self._channel
+                ),
+                f"{self.name}: weight update to version {latest}",
             )
+        self.pause_s.append(pause_s)
+        del self.pause_s[:-1000]
         if result is None:
             return False
         self.version = result["version"]
-        self.syncs.append(result)
+        self.syncs.append({**result, "pause_s": pause_s, "mode": mode})
         return True
 
     # ------------------------------------------------------------ probes
@@ -238,8 +310,9 @@ class Generator:
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
             for i, p in enumerate(prompts)
         ]
-        with self._engine:
-            groups = self._sample(assignments, temperature)
+        with self._weights:
+            futures = [self._submit(self._sample_coro(a, temperature)) for a in assignments]
+            groups = [f.result() for f in futures]
         return batch_diversity([[r.response_ids.tolist() for r in g.responses] for g in groups])
 
     def greedy(self, prompts: list[str], max_tokens: int) -> list[list[int]]:
@@ -247,9 +320,9 @@ class Generator:
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=0, max_tokens=max_tokens)
-        with self._engine:
-            outs = self.llm.generate(
-                [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params, use_tqdm=False
+        with self._weights:
+            outs = self.engine.generate(
+                [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params
             )
         return [list(o.outputs[0].token_ids) for o in outs]
 
@@ -269,14 +342,14 @@ class Generator:
         from microcoder.evaluation.sampling import sample_eval
 
         self.maybe_sync_weights()
-        with self._engine:
+        with self._weights:
             samples = sample_eval(
-                self.llm, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
+                self.engine, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
             )
         return {"version": self.version, "samples": samples}
 
     def shutdown(self) -> None:
-        """Stop the loop, return held leases, and shut the engine down (frees /dev/shm)."""
+        """Stop the loop, return held leases, and shut the engine down (its EngineCore exits)."""
         self.stop()
         if self.client is not None:
             try:
@@ -285,9 +358,20 @@ class Generator:
                 pass
             self.client.close()
         try:
-            self.llm.llm_engine.engine_core.shutdown()
+            self.engine.shutdown()
         except Exception:
             pass
+
+
+class _Counted:
+    """The engine as `streaming_loop` sees it (`llm`, `submit`), with every task counted in the
+    generator's `inflight`."""
+
+    def __init__(self, gen: Generator):
+        self.gen, self.llm = gen, gen.engine.llm
+
+    def submit(self, coro):
+        return self.gen._submit(coro)
 
 
 def generation_loop(

@@ -15,14 +15,17 @@ rebuilt by everyone on each change, and one dead member would stall every sync. 
 sends to each peer anyway, so N channels cost the same bytes as one group of N+1.
 
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
-the collective gather) and never waits for generators; a generator pulls at its next wave
-boundary when the learner's version is newer than its own. Timeouts on both sides name the peer.
+the collective gather) and never waits for generators; a generator asks rank 0's version every
+`generator.weight_poll_s` and, when it is newer than its own, pulls it into its running engine
+(`update_engine`: pause, `pull_weights`, relabel, reset the prefix cache, resume). Timeouts on
+both sides name the peer.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from microcoder.learner.config import LearnerConfig
@@ -193,3 +196,33 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
         "reset_prefix_cache_s": t2 - t1,
         "sync_s": t2 - t0,
     }
+
+
+def update_engine(engine, mode: str, load: Callable[[], dict | None], what: str):
+    """Load new weights into a running AsyncEngine (actors/async_engine.py): `pause(mode)` ->
+    `load()` (`pull_weights` on the engine; None when already current) -> `set_version(v)` ->
+    `reset_prefix_cache()` (must be True) -> `resume()`. `mode` "keep": the requests in flight
+    stay and continue on the new weights (recomputed, their tokens so far kept); "wait": vLLM
+    finishes them on the old weights first. The engine resumes even when a step fails; the error
+    names `what` (e.g. "gen-0: weight update to version 3") and the step. Returns (load's result,
+    seconds from pause to resume)."""
+    step, t0 = f"pause({mode!r})", time.perf_counter()
+    try:
+        engine.pause(mode)
+        step = "pull_weights"
+        result = load()
+        if result is not None:
+            step = f"set_version({result['version']})"
+            engine.set_version(result["version"])
+            step = "reset_prefix_cache"
+            if not engine.reset_prefix_cache():
+                raise RuntimeError(
+                    "the prefix cache could not be reset: a request still holds KV blocks, so "
+                    "new prompts could reuse KV of the old weights (the pause must clear the "
+                    "caches: AsyncEngine.pause uses clear_cache=True)"
+                )
+    except Exception as err:
+        raise RuntimeError(f"{what} failed at {step}: {type(err).__name__}: {err}") from err
+    finally:
+        engine.resume()
+    return result, time.perf_counter() - t0

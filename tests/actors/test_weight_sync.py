@@ -75,6 +75,66 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, r
     assert after != before
 
 
+def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
+    trio, actor_cfg, tmp_path, render_statement
+):
+    """A second generator (long ignore_eos responses, so its requests are still running) takes
+    the learner's newer weights while it samples: pause("keep") -> load -> resume. Every request
+    in flight completes, its first token under the old version and, for at least one response,
+    its last under the new one; a greedy request afterwards equals transformers' on the new
+    weights."""
+    import dataclasses
+    import time
+
+    from microcoder.actors.remote import generator_cls
+    from microcoder.buffer.messages import PromptAssignment
+    from microcoder.launch.actor_settings import generator_settings
+
+    ray, _, group, gen, address = trio
+    if group.version == 0:  # run alone: make the learner one step ahead of a fresh engine
+        ray.get(gen.run.remote(max_waves=1))
+        score_everything(address, actor_cfg.learner.batch_size)
+        group.step(timeout_s=60)
+    new_version = group.version
+    ckpt = group.save(str(tmp_path / "latest"))
+    settings = generator_settings(actor_cfg)
+    long = settings.generator.model_copy(
+        update={"max_response_tokens": 1800, "ignore_eos": True, "max_inflight_prompts": 2}
+    )
+    settings = dataclasses.replace(settings, generator=long)
+    gen2 = generator_cls(long).remote("gen-long", settings, actor_cfg.model.path, None, group.rank0)
+    try:
+        assert ray.get(gen2.ready.remote())["version"] == 0
+        texts = [render_statement(p) for p in PROMPTS]
+        wave = gen2.generate_wave.remote(
+            [
+                PromptAssignment(group_id=-1 - i, problem_id="p", prompt=t)
+                for i, t in enumerate(texts)
+            ]
+        )
+        deadline = time.monotonic() + 120
+        while ray.get(gen2.stats.remote())["inflight"] < len(texts):
+            assert time.monotonic() < deadline, "the groups never went in flight"
+            time.sleep(0.1)
+        time.sleep(2.0)  # some tokens on the old weights (1,800 per response take far longer)
+        assert ray.get(gen2.maybe_sync_weights.remote()) is True
+        stats = ray.get(gen2.stats.remote())
+        assert stats["version"] == new_version and stats["pauses"] == 1
+        assert stats["inflight"] > 0  # the update happened with requests in flight
+        groups = ray.get(wave, timeout=600)
+        assert len(groups) == len(texts)
+        responses = [r for g in groups for r in g.responses]
+        assert all(len(r.response_ids) == len(r.logprobs) == 1800 for r in responses)
+        assert all(r.policy_version == 0 for r in responses)
+        assert any(r.last_policy_version == new_version for r in responses)
+        after = ray.get(gen2.greedy.remote(texts, 16))
+    finally:
+        ray.get(gen2.shutdown.remote())
+        ray.kill(gen2)
+    ids = [render_statement.renderer.encode_text(t) for t in texts]
+    assert after == hf_greedy(ckpt, ids, 16)
+
+
 @pytest.mark.timeout(900)
 def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
     tiny_model_dir, tmp_path, monkeypatch
