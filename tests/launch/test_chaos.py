@@ -188,6 +188,7 @@ def chaos(tiny_model_dir, tmp_path_factory):
             next(r for r in replicas if r["name"].startswith(kind) and r.get("pid"))
             for kind in ("generator", "executor")
         ]
+        cores = [p for p in descendants(victims[0]["pid"]) if "EngineCore" in p[2]]
         for v in victims:
             os.kill(v["pid"], signal.SIGKILL)
         for v in victims:
@@ -198,6 +199,7 @@ def chaos(tiny_model_dir, tmp_path_factory):
                 event,
                 proc,
             )
+        facts["engine_cores"] = {"before": cores, "left": still_running(cores)}
         n = len(records(run_dir, "step"))
         wait_for(lambda: len(records(run_dir, "step")) >= n + 1, 600, "a step after them", proc)
         facts["replicas"] = {"victims": [v["name"] for v in victims], "steps_before": n}
@@ -340,3 +342,11 @@ def test_no_group_accepted_before_the_last_checkpoint_is_lost(chaos, death):
     assert int(after.name[5:]) > int(before.name[5:])
     assert held_groups(snapshot(before)), "nothing was held at the checkpoint: nothing checked"
     assert lost_groups(before, after) == set()
+
+
+def test_a_killed_generator_leaves_no_engine_core_behind(chaos):
+    """The killed generator's vLLM EngineCore (its child process: scheduler and model) died with
+    it (actors/worker_ext.py: mc_die_with_parent) instead of living on under init."""
+    cores = chaos["engine_cores"]
+    assert cores["before"], "the generator had no EngineCore child to check"
+    assert cores["left"] == []
