@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
@@ -372,41 +371,6 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
-
-
-def generation_loop(
-    client,
-    wave: int,
-    sync: Callable[[], object],
-    generate: Callable[[list], list],
-    timer: PoolTimer,
-    stop: threading.Event,
-    max_waves: int | None = None,
-) -> int:
-    """The generator's loop; returns the number of waves. Per wave: lease up to `wave` prompts
-    from `client` (a BufferClient) -> `sync()` (pull newer weights) -> `generate(assignments)`
-    (the groups) -> hand them in. Ends when `stop` is set, the buffer says the run is over, or
-    after `max_waves` waves. `Generator.run` runs it with the vLLM engine; `microcoder bench
-    pipeline` (bench/pipeline/actors.py) runs it with a sleep as `generate`, so the bench
-    measures this very loop."""
-    waves = 0
-    while not stop.is_set() and (max_waves is None or waves < max_waves):
-        with timer.idle():
-            reply = client.get_prompts(wave, wait_s=0.5)
-        if reply.done:
-            break
-        if not reply.assignments:
-            continue
-        # Sync after the lease, not before: a lease may wait in the buffer while the learner
-        # steps, and the groups must carry the newest version (else they are needlessly stale).
-        sync()
-        with timer.busy():
-            groups = generate(reply.assignments)
-        with timer.io():
-            if groups:
-                client.put_unscored(groups)
-        waves += 1
-    return waves
 
 
 def _engine_dead(err: BaseException) -> bool:
