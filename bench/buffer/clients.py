@@ -56,11 +56,42 @@ def raise_nofile() -> tuple[int, int]:
 
 
 def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: str) -> None:
-    """road.serve with the file limit raised (one descriptor per connected client)."""
-    from microcoder.bench.buffer import road
+    """road.serve's server (curve on) with the file limit raised (one descriptor per client),
+    each request's handling timed in the server (wall and thread CPU ms, and the re-try of
+    parked long polls per step); SIGTERM ends the loop and sends the timings on `conn`."""
+    import signal
+
+    from microcoder.buffer.config import BufferConfig
+    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.buffer.server import BufferServer, dedicate_process
 
     raise_nofile()
-    road.serve(conn, prompts, batch, max_staleness, keys_dir)
+    cfg = BufferConfig(
+        max_staleness=max_staleness,
+        high_water_groups=10**6,
+        max_frame_mb=1024,
+        curve=True,
+        keys_dir=keys_dir,
+    )
+    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(prompts)]), batch)
+    timings: dict[str, list] = {"handle": [], "parked": []}
+
+    def timed(kind: str, method):
+        def run(*args):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            method(*args)
+            wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+            timings[kind].append((time.monotonic(), wall * 1000, cpu * 1000))
+
+        return run
+
+    server._handle = timed("handle", server._handle)
+    server._serve_parked = timed("parked", server._serve_parked)
+    signal.signal(signal.SIGTERM, lambda *_: server._stop.set())
+    conn.send(server.address)
+    dedicate_process()
+    server.serve_forever()
+    conn.send(timings)
 
 
 def serve_profiled(conn, prompts, batch, max_staleness, path: str, keys_dir: str) -> None:

@@ -109,6 +109,7 @@ def run_clients(mp, args) -> dict:
     server_cpu = road.cpu_s(server.pid) - cpu0
     server_wall = time.monotonic() - wall0
     split = _profile_split(server, parent, profile_path) if args.profile else None
+    server_timings = None if args.profile else _server_timings(server, parent)
     tallies = []
     for _ in workers:
         try:
@@ -130,6 +131,12 @@ def run_clients(mp, args) -> dict:
     rss["steady_every_5s"] = [round(x, 1) for x in steady[::every]]  # a plateau = bounded
     shutil.rmtree(keys, ignore_errors=True)
     extra = {"server_cpu_fraction": server_cpu / server_wall, "server_split_s": split}
+    if server_timings is not None:  # in the server: wall (preemption included) and thread CPU
+        extra["server_ms"] = {
+            f"{kind}_{i}": _pcts([x[j] for x in server_timings[kind] if begin <= x[0] <= stop])
+            for kind in ("handle", "parked")
+            for j, i in ((1, "wall"), (2, "cpu"))
+        }
     return extra | _report(
         args,
         n,
@@ -234,6 +241,7 @@ def clients_table(r: dict) -> str:
         "process "
         + "/".join(f"{x:.0%}" for x in r["client_proc_cpu_fraction"])
         + (_split_line(r["server_split_s"]) if r.get("server_split_s") else ""),
+        _server_line(r.get("server_ms")),
         f"(RLIMIT_NOFILE {r['nofile'][0]}/{r['nofile'][1]}, {r['cpu_count']} CPUs, load "
         f"{r['load_avg'][0]:.1f} -> {r['load_avg'][1]:.1f}, {r['date']}; executor get_unscored "
         "includes the long-poll wait for work)",
@@ -262,3 +270,20 @@ def _split_line(x: dict) -> str:
         f"{k} {x[k] / total:.0%}" for k in ("recv", "decode", "state", "send", "other")
     )
     return f"; its loop (cProfile): {parts}; re-tried long polls {x['of_which_parked'] / total:.0%}"
+
+
+def _server_timings(server, conn) -> dict | None:
+    """Stop the server (SIGTERM) and receive its per-request timings (clients.serve_loaded)."""
+    server.terminate()
+    return conn.recv() if conn.poll(30) else None
+
+
+def _server_line(x: dict | None) -> str:
+    if not x:
+        return "in the server: not timed (--profile)"
+    h, hc, p = x["handle_wall"], x["handle_cpu"], x["parked_wall"]
+    return (
+        f"in the server, per request: p50 {h['p50_ms']:.2f} / p99 {h['p99_ms']:.2f} / max "
+        f"{h['max_ms']:.1f} ms wall, p99 {hc['p99_ms']:.2f} ms CPU; re-trying parked polls per "
+        f"step: p50 {p['p50_ms']:.2f} / p99 {p['p99_ms']:.2f} ms wall"
+    )

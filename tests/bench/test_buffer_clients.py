@@ -76,3 +76,10 @@ def test_the_server_cpu_over_the_run_is_measured(result):
         0 < x < 2 for x in result["client_proc_cpu_fraction"]
     )
     assert result["server_split_s"] is None  # only with --profile
+
+
+def test_the_server_times_each_request_it_handles(result):
+    ms = result["server_ms"]
+    assert ms["handle_wall"]["n"] >= result["latency"]["put"]["n"]  # every call is handled
+    assert 0 < ms["handle_cpu"]["p50_ms"] <= ms["handle_wall"]["p99_ms"] * 1.0001
+    assert "in the server, per request" in format_table({"clients": result})
