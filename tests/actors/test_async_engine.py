@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from uuid import uuid4
 
 import pytest
 from engine_testing.greedy import hf_greedy
@@ -33,6 +34,25 @@ def engine(tiny_model_dir):
     eng.shutdown()
 
 
+def start_streaming(engine, prompt: list[int], params):
+    """Submit one request streamed CUMULATIVE; (future of its final completions by index, an
+    event set once every sample has a token, i.e. sampling under the current label began)."""
+    from vllm.sampling_params import RequestOutputKind
+
+    params = params.clone()
+    params.output_kind = RequestOutputKind.CUMULATIVE
+    started, latest = threading.Event(), {}
+
+    async def run():
+        async for out in engine.llm.generate({"prompt_token_ids": prompt}, params, uuid4().hex):
+            latest.update({c.index: c for c in out.outputs})
+            if len(latest) == params.n and all(c.token_ids for c in latest.values()):
+                started.set()
+        return [latest[i] for i in sorted(latest)]
+
+    return engine.submit(run()), started
+
+
 def test_the_blocking_generate_equals_transformers_greedy_in_prompt_order(engine, tiny_model_dir):
     from vllm import SamplingParams
 
@@ -46,26 +66,9 @@ def test_a_request_kept_through_a_pause_carries_the_old_and_the_new_version(engi
     """pause("keep") -> label 1 -> reset_prefix_cache (True: the pause freed every block) ->
     resume: the request finishes, its first tokens labelled 0 and its last 1."""
     from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
 
-    params = SamplingParams(
-        n=2,
-        temperature=1.0,
-        max_tokens=256,
-        ignore_eos=True,
-        logprobs=0,
-        output_kind=RequestOutputKind.CUMULATIVE,
-    )
-    started = threading.Event()
-
-    async def one():
-        async for out in engine.llm.generate({"prompt_token_ids": PROMPTS[0]}, params, "kept"):
-            if all(c.token_ids for c in out.outputs):
-                started.set()  # both samples have tokens on the old weights
-            last = out
-        return last
-
-    future = engine.submit(one())
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=256, ignore_eos=True, logprobs=0)
+    future, started = start_streaming(engine, PROMPTS[0], params)
     assert started.wait(120)
     engine.pause("keep")
     try:
@@ -73,14 +76,34 @@ def test_a_request_kept_through_a_pause_carries_the_old_and_the_new_version(engi
         assert engine.reset_prefix_cache() is True
     finally:
         engine.resume()
-    out = future.result(timeout=300)
+    outputs = future.result(timeout=300)
     engine.set_version(0)
-    assert len(out.outputs) == 2
-    for c in out.outputs:
+    assert len(outputs) == 2
+    for c in outputs:
         assert len(c.token_ids) == len(c.logprobs) == 256
         spans = c.weight_versions
         assert spans[0].version == "0" and spans[-1].version == "1"
         assert spans[0].start == 0 and spans[-1].end == 256
+
+
+def test_a_wait_pause_lets_the_request_in_flight_finish_on_the_old_version(engine):
+    """pause("wait") (between_groups) returns once vLLM drained the requests in flight: a label
+    set after it never reaches them."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=1.0, max_tokens=64, ignore_eos=True, logprobs=0)
+    future, started = start_streaming(engine, PROMPTS[1], params)
+    assert started.wait(120)
+    engine.pause("wait")
+    try:
+        engine.set_version(7)
+        assert engine.reset_prefix_cache() is True
+    finally:
+        engine.resume()
+    (c,) = future.result(timeout=300)
+    engine.set_version(0)
+    assert len(c.token_ids) == 64
+    assert {s.version for s in c.weight_versions} == {"0"}
 
 
 CHILD = """
