@@ -86,9 +86,15 @@ def test_diversity_probe_rises_with_temperature_and_calibration_picks_it(
     statements = ["Read two integers a and b. Print a+b.", "Read a string s. Print it reversed."]
     prompts = [render_statement(s) for s in statements]
     table = {t: ray.get(gen.probe_diversity.remote(prompts, t)) for t in (0.001, 1.5)}
-    assert table[0.001] < 0.2 < table[1.5]
-    res = calibrate([0.001, 1.5], 0.5, table.__getitem__)
-    assert res.chosen == 1.5
+    # The random-weight tiny model has near-ties (top-2 logit gaps down to ~3e-4), so even at
+    # T = 0.001 (or greedy, where the n copies differ by batch numerics) its responses diverge:
+    # the low end is 0.3-0.5, not ~0 (an absolute bound once passed on one lucky seed). What
+    # must hold: diversity rises with temperature, and calibration picks the lowest candidate
+    # that reaches the target on either side of the low end.
+    assert table[0.001] < table[1.5]
+    middle = (table[0.001] + table[1.5]) / 2
+    assert calibrate([0.001, 1.5], middle, table.__getitem__).chosen == 1.5
+    assert calibrate([0.001, 1.5], table[0.001], table.__getitem__).chosen == 0.001
 
 
 def test_a_prompt_the_engine_rejects_fails_alone_and_the_generator_lives_on(gen_setup, actor_cfg):
