@@ -154,6 +154,7 @@ class Generator:
             prompt_ids=self._prompt_ids,
             version=lambda: self.version,
             maybe_update=self.maybe_update,
+            after_lease=lambda: self.maybe_update(throttled=False),
             timer=self.timer,
             stop=self._stop,
             on_groups=self._count,
@@ -244,14 +245,15 @@ class Generator:
 
     # ------------------------------------------------------------ weights
 
-    def maybe_update(self) -> bool:
-        """The loop's tick: at most every `generator.weight_poll_s`, ask the learner's version
-        and take newer weights (`update_weights`). Skips the tick while eval sampling holds the
+    def maybe_update(self, throttled: bool = True) -> bool:
+        """The loop's tick: at most every `generator.weight_poll_s` (every call when not
+        `throttled`: right after a lease, whose prompts must start on the newest weights), ask
+        the learner's version and take newer weights. Skips while eval sampling holds the
         weights (the next tick asks again)."""
         if self.weights is None:
             return False
         now = time.monotonic()
-        if now - self._last_poll < self.settings.generator.weight_poll_s:
+        if throttled and now - self._last_poll < self.settings.generator.weight_poll_s:
             return False
         if not self._weights.acquire(blocking=False):
             return False

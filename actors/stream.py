@@ -189,6 +189,7 @@ def streaming_loop(
     on_error: Callable[[PromptAssignment, BaseException], None] | None = None,
     max_groups: int | None = None,
     owner: str = "generator",
+    after_lease: Callable[[], object] | None = None,
 ) -> StreamStats:
     """The generator's loop, run on the actor's control thread (the only user of `client`, a
     BufferClient, and of `maybe_update`); `engine` an AsyncEngine (`submit`, `llm`). Each tick:
@@ -197,7 +198,8 @@ def streaming_loop(
     count (`client.get_prompts(free, wait_s=small)`) and submit one `sample_group` task per
     assignment (`params_for(a)` its SamplingParams, `prompt_ids(a.prompt)` its ids, `version()`
     the version at admission); call `maybe_update()` (the in-flight weight update; it
-    pauses/loads/resumes the engine itself) once per tick, and right after a lease that
+    pauses/loads/resumes the engine itself) once per tick, and `after_lease()` (default:
+    `maybe_update`; the Generator's skips its poll throttle there) right after a lease that
     returned prompts, before their tasks are submitted (so new groups start on the newest
     weights: the lease may have waited while the learner stepped). Ends when `stop` is set, the buffer says done
     (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
@@ -229,7 +231,7 @@ def streaming_loop(
                     # Update after the lease, before sampling (as the wave loop synced): a lease
                     # may wait while the learner steps, and new groups must start on the newest
                     # weights, else admission control's staleness budget is overrun.
-                    maybe_update()
+                    (after_lease or maybe_update)()
                     _submit(
                         engine, flight, reply.assignments, params_for, prompt_ids, version, owner
                     )

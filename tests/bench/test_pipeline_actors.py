@@ -135,3 +135,30 @@ def test_the_judging_loop_hands_in_scores_and_failures_before_recording_the_wave
         max_waves=1,
     )
     assert (waves, log) == (1, ["lease 4", "judge 2", "scored 1", "failed 7", "record 3"])
+
+
+def test_after_lease_runs_before_the_leased_groups_are_submitted():
+    """A lease may wait while the learner steps: the hook runs between the lease and the
+    submission of its groups (the Generator's skips its poll throttle there)."""
+    log: list[str] = []
+    engine = SimEngine(per_group_s=0.01, response_tokens=4)
+    submit = engine.submit
+    engine.submit = lambda coro: (log.append("submit"), submit(coro))[1]
+    try:
+        streaming_loop(
+            RecordingClient(log),
+            engine,
+            capacity=2,
+            params_for=lambda a: SimParams(n=3),
+            prompt_ids=lambda text: [3] * 4,
+            version=lambda: 0,
+            maybe_update=lambda: log.append("tick"),
+            after_lease=lambda: log.append("after_lease"),
+            timer=PoolTimer(),
+            stop=threading.Event(),
+        )
+    finally:
+        engine.shutdown()
+    first = log.index("lease 2")
+    assert log[first + 1 : first + 4] == ["after_lease", "submit", "submit"]
+    assert log.count("after_lease") == 1  # only the lease that returned prompts
