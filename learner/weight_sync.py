@@ -24,12 +24,9 @@ declaration (a tensor-parallel engine knows how many workers it has, the learner
 a sender whose peers disagree on the size fails naming them instead of hanging. After an error
 the group is broken; close both sides and build a new one.
 
-The run uses it with one group per generator (a *channel*): learner rank 0 holds a
-`WeightSender` per generator (actors/weight_sync.py `WeightPublisher`), and each of the
-generator's vLLM workers (one per tensor-parallel rank; ranks 1..TP) builds its
-`WeightReceiver` and loads what it yields through a worker extension
-(actors/worker_ext.py `mc_open_channel`, `mc_receive_and_load`); the generator then resets the
-prefix cache (docs/vllm-cpu.md §4). The whole path: docs/architecture.md §7.
+The run uses one group per generator (a *channel*): rank 0 holds a `WeightSender` per
+generator (actors/weight_sync.py `WeightPublisher`); each vLLM worker of the generator builds
+its `WeightReceiver` (actors/worker_ext.py). The whole path: docs/architecture.md §7.
 """
 
 from __future__ import annotations
@@ -66,13 +63,20 @@ class SyncStats:
     seconds: float
 
 
-def _make_group(store: dist.Store, rank: int, world: int, timeout: timedelta, device: torch.device):
+def _make_group(store: dist.Store, rank: int, world: int, timeout: timedelta, device, peers: str):
+    """The channel's group; a peer that died while it was built is named (`peers`)."""
     prefixed = dist.PrefixStore(f"{_PREFIX}/pg", store)
-    if device.type == "cuda":
-        opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
-        return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
-    return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+    try:
+        if device.type == "cuda":
+            opts = dist.ProcessGroupNCCL.Options()
+            opts._timeout = timeout
+            return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
+        return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+    except RuntimeError as err:
+        raise WeightSyncError(
+            f"weight sync: building the group with {peers} failed ({str(err).strip()[:200]}); "
+            "a peer died after it joined: see its log"
+        ) from err
 
 
 def _gpu_id(device: torch.device) -> str:
@@ -166,7 +170,10 @@ class WeightSender:
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
         self._check_world()
         self.device = self._choose_device()
-        self.pg = _make_group(self.store, 0, self.world, timedelta(seconds=timeout_s), self.device)
+        who = ", ".join(f"rank {r} ({n})" for r, n in self.names.items())
+        self.pg = _make_group(
+            self.store, 0, self.world, timedelta(seconds=timeout_s), self.device, who
+        )
 
     def _choose_device(self) -> torch.device:
         """NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): when a receiver shares
@@ -341,7 +348,7 @@ class WeightReceiver:
             ) from err
         if self.store.get(f"{_PREFIX}/backend").decode() == "gloo":
             self.device = torch.device("cpu")
-        self.pg = _make_group(self.store, rank, world_size, td, self.device)
+        self.pg = _make_group(self.store, rank, world_size, td, self.device, "the learner (rank 0)")
 
     def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
         """One sync round: yields every (name, tensor) the sender broadcasts, in its order.
