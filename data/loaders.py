@@ -104,8 +104,10 @@ def _resolve_format(path: Path, fmt: str) -> str:
         if fmt not in CONVERTERS:
             raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
         return fmt
+    unreadable = None
     for line, row in iter_rows(path):
         if isinstance(row, ProblemFormatError):
+            unreadable = unreadable or row  # the first, said if no row can be read at all
             continue
         found = detect_format(row)
         if found is None:
@@ -118,6 +120,8 @@ def _resolve_format(path: Path, fmt: str) -> str:
                 f"{', '.join(FORMATS)} in a run's config (format= to load_problems)",
             )
         return found
+    if unreadable is not None:
+        raise unreadable
     raise ProblemFormatError(str(path), None, "<file>", "no rows to detect the format from")
 
 

@@ -91,3 +91,13 @@ def test_a_runs_livecodebench_format_name_loads_lcb_rows(fixture_path, tmp_path)
     good.write_text(fixture_path("lcb.jsonl").read_text().splitlines()[0] + "\n")
     data = DataConfig(source=str(good), format="livecodebench")
     assert len(load_run_problems(data, seed=0)) == 1
+
+
+def test_a_file_whose_rows_are_all_unreadable_names_the_first_bad_line(tmp_path):
+    """Format detection skips unreadable rows; when none can be read, the error is the first
+    row's (file:line and why), not "no rows"."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "statement": "x"\nnot json\n')
+    with pytest.raises(ProblemFormatError, match="not valid JSON") as info:
+        load_problems(bad)
+    assert info.value.line == 1
