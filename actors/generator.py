@@ -314,7 +314,7 @@ class Generator:
         with self._weights:
             futures = [self._submit(self._sample_coro(a, temperature)) for a in assignments]
             groups = [f.result() for f in futures]
-        return batch_diversity([[r.response_ids.tolist() for r in g.responses] for g in groups])
+        return batch_diversity([[r.response_ids for r in g.responses] for g in groups])
 
     def greedy(self, prompts: list[str], max_tokens: int) -> list[list[int]]:
         """Greedy token ids for rendered `prompts` (used by tests to check weight sync)."""
