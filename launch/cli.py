@@ -26,6 +26,7 @@ COMMANDS = [
     "microcoder.launch.cmd_eval",
     "microcoder.launch.cmd_prompts",
     "microcoder.launch.cmd_keys",
+    "microcoder.launch.cmd_data",
 ]
 
 
