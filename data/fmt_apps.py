@@ -75,6 +75,9 @@ def convert_apps(row: dict, ctx: RowContext) -> Problem:
             solutions = json.loads(solutions) if solutions.strip() else []
         except json.JSONDecodeError:
             solutions = []
+    if not isinstance(solutions, list):
+        solutions = []
+    solutions = [s for s in solutions if isinstance(s, str) and s.strip()]
     pid = row.get("problem_id", row.get("id"))
     return Problem(
         id=str(pid) if pid is not None else f"apps-{ctx.line}",
@@ -88,5 +91,6 @@ def convert_apps(row: dict, ctx: RowContext) -> Problem:
         difficulty=str(row.get("difficulty") or ""),
         date=str(row.get("date") or ""),
         source=str(row.get("source") or "APPS/TACO"),
+        solutions=solutions,
         meta={"solution": solutions[0] if solutions else "", "url": row.get("url") or ""},
     )

@@ -67,7 +67,8 @@ def convert_leetcodedataset(row: dict, ctx: RowContext) -> Problem:
     fn_name = _fn_name(entry)
     starter = row.get("starter_code") or ""
     description = ctx.require(row, "problem_description", str)
-    meta = {"solution": row.get("completion") or "", "tags": row.get("tags") or []}
+    completion = row.get("completion") or ""
+    meta = {"solution": completion, "tags": row.get("tags") or []}
     common = dict(
         id=str(row.get("task_id") or row.get("question_id") or f"leetcode-{ctx.line}"),
         prompt=description,
@@ -78,6 +79,7 @@ def convert_leetcodedataset(row: dict, ctx: RowContext) -> Problem:
         date=str(row.get("estimated_date") or ""),
         source="LeetCodeDataset",
         prelude=row.get("prompt") or "",
+        solutions=[completion] if isinstance(completion, str) and completion.strip() else [],
         meta=meta,
     )
     if any(t in starter for t in NODE_TYPES):

@@ -5,6 +5,7 @@
 `{functional: "def check(candidate): ...\\ncheck(Solution().name)"}` (LeetCode), which becomes an
 `assert` problem with one test per assert and LEETCODE_PRELUDE (typing imports, ListNode,
 TreeNode, list_node/tree_node helpers) as the prelude. Rows have no id: `<file stem>/<row>`.
+`solutions` (one program, or a list) fills Problem.solutions (the references the build judges).
 """
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ def _list_tests(tests: list, ctx: RowContext) -> list[dict]:
     return out
 
 
+def _solutions(value) -> list[str]:
+    """rllm's `solutions`: one program as a string, or a list of them; blanks dropped."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [s for s in items if isinstance(s, str) and s.strip()]
+
+
 def convert_rllm(row: dict, ctx: RowContext) -> Problem:
     """Convert one rllm/DeepCoder row."""
     problem = ctx.require(row, "problem", str)
     tests = ctx.require(row, "tests", (list, dict))
-    solutions = row.get("solutions")
-    solution = solutions if isinstance(solutions, str) else (solutions or [""])[0]
+    solutions = _solutions(row.get("solutions"))
     common = dict(
         id=f"{Path(ctx.source).name.split('.')[0]}/{ctx.line}",
         prompt=problem,
         source="rllm-deepcoder",
-        meta={"solution": solution if isinstance(solution, str) else ""},
+        solutions=solutions,
+        meta={"solution": solutions[0] if solutions else ""},
     )
     if isinstance(tests, list):
         return Problem(kind="stdin", tests=_list_tests(tests, ctx), **common)

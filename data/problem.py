@@ -59,6 +59,10 @@ class Problem:
     """Python source of a checker program (argv: input, expected, actual files; exit 0 = accept)."""
     prelude: str = ""
     """Code run before the solution in its namespace (e.g. LeetCode's ListNode/TreeNode helpers)."""
+    solutions: list[str] = field(default_factory=list)
+    """Reference programs (full source, judged like a model's answer) where the source ships
+    them; `microcoder data build` judges them against `tests` and drops problems whose references
+    all fail. Empty = no reference."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else a loader wants to keep (reference solution, tags)."""
 
@@ -117,6 +121,11 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         v = row.get(name)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
             raise ProblemFormatError(source, line, name, f"expected a positive number, got {v!r}")
+    solutions = row.get("solutions") or []
+    if not isinstance(solutions, list) or not all(isinstance(s, str) for s in solutions):
+        raise ProblemFormatError(
+            source, line, "solutions", "expected a list of strings (reference programs)"
+        )
     known = {f for f in Problem.__dataclass_fields__}
     return Problem(
         id=str(pid),
@@ -134,5 +143,6 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         compare=compare,
         checker=row.get("checker") or "",
         prelude=row.get("prelude") or "",
+        solutions=list(solutions),
         meta={**(row.get("meta") or {}), **{k: v for k, v in row.items() if k not in known}},
     )
