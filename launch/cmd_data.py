@@ -49,6 +49,11 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--near-dup-threshold", type=float, default=0.7, help="Jaccard (default 0.7)")
     p.add_argument("--out", default="data-build.jsonl", help="the clean JSONL")
     p.add_argument("--report", default="data-build-report", help="report folder")
+    p.add_argument("--skip-verify", action="store_true", help="do not judge reference programs")
+    p.add_argument(
+        "--verify-max", type=int, default=1, metavar="N", help="references judged per problem"
+    )
+    p.add_argument("--workers", type=int, default=0, help="sandbox workers (default: CPU count)")
     p.set_defaults(func=_dispatch("build"))
 
 
