@@ -1,0 +1,140 @@
+"""`microcoder data build` on the planted fixtures (tests/fixtures/data/build_*.jsonl, written by
+make_build_fixtures.py): each stage removes its planted row, with the real sandbox, dedup and
+decontamination; the report has the documented shape; a rebuild of the output removes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from microcoder.data.build import STAGES, BuildOptions, build, cli_main
+from microcoder.data.loaders import load_problems
+
+CUTOFF = "2024-12-31"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+def _args(fixture_path, tmp_path, **over) -> argparse.Namespace:
+    values = dict(
+        sources=[fixture_path("build_site_a.jsonl"), fixture_path("build_site_b.jsonl")],
+        eval_sets=[fixture_path("build_eval.jsonl")],
+        cutoff_date=CUTOFF,
+        near_dup_threshold=0.7,
+        out=tmp_path / "out.jsonl",
+        report=tmp_path / "report",
+        skip_verify=False,
+        verify_max=1,
+        workers=2,
+    )
+    return argparse.Namespace(**{**values, **over})
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The CLI run once on both sites + the eval set: (its folder, report.json, removals by id)."""
+    tmp = tmp_path_factory.mktemp("build")
+    args = _args(lambda n: str(FIXTURES / n), tmp)
+    assert cli_main(args) == 0
+    report = json.loads((tmp / "report" / "report.json").read_text())
+    return tmp, report, {r["id"]: r for r in report["removed"]}
+
+
+def test_a_failing_reference_is_removed(run):
+    assert run[2]["max-bad-ref"]["reason"] == "reference_fails"
+
+
+def test_a_problem_whose_reference_passes_is_kept(run):
+    kept = {p.id for p in load_problems(run[0] / "out.jsonl")}
+    assert "sum-even" in kept
+
+
+def test_a_row_dated_after_the_cutoff_is_removed(run):
+    assert run[2]["late"]["reason"] == "after_cutoff"
+
+
+def test_an_undated_row_is_kept_and_counted(run):
+    kept = {p.id for p in load_problems(run[0] / "out.jsonl")}
+    assert "undated" in kept and run[1]["counts"]["undated"] == 1
+
+
+def test_a_bad_row_is_reported_invalid_and_the_build_goes_on(run):
+    invalid = [r for r in run[1]["removed"] if r["reason"] == "invalid"]
+    assert [r["id"] for r in invalid] == ["build_site_a.jsonl:9"] and run[1]["kept"] > 0
+
+
+def test_an_exact_duplicate_is_removed_matching_the_kept_copy(run):
+    assert run[2]["sum-even-copy"]["reason"] == "duplicate"
+    assert run[2]["sum-even-copy"]["match"] == "sum-even"
+
+
+def test_a_near_duplicate_from_another_site_is_removed_matching_the_kept_copy(run):
+    assert run[2]["sum-even-other-site"]["reason"] == "near_duplicate"
+    assert run[2]["sum-even-other-site"]["match"] == "sum-even"
+
+
+def test_a_distinct_problem_with_the_same_boilerplate_is_kept(run):
+    kept = {p.id for p in load_problems(run[0] / "out.jsonl")}
+    assert "increasing-run" in kept
+
+
+def test_a_contaminated_row_is_removed_matching_the_eval_item(run):
+    assert run[2]["reverse-copy"]["reason"] == "contaminated"
+    assert run[2]["reverse-copy"]["match"] == "eval/reverse"
+
+
+def test_an_id_shared_by_two_sources_is_renamed_and_kept(run):
+    kept = {p.id for p in load_problems(run[0] / "out.jsonl")}
+    assert "site_b:increasing-run" in kept
+    assert run[1]["renamed"][0]["to"] == "site_b:increasing-run"
+
+
+def test_problems_without_references_are_counted(run):
+    assert run[1]["counts"]["no_reference"] == 4
+
+
+def test_report_json_has_the_documented_shape(run):
+    report = run[1]
+    assert isinstance(report["kept"], int)
+    assert [s["name"] for s in report["stages"]] == list(STAGES)
+    assert all({"name", "in", "out"} <= s.keys() for s in report["stages"])
+    assert all({"id", "source", "reason", "match"} <= r.keys() for r in report["removed"])
+
+
+def test_each_stage_feeds_the_next(run):
+    stages = run[1]["stages"]
+    assert all(a["out"] == b["in"] for a, b in zip(stages, stages[1:], strict=False))
+    assert stages[-1]["out"] == run[1]["kept"]
+
+
+def test_the_report_folder_has_markdown_and_four_histograms(run):
+    names = {p.name for p in (run[0] / "report").iterdir()}
+    assert {"report.md", "difficulty.png", "tests.png", "statement_length.png", "date.png"} <= names
+
+
+def test_rebuilding_the_output_removes_nothing(run, tmp_path):
+    out = run[0] / "out.jsonl"
+    evals = [str(FIXTURES / "build_eval.jsonl")]
+    again = build([str(out)], BuildOptions(eval_sets=evals, cutoff_date=CUTOFF, progress=False))
+    assert again.removed == [] and len(again.kept) == run[1]["kept"]
+
+
+def test_a_missing_source_file_exits_2(fixture_path, tmp_path, capsys):
+    args = _args(fixture_path, tmp_path, sources=[str(tmp_path / "nope.jsonl")])
+    assert cli_main(args) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_a_bad_cutoff_date_exits_2_naming_the_format(fixture_path, tmp_path, capsys):
+    assert cli_main(_args(fixture_path, tmp_path, cutoff_date="31/12/2024")) == 2
+    assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_skip_verify_marks_the_stage_skipped_and_keeps_failing_references(fixture_path):
+    sources = [str(fixture_path("build_site_a.jsonl"))]
+    result = build(sources, BuildOptions(verify=False, progress=False))
+    stage = result.stages[STAGES.index("verify_references")]
+    assert stage.skipped and "max-bad-ref" in {p.id for p in result.kept}

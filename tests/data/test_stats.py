@@ -1,0 +1,64 @@
+"""`microcoder data stats` (data/stats.py) counts a fixture correctly."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from microcoder.data.problem import validate_problem
+from microcoder.data.stats import bucket_of, cli_main, count_problems, file_stats
+
+
+def _problem(pid: str, n_tests: int, **extra):
+    tests = [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(n_tests)]
+    return validate_problem({"id": pid, "kind": "stdin", "tests": tests, **extra})
+
+
+@pytest.fixture(scope="module")
+def site_a():
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+    return file_stats(str(fixtures / "build_site_a.jsonl"))
+
+
+def test_stats_count_the_fixtures_problems_and_rejected_rows(site_a):
+    assert (site_a["problems"], site_a["rejected"]) == (8, 1)
+
+
+def test_stats_count_by_difficulty_with_none_for_blank(site_a):
+    assert site_a["counts"]["difficulty"] == {"easy": 2, "medium": 1, "none": 5}
+
+
+def test_stats_count_dates_by_month_with_none_for_undated(site_a):
+    assert site_a["counts"]["date"] == {"2024-01": 6, "2025-02": 1, "none": 1}
+
+
+def test_stats_bucket_test_counts_in_order(site_a):
+    assert site_a["counts"]["tests"] == {"1": 5, "2-5": 3}
+
+
+def test_test_buckets_have_the_documented_edges():
+    edges = [bucket_of(n) for n in (1, 2, 5, 6, 10, 11, 50, 51, 100, 101)]
+    assert edges == ["1", "2-5", "2-5", "6-10", "6-10", "11-50", "11-50", "51-100", "51-100",
+                     ">100"]  # fmt: skip
+
+
+def test_dates_spanning_more_than_24_months_are_counted_by_year():
+    problems = [
+        _problem(str(m), 1, date=f"{2000 + m // 12}-{m % 12 + 1:02d}-01") for m in range(30)
+    ]
+    assert count_problems(problems)["date"] == {"2000": 12, "2001": 12, "2002": 6}
+
+
+def test_stats_json_prints_the_counts(site_a, capsys):
+    args = argparse.Namespace(file=site_a["file"], json=True)
+    assert cli_main(args) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["source"] == {"site_a": 8}
+
+
+def test_stats_on_a_missing_file_exits_2(tmp_path, capsys):
+    assert cli_main(argparse.Namespace(file=str(tmp_path / "none.jsonl"), json=False)) == 2
+    assert "none.jsonl" in capsys.readouterr().err
