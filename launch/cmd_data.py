@@ -58,20 +58,24 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_filter(sub: argparse._SubParsersAction) -> None:
+    from microcoder.launch.data_filter import add_arguments  # stdlib-only at its top
+
     p = sub.add_parser(
         "filter",
         help="difficulty filter: measure pass rates with a model, calibrate a predictor, select",
         description="Measure each problem's pass rate (K samples through the eval path), fit a "
         "predictor on the problems' metadata, and select the hard-but-solvable band.",
     )
-    p.add_argument("--model", required=True, help="model folder (Hugging Face layout)")
-    p.add_argument("--problems", required=True, help="problem file")
-    p.add_argument("--samples", type=int, default=8, help="K samples per problem")
-    p.add_argument("--keep", default="0.0-0.9", help="pass-rate band LOW-HIGH to keep")
-    p.add_argument("--max-unsolved-share", type=float, default=0.2, help="cap of never-solved")
-    p.add_argument("--out", default="data-filtered.jsonl", help="the selected problems")
-    p.add_argument("--rates", default="data-rates.jsonl", help="measured pass rates (resumable)")
-    p.set_defaults(func=_dispatch("difficulty"))
+    add_arguments(p)
+    p.set_defaults(func=_run_filter)
+
+
+def _run_filter(args: argparse.Namespace) -> int:
+    """The filter's body is launch/data_filter.py (it drives the eval path's actors, which
+    data/ may not import)."""
+    from microcoder.launch.data_filter import cli_main
+
+    return cli_main(args)
 
 
 def _register_stats(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,125 @@
+"""The measure step of `microcoder data filter`: K samples per problem through the eval path
+(launch/eval_cluster.py's actors, microcoder.evaluation.engine.evaluate), pass rates appended to
+the rates file after each chunk of problems. See launch/data_filter.py."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from microcoder.data.difficulty_rates import PassRate, append_rates
+from microcoder.data.problem import Problem
+from microcoder.launch.data_filter import check_work_dir, log, work_dir
+
+
+def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -> int:
+    """Measure `todo`; returns the number of problems whose rate was appended."""
+    from microcoder.launch.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    folder = work_dir(args.rates)
+    check_work_dir(folder, identity)
+    texts = _prompts(args, cfg, todo)
+    kept = [p for p in todo if p.id in texts]
+    if not kept:
+        return 0
+    from microcoder.device import resolve_device
+    from microcoder.launch.eval_cluster import EvalCluster
+
+    cfg.cluster.device = resolve_device(cfg.cluster.device)
+    if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
+        cfg.generator.gpus_per_engine = 1.0
+    cluster = EvalCluster(cfg, folder, args.address or cfg.cluster.address)
+    written = 0
+    try:
+        cluster.start(args.model, args.generators, args.executors, log=log)
+        for start in range(0, len(kept), max(1, args.chunk)):
+            chunk = kept[start : start + max(1, args.chunk)]
+            rates = measure_chunk(args, cluster, chunk, texts, identity)
+            append_rates(args.rates, rates)
+            written += len(rates)
+            print(file=sys.stderr)  # end the progress line
+            log(f"measured {start + len(chunk)}/{len(kept)} problems -> {args.rates}")
+    except KeyboardInterrupt:
+        log(f"interrupted; {written} rates are in {args.rates}: rerun the same command to go on")
+        raise
+    finally:
+        cluster.close()
+    return written
+
+
+def measure_chunk(
+    args: argparse.Namespace, cluster, chunk: Sequence[Problem], texts: dict, identity: dict
+) -> list[PassRate]:
+    """One `evaluate` call over `chunk` (resuming the work folder's samples); the rates."""
+    from microcoder.evaluation.engine import evaluate
+    from microcoder.evaluation.report import per_problem_counts
+    from microcoder.evaluation.samples import read_samples
+    from microcoder.evaluation.settings import EvalSettings
+
+    folder = work_dir(args.rates)
+    settings = EvalSettings(
+        samples=args.samples,
+        ks=[1],
+        budgets=[args.max_tokens],
+        temperature=args.temperature,
+        top_p=args.top_p,
+        resume=True,
+        label="measure",
+    )
+    evaluate(
+        chunk,
+        settings,
+        cluster.generators,
+        cluster.executors,
+        folder,
+        renderer_text=lambda p: texts[p.id],
+        progress=_progress,
+        context={"data_filter": identity},
+    )
+    records, _ = read_samples(folder / "samples.jsonl")
+    ids = {p.id for p in chunk}
+    mine = [r for r in records if r.problem_id in ids and r.sample_index < args.samples]
+    counts = per_problem_counts(mine, args.max_tokens)
+    return [
+        PassRate(p.id, counts[p.id][1], counts[p.id][0], **identity)
+        for p in chunk
+        if p.id in counts
+    ]
+
+
+def _prompts(args: argparse.Namespace, cfg, todo: Sequence[Problem]) -> dict[str, str]:
+    """{id: rendered prompt} of the problems whose prompt fits --max-prompt-tokens."""
+    from transformers import AutoTokenizer
+
+    from microcoder.data.prompts import PromptRenderer, measure_prompts
+    from microcoder.launch.eval_inputs import check_model
+
+    check_model(args.model, args.max_prompt_tokens, args.max_tokens)
+    cfg.model.path = args.model
+    cfg.generator.max_prompt_tokens = args.max_prompt_tokens
+    cfg.generator.max_response_tokens = args.max_tokens
+    renderer = PromptRenderer(
+        AutoTokenizer.from_pretrained(args.model), cfg.prompt, cfg.model.chat_template_kwargs
+    )
+    measured = measure_prompts(renderer, todo, args.max_prompt_tokens)
+    if measured.skipped:
+        first = measured.skipped[0]
+        log(
+            f"{len(measured.skipped)} prompt(s) over {args.max_prompt_tokens} tokens are not "
+            f"measured (e.g. {first.problem.id!r}, {first.tokens} tokens); raise "
+            "--max-prompt-tokens to keep them"
+        )
+    return {m.problem.id: m.text for m in measured.kept}
+
+
+def _progress(state: dict[str, Any]) -> None:
+    print(
+        f"\r  {state['label']}: {state['done']}/{state['total']} samples, "
+        f"{state['passed']} passed, {state['elapsed_s']:.0f} s",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
