@@ -26,6 +26,7 @@ BENCHES: dict[str, str] = {
     "pipeline": "microcoder.bench.pipeline",
     "eval": "microcoder.bench.eval",
     "peer": "microcoder.bench.peer",
+    "data": "microcoder.bench.data",
 }
 
 
