@@ -144,9 +144,12 @@ class IntakeRank:
         from microcoder.learner.distributed import init_distributed
 
         os.environ.update(
-            RANK=str(self.rank), WORLD_SIZE=str(self.world), LOCAL_RANK="0",
-            MASTER_ADDR=master[0], MASTER_PORT=str(master[1]),
-        )  # fmt: skip
+            RANK=str(self.rank),
+            WORLD_SIZE=str(self.world),
+            LOCAL_RANK="0",
+            MASTER_ADDR=master[0],
+            MASTER_PORT=str(master[1]),
+        )
         init_distributed(torch.device("cpu"), 120)
         self.algo = AlgorithmConfig()
         if self.rank == 0:
@@ -216,9 +219,11 @@ def run(args: argparse.Namespace) -> dict:
         cls = ray.remote(num_cpus=1)(IntakeRank)
         ranks = [cls.remote(r, world) for r in range(world)]
         shape = dict(
-            groups=args.groups, group_size=args.group_size,
-            prompt_len=args.prompt_len, response_len=args.response_len,
-        )  # fmt: skip
+            groups=args.groups,
+            group_size=args.group_size,
+            prompt_len=args.prompt_len,
+            response_len=args.response_len,
+        )
         master = ("127.0.0.1", free_port())
         ray.get([r.setup.remote(master, shape) for r in ranks], timeout=600)
         times = {"before": [], "after": []}

@@ -156,8 +156,14 @@ def load_sources(
             else:
                 problems.append((p, name))
         rows = len(result.problems) + len(result.rejects)
-        files.append({"path": str(path), "format": result.format, "rows": rows,
-                      "rejected": len(result.rejects)})  # fmt: skip
+        files.append(
+            {
+                "path": str(path),
+                "format": result.format,
+                "rows": rows,
+                "rejected": len(result.rejects),
+            }
+        )
     return _unique_ids(problems), removed, files
 
 
@@ -300,7 +306,7 @@ def build(
                 "near_duplicate",
                 lambda st: near_duplicates(st, threshold, progress=options.progress),
             ),
-        ),  # fmt: skip
+        ),
         ("decontamination", bool(evals), lambda ps: _decontaminate(ps, evals, counts)),
         ("date_cutoff", cutoff is not None, lambda ps: _cutoff(ps, cutoff, counts)),
     ]

@@ -33,7 +33,7 @@ def report_dict(result: BuildResult, histograms: list[str] | None = None) -> dic
                 "by_source": s.by_source,
             }
             for s in result.stages
-        ],  # fmt: skip
+        ],
         "removed": [
             {
                 "id": r.id,
@@ -43,7 +43,7 @@ def report_dict(result: BuildResult, histograms: list[str] | None = None) -> dic
                 "detail": r.detail,
             }
             for r in result.removed
-        ],  # fmt: skip
+        ],
         "renamed": result.renamed,
         "files": result.files,
         "counts": result.counts,

@@ -37,15 +37,50 @@ _LINES = re.compile(r"\s*\n\s*")
 _WORD = re.compile(r"[^\W_]+")
 
 _LATEX_WORDS = {
-    "le": "<=", "leq": "<=", "leqslant": "<=", "ge": ">=", "geq": ">=", "geqslant": ">=",
-    "ne": "!=", "neq": "!=", "lt": "<", "gt": ">", "cdot": "*", "times": "*",
-    "ldots": "...", "dots": "...", "cdots": "...", "lvert": "|", "rvert": "|", "mid": "|",
-    "left": "", "right": "", "displaystyle": "", "quad": " ", "qquad": " ",
-}  # fmt: skip
+    "le": "<=",
+    "leq": "<=",
+    "leqslant": "<=",
+    "ge": ">=",
+    "geq": ">=",
+    "geqslant": ">=",
+    "ne": "!=",
+    "neq": "!=",
+    "lt": "<",
+    "gt": ">",
+    "cdot": "*",
+    "times": "*",
+    "ldots": "...",
+    "dots": "...",
+    "cdots": "...",
+    "lvert": "|",
+    "rvert": "|",
+    "mid": "|",
+    "left": "",
+    "right": "",
+    "displaystyle": "",
+    "quad": " ",
+    "qquad": " ",
+}
 _UNICODE = str.maketrans(
-    {"≤": "<=", "≥": ">=", "≠": "!=", "×": "*", "·": "*", "…": "...", "−": "-", "–": "-",
-     "—": "-", "\u00a0": " ", "\u2009": " ", "\u200b": "", "’": "'", "‘": "'", "“": '"', "”": '"'}
-)  # fmt: skip
+    {
+        "≤": "<=",
+        "≥": ">=",
+        "≠": "!=",
+        "×": "*",
+        "·": "*",
+        "…": "...",
+        "−": "-",
+        "–": "-",
+        "—": "-",
+        "\u00a0": " ",
+        "\u2009": " ",
+        "\u200b": "",
+        "’": "'",
+        "‘": "'",
+        "“": '"',
+        "”": '"',
+    }
+)
 
 
 def _latex_cmd(m: re.Match) -> str:
@@ -100,6 +135,14 @@ _HEADINGS = (
     r"tags?|difficulty(?: \w+)?|interaction|scoring|subtasks?|(?:time|memory) complexity"
 )
 _HEADING_LINE = re.compile(rf"^(?:{_HEADINGS})\s*[:.]?$")
+_EXAMPLE_HEADING = re.compile(r"^(?:examples?|samples?|sample tests?)(?: \d+)?\s*[:.]?$")
+"""A heading that opens worked examples (content_text drops them)."""
+_INSIDE_EXAMPLE = re.compile(
+    r"^(?:input|output|explanations?|(?:sample |example )?(?:input|output)s?)(?: \d+)?\s*[:.]?$"
+)
+"""Headings inside an example block (they do not end it)."""
+_CODE_LINE = re.compile(r"^(?:class \w+\s*(?:\([^)]*\))?\s*:|def \w+\s*\(.*\)\s*(?:->.*)?:|pass)$")
+"""Starter-code lines some sites append to the statement (rllm's `class Solution: def f(...)`)."""
 _META = (
     r"(?:time|memory) limit(?: per test)?\s*:?\s*[\d.]+\s*"
     r"(?:seconds?|secs?|s|ms|milliseconds?|megabytes?|mb|mib|kb|gb)\b|"
@@ -127,11 +170,24 @@ MASK = "_v"
 
 
 def content_text(text: str) -> str:
-    """The normalized statement without scaffolding headings and metadata lines (one line per
-    source line, joined by a space)."""
-    kept = []
+    """The normalized statement without scaffolding headings, metadata lines and worked
+    examples (one line per source line, joined by a space).
+
+    Examples run from an example heading ("Example 1:", "Examples", "Sample Input 2") to the
+    next heading that is not part of one ("Constraints", "Note", "Follow-up", ...). Sites copy
+    the statement and re-draw the examples (LeetCodeDataset keeps them, rllm's copy of the same
+    problem drops them: their shingle Jaccard was 0.3-0.6 with them, far below the threshold);
+    the tests are compared by decontamination's identical-input check instead. Starter-code
+    lines (`class solution:`, `def f(...) -> int:`) are dropped too: code, not statement."""
+    kept, in_examples = [], False
     for line in _normalize(text, keep_lines=True).split("\n"):
         if len(line) < 48 and _HEADING_LINE.match(line):
+            if _EXAMPLE_HEADING.match(line):
+                in_examples = True
+            elif not _INSIDE_EXAMPLE.match(line):
+                in_examples = False
+            continue
+        if in_examples or _CODE_LINE.match(line):
             continue
         if ":" in line or any(cue in line for cue in _META_CUES):
             line = _META_RE.sub(" ", line).strip()

@@ -51,8 +51,15 @@ def _rank_class(ray, stuck_in: str, stuck_rank: int):
 
         def fetch_batch(self, timeout_s):
             self._call("fetch_batch")
-            return {"n_groups": 1, "done": False, "groups_ref": None, "staleness": [0],
-                    "batch_reward_mean": 0.0, "filtered_groups": 0, "diversity": 0.0}  # fmt: skip
+            return {
+                "n_groups": 1,
+                "done": False,
+                "groups_ref": None,
+                "staleness": [0],
+                "batch_reward_mean": 0.0,
+                "filtered_groups": 0,
+                "diversity": 0.0,
+            }
 
         def train(self, groups=None):
             self._call("train")

@@ -46,13 +46,31 @@ def test_the_memory_client_serves_each_prompt_once_then_says_done():
 @pytest.mark.slow
 def test_a_toy_run_reports_every_figure_and_both_sides_do_the_same_tokens(tiny_model_dir):
     args = _args(
-        "--model", str(tiny_model_dir), "--device", "cpu", "--workload", "longtail",
-        "--groups", "6", "--capacity", "2", "--group-size", "2", "--max-tokens", "24",
-        "--update-every", "0.5",
-    )  # fmt: skip
+        "--model",
+        str(tiny_model_dir),
+        "--device",
+        "cpu",
+        "--workload",
+        "longtail",
+        "--groups",
+        "6",
+        "--capacity",
+        "2",
+        "--group-size",
+        "2",
+        "--max-tokens",
+        "24",
+        "--update-every",
+        "0.5",
+    )
     result = run(args)
-    for key in ("streaming_tokens_per_s", "waves_tokens_per_s", "ratio", "pause_s_p50",
-                "pause_s_p99"):  # fmt: skip
+    for key in (
+        "streaming_tokens_per_s",
+        "waves_tokens_per_s",
+        "ratio",
+        "pause_s_p50",
+        "pause_s_p99",
+    ):
         assert result[key] > 0, key
     assert set(result["engine_busy_fraction"]) == {"streaming", "waves"}
     assert (

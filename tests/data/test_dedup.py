@@ -127,9 +127,29 @@ def test_distinct_problem_with_the_same_scaffolding_is_kept():
 
 
 def _short_problem(rng: random.Random, boilerplate: str) -> str:
-    story = " ".join(rng.choice(["red", "blue", "tall", "stone", "frog", "river", "coin", "path",
-                                 "tree", "edge", "sum", "max", "pair", "grid", "cell", "move"])
-                     for _ in range(12))  # fmt: skip
+    story = " ".join(
+        rng.choice(
+            [
+                "red",
+                "blue",
+                "tall",
+                "stone",
+                "frog",
+                "river",
+                "coin",
+                "path",
+                "tree",
+                "edge",
+                "sum",
+                "max",
+                "pair",
+                "grid",
+                "cell",
+                "move",
+            ]
+        )
+        for _ in range(12)
+    )
     return f"{story}.\n{boilerplate}"
 
 
@@ -173,3 +193,51 @@ def test_lsh_params_make_a_pair_at_the_threshold_a_candidate_with_high_probabili
     bands, rows = lsh_params(0.7, 128)
     assert bands * rows <= 128
     assert 1 - (1 - 0.7**rows) ** bands >= 0.99
+
+
+LEETCODE = """You are given an integer n and a 2D integer array queries. There are n cities numbered
+from 0 to n - 1. Initially, there is a unidirectional road from city i to city i + 1 for all
+0 <= i < n - 1. queries[i] = [ui, vi] represents the addition of a new unidirectional road from
+city ui to city vi. After each query, you need to find the length of the shortest path from
+city 0 to city n - 1. Return an array answer where answer[i] is the length of the shortest path
+after processing the first i + 1 queries.
+
+Example 1:
+Input: n = 5, queries = [[2,4],[0,2],[0,4]]
+Output: [3,2,1]
+Explanation: After the addition of the road from 2 to 4, the length of the shortest path from
+0 to 4 is 3. After the addition of the road from 0 to 2, the length of the shortest path from 0
+to 4 is 2. After the addition of the road from 0 to 4, the length of the shortest path is 1.
+
+Example 2:
+Input: n = 4, queries = [[0,3],[0,2]]
+Output: [1,1]
+
+Constraints:
+3 <= n <= 500
+"""
+
+LEETCODE_COPY_WITHOUT_EXAMPLES = """You are given an integer n and a 2D integer array queries.
+There are n cities numbered from 0 to n - 1. Initially, there is a unidirectional road from city
+i to city i + 1 for all 0 <= i < n - 1. queries[i] = [ui, vi] represents the addition of a new
+unidirectional road from city ui to city vi. After each query, you need to find the length of
+the shortest path from city 0 to city n - 1. Return an array answer where answer[i] is the length
+of the shortest path after processing the first i + 1 queries.
+
+Constraints:
+3 <= n <= 500
+
+class Solution:
+    def shortestDistanceAfterQueries(self, n: int, queries: List[List[int]]) -> List[int]:
+"""
+
+
+def test_worked_examples_and_starter_code_are_not_part_of_the_content():
+    text = content_text(LEETCODE) + " " + content_text(LEETCODE_COPY_WITHOUT_EXAMPLES)
+    assert "[[2,4]" not in text and "explanation" not in text and "class solution" not in text
+    assert "3 <= n <= 500" in content_text(LEETCODE)  # constraints, after the examples, stay
+
+
+def test_copy_from_a_site_that_drops_the_examples_and_adds_starter_code_is_caught():
+    matches = near_duplicates([LEETCODE, OTHER, LEETCODE_COPY_WITHOUT_EXAMPLES])
+    assert [(m.removed, m.kept) for m in matches] == [(2, 0)]

@@ -42,8 +42,18 @@ def test_stats_bucket_test_counts_in_order(site_a):
 
 def test_test_buckets_have_the_documented_edges():
     edges = [bucket_of(n) for n in (1, 2, 5, 6, 10, 11, 50, 51, 100, 101)]
-    assert edges == ["1", "2-5", "2-5", "6-10", "6-10", "11-50", "11-50", "51-100", "51-100",
-                     ">100"]  # fmt: skip
+    assert edges == [
+        "1",
+        "2-5",
+        "2-5",
+        "6-10",
+        "6-10",
+        "11-50",
+        "11-50",
+        "51-100",
+        "51-100",
+        ">100",
+    ]
 
 
 def test_dates_spanning_more_than_24_months_are_counted_by_year():
