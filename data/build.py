@@ -138,15 +138,23 @@ def load_sources(
     paths: list[str],
 ) -> tuple[tuple[list[Problem], list[dict]], list[Removal], list[dict]]:
     """Load every file leniently: ((problems, renames), `invalid` removals, per-file counts).
+    Files that one loader names alike (rllm's four files are all `rllm-deepcoder`) get their
+    file stem added to the source (`rllm-deepcoder/train_code_leetcode`), so the report's
+    per-source counts tell them apart.
 
     Raises FileNotFoundError / ProblemFormatError / OSError for a file that cannot be read at
     all (the CLI turns them into exit 2).
     """
     problems, removed, files = [], [], []
-    for path in paths:
-        result = load_problems(path, strict=False)
+    loaded = [(path, load_problems(path, strict=False)) for path in paths]
+    shared = Counter(r.problems[0].source for _, r in loaded if r.problems)
+    for path, result in loaded:
         name = Path(path).name
         source = result.problems[0].source if result.problems else name
+        if shared[source] > 1:  # one loader's name for several files: tell them apart
+            source = f"{source}/{_stem(name)}"
+            for p in result.problems:
+                p.source = source
         for r in result.rejects:
             where = f"{name}:{r.line}" if r.line is not None else name
             removed.append(Removal(where, source, "invalid", None, f"{r.field}: {r.reason}"))
@@ -165,6 +173,13 @@ def load_sources(
             }
         )
     return _unique_ids(problems), removed, files
+
+
+def _stem(name: str) -> str:
+    """`train_code_leetcode` of `train_code_leetcode.json.gz`."""
+    for ext in (".gz", ".jsonl", ".json"):
+        name = name.removesuffix(ext)
+    return name
 
 
 def _unique_ids(tagged: list[tuple[Problem, str]]) -> tuple[list[Problem], list[dict]]:

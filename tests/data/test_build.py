@@ -138,3 +138,18 @@ def test_skip_verify_marks_the_stage_skipped_and_keeps_failing_references(fixtur
     result = build(sources, BuildOptions(verify=False, progress=False))
     stage = result.stages[STAGES.index("verify_references")]
     assert stage.skipped and "max-bad-ref" in {p.id for p in result.kept}
+
+
+def test_files_one_loader_names_alike_are_told_apart_by_their_stem(tmp_path):
+    row = {"kind": "stdin", "prompt": "", "tests": [{"input": "1\n", "output": "1\n"}]}
+    for name, statement in (("train", "print the number you read"), ("test", "add two numbers")):
+        rows = [
+            {**row, "id": f"{name}{i}", "prompt": f"{statement} {i}", "source": "rllm"}
+            for i in range(2)
+        ]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = build(
+        [str(tmp_path / "train.jsonl"), str(tmp_path / "test.jsonl")],
+        BuildOptions(verify=False, progress=False),
+    )
+    assert {p.source for p in result.kept} == {"rllm/train", "rllm/test"}
