@@ -359,7 +359,8 @@ def _fail(message: str) -> int:
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    """`microcoder data build ...` (flags in launch/cmd_data.py); 0 ok, 2 bad input."""
+    """`microcoder data build ...` (flags in launch/cmd_data.py); 0 ok, 2 bad input (a file
+    that cannot be read, a bad flag, or no problem left after the stages)."""
     from microcoder.data.build_report import write_report
     from microcoder.sandbox.bwrap import SandboxUnavailable
 
@@ -388,4 +389,13 @@ def cli_main(args: argparse.Namespace) -> int:
         f"report: {', '.join(str(p) for p in paths)}",
         file=sys.stderr,
     )
+    if not result.kept:  # written anyway (the report says why), but not a success
+        reasons = Counter(r.reason for r in result.removed).most_common()
+        first = next((r for r in result.removed), None)
+        return _fail(
+            "no problem survived the build ("
+            + ", ".join(f"{n} {why}" for why, n in reasons)
+            + (f"; first: {first.id}: {first.detail}" if first else "")
+            + f"): see {Path(args.report) / 'report.md'}"
+        )
     return 0

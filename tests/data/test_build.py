@@ -153,3 +153,12 @@ def test_files_one_loader_names_alike_are_told_apart_by_their_stem(tmp_path):
         BuildOptions(verify=False, progress=False),
     )
     assert {p.source for p in result.kept} == {"rllm/train", "rllm/test"}
+
+
+def test_a_build_that_keeps_nothing_exits_2_naming_the_reasons(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "kind": "stdin", "tests": []}\nnot json\n')
+    args = _args(lambda n: n, tmp_path, sources=[str(bad)], eval_sets=[], skip_verify=True)
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "no problem survived" in err and "2 invalid" in err and "report.md" in err
