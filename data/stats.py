@@ -65,6 +65,8 @@ def format_table(stats: dict) -> str:
     """The counts as one text table per field, with shares."""
     total = stats["problems"]
     lines = [f"{total} problems ({stats['rejected']} rows rejected by the loader)"]
+    if stats.get("first_reject"):
+        lines.append(f"first rejected row: {stats['first_reject']}")
     for name in FIELDS:
         lines += ["", f"{name:<20} {'count':>7} {'share':>7}"]
         for value, n in stats["counts"][name].items():
@@ -72,14 +74,22 @@ def format_table(stats: dict) -> str:
     return "\n".join(lines)
 
 
+def _why(reject) -> str:
+    where = f"{reject.source}:{reject.line}" if reject.line is not None else reject.source
+    return f"{where}: field '{reject.field}': {reject.reason}"
+
+
 def file_stats(path: str) -> dict:
-    """`{"file", "format", "problems", "rejected", "counts": count_problems(...)}`."""
+    """`{"file", "format", "problems", "rejected", "first_reject", "counts":
+    count_problems(...)}`; `first_reject` says where and why the first bad row failed (None
+    when every row loaded)."""
     result = load_problems(path, strict=False)
     return {
         "file": str(path),
         "format": result.format,
         "problems": len(result.problems),
         "rejected": len(result.rejects),
+        "first_reject": _why(result.rejects[0]) if result.rejects else None,
         "counts": count_problems(result.problems),
     }
 

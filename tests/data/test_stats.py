@@ -8,7 +8,7 @@ import json
 import pytest
 
 from microcoder.data.problem import validate_problem
-from microcoder.data.stats import bucket_of, cli_main, count_problems, file_stats
+from microcoder.data.stats import bucket_of, cli_main, count_problems, file_stats, format_table
 
 
 def _problem(pid: str, n_tests: int, **extra):
@@ -72,3 +72,12 @@ def test_stats_json_prints_the_counts(site_a, capsys):
 def test_stats_on_a_missing_file_exits_2(tmp_path, capsys):
     assert cli_main(argparse.Namespace(file=str(tmp_path / "none.jsonl"), json=False)) == 2
     assert "none.jsonl" in capsys.readouterr().err
+
+
+def test_stats_name_the_first_rejected_row_and_why(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "kind": "stdin", "prompt": "p", "tests": []}\n')
+    stats = file_stats(str(bad))
+    assert stats["rejected"] == 1
+    assert stats["first_reject"].startswith(f"{bad}:1: field 'tests'")
+    assert "first rejected row" in format_table(stats)
