@@ -275,11 +275,16 @@ class Generator:
         flight on the old weights; nothing is leased meanwhile, the loop is here); then the load
         (actors/weight_sync.py `update_engine`). The engine resumes even when the load fails."""
         from microcoder.actors.deadline import get_within
-        from microcoder.actors.weight_sync import _REMEDY, LEARNER0, pull_weights, update_engine
+        from microcoder.actors.weight_sync import (
+            LEARNER0,
+            LEARNER0_REMEDY,
+            pull_weights,
+            update_engine,
+        )
 
         cfg = self.settings.learner
         ref = self.weights.latest_version.remote()
-        latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, _REMEDY)
+        latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, LEARNER0_REMEDY)
         if latest <= self.version:
             return False
         mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"

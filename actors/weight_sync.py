@@ -152,9 +152,10 @@ def channel_rank(spec: dict[str, Any], worker_rank: int, engine_workers: int) ->
 
 
 LEARNER0 = "learner rank 0 (log RUN_DIR/logs/learner-0.log)"
-_REMEDY = (
+LEARNER0_REMEDY = (
     "it is stuck or its steps keep it busy: raise learner.sync_timeout_s above the longest step"
 )
+"""What to do when learner rank 0 does not answer a weight-sync call in time."""
 
 
 def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
@@ -166,7 +167,7 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
     from microcoder.actors.deadline import get_within
 
     def ask(ref, what: str):
-        return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, _REMEDY)
+        return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
 
     latest = ask(learner0.latest_version.remote(), "latest_version")
     if latest <= my_version:
