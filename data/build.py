@@ -164,14 +164,8 @@ def load_sources(
             else:
                 problems.append((p, name))
         rows = len(result.problems) + len(result.rejects)
-        files.append(
-            {
-                "path": str(path),
-                "format": result.format,
-                "rows": rows,
-                "rejected": len(result.rejects),
-            }
-        )
+        counted = {"path": str(path), "format": result.format, "rows": rows}
+        files.append({**counted, "rejected": len(result.rejects)})
     return _unique_ids(problems), removed, files
 
 
