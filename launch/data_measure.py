@@ -5,9 +5,7 @@ the rates file after each chunk of problems. See launch/data_filter.py."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
-from typing import Any
 
 from microcoder.data.difficulty_rates import PassRate, append_rates
 from microcoder.data.problem import Problem
@@ -25,22 +23,20 @@ def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -
     kept = [p for p in todo if p.id in texts]
     if not kept:
         return 0
-    from microcoder.device import resolve_device
+    from microcoder.evaluation.progress import ProgressLine
     from microcoder.launch.eval_cluster import EvalCluster
 
-    cfg.cluster.device = resolve_device(cfg.cluster.device)
-    if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
-        cfg.generator.gpus_per_engine = 1.0
     cluster = EvalCluster(cfg, folder, args.address or cfg.cluster.address)
     written = 0
     try:
         cluster.start(args.model, args.generators, args.executors, log=log)
         for start in range(0, len(kept), max(1, args.chunk)):
             chunk = kept[start : start + max(1, args.chunk)]
-            rates = measure_chunk(args, cluster, chunk, texts, identity)
+            progress = ProgressLine()
+            rates = measure_chunk(args, cluster, chunk, texts, identity, progress)
+            progress.close()
             append_rates(args.rates, rates)
             written += len(rates)
-            print(file=sys.stderr)  # end the progress line
             log(f"measured {start + len(chunk)}/{len(kept)} problems -> {args.rates}")
     except KeyboardInterrupt:
         log(f"interrupted; {written} rates are in {args.rates}: rerun the same command to go on")
@@ -51,9 +47,15 @@ def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -
 
 
 def measure_chunk(
-    args: argparse.Namespace, cluster, chunk: Sequence[Problem], texts: dict, identity: dict
+    args: argparse.Namespace,
+    cluster,
+    chunk: Sequence[Problem],
+    texts: dict,
+    identity: dict,
+    progress=None,
 ) -> list[PassRate]:
-    """One `evaluate` call over `chunk` (resuming the work folder's samples); the rates."""
+    """One `evaluate` call over `chunk` (resuming the work folder's samples, reporting to
+    `progress`, e.g. evaluation/progress.py's ProgressLine); the rates."""
     from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.report import per_problem_counts
     from microcoder.evaluation.samples import read_samples
@@ -76,7 +78,7 @@ def measure_chunk(
         cluster.executors,
         folder,
         renderer_text=lambda p: texts[p.id],
-        progress=_progress,
+        progress=progress,
         context={"data_filter": identity},
     )
     records, _ = read_samples(folder / "samples.jsonl")
@@ -113,13 +115,3 @@ def _prompts(args: argparse.Namespace, cfg, todo: Sequence[Problem]) -> dict[str
             "--max-prompt-tokens to keep them"
         )
     return {m.problem.id: m.text for m in measured.kept}
-
-
-def _progress(state: dict[str, Any]) -> None:
-    print(
-        f"\r  {state['label']}: {state['done']}/{state['total']} samples, "
-        f"{state['passed']} passed, {state['elapsed_s']:.0f} s",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )

@@ -18,6 +18,13 @@ class EvalCluster:
     """Start with `start(...)`, hand `generators` / `executors` to `evaluate`, then `close()`."""
 
     def __init__(self, cfg: Config, out_dir: Path, address: str = "local"):
+        """`cfg.cluster.device` is resolved here (`auto` -> cuda or cpu); on cuda each generator
+        gets one GPU unless `generator.gpus_per_engine` says otherwise."""
+        from microcoder.device import resolve_device
+
+        cfg.cluster.device = resolve_device(cfg.cluster.device)
+        if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
+            cfg.generator.gpus_per_engine = 1.0
         self.cfg, self.out_dir, self.address = cfg, out_dir, address
         self.generators: dict[str, Any] = {}
         self.executors: dict[str, Any] = {}

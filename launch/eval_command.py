@@ -169,15 +169,11 @@ def _prompts(args, cfg, problems, settings, context):
 
 
 def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -> int:
-    from microcoder.device import resolve_device
     from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.progress import ProgressLine
     from microcoder.evaluation.report_md import group_table
     from microcoder.launch.eval_cluster import EvalCluster
 
-    cfg.cluster.device = resolve_device(cfg.cluster.device)
-    if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
-        cfg.generator.gpus_per_engine = 1.0
     address = args.address or cfg.cluster.address
     cluster = EvalCluster(cfg, out, address)
     progress = None if args.quiet else ProgressLine()
