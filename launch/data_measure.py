@@ -94,19 +94,9 @@ def measure_chunk(
 
 def _prompts(args: argparse.Namespace, cfg, todo: Sequence[Problem]) -> dict[str, str]:
     """{id: rendered prompt} of the problems whose prompt fits --max-prompt-tokens."""
-    from transformers import AutoTokenizer
+    from microcoder.launch.eval_inputs import render_prompts
 
-    from microcoder.data.prompts import PromptRenderer, measure_prompts
-    from microcoder.launch.eval_inputs import check_model
-
-    check_model(args.model, args.max_prompt_tokens, args.max_tokens)
-    cfg.model.path = args.model
-    cfg.generator.max_prompt_tokens = args.max_prompt_tokens
-    cfg.generator.max_response_tokens = args.max_tokens
-    renderer = PromptRenderer(
-        AutoTokenizer.from_pretrained(args.model), cfg.prompt, cfg.model.chat_template_kwargs
-    )
-    measured = measure_prompts(renderer, todo, args.max_prompt_tokens)
+    measured = render_prompts(args.model, cfg, todo, args.max_prompt_tokens, args.max_tokens)
     if measured.skipped:
         first = measured.skipped[0]
         log(

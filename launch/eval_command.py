@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.launch.eval_inputs import (
-    check_model,
     check_resume,
     int_list,
     load_selected,
     out_folder,
+    render_prompts,
     warn,
 )
 
@@ -139,20 +139,9 @@ def _given(args, all_problems, problems, settings):
 
 
 def _prompts(args, cfg, problems, settings, context):
-    from transformers import AutoTokenizer
-
-    from microcoder.data.prompts import PromptRenderer, measure_prompts
-
     limit = args.max_prompt_tokens or DEFAULT_PROMPT_TOKENS
-    check_model(args.model, limit, settings.budgets[-1])
     _drop_ks(settings, settings.samples)
-    cfg.model.path = args.model
-    cfg.generator.max_prompt_tokens = limit
-    cfg.generator.max_response_tokens = settings.budgets[-1]
-    renderer = PromptRenderer(
-        AutoTokenizer.from_pretrained(args.model), cfg.prompt, cfg.model.chat_template_kwargs
-    )
-    measured = measure_prompts(renderer, problems, limit)
+    measured = render_prompts(args.model, cfg, problems, limit, settings.budgets[-1])
     skipped = [{"problem_id": m.problem.id, "tokens": m.tokens} for m in measured.skipped]
     context["skipped_prompts"] = {"count": len(skipped), "max_prompt_tokens": limit, "ids": skipped}
     if skipped:

@@ -124,3 +124,21 @@ def check_model(model_path: str | None, prompt_tokens: int, budget: int) -> None
             f"--max-prompt-tokens {prompt_tokens} + --max-tokens {budget} = "
             f"{prompt_tokens + budget} exceeds the model's context ({limit} tokens); lower them"
         )
+
+
+def render_prompts(model_path: str, cfg, problems, prompt_tokens: int, budget: int):
+    """Check the model fits `prompt_tokens` + `budget`, point `cfg` (model.path,
+    generator.max_prompt_tokens / max_response_tokens) at them, and render every problem's
+    prompt with the run's template: data/prompts.py's `measure_prompts` result (kept, skipped)."""
+    from transformers import AutoTokenizer
+
+    from microcoder.data.prompts import PromptRenderer, measure_prompts
+
+    check_model(model_path, prompt_tokens, budget)
+    cfg.model.path = model_path
+    cfg.generator.max_prompt_tokens = prompt_tokens
+    cfg.generator.max_response_tokens = budget
+    renderer = PromptRenderer(
+        AutoTokenizer.from_pretrained(model_path), cfg.prompt, cfg.model.chat_template_kwargs
+    )
+    return measure_prompts(renderer, problems, prompt_tokens)
