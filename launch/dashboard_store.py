@@ -3,7 +3,8 @@
 The launcher registers `MetricsStore.add` as a MetricsLogger sink; the HTTP server answers
 `/api/metrics?since=N` from it. A record is flattened to dotted numeric keys
 (`buffer.depths.scored`), which is what the page's charts name; the staleness histogram of the
-newest step travels separately (it is a distribution, not a time series).
+newest step travels separately (it is a distribution, not a time series), and so does the
+temperature's story (the calibration table, every schedule stage and monitor step-up).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class MetricsStore:
         if flat.get("step_s", 0.0) > 0 and "wait_s" in flat:  # learner waiting for data
             flat["learner_idle_frac"] = flat["wait_s"] / flat["step_s"]
         if record.get("kind") == "event":
-            flat["text"] = str(record.get("event", ""))
+            flat["text"] = str(record.get("message") or record.get("event", ""))
         with self._lock:
             self.raw.append(record)
             self._flat.append(flat)
@@ -92,6 +93,26 @@ class MetricsStore:
             "evals": [r for r in chunk if r["kind"] == "eval"],
             "events": [r for r in chunk if r["kind"] == "event"],
             "staleness_hist": staleness_hist(latest),
+            "temperature": self.temperature(),
+        }
+
+    def temperature(self) -> dict[str, Any]:
+        """The temperature's story: the newest calibration (table [[T, diversity], ...], chosen,
+        target, reached_target, calibration_s; None if the run did not calibrate), every change
+        (event="temperature": step, cause, before, temperature, message) and the temperature of
+        the newest step (None before the first)."""
+        with self._lock:
+            events = [r for r in self.raw if r.get("kind") == "event"]
+            current = self.latest_step.get("temperature")
+        calibrations = [r for r in events if r.get("event") == "calibration"]
+        keys = ("table", "chosen", "target", "reached_target", "calibration_s", "step")
+        changes = ("step", "cause", "before", "temperature", "message")
+        return {
+            "calibration": {k: calibrations[-1].get(k) for k in keys} if calibrations else None,
+            "changes": [
+                {k: r.get(k) for k in changes} for r in events if r.get("event") == "temperature"
+            ],
+            "current": current,
         }
 
     def events(self, last: int = 20) -> list[dict[str, Any]]:

@@ -22,39 +22,35 @@ WAIT_LOOK_S = 1.0
 supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 
-def build_controller(run: Run):
-    """Temperature controller: resumed state, else calibrated (if asked) or the initial T."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.pools import with_log
-    from microcoder.learner.temperature import TemperatureController, calibrate
+def build_controller(run: Run, generator=None):
+    """Temperature controller: the state saved in the checkpoint being resumed (no calibration),
+    else calibrated on `generator` (default: the first running one) when
+    algorithm.temperature.calibrate, else at algorithm.temperature.initial. Logs an "event"
+    record: event="calibration" (table, chosen, target, reached_target, calibration_s) or
+    event="temperature" with cause="resume"."""
+    from microcoder.learner.temperature import TemperatureController
 
     t = run.cfg.algorithm.temperature
     ckpt = run.resume_from
     if ckpt is not None and (ckpt / "temperature.json").exists():
-        return TemperatureController.from_state_dict(
+        c = TemperatureController.from_state_dict(
             json.loads((ckpt / "temperature.json").read_text())
         )
+        msg = f"temperature {c.temperature:g} resumed from {ckpt / 'temperature.json'}"
+        run.log(msg + " (no calibration)")
+        step = run.learners.version
+        run.metrics.log(
+            "event",
+            event="temperature",
+            cause="resume",
+            step=step,
+            temperature=c.temperature,
+            message=msg,
+        )
+        return c
     temperature = t.initial
     if t.calibrate:
-        probe = [text for _, text in run.problems.prompts[: t.probe_prompts]]
-        name, replica = next(iter(run.generators.replicas.items()))
-        gen, name = replica.handle, with_log(name)
-        deadline = run.cfg.cluster.ready_timeout_s  # part of the run's start, like a vLLM start
-
-        def probe_at(T: float) -> float:
-            return get_within(
-                gen.probe_diversity.remote(probe, T),
-                deadline,
-                f"the diversity probe at T={T}",
-                name,
-                "sampling the probe prompts is slow or the engine is stuck: raise "
-                "cluster.ready_timeout_s, or lower algorithm.temperature.probe_prompts",
-            )
-
-        res = calibrate(t.candidates, t.target_diversity, probe_at)
-        run.log(res.format(t.target_diversity))
-        run.metrics.log("event", event="calibration", table=res.table, chosen=res.chosen)
-        temperature = res.chosen
+        temperature = calibrate_on(run, generator)
     return TemperatureController(
         temperature=temperature,
         candidates=list(t.candidates),
@@ -62,6 +58,75 @@ def build_controller(run: Run):
         window=t.monitor_window,
         schedule=[tuple(s) for s in t.schedule],
     )
+
+
+def calibrate_on(run: Run, generator=None) -> float:
+    """Probe the diversity at every candidate on one generator, log the table (and an "event"
+    record event="calibration"), return the chosen temperature."""
+    from microcoder.actors.deadline import get_within
+    from microcoder.launch.pools import with_log
+    from microcoder.learner.temperature import calibrate
+
+    t = run.cfg.algorithm.temperature
+    probe = [text for _, text in run.problems.prompts[: t.probe_prompts]]
+    if generator is None:
+        name, replica = next(iter(run.generators.replicas.items()))
+        generator = replica.handle
+    else:
+        name = "the generator being started"
+    name = with_log(name)
+    deadline = run.cfg.cluster.ready_timeout_s  # part of the run's start, like a vLLM start
+    run.log(
+        f"temperature calibration: {len(probe)} probe prompts x {run.cfg.algorithm.group_size} "
+        f"samples at each of {len(t.candidates)} candidates"
+    )
+
+    def probe_at(T: float) -> float:
+        return get_within(
+            generator.probe_diversity.remote(probe, T),
+            deadline,
+            f"the diversity probe at T={T}",
+            name,
+            "sampling the probe prompts is slow or the engine is stuck: raise "
+            "cluster.ready_timeout_s, or lower algorithm.temperature.probe_prompts",
+        )
+
+    t0 = time.perf_counter()
+    res = calibrate(t.candidates, t.target_diversity, probe_at)
+    seconds = time.perf_counter() - t0
+    text = res.format(t.target_diversity)
+    run.log(f"{text}\n  ({seconds:.1f} s)")
+    run.metrics.log(
+        "event",
+        event="calibration",
+        step=run.learners.version,
+        table=[list(row) for row in res.table],
+        chosen=res.chosen,
+        target=t.target_diversity,
+        reached_target=res.reached_target,
+        probe_prompts=len(probe),
+        calibration_s=seconds,
+        message=f"calibrated temperature {res.chosen:g}"
+        + ("" if res.reached_target else " (no candidate reached the target: the highest)"),
+    )
+    return res.chosen
+
+
+def apply_change(run: Run, change) -> None:
+    """A schedule stage or a monitor step-up (learner/temperature.py TemperatureChange): log it,
+    record it as an "event" record event="temperature", and set it on every generator."""
+    run.log(change.message)
+    run.metrics.log(
+        "event",
+        event="temperature",
+        cause=change.cause,
+        step=change.step,
+        before=change.before,
+        temperature=change.after,
+        message=change.message,
+    )
+    if change.after != change.before:
+        run.generators.call_all("set_temperature", change.after)
 
 
 def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
@@ -79,7 +144,7 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
         "executor_idle_frac": idle(execs),
         "buffer": buf,
         "replicas": [
-            {k: x.get(k) for k in ("name", "pid", "restarts", "version", "error")}
+            {k: x.get(k) for k in ("name", "pid", "restarts", "version", "error", "temperature")}
             for x in gens + execs
         ],
     }
@@ -113,10 +178,10 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
     on_wait = waiter(run)
     while step < cfg.max_steps:
         run.raise_if_stopped()
-        before = controller.temperature
-        temperature = controller.start_step(step)
-        if temperature != before:
-            run.generators.call_all("set_temperature", temperature)
+        change = controller.start_step(step)
+        if change is not None:
+            apply_change(run, change)
+        temperature = controller.temperature
         t0 = time.time()
         m = run.learners.step(
             timeout_s=cfg.learner.batch_wait_s or None,
@@ -142,10 +207,9 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             continue
         skipped = []
         step = int(m["version"])
-        event = controller.observe(step, m["diversity"])
-        if event:
-            run.log(event)
-            run.generators.call_all("set_temperature", controller.temperature)
+        change = controller.observe(step, m["diversity"])
+        if change is not None:
+            apply_change(run, change)
         for k in sums:
             sums[k] += m[k]
         record = run.metrics.log(

@@ -8,10 +8,14 @@ engine inside (the generator actor supplies measurements):
 (a) `calibrate(candidates, target, measure)`: before step 1, measure the diversity at each
     candidate temperature (ascending) and pick the LOWEST whose diversity reaches the target;
     if none does, pick the highest candidate and say so.
-(b) a staged schedule: [(step, T), ...]; from each listed step on, that temperature.
+(b) a staged schedule: [(s, T), ...]: once s learner steps are done, that temperature (the
+    step records s+1 on carry it). A stage overrides whatever is in force, calibrated or not.
 (c) an online monitor: after `window` consecutive steps with diversity below the target, step
     the temperature up to the next higher candidate (bounded by the highest), then wait another
-    full window before the next step-up.
+    full window before the next step-up. It climbs from whatever is in force (the calibrated T, a
+    stage's T, or its own last step-up); a later stage still overrides it.
+
+Every change is returned as a `TemperatureChange` (the launcher logs it as an event record).
 
 Diversity is `learner.diversity.batch_diversity` (1 − mean pairwise token-3-gram Jaccard).
 """
@@ -56,6 +60,30 @@ def calibrate(
     return CalibrationResult(chosen=table[-1][0], table=table, reached_target=False)
 
 
+@dataclass(frozen=True)
+class TemperatureChange:
+    """One change of the temperature in force (or a step-up the ladder had no room for)."""
+
+    step: int
+    """Learner steps done when it happened."""
+    cause: str
+    """What made it: one of CAUSES."""
+    before: float
+    """Temperature in force before."""
+    after: float
+    """Temperature in force after (equal to `before` when the monitor is at the top)."""
+    message: str
+    """The human-readable line (also in `TemperatureController.events`)."""
+
+
+CAUSES = {
+    "schedule": "a stage of algorithm.temperature.schedule began",
+    "monitor": "diversity stayed below the target for monitor_window steps",
+    "resume": "the state was loaded from the checkpoint a resumed run continues",
+}
+"""Why the temperature changed, by `TemperatureChange.cause`."""
+
+
 @dataclass
 class TemperatureController:
     """Current sampling temperature, driven by a staged schedule and the online monitor."""
@@ -79,17 +107,18 @@ class TemperatureController:
         self.candidates = sorted(self.candidates)
         self.schedule = sorted((int(s), float(t)) for s, t in self.schedule)
 
-    def start_step(self, step: int) -> float:
-        """Apply a schedule stage that begins at `step`; return the temperature to sample with."""
+    def start_step(self, step: int) -> TemperatureChange | None:
+        """`step` learner steps are done: apply the schedule stage listed at `step`, if any.
+        The temperature to sample with is then `self.temperature`."""
+        change = None
         for s, t in self.schedule:
             if s == step and t != self.temperature:
-                self.events.append(
-                    f"step {step}: schedule sets temperature {self.temperature:g} -> {t:g}"
-                )
-                self.temperature, self.below = t, 0
-        return self.temperature
+                msg = f"step {step}: schedule sets temperature {self.temperature:g} -> {t:g}"
+                change = self._record(step, "schedule", t, msg)
+                self.below = 0
+        return change
 
-    def observe(self, step: int, diversity: float) -> str | None:
+    def observe(self, step: int, diversity: float) -> TemperatureChange | None:
         """Record the step's diversity; step the temperature up when the window is exhausted."""
         if self.window <= 0:
             return None
@@ -98,19 +127,21 @@ class TemperatureController:
             return None
         self.below = 0
         higher = [c for c in self.candidates if c > self.temperature]
+        head = (
+            f"step {step}: diversity {diversity:.3f} below target {self.target:.3f} for "
+            f"{self.window} steps"
+        )
         if not higher:
-            msg = (
-                f"step {step}: diversity {diversity:.3f} below target {self.target:.3f} for "
-                f"{self.window} steps but temperature {self.temperature:g} is the highest candidate"
-            )
-        else:
-            msg = (
-                f"step {step}: diversity {diversity:.3f} below target {self.target:.3f} for "
-                f"{self.window} steps: temperature {self.temperature:g} -> {higher[0]:g}"
-            )
-            self.temperature = higher[0]
+            msg = f"{head} but temperature {self.temperature:g} is the highest candidate"
+            return self._record(step, "monitor", self.temperature, msg)
+        msg = f"{head}: temperature {self.temperature:g} -> {higher[0]:g}"
+        return self._record(step, "monitor", higher[0], msg)
+
+    def _record(self, step: int, cause: str, after: float, msg: str) -> TemperatureChange:
+        change = TemperatureChange(step, cause, self.temperature, after, msg)
+        self.temperature = after
         self.events.append(msg)
-        return msg
+        return change
 
     def state_dict(self) -> dict:
         """Everything needed to resume (goes into checkpoints)."""

@@ -32,7 +32,7 @@ const CHARTS = [
 ];
 const W = 340, H = 150, PL = 44, PR = 10, PT = 8, PB = 18;
 const NS = "http://www.w3.org/2000/svg";
-const data = { steps: [], evals: [], events: [], hist: {}, next: 0 };
+const data = { steps: [], evals: [], events: [], hist: {}, next: 0, temperature: null };
 let status = null;
 
 const $ = (id) => document.getElementById(id);
@@ -152,6 +152,7 @@ function drawBars(c, card) {
 
 function render() {
   for (const c of CHARTS) (c.bars ? drawBars : drawLines)(c, $("chart-" + c.id));
+  renderTemperature();
   document.body.dataset.next = String(data.next);
   document.body.dataset.steps = String(data.steps.length);
   const last = data.steps[data.steps.length - 1];
@@ -160,6 +161,38 @@ function render() {
     $("train-rate").textContent = fmt(last.tokens_per_s) + " tok/s";
     $("test-rate").textContent = fmt(last.tests_per_s) + " tests/s";
   }
+}
+
+// The temperature card: the calibration table (data-calibration rows), the chosen and current T,
+// and every schedule stage / monitor step-up (data-temperature-change items).
+function renderTemperature() {
+  const box = $("temperature"), t = data.temperature;
+  if (!box) return;
+  box.replaceChildren();
+  if (!t) { box.append(el("div", { class: "pool-note" }, "–")); return; }
+  const c = t.calibration;
+  const head = [`now T = ${t.current == null ? "–" : String(t.current)}`];
+  if (c) head.push(`calibrated ${c.chosen} (target diversity ${Number(c.target).toFixed(3)}, ` +
+    `${fmt(c.calibration_s)} s)`);
+  else head.push("not calibrated");
+  box.append(el("div", { class: "temperature-head", "data-chosen": c ? String(c.chosen) : "" }, head.join(" · ")));
+  if (c && c.table) {
+    const tab = el("table", { class: "replicas" }), hr = el("tr");
+    for (const h of ["T", "probe diversity", ""]) hr.appendChild(el("th", {}, h));
+    tab.appendChild(hr);
+    for (const [temp, div] of c.table) {
+      const tr = el("tr", { "data-calibration": String(temp) });
+      const chosen = temp === c.chosen;
+      tr.append(el("td", {}, String(temp)), el("td", {}, Number(div).toFixed(3)),
+        el("td", { class: chosen ? "chosen" : "" }, chosen ? "← chosen" : (div >= c.target ? "reaches target" : "")));
+      tab.appendChild(tr);
+    }
+    box.appendChild(tab);
+    if (!c.reached_target) box.append(el("div", { class: "err" }, "no candidate reached the target: using the highest"));
+  }
+  const ul = el("ul", { class: "events" });
+  for (const ch of t.changes || []) ul.appendChild(el("li", { "data-temperature-change": ch.cause }, `${ch.cause}: ${ch.message}`));
+  if (ul.children.length) box.appendChild(ul);
 }
 
 function addSteps(steps) {
@@ -174,7 +207,7 @@ async function pollMetrics() {
     const res = await fetch("/api/metrics?since=" + data.next, { cache: "no-store" });
     const m = await res.json();
     addSteps(m.steps); data.evals.push(...m.evals); data.events.push(...m.events);
-    data.hist = m.staleness_hist; data.next = m.next;
+    data.hist = m.staleness_hist; data.next = m.next; data.temperature = m.temperature || null;
     render();
     if (m.next < m.total) return setTimeout(pollMetrics, 0);
   } catch (err) {
@@ -240,7 +273,8 @@ function renderStatus() {
   ul.replaceChildren();
   for (const e of s.errors || []) ul.appendChild(el("li", { class: "error" }, e));
   for (const e of data.events.slice(-15).reverse()) {
-    ul.appendChild(el("li", {}, (typeof e.step === "number" ? `step ${e.step}: ` : "") + e.text));
+    const prefix = typeof e.step === "number" && !e.text.startsWith("step ") ? `step ${e.step}: ` : "";
+    ul.appendChild(el("li", {}, prefix + e.text));
   }
   if (!ul.children.length) ul.appendChild(el("li", {}, "none"));
 }

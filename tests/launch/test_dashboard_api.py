@@ -125,3 +125,50 @@ def test_busy_port_falls_back_to_a_free_one(served):
         assert get(other.url + "healthz")[2] == b"ok\n"
     finally:
         other.stop()
+
+
+CALIBRATION = {
+    "event": "calibration",
+    "step": 0,
+    "table": [[0.6, 0.15], [1.0, 0.34], [1.4, 0.8]],
+    "chosen": 1.0,
+    "target": 0.3,
+    "reached_target": True,
+    "calibration_s": 4.2,
+    "message": "calibrated temperature 1",
+}
+STEP_UP = {
+    "event": "temperature",
+    "cause": "monitor",
+    "step": 3,
+    "before": 1.0,
+    "temperature": 1.4,
+    "message": "step 3: diversity 0.200 below target 0.300 for 5 steps: temperature 1 -> 1.4",
+}
+
+
+def test_metrics_carry_the_calibration_table_and_every_temperature_change(served):
+    logger, _, server = served
+    logger.log("event", **CALIBRATION)
+    feed(logger, 1, 3, eval_every=0)
+    logger.log("event", **STEP_UP)
+    got = get_json(server.url + "api/metrics?since=0")["temperature"]
+    assert got["calibration"]["table"] == CALIBRATION["table"]
+    assert (got["calibration"]["chosen"], got["calibration"]["target"]) == (1.0, 0.3)
+    assert [(c["cause"], c["before"], c["temperature"]) for c in got["changes"]] == [
+        ("monitor", 1.0, 1.4)
+    ]
+
+
+def test_the_event_list_shows_an_events_message(served):
+    logger, store, _ = served
+    logger.log("event", **STEP_UP)
+    assert store.since(0)["events"][0]["text"] == STEP_UP["message"]
+
+
+def test_a_run_without_calibration_has_no_calibration_in_the_temperature_view(served):
+    logger, store, _ = served
+    feed(logger, 1, 2, eval_every=0)
+    view = store.since(0)["temperature"]
+    assert view["calibration"] is None
+    assert view["current"] == synthetic_step(2)["temperature"]

@@ -34,14 +34,35 @@ REPLICAS = {
 }
 
 
+CALIBRATION = {
+    "event": "calibration",
+    "step": 0,
+    "table": [[0.6, 0.15], [1.0, 0.34], [1.4, 0.8]],
+    "chosen": 1.0,
+    "target": 0.3,
+    "reached_target": True,
+    "calibration_s": 4.2,
+}
+STEP_UP = {
+    "event": "temperature",
+    "cause": "monitor",
+    "step": 13,
+    "before": 1.0,
+    "temperature": 1.4,
+    "message": "step 13: diversity 0.200 below target 0.300 for 5 steps: temperature 1 -> 1.4",
+}
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """Serve 20 steps; every /api/metrics request logs one more step (metrics keep arriving)."""
     logger = MetricsLogger(tmp_path_factory.mktemp("run"))
     store = MetricsStore()
     logger.sinks.append(store.add)
+    logger.log("event", **CALIBRATION)
     feed(logger, 1, 20, eval_every=5)
     logger.log("event", event="generator-1 died (killed); restarting", step=12)
+    logger.log("event", **STEP_UP)
     since = store.since
 
     def since_and_more(index: int, limit: int = 5000):
@@ -115,6 +136,13 @@ def test_header_pools_and_errors_are_rendered(loaded):
     dom, _ = loaded
     assert "chromium-test" in dom and "generator-1" in dom and "executor-0" in dom
     assert "step 12: generator-1 died" in dom
+
+
+def test_temperature_card_shows_a_row_per_calibration_candidate_and_the_step_up(loaded):
+    dom, _ = loaded
+    assert dom.count("data-calibration=") == 3
+    assert 'data-chosen="1"' in dom
+    assert 'data-temperature-change="monitor"' in dom and "temperature 1 -&gt; 1.4" in dom
 
 
 def test_screenshot_is_kept_as_an_artifact(loaded):

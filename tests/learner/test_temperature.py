@@ -40,8 +40,20 @@ def controller(**kw) -> TemperatureController:
 def test_monitor_steps_up_after_window_consecutive_low_steps():
     c = controller()
     assert c.observe(1, 0.4) is None and c.observe(2, 0.4) is None
-    assert "1 -> 1.2" in c.observe(3, 0.4)
+    assert "1 -> 1.2" in c.observe(3, 0.4).message
     assert c.temperature == 1.2
+
+
+def test_a_monitor_step_up_is_a_change_record_naming_before_and_after():
+    c = controller(window=1)
+    change = c.observe(4, 0.1)
+    assert (change.step, change.cause, change.before, change.after) == (4, "monitor", 1.0, 1.2)
+
+
+def test_a_step_up_at_the_highest_candidate_is_recorded_without_a_change():
+    c = controller(temperature=1.4, window=1)
+    change = c.observe(2, 0.1)
+    assert (change.before, change.after) == (1.4, 1.4)
 
 
 def test_monitor_resets_when_diversity_recovers():
@@ -68,7 +80,32 @@ def test_monitor_off_when_window_is_zero():
 
 def test_schedule_applies_stages_at_their_steps():
     c = controller(window=0, schedule=[(5, 1.2), (0, 0.8)])
-    assert [c.start_step(s) for s in (0, 1, 5, 6)] == [0.8, 0.8, 1.2, 1.2]
+    temps = []
+    for s in (0, 1, 5, 6):
+        c.start_step(s)
+        temps.append(c.temperature)
+    assert temps == [0.8, 0.8, 1.2, 1.2]
+
+
+def test_a_schedule_stage_is_a_change_record():
+    c = controller(window=0, schedule=[(2, 0.6)])
+    assert c.start_step(1) is None
+    change = c.start_step(2)
+    assert (change.step, change.cause, change.before, change.after) == (2, "schedule", 1.0, 0.6)
+
+
+def test_monitor_climbs_from_the_stage_in_force():
+    c = controller(window=1, schedule=[(2, 0.6)])
+    c.start_step(2)
+    c.observe(3, 0.1)
+    assert c.temperature == 1.0
+
+
+def test_a_later_stage_overrides_a_monitor_step_up():
+    c = controller(window=1, schedule=[(5, 0.6)])
+    c.observe(3, 0.1)
+    c.start_step(5)
+    assert c.temperature == 0.6
 
 
 def test_state_round_trips():
@@ -76,4 +113,4 @@ def test_state_round_trips():
     c.observe(1, 0.1)
     again = TemperatureController.from_state_dict(c.state_dict())
     assert again == c
-    assert again.observe(2, 0.1) is None and "->" in again.observe(3, 0.1)
+    assert again.observe(2, 0.1) is None and "->" in again.observe(3, 0.1).message
