@@ -76,10 +76,6 @@ def calibrate_on(run: Run, generator=None) -> float:
         name = "the generator being started"
     name = with_log(name)
     deadline = run.cfg.cluster.ready_timeout_s  # part of the run's start, like a vLLM start
-    run.log(
-        f"temperature calibration: {len(probe)} probe prompts x {run.cfg.algorithm.group_size} "
-        f"samples at each of {len(t.candidates)} candidates"
-    )
 
     def probe_at(T: float) -> float:
         return get_within(
@@ -95,7 +91,8 @@ def calibrate_on(run: Run, generator=None) -> float:
     res = calibrate(t.candidates, t.target_diversity, probe_at)
     seconds = time.perf_counter() - t0
     text = res.format(t.target_diversity)
-    run.log(f"{text}\n  ({seconds:.1f} s)")
+    g = run.cfg.algorithm.group_size
+    run.log(f"{text}\n  ({len(probe)} probe prompts x {g} samples per candidate, {seconds:.1f} s)")
     run.metrics.log(
         "event",
         event="calibration",
