@@ -13,6 +13,9 @@ import sys
 
 DEFAULT_OUT = "runs/tiny-model"
 DEFAULT_WARM_OUT = "runs/tiny-model-warm"
+WARM_OUTS = {"synthetic": DEFAULT_WARM_OUT, "synthetic-long": "runs/tiny-model-long"}
+"""Default --out of a warm start per synthetic family (one family's model never lands in the
+folder of another's); a family not listed here needs --out."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         default=None,
-        help=f"output folder (Hugging Face format); default {DEFAULT_OUT}, "
-        f"or {DEFAULT_WARM_OUT} with --warmstart",
+        help=f"output folder (Hugging Face format); default {DEFAULT_OUT}, or with "
+        "--warmstart " + ", ".join(f"{v} for --family {k}" for k, v in WARM_OUTS.items()),
     )
     p.add_argument(
         "--seed", type=int, default=0, help="weight seed; same seed = same weights (default 0)"
@@ -33,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warmstart",
         action="store_true",
         help="fine-tune until the held-out pass rate (T=1.0, sandbox-judged) enters the window",
+    )
+    w.add_argument(
+        "--family",
+        default=None,
+        help="synthetic task family to fine-tune on: synthetic (default) or synthetic-long "
+        "(long answers; also --set eval_max_new_tokens=96)",
     )
     w.add_argument("--target-low", type=float, default=None, help="window low end (0.2)")
     w.add_argument("--target-high", type=float, default=None, help="window high end (0.45)")
@@ -53,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.warmstart:
         return run_warmstart(args)
     if args.set or any(
-        v is not None for v in (args.target_low, args.target_high, args.max_steps, args.eval_every)
+        v is not None
+        for v in (args.target_low, args.target_high, args.max_steps, args.eval_every, args.family)
     ):
         print("tiny-model: warm-start options need --warmstart", file=sys.stderr)
         return 2
@@ -88,7 +98,7 @@ def warmstart_config(args: argparse.Namespace):
             names = ", ".join(WarmStartConfig.model_fields)
             raise ConfigError(f"--set {key}: unknown warm-start setting; valid: {names}")
         values[key] = parse_value(text)
-    for key in ("target_low", "target_high", "max_steps", "eval_every"):
+    for key in ("family", "target_low", "target_high", "max_steps", "eval_every"):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     try:
@@ -103,8 +113,11 @@ def run_warmstart(args: argparse.Namespace) -> int:
     from microcoder.learner.warmstart import warm_start
     from microcoder.sandbox import SandboxUnavailable
 
-    out = args.out or DEFAULT_WARM_OUT
-    print(f"tiny-model: warm start into {out} (seed {args.seed}) ...", flush=True)
+    out = args.out or WARM_OUTS.get(cfg.family)
+    if out is None:
+        print(f"tiny-model: family {cfg.family} has no default folder; pass --out", file=sys.stderr)
+        return 2
+    print(f"tiny-model: warm start ({cfg.family}) into {out} (seed {args.seed}) ...", flush=True)
     try:
         r = warm_start(out, seed=args.seed, cfg=cfg, progress=not args.no_progress)
     except WarmStartError as e:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
 
 
 class WarmStartConfig(Section):
+    family: str = "synthetic"
+    """The synthetic task family the model is fine-tuned and evaluated on and its tokenizer is
+    trained on: a `data.source` name of data/sources.py SYNTHETIC_VARIANTS (`synthetic`, or
+    `synthetic-long` for configs/compare-long.toml; then set eval_max_new_tokens to the run's
+    generator.max_response_tokens, 96 there)."""
     batch_size: int = Field(32, ge=1)
     """(prompt, solution) pairs per optimizer step."""
     lr: float = Field(1e-3, gt=0)
@@ -45,6 +50,17 @@ class WarmStartConfig(Section):
     average below 1), else 1 (OpenMP threads competing for busy cores run many times slower)."""
     vocab_size: int = Field(1024, ge=300)
     """BPE vocabulary budget; the synthetic corpus saturates near 550 tokens."""
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        from microcoder.data.sources import SYNTHETIC_VARIANTS
+
+        if value not in SYNTHETIC_VARIANTS:
+            raise ValueError(
+                f"warmstart.family = {value!r}: set it to one of {', '.join(SYNTHETIC_VARIANTS)}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _window_is_ordered(self) -> WarmStartConfig:

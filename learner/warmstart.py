@@ -2,7 +2,8 @@
 
     warm_start(out_dir, seed=0, cfg=WarmStartConfig()) -> WarmStartResult
 
-Builds the byte-level BPE tokenizer on the synthetic training corpus (rendered as the run's
+Builds the byte-level BPE tokenizer on the training corpus of the synthetic family
+`cfg.family` (data/sources.py SYNTHETIC_VARIANTS; rendered as the run's
 prompt config renders stdin problems, plus the system prompt and the reply fence, so the
 rendered prompt and reply are short), a random-weight tiny Qwen2
 for `seed`, and fine-tunes it on (prompt → fenced canonical solution) pairs of the training
@@ -78,18 +79,18 @@ def stdin_system_prompt(prompt: PromptConfig) -> str:
     return messages[0]["content"] if messages[0]["role"] == "system" else ""
 
 
-def warmstart_corpus(prompt: PromptConfig) -> list[str]:
-    """Tokenizer corpus: training prompts (their user messages under `prompt`) and fenced
-    solutions, and the system prompt. Under the default config the user message is the
-    statement itself, so this is the corpus the cache was first built with."""
+def warmstart_corpus(prompt: PromptConfig, family: str = "synthetic") -> list[str]:
+    """Tokenizer corpus: training prompts of the synthetic `family` (their user messages under
+    `prompt`) and fenced solutions, and the system prompt. Under the default config the user
+    message is the statement itself, so this is the corpus the cache was first built with."""
     from microcoder.data.prompts import render_messages
-    from microcoder.data.synthetic import tokenizer_corpus
+    from microcoder.data.sources import synthetic_variant
     from microcoder.learner.sft_data import response_text
 
     def user(statement: str) -> str:
         return render_messages(_stdin_problem(statement), prompt)[-1]["content"]
 
-    texts = tokenizer_corpus()
+    texts = synthetic_variant(family).tokenizer_corpus()
     # tokenizer_corpus() alternates prompt, solution; the policy replies with the fenced form.
     rendered = [user(t) if i % 2 == 0 else response_text(t) for i, t in enumerate(texts)]
     return [stdin_system_prompt(prompt), *rendered]
@@ -98,15 +99,18 @@ def warmstart_corpus(prompt: PromptConfig) -> list[str]:
 def settings_of(seed: int, cfg: WarmStartConfig, prompt: PromptConfig | None = None) -> dict:
     """Everything that determines the result; the cache is valid only for equal settings.
     The default prompt config gives the key the cache has always had (its system prompt); any
-    other template adds its rendering of a stdin statement."""
+    other template adds its rendering of a stdin statement. The default family (`synthetic`)
+    is left out of the key, so the caches built before `family` existed stay valid."""
     prompt = prompt if prompt is not None else PromptConfig()
     settings = {
         "manifest_version": MANIFEST_VERSION,
         "seed": seed,
         "task_seed": TASK_SEED,
         "system_prompt": stdin_system_prompt(prompt),
-        "config": cfg.model_dump(exclude={"threads"}),
+        "config": cfg.model_dump(exclude={"threads", "family"}),
     }
+    if cfg.family != "synthetic":
+        settings["family"] = cfg.family
     if prompt.template != "default":
         from microcoder.data.prompts import render_messages
 
@@ -200,7 +204,7 @@ def _train(seed, cfg, prompt, judge, progress, log):
     from transformers.utils import logging as hf_logging
 
     from microcoder.data.prompts import PromptRenderer
-    from microcoder.data.synthetic import generate_tasks
+    from microcoder.data.sources import synthetic_variant
     from microcoder.learner.heldout import heldout_eval
     from microcoder.learner.hf_sample import sample_replies
     from microcoder.learner.sft import train_sft
@@ -209,17 +213,25 @@ def _train(seed, cfg, prompt, judge, progress, log):
 
     hf_logging.disable_progress_bar()  # per-shard bars of save/load are noise here
     with tempfile.TemporaryDirectory(prefix="microcoder-warm-") as tmp:
-        corpus = warmstart_corpus(prompt)
+        corpus = warmstart_corpus(prompt, cfg.family)
         build_tiny_model(tmp, seed=seed, corpus=corpus, vocab_size=cfg.vocab_size)
         tokenizer = AutoTokenizer.from_pretrained(tmp)
         model = AutoModelForCausalLM.from_pretrained(tmp)
     renderer = PromptRenderer(tokenizer, prompt)  # the tiny template reads no variables
+    generate_tasks = synthetic_variant(cfg.family).generate_tasks
     examples = [encode_example(renderer, p) for p in generate_tasks(TASK_SEED, "train")]
     heldout = generate_tasks(TASK_SEED, "heldout", cfg.eval_problems)
+    longest = max(len(e.response_ids) for e in examples)
+    if longest > cfg.eval_max_new_tokens:
+        log(
+            f"warm start: warning: the longest canonical reply is {longest} tokens but "
+            f"eval_max_new_tokens = {cfg.eval_max_new_tokens} cuts evaluation replies there "
+            f"(judged wrong); set eval_max_new_tokens >= {longest} for family {cfg.family}"
+        )
     n_params = sum(p.numel() for p in model.parameters())
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)
     log(
-        f"warm start: {n_params / 1e6:.2f} M params, vocab {len(tokenizer)}, "
+        f"warm start ({cfg.family}): {n_params / 1e6:.2f} M params, vocab {len(tokenizer)}, "
         f"{len(examples)} training pairs (mean {mean_len:.0f} tokens), "
         f"{len(heldout)} held-out problems, window [{cfg.target_low}, {cfg.target_high}]"
     )

@@ -36,3 +36,17 @@ def test_refuses_to_write_into_a_folder_that_is_not_a_model(tmp_path):
     r = microcoder("--warmstart", "--out", str(tmp_path))
     assert r.returncode == 1 and "does not hold a model" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_every_synthetic_family_has_its_own_default_warm_folder():
+    from microcoder.data.sources import SYNTHETIC_VARIANTS
+    from microcoder.launch.cmd_tiny_model import DEFAULT_WARM_OUT, WARM_OUTS
+
+    assert set(WARM_OUTS) == set(SYNTHETIC_VARIANTS)
+    assert len(set(WARM_OUTS.values())) == len(WARM_OUTS)
+    assert WARM_OUTS["synthetic"] == DEFAULT_WARM_OUT
+
+
+def test_unknown_family_is_a_config_error_naming_the_families(tmp_path):
+    r = microcoder("--warmstart", "--out", str(tmp_path), "--family", "synthetic-huge")
+    assert r.returncode == 2 and "synthetic-long" in r.stderr

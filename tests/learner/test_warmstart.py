@@ -109,8 +109,22 @@ def test_default_prompt_config_keeps_the_cache_key_of_the_old_system_prompt():
         "seed": 0,
         "task_seed": 0,
         "system_prompt": old,
-        "config": SMALL.model_dump(exclude={"threads"}),
+        "config": SMALL.model_dump(exclude={"threads", "family"}),
     }
+
+
+def test_the_long_family_is_in_the_cache_key_and_the_default_family_is_not():
+    """`family` came later: the default family leaves the key as it was (old caches stay valid);
+    another family gives another key, so a short-family cache never serves a long-family run."""
+    long = SMALL.model_copy(update={"family": "synthetic-long"})
+    assert "family" not in settings_of(0, SMALL) and "family" not in settings_of(0, SMALL)["config"]
+    assert settings_of(0, long)["family"] == "synthetic-long"
+    assert settings_of(0, long) != settings_of(0, SMALL)
+
+
+def test_an_unknown_family_is_refused_naming_the_registered_ones():
+    with pytest.raises(ValueError, match="synthetic-long"):
+        WarmStartConfig(family="synthetic-huge")
 
 
 def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
