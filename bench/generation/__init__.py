@@ -56,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument(
         "--update-every", type=float, default=3.0, help="in-flight update every S s (0: none)"
     )
+    w.add_argument(
+        "--inflight-kv",
+        choices=("recompute", "reuse"),
+        default="recompute",
+        help="generator.inflight_kv of the in-flight updates (default recompute)",
+    )
     w.add_argument("--pairs", type=int, default=1, help="timed waves+streaming pairs (1)")
     w.add_argument("--seed", type=int, default=0, help="workload seed (0)")
 

@@ -35,28 +35,27 @@ PROMPT_TOKENS = 32
 class Updater:
     """`maybe_update` for the streaming side: an in-flight weight update at its first call
     (groups are in flight by then) and every `every_s` seconds after (0: never), reloading the
-    same weights from `model_path` (the cost is the point)."""
+    same weights from `model_path` (the cost is the point), through the generator's own
+    sequence (actors/weight_sync.py `update_engine`, pause "keep", `kv` its inflight_kv)."""
 
-    def __init__(self, engine, model_path: str, every_s: float):
-        self.engine, self.model_path, self.every_s = engine, model_path, every_s
+    def __init__(self, engine, model_path: str, every_s: float, kv: str = "recompute"):
+        self.engine, self.model_path, self.every_s, self.kv = engine, model_path, every_s, kv
         self.version, self.pauses = 0, []
         self._next = 0.0
 
+    def _load(self) -> dict:
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_path": self.model_path})
+        self.engine.collective_rpc("_mc_fix_tied_lm_head")
+        return {"version": self.version + 1}
+
     def maybe_update(self) -> None:
+        from microcoder.actors.weight_sync import update_engine
+
         if self.every_s <= 0 or time.monotonic() < self._next:
             return
-        t0 = time.monotonic()
-        self.engine.pause("keep")
-        try:
-            self.engine.collective_rpc("reload_weights", kwargs={"weights_path": self.model_path})
-            self.engine.collective_rpc("_mc_fix_tied_lm_head")
-            self.version += 1
-            self.engine.set_version(self.version)
-            if not self.engine.reset_prefix_cache():
-                raise RuntimeError("bench: the prefix cache was not emptied while paused")
-        finally:
-            self.engine.resume()
-        self.pauses.append(time.monotonic() - t0)
+        result, pause_s = update_engine(self.engine, "keep", self._load, "bench", kv=self.kv)
+        self.version = result["version"]
+        self.pauses.append(pause_s)
         self._next = time.monotonic() + self.every_s
 
 
@@ -124,6 +123,7 @@ def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
                         0,
                         lambda: 0,
                         "bench-waves",
+                        engine.cache_salt,
                     )
                     for a in wave
                 )
@@ -170,10 +170,10 @@ def run_workload(args, model_path: str, device: str) -> dict:
         waves_side(engine, prompts[:warm], [8] * warm, args.group_size, args.capacity, no_updates)
         runs = []
         for _ in range(args.pairs):
-            updater = Updater(engine, model_path, args.update_every)
+            updater = Updater(engine, model_path, args.update_every, args.inflight_kv)
             w = waves_side(engine, prompts, lengths, args.group_size, args.capacity, updater)
             w["pauses_s"] = updater.pauses
-            updater = Updater(engine, model_path, args.update_every)
+            updater = Updater(engine, model_path, args.update_every, args.inflight_kv)
             s = streaming_side(engine, prompts, lengths, args.group_size, args.capacity, updater)
             s["pauses_s"] = updater.pauses
             runs.append({"waves": w, "streaming": s})
@@ -215,6 +215,7 @@ def summarize_workload(args, lengths: list[int], runs: list[dict], device: str) 
             "mean_tokens": statistics.mean(lengths),
             "max_length": max(lengths),
             "update_every_s": args.update_every,
+            "inflight_kv": args.inflight_kv,
             "pairs": args.pairs,
             "device": device,
         },
@@ -250,7 +251,7 @@ def format_workload_table(result: dict) -> str:
         f"{occ['streaming']:>11.3f}",
         f"ratio streaming/waves: {result['ratio']:.3f}; tokens {result['streaming_tokens']} vs "
         f"{result['waves_tokens']}",
-        f"weight updates every {w['update_every_s']} s: streaming {result['updates']} in flight "
+        f"weight updates every {w['update_every_s']} s (inflight_kv {w['inflight_kv']}): streaming {result['updates']} in flight "
         f"(pause p50 {result['pause_s_p50']:.3f} s, p99 {result['pause_s_p99']:.3f} s; "
         f"{result['mixed_version_responses']} responses span two versions), waves "
         f"{result['waves_updates']} between waves",

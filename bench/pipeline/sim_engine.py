@@ -76,6 +76,8 @@ class SimEngine:
 
     def __init__(self, per_group_s: float, response_tokens: int = 16) -> None:
         self.llm = _SimLLM(per_group_s, response_tokens)
+        self.cache_salt = None
+        """No prefix cache to keep apart (AsyncEngine.cache_salt)."""
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()

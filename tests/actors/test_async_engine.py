@@ -5,6 +5,7 @@ dies with the process that built it, kill -9 included (Linux)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -44,7 +45,8 @@ def start_streaming(engine, prompt: list[int], params):
     started, latest = threading.Event(), {}
 
     async def run():
-        async for out in engine.llm.generate({"prompt_token_ids": prompt}, params, uuid4().hex):
+        request = engine.salted({"prompt_token_ids": prompt})
+        async for out in engine.llm.generate(request, params, uuid4().hex):
             latest.update({c.index: c for c in out.outputs})
             if len(latest) == params.n and all(c.token_ids for c in latest.values()):
                 started.set()
@@ -104,6 +106,77 @@ def test_a_wait_pause_lets_the_request_in_flight_finish_on_the_old_version(engin
     engine.set_version(0)
     assert len(c.token_ids) == 64
     assert {s.version for s in c.weight_versions} == {"0"}
+
+
+def _perturbed_copy(model_dir, out) -> str:
+    """The tiny model with every weight nudged (greedy output changes), saved to `out`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for t in model.parameters():
+            t.add_(torch.randn(t.shape, generator=gen) * 0.3 * (t.std() + 1e-3))
+    model.save_pretrained(out)
+    return str(out)
+
+
+def _reload(engine, path) -> dict:
+    engine.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
+    engine.collective_rpc("_mc_fix_tied_lm_head")
+    return {"version": 1}
+
+
+def _hf_logprobs(model_dir, prompt: list[int], tokens: list[int]) -> list[float]:
+    """transformers' log-probs of `tokens` following `prompt` (one forward pass, float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
+    logp = torch.log_softmax(logits.float(), -1)
+    return logp.gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1).tolist()
+
+
+def test_an_update_that_reuses_the_kept_kv_never_serves_a_new_request_old_weights_kv(
+    engine, tiny_model_dir, tmp_path
+):
+    """inflight_kv = "reuse": a prompt whose blocks sit in the prefix cache (computed under the
+    old weights) and a request on it kept through the update (it holds those blocks, so the
+    cache cannot be reset). After the update the kept request finishes with both versions, and
+    a new request on the same prompt hits no cached block (the salt changed) and its log-probs
+    are transformers' on the NEW weights."""
+    from vllm import SamplingParams
+
+    from microcoder.actors.weight_sync import update_engine
+
+    rng = random.Random(3)
+    prompt = [rng.randrange(5, 1000) for _ in range(200)]  # full KV blocks, kept by the cache
+    greedy = SamplingParams(temperature=0, max_tokens=4, logprobs=0)
+    request = [{"prompt_token_ids": prompt}]
+    engine.generate(request, greedy)
+    assert engine.generate(request, greedy)[0].num_cached_tokens > 0  # the cache holds it
+    new_dir = _perturbed_copy(tiny_model_dir, tmp_path / "nudged")
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=100, ignore_eos=True, logprobs=0)
+    future, started = start_streaming(engine, prompt, params)
+    assert started.wait(120)
+    try:
+        result, _ = update_engine(engine, "keep", lambda: _reload(engine, new_dir), "t", "reuse")
+        assert result["version"] == 1
+        outputs = future.result(timeout=300)
+        after = engine.generate(request, greedy)[0]
+    finally:
+        update_engine(engine, "wait", lambda: _reload(engine, tiny_model_dir), "t restore")
+        engine.set_version(0)
+    assert all(len(c.token_ids) == 100 for c in outputs)
+    assert all({s.version for s in c.weight_versions} == {"0", "1"} for c in outputs)
+    assert after.num_cached_tokens == 0
+    tokens = list(after.outputs[0].token_ids)
+    got = [lp[t].logprob for lp, t in zip(after.outputs[0].logprobs, tokens, strict=True)]
+    want = _hf_logprobs(new_dir, prompt, tokens)
+    assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-3
 
 
 CHILD = """

@@ -16,8 +16,8 @@ class Recorder:
         self.calls: list[str] = []
         self.reset_ok = reset_ok
 
-    def pause(self, mode: str) -> None:
-        self.calls.append(f"pause:{mode}")
+    def pause(self, mode: str, clear_cache: bool = True) -> None:
+        self.calls.append(f"pause:{mode}" + ("" if clear_cache else ":kv-kept"))
 
     def set_version(self, v: int) -> None:
         self.calls.append(f"version:{v}")
@@ -38,7 +38,7 @@ def test_a_load_runs_between_pause_and_resume_and_the_label_is_set_before_the_re
         return {"version": 3}
 
     result, pause_s = update_engine(eng, "keep", load, "gen-0: update to 3")
-    assert result == {"version": 3} and pause_s >= 0
+    assert result["version"] == 3 and result["reset_prefix_cache_s"] >= 0 and pause_s >= 0
     assert eng.calls == ["pause:keep", "load", "version:3", "reset", "resume"]
 
 
@@ -68,3 +68,24 @@ def test_a_prefix_cache_that_cannot_be_reset_is_an_error_that_says_why():
     with pytest.raises(RuntimeError, match="failed at reset_prefix_cache.*old weights"):
         update_engine(eng, "keep", lambda: {"version": 1}, "gen-0")
     assert eng.calls[-1] == "resume"
+
+
+def test_reusing_the_kept_kv_pauses_without_clearing_and_skips_the_reset():
+    eng = Recorder(reset_ok=False)  # a reset would fail: the kept requests hold their blocks
+    result, _ = update_engine(eng, "keep", lambda: {"version": 2}, "gen-0", kv="reuse")
+    assert eng.calls == ["pause:keep:kv-kept", "version:2", "resume"]
+    assert result["version"] == 2
+
+
+def test_a_wait_pause_clears_the_caches_even_when_reuse_is_asked():
+    """Nothing is kept through a "wait" pause, so there is no KV to reuse: the caches clear."""
+    eng = Recorder()
+    update_engine(eng, "wait", lambda: {"version": 1}, "gen-0", kv="reuse")
+    assert eng.calls == ["pause:wait", "version:1", "reset", "resume"]
+
+
+def test_an_unknown_kv_mode_is_refused_before_the_engine_pauses():
+    eng = Recorder()
+    with pytest.raises(ValueError, match="recompute, reuse"):
+        update_engine(eng, "keep", lambda: {"version": 1}, "gen-0", kv="drop")
+    assert eng.calls == []
