@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(build_tiny_model(tmp, seed=0))
-        algo = AlgorithmConfig(truncation_mask=False)
+        algo = AlgorithmConfig(truncation_mask="none")
         learners = {
             mode: Learner(
                 model,

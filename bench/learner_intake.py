@@ -93,16 +93,13 @@ def baseline_build_batch(groups, algo, generator) -> dict:
     rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
     truncated = torch.tensor([s.truncated for s in samples], dtype=torch.bool)
     advantages = grpo.group_advantages(rewards, group_index, algo.adv_eps)
-    if algo.truncation_mask:
-        non_incorrect = torch.tensor([grpo.is_non_incorrect(s.verdict) for s in samples])
-        looping = torch.tensor(
-            [grpo.is_looping(s.response_ids, algo.repeat_window) for s in samples]
-        )
-        draws = grpo.mask_draws(len(samples), generator)
-        masked = grpo.conditional_truncation_mask(
-            truncated, non_incorrect, looping, draws, algo.mask_prob
-        )
-        advantages = grpo.apply_mask(advantages, masked)
+    non_incorrect = torch.tensor([grpo.is_non_incorrect(s.verdict) for s in samples])
+    looping = torch.tensor([grpo.is_looping(s.response_ids, algo.repeat_window) for s in samples])
+    draws = grpo.mask_draws(len(samples), generator)
+    masked = grpo.TRUNCATION_MASKS[algo.truncation_mask](
+        truncated, non_incorrect, looping, draws, algo.rho
+    )
+    advantages = grpo.apply_mask(advantages, masked)
     return {
         "input_ids": [
             torch.tensor([*s.prompt_ids, *s.response_ids], dtype=torch.long) for s in samples

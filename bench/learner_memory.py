@@ -108,7 +108,7 @@ def worker(model: str, out: str, chunk: int, tokens: int) -> dict:
     from microcoder.learner.trainer import Learner
 
     cfg = LearnerConfig(logprob_chunk_tokens=chunk, micro_batch_tokens=tokens)
-    learner = Learner(model, cfg, AlgorithmConfig(truncation_mask=False))
+    learner = Learner(model, cfg, AlgorithmConfig(truncation_mask="none"))
     vocab = learner.model.config.vocab_size
     batch = build_batch(micro_batch_groups(tokens, vocab), learner.algo, mask_generator(0, 0))
     micros = learner._micro_batches(batch)

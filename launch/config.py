@@ -156,6 +156,8 @@ class Config(Section):
         """Fields whose default depends on another section."""
         if self.algorithm.loss_constant == 0:
             self.algorithm.loss_constant = self.generator.max_response_tokens
+        if self.algorithm.overlong_max_tokens == 0:
+            self.algorithm.overlong_max_tokens = self.generator.max_response_tokens
         return self
 
     def to_toml(self) -> str:

@@ -25,7 +25,9 @@ class BatchStats:
     truncated: int
     """Responses that hit max_response_tokens."""
     masked: int
-    """Responses whose advantage the conditional truncation mask set to zero."""
+    """Responses whose advantage the truncation mask (algorithm.truncation_mask) set to zero."""
+    overlong_penalised: int
+    """Responses the soft overlong punishment lowered (longer than L_max − L_cache)."""
     mixed_versions: int
     """Responses sampled under more than one policy version (an in-flight weight update)."""
 
@@ -79,6 +81,10 @@ def build_batch(
 ) -> TrainBatch:
     """Group advantages, the truncation mask drawn from `generator`, per-sequence views.
 
+    With algorithm.overlong_buffer_tokens > 0 the soft overlong punishment is added to the
+    rewards first (grpo.overlong_penalty), so it moves the group's advantages; the dynamic
+    filter before saw the unpenalised rewards (as DAPO filters on accuracy).
+
     No filtering here: the one dynamic filter ran before packing (learner/intake.py:
     `signal_filter`). SampleGroups (benchmarks, tests) are packed first, as they are.
     """
@@ -88,24 +94,34 @@ def build_batch(
     lengths = (batch.prompt_lens + batch.response_lens).tolist()
     input_ids = list(batch.tokens.long().split(lengths))
     responses = [s[int(p) :] for s, p in zip(input_ids, batch.prompt_lens.tolist(), strict=True)]
+    rewards = batch.rewards
+    penalised = torch.zeros(n, dtype=torch.bool)
+    if algo.overlong_buffer_tokens and n:
+        penalty = grpo.overlong_penalty(
+            batch.response_lens,
+            algo.overlong_max_tokens,
+            algo.overlong_buffer_tokens,
+            algo.overlong_penalty,
+        )
+        rewards = (rewards.to(torch.float64) + penalty).to(rewards.dtype)
+        penalised = penalty < 0
     if n:
-        advantages = grpo.group_advantages(batch.rewards, batch.group_index, algo.adv_eps)
-    else:
-        advantages = torch.zeros(0)
-    if algo.truncation_mask and n:
+        advantages = grpo.group_advantages(rewards, batch.group_index, algo.adv_eps)
         looping = torch.tensor([_is_looping(r, algo.repeat_window) for r in responses])
         draws = grpo.mask_draws(n, generator)
-        masked = grpo.conditional_truncation_mask(
-            batch.truncated, batch.non_incorrect, looping, draws, algo.mask_prob
+        masked = grpo.TRUNCATION_MASKS[algo.truncation_mask](
+            batch.truncated, batch.non_incorrect, looping, draws, algo.rho
         )
         advantages = grpo.apply_mask(advantages, masked)
     else:
-        masked = torch.zeros(n, dtype=torch.bool)
+        advantages = torch.zeros(0)
+        masked = torch.zeros(0, dtype=torch.bool)
     stats = BatchStats(
         groups=len(batch.group_ids),
         responses=n,
         truncated=int(batch.truncated.sum()),
         masked=int(masked.sum()),
+        overlong_penalised=int(penalised.sum()),
         mixed_versions=int((batch.last_policy_versions != batch.policy_versions).sum()),
     )
     return TrainBatch(

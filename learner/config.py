@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
@@ -117,12 +117,25 @@ class TemperatureConfig(Section):
     """Online monitor: step T up one stage after this many consecutive steps below target (0 = off)."""
 
 
+TruncationMask = Literal["none", "all", "conditional"]
+"""The truncation arms; each names a mask function in learner/grpo.py: TRUNCATION_MASKS."""
+
+
 class AlgorithmConfig(Section):
     removed_keys = {
         "partial_credit": "it did nothing here (the judge computes rewards); set "
-        "executor.partial_credit instead"
+        "executor.partial_credit instead",
+        "mask_prob": "renamed: set algorithm.rho (the probability a qualifying truncated "
+        "response is masked)",
     }
 
+    preset: str = ""
+    """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo` or
+    `microcoder` (learner/presets.py: PRESETS; values in docs/architecture.md §5). Empty = the
+    field defaults (MicroCoder-GRPO without the calibrated temperature)."""
+    preset_values: dict[str, Any] = {}
+    """Recorded by the config loader, not set by hand: every value the preset set (dotted keys,
+    e.g. `temperature.calibrate`), i.e. the preset's fields the config left unset."""
     group_size: int = Field(8, ge=2)
     """G: responses sampled per prompt."""
     eps_low: float = Field(0.2, ge=0)
@@ -142,12 +155,24 @@ class AlgorithmConfig(Section):
     max response tokens, filled in by the launcher)."""
     adv_eps: float = Field(1e-6, gt=0)
     """eps in A = (r − mean) / (std + eps)."""
-    truncation_mask: bool = True
-    """Conditional truncation mask (zero the advantage of some truncated, non-incorrect responses)."""
+    truncation_mask: TruncationMask = "conditional"
+    """Which truncated responses get advantage 0: `conditional` (the paper's mask: truncated,
+    non-incorrect, not looping, with probability rho), `all` (DAPO's overlong filtering: every
+    truncated response, whatever its verdict) or `none`."""
     repeat_window: int = Field(128, ge=1)
-    """m: a truncated response whose last m tokens equal the m before them is looping and NOT masked."""
-    mask_prob: float = Field(0.1, ge=0, le=1)
-    """rho: a qualifying truncated response is masked with this probability."""
+    """m: a truncated response whose last m tokens equal the m before them is looping and NOT
+    masked (conditional mask only)."""
+    rho: float = Field(0.1, ge=0, le=1)
+    """rho: a qualifying truncated response is masked with this probability (conditional mask)."""
+    overlong_buffer_tokens: int = Field(0, ge=0)
+    """L_cache of DAPO's soft overlong punishment in tokens (0 = off): a response longer than
+    L_max − L_cache gets reward += overlong_penalty · (L_max − L_cache − length) / L_cache,
+    down to −overlong_penalty at L_max, before the group advantages."""
+    overlong_penalty: float = Field(1.0, ge=0)
+    """Factor of the soft overlong punishment (DAPO uses 1.0); used when overlong_buffer_tokens > 0."""
+    overlong_max_tokens: int = Field(0, ge=0)
+    """L_max of the soft overlong punishment in tokens (0 = the generator's max response tokens,
+    filled in by the launcher)."""
     dynamic_filtering: bool = True
     """Skip groups whose rewards are all equal (no signal) and keep sampling to fill the batch."""
     all_filtered_patience: int = Field(20, ge=1)
@@ -159,3 +184,35 @@ class AlgorithmConfig(Section):
     filtering off; all-equal groups have zero advantage, so only the loss's other terms act)."""
     temperature: TemperatureConfig = TemperatureConfig()
     """Diversity-determined temperature."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        """defaults < preset < TOML / --set: the preset fills the fields the config left unset."""
+        from microcoder.learner.presets import apply_preset
+
+        if not isinstance(data, dict):
+            return data
+        return apply_preset(data, complete=set(cls.model_fields) <= data.keys())
+
+    @field_validator("truncation_mask", mode="before")
+    @classmethod
+    def _mask_is_a_mode(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(
+                "algorithm.truncation_mask is a mode now, not a bool: set it to "
+                f'"{"conditional" if v else "none"}" ("conditional" was true, "none" was false; '
+                '"all" masks every truncated response)'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _buffer_fits_the_cap(self) -> AlgorithmConfig:
+        cap = self.overlong_max_tokens
+        if self.overlong_buffer_tokens and cap and self.overlong_buffer_tokens >= cap:
+            raise ValueError(
+                f"algorithm.overlong_buffer_tokens = {self.overlong_buffer_tokens} is not below "
+                f"L_max = {cap} (overlong_max_tokens, default generator.max_response_tokens); "
+                "set it to a fraction of L_max, e.g. a fifth as in DAPO"
+            )
+        return self

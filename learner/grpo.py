@@ -8,6 +8,7 @@ T = response tokens in a (micro-)batch, V = vocabulary, S = sequences.
 The objective, per response token t of response i (group of G responses to one prompt):
 
     A_i      = (r_i − mean_g(r)) / (std_g(r) + eps)                      group-normalised advantage
+    r_i      ← r_i + overlong_penalty(|y_i|)                  (DAPO soft overlong punishment, off by default)
     A_i      ← 0  if truncated_i ∧ non_incorrect_i ∧ ¬looping_i ∧ U_i < rho   (conditional truncation mask)
     ratio_t  = exp(log pi_theta(o_t | T_i) − log pi_old(o_t | T_i))       log-probs at temperature T_i
     w_t      = min(exp(log pi_old − log pi_behaviour), C)                 truncated importance weight
@@ -15,7 +16,8 @@ The objective, per response token t of response i (group of G responses to one p
     loss     = Σ_t weight_t · l_t        weight_t from the aggregation mode (AGGREGATIONS)
 
 No KL term by default (kl_coef = 0); `kl_k3` exists for the option. The masked responses keep
-their rewards in their group's mean and std; only their own advantage becomes zero.
+their rewards in their group's mean and std; only their own advantage becomes zero. The other
+truncation arms (TRUNCATION_MASKS: `none`, `all`) replace the conditional mask's condition.
 """
 
 from __future__ import annotations
@@ -81,6 +83,60 @@ def conditional_truncation_mask(
 ) -> torch.Tensor:  # [N] bool: True = advantage set to zero
     """The paper's mask: truncated ∧ non-incorrect ∧ ¬looping ∧ U < rho (all four must hold)."""
     return truncated & non_incorrect & ~looping & (draws < rho)
+
+
+def _mask_none(
+    truncated: torch.Tensor,
+    non_incorrect: torch.Tensor,
+    looping: torch.Tensor,
+    draws: torch.Tensor,
+    rho: float,
+) -> torch.Tensor:  # [N] bool, all False
+    """No truncation mask: every response keeps its advantage (GRPO)."""
+    return torch.zeros_like(truncated, dtype=torch.bool)
+
+
+def _mask_all(
+    truncated: torch.Tensor,
+    non_incorrect: torch.Tensor,
+    looping: torch.Tensor,
+    draws: torch.Tensor,
+    rho: float,
+) -> torch.Tensor:  # [N] bool
+    """DAPO's overlong filtering: every truncated response, whatever its verdict."""
+    return truncated.clone().bool()
+
+
+MaskFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+TRUNCATION_MASKS: dict[str, MaskFn] = {
+    "none": _mask_none,
+    "all": _mask_all,
+    "conditional": conditional_truncation_mask,
+}
+"""The truncation arms (algorithm.truncation_mask): name -> f(truncated, non_incorrect, looping,
+draws, rho) -> [N] bool, True = advantage set to zero."""
+
+
+def overlong_penalty(
+    response_lens: torch.Tensor,  # [N] long: response tokens
+    max_tokens: int,  # L_max: the generator's max response tokens
+    buffer_tokens: int,  # L_cache: the soft zone below L_max
+    factor: float,
+) -> torch.Tensor:  # [N] float64, in [−factor, 0]
+    """DAPO's soft overlong punishment, added to the reward before the group advantages:
+    factor · min(0, (L_max − L_cache − |y|) / L_cache), at least −factor (reached at L_max).
+
+    0 for responses up to L_max − L_cache, then falling linearly to −factor at L_max.
+    """
+    if buffer_tokens <= 0 or buffer_tokens >= max_tokens:
+        raise ValueError(
+            f"the overlong penalty needs 0 < L_cache < L_max (got L_cache = {buffer_tokens}, "
+            f"L_max = {max_tokens}); set algorithm.overlong_buffer_tokens below "
+            "algorithm.overlong_max_tokens (0 there = generator.max_response_tokens, filled by "
+            "the launcher)"
+        )
+    over = (max_tokens - buffer_tokens - response_lens.to(torch.float64)) / buffer_tokens
+    return factor * over.clamp(min=-1.0, max=0.0)
 
 
 def mask_draws(n: int, generator: torch.Generator) -> torch.Tensor:  # [n] float in [0, 1)

@@ -19,7 +19,7 @@ from microcoder.learner.intake import pack
 
 def test_the_baseline_and_the_packed_path_build_equal_training_batches():
     groups = synthetic_scored_groups(3, 4, 6, 10)
-    algo = AlgorithmConfig(mask_prob=1.0)
+    algo = AlgorithmConfig(rho=1.0)
     old = baseline_build_batch(
         [baseline_to_sample_group(sg) for sg in groups], algo, mask_generator(0, 0)
     )

@@ -70,7 +70,7 @@ def reference(path: str):
 
 
 def step_metrics(model_path: str, old: bool) -> dict:
-    cfg, algo = LearnerConfig(lr=1e-3, micro_batch_tokens=96), AlgorithmConfig(mask_prob=0.5)
+    cfg, algo = LearnerConfig(lr=1e-3, micro_batch_tokens=96), AlgorithmConfig(rho=0.5)
     trainer_module.load_sharded_policy = old_load_sharded_policy if old else load_sharded_policy
     try:
         learner = Learner(model_path, cfg, algo, seed=3)

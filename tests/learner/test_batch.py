@@ -22,16 +22,14 @@ def test_without_filtering_equal_groups_stay_with_zero_advantage():
 
 def test_truncated_non_incorrect_responses_are_masked_at_rho_one():
     groups = [SampleGroup("a", [sample(0.0, True, "CE"), sample(1.0), sample(0.0, True, "WA")])]
-    batch = build_batch(groups, AlgorithmConfig(mask_prob=1.0), mask_generator(0, 0))
+    batch = build_batch(groups, AlgorithmConfig(rho=1.0), mask_generator(0, 0))
     assert batch.advantages[0] == 0 and batch.advantages[2] != 0 and batch.stats.masked == 1
 
 
 def test_looping_truncated_response_is_not_masked():
     loop = [3, 4] * 4
     groups = [SampleGroup("a", [sample(0.0, True, "CE", loop), sample(1.0)])]
-    batch = build_batch(
-        groups, AlgorithmConfig(mask_prob=1.0, repeat_window=2), mask_generator(0, 0)
-    )
+    batch = build_batch(groups, AlgorithmConfig(rho=1.0, repeat_window=2), mask_generator(0, 0))
     assert batch.advantages[0] != 0
 
 

@@ -27,7 +27,14 @@ def make_batch(lengths, prompt=3) -> TrainBatch:
         temperatures=torch.ones(len(lengths)),
         behaviour_logprobs=[torch.zeros(int(r)) for r in resp],
         policy_versions=torch.zeros(len(lengths), dtype=torch.long),
-        stats=BatchStats(groups=1, responses=len(lengths), truncated=0, masked=0, mixed_versions=0),
+        stats=BatchStats(
+            groups=1,
+            responses=len(lengths),
+            truncated=0,
+            masked=0,
+            overlong_penalised=0,
+            mixed_versions=0,
+        ),
     )
 
 

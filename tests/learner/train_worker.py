@@ -51,7 +51,7 @@ def main() -> None:
     cfg = LearnerConfig(
         lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, **extra.get("learner", {})
     )
-    algo = AlgorithmConfig(mask_prob=0.5, **extra.get("algorithm", {}))
+    algo = AlgorithmConfig(rho=0.5, **extra.get("algorithm", {}))
     learner = Learner(model, cfg, algo, seed=3)
     metrics = [learner.train_step(synthetic_groups(0))]
     if mode == "resume":
