@@ -29,5 +29,12 @@ def run_show(args: argparse.Namespace) -> int:
         for key, default, doc in describe(Config):
             print(f"{key} = {default}\n    {' '.join(doc.split())}")
         return 0
-    print(load_config(args.config, args.overrides).to_toml(), end="")
+    import sys
+
+    from microcoder.learner.presets import describe_overrides
+
+    cfg = load_config(args.config, args.overrides)
+    print(cfg.to_toml(), end="")
+    if note := describe_overrides(cfg.algorithm):
+        print(note, file=sys.stderr)
     return 0

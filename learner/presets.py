@@ -176,3 +176,30 @@ def apply_preset(data: dict[str, Any], complete: bool = False) -> dict[str, Any]
         out["temperature"] = {**_as_dict(out.get("temperature") or {}), **temperature}
     out["preset_values"] = recorded
     return out
+
+
+def overridden(algo: Any) -> dict[str, tuple[Any, Any]]:
+    """The preset's fields the config set to another value: dotted key -> (preset's, config's).
+
+    `algo` is a resolved AlgorithmConfig. A recipe that pins such a field (e.g. tiny-cpu.toml's
+    `temperature.calibrate = true` under the `grpo` preset) beats the preset, by the layering;
+    `microcoder config show` and `compare` say so.
+    """
+    if not algo.preset:
+        return {}
+    out = {}
+    for key, value in flat_values(algo.preset).items():
+        head, _, sub = key.partition(".")
+        current = getattr(getattr(algo, head), sub) if sub else getattr(algo, head)
+        if current != value:
+            out[key] = (value, current)
+    return out
+
+
+def describe_overrides(algo: Any) -> str:
+    """One line naming what the config overrode of its preset ("" when nothing)."""
+    pairs = overridden(algo)
+    if not pairs:
+        return ""
+    listed = ", ".join(f"{k} = {c!r} (preset {p!r})" for k, (p, c) in pairs.items())
+    return f"algorithm.preset '{algo.preset}': the config overrides {listed}"

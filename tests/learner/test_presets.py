@@ -3,14 +3,17 @@ what the resolved config records about them."""
 
 from __future__ import annotations
 
+import argparse
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from microcoder.config import ConfigError
+from microcoder.launch.cmd_config import run_show
 from microcoder.launch.config import load_config
 from microcoder.learner.config import AlgorithmConfig
-from microcoder.learner.presets import PRESETS, flat_values
+from microcoder.learner.presets import PRESETS, flat_values, overridden
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,3 +147,18 @@ def test_changing_a_field_after_loading_drops_it_from_the_record():
     cfg = AlgorithmConfig(preset="dapo")
     cfg.eps_high = 0.4
     assert "eps_high" not in cfg.preset_values and "eps_low" in cfg.preset_values
+
+
+def test_overridden_lists_the_preset_fields_the_config_set_otherwise():
+    cfg = load_config(None, ["algorithm.preset=grpo", "algorithm.temperature.calibrate=true"])
+    assert overridden(cfg.algorithm) == {"temperature.calibrate": (False, True)}
+
+
+def test_config_show_names_the_overrides_on_stderr_and_keeps_stdout_toml(capsys):
+    args = argparse.Namespace(
+        config=None, overrides=["algorithm.preset=dapo", "algorithm.eps_high=0.3"], docs=False
+    )
+    assert run_show(args) == 0
+    out, err = capsys.readouterr()
+    assert tomllib.loads(out)["algorithm"]["preset"] == "dapo"
+    assert "eps_high = 0.3 (preset 0.28)" in err
