@@ -152,7 +152,10 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 
     from microcoder.launch.supervisor import Supervisor
 
-    run.controller = build_controller(run)
+    if (
+        run.controller is None
+    ):  # else built when the first generator started (Run.prepare_generator)
+        run.controller = build_controller(run)
     run.generators.call_all("set_temperature", run.controller.temperature)
     supervisor = Supervisor(run).start()
     try:
