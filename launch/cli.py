@@ -19,6 +19,7 @@ COMMANDS = [
     "microcoder.launch.cmd_tiny_model",
     "microcoder.launch.cmd_smoke",
     "microcoder.launch.cmd_launch",
+    "microcoder.launch.cmd_compare",
     "microcoder.launch.cmd_scale",
     "microcoder.launch.cmd_status",
     "microcoder.launch.cmd_bench",

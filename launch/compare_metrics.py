@@ -1,0 +1,159 @@
+"""The per-step metrics `microcoder compare` records, registered once (METRICS), and how each is
+read from a run's metrics.jsonl (`run_series`).
+
+Most are fields of the `step` records the training loop logs (launch/training_loop.py: the
+learner's metrics and the intake's); the held-out pass rate is a field of the `eval` records
+(launch/evaluation.py, every `eval.every` steps and at the end). The response length is not a
+step field today: it is derived from the buffer's counters in each step record (response tokens
+that entered the buffer since the previous step / responses that entered: the mean length of the
+rollouts generated meanwhile), unless the step record has `response_len_mean` itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One curve of the comparison."""
+
+    key: str
+    """Its name in compare.json and the plot's file name (plots/<key>.png)."""
+    title: str
+    """The plot's title and the table's column head."""
+    label: str
+    """The y-axis label (with the unit)."""
+    kind: str
+    """Which records hold it: "step" or "eval"."""
+    field: str
+    """The record field ("" = derived: the response length, see `_response_lengths`)."""
+    digits: int = 3
+    """Decimals in the tables."""
+
+
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric(
+            "heldout_pass_rate", "held-out pass@1", "pass@1 (sampled)", "eval", "heldout_pass_rate"
+        ),
+        Metric("reward_mean", "batch reward", "mean reward", "step", "reward_mean"),
+        Metric("response_len_mean", "response length", "tokens", "step", "", digits=1),
+        Metric("truncated_frac", "truncation rate", "fraction truncated", "step", "truncated_frac"),
+        Metric("diversity", "diversity", "n-gram diversity", "step", "diversity"),
+        Metric("entropy", "entropy", "nats / token", "step", "entropy"),
+        Metric("clip_frac", "clip fraction", "fraction of tokens clipped", "step", "clip_frac"),
+        Metric(
+            "masked_frac", "masked fraction", "fraction of responses masked", "step", "masked_frac"
+        ),
+        Metric("temperature", "sampling temperature", "T", "step", "temperature", digits=2),
+    )
+}
+"""The recorded metrics, in the order of the table and the figure."""
+
+Series = list[tuple[int, float]]
+"""(step, value) points in step order."""
+
+
+def run_series(records: list[dict[str, Any]], group_size: int) -> dict[str, Series]:
+    """Every METRICS curve of one run from its metrics.jsonl records (missing values left out).
+
+    A resumed run logs the steps after its checkpoint again: the last record of a step wins.
+    """
+    out: dict[str, dict[int, float]] = {key: {} for key in METRICS}
+    steps = [r for r in records if r.get("kind") == "step" and "step" in r]
+    lengths = _response_lengths(steps, group_size)
+    for rec in records:
+        if rec.get("kind") not in ("step", "eval") or "step" not in rec:
+            continue
+        for m in METRICS.values():
+            if m.kind != rec["kind"]:
+                continue
+            value = rec.get(m.field) if m.field else lengths.get(int(rec["step"]))
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out[m.key][int(rec["step"])] = float(value)
+    return {key: sorted(points.items()) for key, points in out.items()}
+
+
+def _response_lengths(steps: list[dict[str, Any]], group_size: int) -> dict[int, float]:
+    """Mean response length per step: the record's own `response_len_mean`, else the buffer's
+    response tokens in / responses in since the previous step record."""
+    out: dict[int, float] = {}
+    prev_tokens, prev_groups = 0, 0
+    for rec in steps:
+        if isinstance(rec.get("response_len_mean"), (int, float)):
+            out[int(rec["step"])] = float(rec["response_len_mean"])
+            continue
+        buf = rec.get("buffer") or {}
+        tokens = buf.get("response_tokens_in")
+        groups = (buf.get("entered") or {}).get("unscored")
+        if tokens is None or groups is None:
+            continue
+        if groups < prev_groups:  # a resumed buffer or a new run: start over
+            prev_tokens, prev_groups = 0, 0
+        if groups > prev_groups:
+            out[int(rec["step"])] = (tokens - prev_tokens) / ((groups - prev_groups) * group_size)
+        prev_tokens, prev_groups = tokens, groups
+    return out
+
+
+def final_values(series: dict[str, Series]) -> dict[str, float | None]:
+    """The last point of each curve (None for an empty one)."""
+    return {key: (points[-1][1] if points else None) for key, points in series.items()}
+
+
+@dataclass(frozen=True)
+class Band:
+    """One arm's curve over its seeds: per step, the mean and the min-max band."""
+
+    steps: list[int]
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+    seeds: list[int]
+    """How many seeds have a point at each step."""
+
+
+def seed_band(curves: list[Series]) -> Band:
+    """Mean, min and max over the seeds at each step any seed has (seeds without it left out)."""
+    by_step: dict[int, list[float]] = {}
+    for curve in curves:
+        for step, value in curve:
+            by_step.setdefault(step, []).append(value)
+    steps = sorted(by_step)
+    vals = [by_step[s] for s in steps]
+    return Band(
+        steps=steps,
+        mean=[sum(v) / len(v) for v in vals],
+        low=[min(v) for v in vals],
+        high=[max(v) for v in vals],
+        seeds=[len(v) for v in vals],
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A final value over seeds: mean ± sample standard deviation, and the range."""
+
+    mean: float
+    std: float
+    """Sample standard deviation (n − 1); 0 for one seed."""
+    low: float
+    high: float
+    n: int
+
+    def format(self, digits: int = 3) -> str:
+        return f"{self.mean:.{digits}f} ± {self.std:.{digits}f}"
+
+
+def spread(values: list[float | None]) -> Spread | None:
+    """The Spread of the seeds' values that exist (None when none does)."""
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1) if len(xs) > 1 else 0.0
+    return Spread(mean, math.sqrt(var), min(xs), max(xs), len(xs))

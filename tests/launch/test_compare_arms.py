@@ -1,0 +1,127 @@
+"""Arms of `microcoder compare`: names to overrides, the errors, and the grid's checks before
+anything runs (launch/compare_arms.py, launch/compare_plan.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from microcoder.launch.cmd_compare import parse_seeds
+from microcoder.launch.compare_arms import ArmError, parse_arm, parse_arms, resolve_overrides
+from microcoder.launch.compare_plan import plan_grid
+from microcoder.launch.compare_runner import CompareError
+from microcoder.launch.config import load_config
+
+RECIPE = Path("configs/tiny-cpu.toml")
+
+
+def test_named_arm_mask_all_sets_truncation_mask_all():
+    assert parse_arm("mask-all").overrides == ("algorithm.truncation_mask=all",)
+
+
+def test_named_arms_resolve_to_a_valid_config():
+    for name in ("no-mask", "mask-all", "mask-cond", "clip-sym", "no-kl", "calibrated"):
+        load_config(RECIPE, list(parse_arm(name).overrides))
+
+
+def test_temperature_arm_fixes_t_and_turns_calibration_and_monitor_off():
+    cfg = load_config(RECIPE, list(parse_arm("T=0.6").overrides))
+    t = cfg.algorithm.temperature
+    assert (t.initial, t.calibrate, t.monitor_window, t.schedule) == (0.6, False, 0, [])
+
+
+def test_kl_arm_sets_the_kl_coefficient():
+    assert load_config(RECIPE, list(parse_arm("kl=0.001").overrides)).algorithm.kl_coef == 0.001
+
+
+def test_valued_arm_without_a_number_is_an_error_saying_how_to_write_it():
+    with pytest.raises(ArmError, match="T=0.6"):
+        parse_arm("T=low")
+
+
+def test_unknown_arm_names_the_nearest_and_lists_the_valid_ones():
+    with pytest.raises(ArmError) as err:
+        parse_arm("mask_al")
+    assert "did you mean 'mask-all'" in str(err.value)
+    assert "no-mask" in str(err.value) and "T=<number>" in str(err.value)
+
+
+def test_an_arm_given_twice_is_an_error():
+    with pytest.raises(ArmError, match="twice"):
+        parse_arms("no-mask,mask-all,no-mask")
+
+
+def test_custom_arm_takes_its_name_and_semicolon_separated_overrides():
+    arm = parse_arm("lr2:learner.lr=2e-4;learner.batch_size=8")
+    assert (arm.name, arm.overrides) == ("lr2", ("learner.lr=2e-4", "learner.batch_size=8"))
+
+
+def test_custom_arm_with_a_list_value_survives_the_comma_split():
+    arms = parse_arms("no-mask,st:algorithm.temperature.schedule=[[0,1.0],[2,0.8]]")
+    assert arms[1].overrides == ("algorithm.temperature.schedule=[[0,1.0],[2,0.8]]",)
+
+
+def test_custom_arm_name_that_cannot_be_a_folder_is_an_error():
+    with pytest.raises(ArmError, match="folder"):
+        parse_arm("a/b:learner.lr=1e-4")
+
+
+def test_preset_arm_sets_algorithm_preset():
+    assert parse_arm("grpo").overrides == ("algorithm.preset=grpo",)
+
+
+def test_preset_arm_overrides_the_recipe_values_the_preset_would_not_fill():
+    recipe = {"algorithm": {"kl_coef": 0.0, "eps_high": 0.28}}
+    out = resolve_overrides(parse_arm("grpo"), recipe, [])
+    cfg = load_config(RECIPE, out)
+    assert (cfg.algorithm.kl_coef, cfg.algorithm.eps_high) == (0.001, 0.2)
+
+
+def test_a_set_of_a_preset_value_wins_over_the_preset():
+    out = resolve_overrides(
+        parse_arm("grpo"), {"algorithm": {"kl_coef": 0.0}}, ["algorithm.kl_coef=0.01"]
+    )
+    assert load_config(RECIPE, out).algorithm.kl_coef == 0.01
+
+
+def test_a_set_of_a_key_the_arm_sets_is_an_error():
+    with pytest.raises(ArmError, match="conflicts with arm 'mask-all'"):
+        resolve_overrides(parse_arm("mask-all"), {}, ["algorithm.truncation_mask=none"])
+
+
+def test_plan_names_the_arm_whose_config_does_not_resolve():
+    arms = parse_arms("no-mask,bad:algorithm.no_such_key=1")
+    with pytest.raises(CompareError, match="arm 'bad'"):
+        plan_grid(RECIPE, arms, [0], [], Path("unused"), 1)
+
+
+def test_plan_refuses_a_set_of_the_seed():
+    with pytest.raises(CompareError, match="--seeds"):
+        plan_grid(RECIPE, parse_arms("no-mask"), [0], ["seed=4"], Path("unused"), 1)
+
+
+def test_plan_is_seed_major_with_one_run_dir_per_arm_seed(tmp_path):
+    grid = plan_grid(RECIPE, parse_arms("no-mask,mask-all"), [0, 1], [], tmp_path, 1)
+    assert [(j.arm, j.seed) for j in grid.jobs] == [
+        ("no-mask", 0),
+        ("mask-all", 0),
+        ("no-mask", 1),
+        ("mask-all", 1),
+    ]
+    assert grid.jobs[3].run_dir == tmp_path / "mask-all" / "seed1"
+
+
+def test_plan_passes_the_seed_and_the_arm_to_the_launch(tmp_path):
+    job = plan_grid(RECIPE, parse_arms("mask-all"), [2], ["max_steps=3"], tmp_path, 1).jobs[0]
+    sets = [job.argv[k + 1] for k, a in enumerate(job.argv) if a == "--set"]
+    assert sets == ["seed=2", "algorithm.truncation_mask=all", "max_steps=3"]
+
+
+def test_seeds_count_and_list_forms():
+    assert (parse_seeds("3"), parse_seeds("0,5")) == ([0, 1, 2], [0, 5])
+
+
+def test_seeds_given_twice_is_an_error():
+    with pytest.raises(ValueError, match="each once"):
+        parse_seeds("1,1")

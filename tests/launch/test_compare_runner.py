@@ -1,0 +1,143 @@
+"""The compare grid's runner with a fake launch (unit; the real launches are in
+test_compare_launch.py): markers, resume, failures, slots, capacity, the metrics tail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from microcoder.launch.compare_launch import MetricsTail
+from microcoder.launch.compare_runner import (
+    DONE_FILE,
+    CompareError,
+    capacity_error,
+    make_job,
+    run_jobs,
+    slot_envs,
+)
+
+CFG = SimpleNamespace(max_steps=3, algorithm=SimpleNamespace(group_size=4))
+
+
+def jobs_in(out: Path, arms=("a", "b"), seeds=(0,), sets=()):
+    recipe = out / "recipe.toml"
+    if not recipe.exists():
+        recipe.write_text("max_steps = 3\n")
+    return [make_job(recipe, arm, s, list(sets), out, CFG) for s in seeds for arm in arms]
+
+
+class FakeLaunch:
+    """Writes a step record per step and exits with the status given for the arm (default 0)."""
+
+    def __init__(self, rcs=None):
+        self.rcs, self.ran, self.envs = rcs or {}, [], []
+
+    def __call__(self, job, env, on_step):
+        self.ran.append(job.label)
+        self.envs.append(env)
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        for step in range(1, job.max_steps + 1):
+            on_step(step)
+        return self.rcs.get(job.arm, 0)
+
+
+def run(jobs, launch, resume=False, envs=None):
+    return run_jobs(jobs, launch, resume=resume, envs=envs or [{}], say=lambda _: None)
+
+
+def test_a_finished_run_gets_its_marker(tmp_path):
+    jobs = jobs_in(tmp_path)
+    run(jobs, FakeLaunch())
+    assert all((j.run_dir / DONE_FILE).exists() for j in jobs)
+
+
+def test_a_failed_run_gets_no_marker_and_the_others_still_run(tmp_path):
+    jobs = jobs_in(tmp_path, arms=("a", "b", "c"))
+    launch = FakeLaunch({"b": 1})
+    results = run(jobs, launch)
+    assert [r.status for r in results] == ["finished", "failed", "finished"]
+    assert launch.ran == ["a seed0", "b seed0", "c seed0"]
+    assert not (jobs[1].run_dir / DONE_FILE).exists()
+
+
+def test_resume_skips_finished_arm_seeds_and_reruns_the_failed_one(tmp_path):
+    jobs = jobs_in(tmp_path)
+    run(jobs, FakeLaunch({"b": 1}))
+    again = FakeLaunch()
+    results = run(jobs, again, resume=True)
+    assert again.ran == ["b seed0"]
+    assert [r.status for r in results] == ["skipped", "finished"]
+
+
+def test_resume_moves_the_unfinished_attempt_aside(tmp_path):
+    jobs = jobs_in(tmp_path, arms=("a",))
+    run(jobs, FakeLaunch({"a": 1}))
+    (jobs[0].run_dir / "launch.log").write_text("first attempt\n")
+    run(jobs, FakeLaunch(), resume=True)
+    moved = tmp_path / "a" / "attempts" / "seed0-1" / "launch.log"
+    assert moved.read_text() == "first attempt\n"
+
+
+def test_without_resume_an_existing_run_dir_is_an_error_before_anything_runs(tmp_path):
+    jobs = jobs_in(tmp_path)
+    jobs[1].run_dir.mkdir(parents=True)
+    launch = FakeLaunch()
+    with pytest.raises(CompareError, match="--resume"):
+        run(jobs, launch)
+    assert launch.ran == []
+
+
+def test_a_marker_from_other_overrides_is_an_error_on_resume(tmp_path):
+    run(jobs_in(tmp_path, arms=("a",)), FakeLaunch())
+    changed = jobs_in(tmp_path, arms=("a",), sets=("learner.lr=1e-3",))
+    with pytest.raises(CompareError, match="other overrides"):
+        run(changed, FakeLaunch(), resume=True)
+
+
+def test_a_launch_that_raises_is_reported_failed_and_the_grid_goes_on(tmp_path):
+    jobs = jobs_in(tmp_path)
+
+    def launch(job, env, on_step):
+        if job.arm == "a":
+            raise OSError("no such interpreter")
+        return 0
+
+    assert [r.status for r in run(jobs, launch)] == ["failed", "finished"]
+
+
+def test_parallel_slots_run_every_job_each_with_a_slot_environment(tmp_path):
+    jobs = jobs_in(tmp_path, arms=("a", "b", "c", "d"))
+    launch = FakeLaunch()
+    envs = [{"SLOT": "0"}, {"SLOT": "1"}]
+    results = run(jobs, launch, envs=envs)
+    assert [r.status for r in results] == ["finished"] * 4
+    assert {e["SLOT"] for e in launch.envs} <= {"0", "1"}
+
+
+def test_capacity_error_names_the_parallelism_that_fits():
+    assert "--parallel 2" in capacity_error(3, 4.0, 0.0, 8.0, 0)
+
+
+def test_capacity_fits_when_the_runs_fit():
+    assert capacity_error(2, 4.0, 1.0, 8.0, 2) == ""
+
+
+def test_gpu_slots_get_disjoint_visible_devices():
+    envs = slot_envs(2, 2, ["0", "1", "2", "3"])
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0,1", "2,3"]
+
+
+def test_metrics_tail_reports_each_new_step_once_and_waits_for_a_partial_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    tail = MetricsTail(path)
+    with path.open("w") as f:
+        f.write(json.dumps({"kind": "step", "step": 1}) + "\n")
+        f.write(json.dumps({"kind": "eval", "step": 1}) + "\n")
+        f.write('{"kind": "step", "st')
+    first = tail.new_steps()
+    with path.open("a") as f:
+        f.write('ep": 2}\n')
+    assert (first, tail.new_steps(), tail.new_steps()) == ([1], [2], [])
