@@ -23,41 +23,42 @@ supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 
 def build_controller(run: Run, generator=None):
-    """Temperature controller: the state saved in the checkpoint being resumed (no calibration),
-    else calibrated on `generator` (default: the first running one) when
-    algorithm.temperature.calibrate, else at algorithm.temperature.initial. Logs an "event"
-    record: event="calibration" (table, chosen, target, reached_target, calibration_s) or
+    """Temperature controller from the config's ladder, target, window and schedule, at: the
+    temperature saved in the checkpoint being resumed (with the monitor's count; no calibration),
+    else the one calibrated on `generator` (default: the first running one) when
+    algorithm.temperature.calibrate, else algorithm.temperature.initial. Logs an "event" record:
+    event="calibration" (table, chosen, target, reached_target, calibration_s) or
     event="temperature" with cause="resume"."""
     from microcoder.learner.temperature import TemperatureController
 
     t = run.cfg.algorithm.temperature
     ckpt = run.resume_from
-    if ckpt is not None and (ckpt / "temperature.json").exists():
-        c = TemperatureController.from_state_dict(
-            json.loads((ckpt / "temperature.json").read_text())
-        )
-        msg = f"temperature {c.temperature:g} resumed from {ckpt / 'temperature.json'}"
-        run.log(msg + " (no calibration)")
-        step = run.learners.version
-        run.metrics.log(
-            "event",
-            event="temperature",
-            cause="resume",
-            step=step,
-            temperature=c.temperature,
-            message=msg,
-        )
-        return c
+    saved = ckpt / "temperature.json" if ckpt is not None else None
+    resuming = saved is not None and saved.exists()
     temperature = t.initial
-    if t.calibrate:
+    if t.calibrate and not resuming:
         temperature = calibrate_on(run, generator)
-    return TemperatureController(
+    c = TemperatureController(
         temperature=temperature,
         candidates=list(t.candidates),
         target=t.target_diversity,
         window=t.monitor_window,
         schedule=[tuple(s) for s in t.schedule],
     )
+    if not resuming:
+        return c
+    c = c.resumed(json.loads(saved.read_text()))
+    msg = f"temperature {c.temperature:g} resumed from {saved}"
+    run.log(msg + " (no calibration)")
+    run.metrics.log(
+        "event",
+        event="temperature",
+        cause="resume",
+        step=run.learners.version,
+        temperature=c.temperature,
+        message=msg,
+    )
+    return c
 
 
 def calibrate_on(run: Run, generator=None) -> float:

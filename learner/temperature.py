@@ -23,7 +23,7 @@ Diversity is `learner.diversity.batch_diversity` (1 − mean pairwise token-3-gr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass
@@ -75,6 +75,11 @@ class TemperatureChange:
     message: str
     """The human-readable line (also in `TemperatureController.events`)."""
 
+
+RESUMED_FIELDS = ("temperature", "below", "events")
+"""What a resumed run takes from the checkpoint's state; the ladder, target, window and schedule
+come from the resumed run's config (so `--resume RUN_DIR --set algorithm.temperature.X=...`
+acts)."""
 
 CAUSES = {
     "schedule": "a stage of algorithm.temperature.schedule began",
@@ -150,3 +155,8 @@ class TemperatureController:
     @classmethod
     def from_state_dict(cls, state: dict) -> TemperatureController:
         return cls(**state)
+
+    def resumed(self, state: dict) -> TemperatureController:
+        """This controller (built from the config) continuing the saved `state`: its
+        RESUMED_FIELDS from `state`, the rest from here."""
+        return replace(self, **{k: state[k] for k in RESUMED_FIELDS if k in state})

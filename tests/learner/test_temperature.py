@@ -114,3 +114,10 @@ def test_state_round_trips():
     again = TemperatureController.from_state_dict(c.state_dict())
     assert again == c
     assert again.observe(2, 0.1) is None and "->" in again.observe(3, 0.1).message
+
+
+def test_a_resume_keeps_the_saved_temperature_and_count_but_the_configs_window():
+    saved = controller(window=3)
+    saved.observe(1, 0.1), saved.observe(2, 0.1), saved.observe(3, 0.1), saved.observe(4, 0.1)
+    again = controller(window=0).resumed(saved.state_dict())
+    assert (again.temperature, again.below, again.window) == (1.2, 1, 0)
