@@ -6,8 +6,8 @@ The curve is known by construction, from the two ends: at T = 2.0 the random-wei
 nearly uniform tokens (diversity 1.0 measured); at T = 0.001 sampling is near-greedy, and its
 near-tied logits leave the responses 0.3-0.5 diverse (tests/actors/test_generator.py; T = 0.05
 already gives 0.93). With the target 0.8 between the two ends calibration must pick 2.0.
-One launch (3 steps, schedule stage [2, 0.5]) and one resume of it (to step 5) serve every test;
-they run in file order."""
+One launch (3 steps, schedule stage [2, 0.5]) and one resume of it (to step 5, adding the stage
+[4, 1.0]) serve every test; they run in file order."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ from launch_testing.launched import run_launch
 pytestmark = pytest.mark.slow
 
 LOW, HIGH, TARGET, STAGE_T = 0.001, 2.0, 0.8, 0.5
+LATE_T = 1.0
+"""A stage at step 4 that only the resume's --set adds."""
+SCHEDULE = "algorithm.temperature.schedule"
 SETTINGS = {
     "learner.batch_size": "4",
     "generator.max_inflight_prompts": "4",
@@ -36,7 +39,7 @@ SETTINGS = {
     "algorithm.temperature.target_diversity": str(TARGET),
     "algorithm.temperature.probe_prompts": "4",
     "algorithm.temperature.monitor_window": "0",
-    "algorithm.temperature.schedule": f"[[2, {STAGE_T}]]",
+    SCHEDULE: f"[[2, {STAGE_T}]]",
 }
 
 
@@ -55,7 +58,8 @@ def generator_temperatures(step_record: dict) -> list[float]:
 
 @pytest.fixture(scope="module")
 def launched_run(tiny_model_dir, tmp_path_factory):
-    """The 3-step run (its stdout kept), then its resume to step 5 (stdout kept too)."""
+    """The 3-step run (its stdout kept), then its resume to step 5 with one more stage (stdout
+    kept too)."""
     run_dir = tmp_path_factory.mktemp("temperature") / "run"
     first = run_launch(
         [
@@ -72,7 +76,10 @@ def launched_run(tiny_model_dir, tmp_path_factory):
     )
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     steps_before = len(records(run_dir, "step"))
-    second = run_launch(["--resume", str(run_dir), "--set", "max_steps=5"], timeout=900)
+    resume = ["--resume", str(run_dir), "--set", "max_steps=5"]
+    second = run_launch(
+        [*resume, "--set", f"{SCHEDULE}=[[2, {STAGE_T}], [4, {LATE_T}]]"], timeout=900
+    )
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     return run_dir, first.stdout, second.stdout, steps_before
 
@@ -101,7 +108,7 @@ def test_the_first_steps_sample_at_the_calibrated_temperature(launched_run):
 
 def test_a_schedule_stage_reaches_the_generators_and_the_step_records(launched_run):
     run_dir = launched_run[0]
-    (stage,) = records(run_dir, "event", event="temperature", cause="schedule")
+    (stage,) = records(run_dir, "event", event="temperature", cause="schedule", step=2)
     third = records(run_dir, "step", step=3)[0]
     assert (stage["step"], stage["before"], stage["temperature"]) == (2, HIGH, STAGE_T)
     assert third["temperature"] == STAGE_T and generator_temperatures(third) == [STAGE_T]
@@ -109,9 +116,14 @@ def test_a_schedule_stage_reaches_the_generators_and_the_step_records(launched_r
 
 def test_the_resumed_run_continues_at_the_saved_temperature(launched_run):
     run_dir = launched_run[0]
-    resumed = [r for r in records(run_dir, "step") if r["step"] in (4, 5)]
-    assert [r["temperature"] for r in resumed] == [STAGE_T, STAGE_T]
-    assert [generator_temperatures(r) for r in resumed] == [[STAGE_T], [STAGE_T]]
+    (fourth,) = records(run_dir, "step", step=4)
+    assert fourth["temperature"] == STAGE_T and generator_temperatures(fourth) == [STAGE_T]
+
+
+def test_a_stage_the_resume_adds_applies_from_its_step(launched_run):
+    run_dir = launched_run[0]
+    (fifth,) = records(run_dir, "step", step=5)
+    assert fifth["temperature"] == LATE_T and generator_temperatures(fifth) == [LATE_T]
 
 
 def test_the_resumed_run_does_not_calibrate_again(launched_run):
