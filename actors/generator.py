@@ -378,11 +378,16 @@ class Generator:
 
 
 class _Counted:
-    """The engine as `streaming_loop` sees it (`llm`, `submit`), with every task counted in the
-    generator's `inflight`."""
+    """The engine as `streaming_loop` sees it (`llm`, `cache_salt`, `submit`), with every task
+    counted in the generator's `inflight`."""
 
     def __init__(self, gen: Generator):
         self.gen, self.llm = gen, gen.engine.llm
+
+    @property
+    def cache_salt(self) -> str:
+        """The engine's salt now (it changes at an update that keeps the KV)."""
+        return self.gen.engine.cache_salt
 
     def submit(self, coro):
         return self.gen._submit(coro)
