@@ -1,11 +1,11 @@
 """The cluster handle of a run (`Run`): Ray, the actors it owns, checkpoints and shutdown.
 
-Order of bring-up: Ray -> model folder -> buffer host -> learner group (publishes version 0) ->
-executors -> generators (each pulls the learner's weights before its first wave). `Run` holds
-the handles (buffer, learner group, generator and executor pools, buffer clients) and the run's
-metrics logger, and owns the life and death of the actors; it drives nothing. The training loop
-that uses it is launch/training_loop.py, the thread that keeps its pools alive is
-launch/supervisor.py, and the `launch` command around it is launch/run_command.py.
+Bring-up: Ray -> model folder -> buffer host -> learner group (publishes version 0) -> executors
+-> generators (each pulls the learner's weights; the first calibrates the temperature before its
+loop). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
+logger, and owns the life and death of the actors; it drives nothing. The training loop is
+launch/training_loop.py, the thread keeping the pools alive launch/supervisor.py, the `launch`
+command launch/run_command.py.
 """
 
 from __future__ import annotations
@@ -115,9 +115,8 @@ class Run:
         self._kill_learners()  # whatever the main thread waits on them for ends now
 
     def _kill_learners(self) -> None:
-        """Without the buffer the ranks' state since the last checkpoint cannot be saved, and a
-        rank may be waiting out a request to the dead buffer (publish's version announce):
-        killing them ends every wait on them at once."""
+        """Without the buffer nothing since the last checkpoint can be saved, and a rank may wait
+        on the dead buffer (publish's version announce): killing them ends every wait at once."""
         import ray
 
         for rank in self.learners.ranks if self.learners is not None else []:
@@ -151,7 +150,7 @@ class Run:
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-        logs = str(self.run_dir / "logs")
+        env = {"env_vars": {"MICROCODER_ACTOR_LOG_DIR": str(self.run_dir / "logs")}}
         if self.address == "local":
             cores = self.cfg.cluster.local_cpus()
             # Logical CPUs: the plan's reservations plus headroom so `microcoder scale` can add
@@ -161,14 +160,10 @@ class Run:
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
-                runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
+                runtime_env=env,
             )
         else:
-            ray.init(
-                address=self.address,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"MICROCODER_ACTOR_LOG_DIR": logs}},
-            )
+            ray.init(address=self.address, log_to_driver=False, runtime_env=env)
             if check_plan:
                 plan_on_cluster(self.cfg, self.address, self.log)
 
@@ -311,15 +306,18 @@ class Run:
         return str(keys.resolve())
 
     def prepare_generator(self, handle) -> None:
-        """Before a generator's loop starts: give it the controller's temperature."""
-        if self.controller is not None:
-            get_within(
-                handle.set_temperature.remote(self.controller.temperature),
-                self.cfg.cluster.ready_timeout_s,
-                "set_temperature",
-                "a generator about to start its loop",
-                "its log is in RUN_DIR/logs; raise cluster.ready_timeout_s if it is only slow",
-            )
+        """Before a generator's loop starts: give it the controller's temperature (the first
+        one builds the controller, calibrating on this generator, so step 1 samples at it)."""
+        from microcoder.launch.training_loop import build_controller
+
+        self.controller = self.controller or build_controller(self, handle)
+        get_within(
+            handle.set_temperature.remote(self.controller.temperature),
+            self.cfg.cluster.ready_timeout_s,
+            "set_temperature",
+            "a generator about to start its loop",
+            "its log is in RUN_DIR/logs; raise cluster.ready_timeout_s if it is only slow",
+        )
 
     # ------------------------------------------------------------ checkpoints
 

@@ -153,10 +153,8 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 
     from microcoder.launch.supervisor import Supervisor
 
-    if (
-        run.controller is None
-    ):  # else built when the first generator started (Run.prepare_generator)
-        run.controller = build_controller(run)
+    # Built when the first generator started (Run.prepare_generator), else here.
+    run.controller = run.controller or build_controller(run)
     run.generators.call_all("set_temperature", run.controller.temperature)
     supervisor = Supervisor(run).start()
     try:
