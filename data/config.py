@@ -43,7 +43,8 @@ class PromptConfig(Section):
 
 class DataConfig(Section):
     source: str = "synthetic"
-    """Problems: `synthetic` (the bundled task family) or a path to a problem file (JSONL etc.)."""
+    """Problems: a bundled synthetic family (`synthetic`; `synthetic-long`, whose answers take most
+    of a 96-token cap: data/sources.py SYNTHETIC_VARIANTS) or a path to a problem file (JSONL etc.)."""
     format: Literal[
         "auto",
         "jsonl",

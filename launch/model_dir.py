@@ -58,7 +58,7 @@ def load_run_tokenizer(root: Config):
             file=sys.stderr,
             flush=True,
         )
-        corpus = warmstart_corpus(root.prompt)
+        corpus = warmstart_corpus(root.prompt, root.warmstart.family)
         with tempfile.TemporaryDirectory(prefix="microcoder-tok-") as tmp:
             # built and reloaded as the warm start does: the reload is what the run tokenizes with
             build_tiny_model(tmp, corpus=corpus, vocab_size=root.warmstart.vocab_size)

@@ -155,10 +155,11 @@ def check_problem_source(cfg: Config) -> str:
     synthetic family): read once on the driver before anything starts, so a missing file or a
     bad row stops the launch at once with its file, line and field, not after the model and Ray.
     """
-    if cfg.data.source == "synthetic":
+    from microcoder.data.sources import is_synthetic, load_run_problems
+
+    if is_synthetic(cfg.data.source):
         return ""
     from microcoder.data.problem import ProblemFormatError
-    from microcoder.data.sources import load_run_problems
 
     try:
         load_run_problems(cfg.data, cfg.seed)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from microcoder.data.sources import is_synthetic
 from microcoder.launch.config import Config
 
 
@@ -28,7 +29,7 @@ def shared_paths(cfg: Config, run_dir: Path, model_path: str) -> dict[str, Path]
     paths = {"run directory (--run-dir / run_dir)": run_dir, "model.path": Path(model_path)}
     if cfg.buffer.curve and cfg.buffer.keys_dir:
         paths["buffer.keys_dir"] = Path(cfg.buffer.keys_dir)
-    if cfg.data.source != "synthetic":
+    if not is_synthetic(cfg.data.source):
         paths["data.source"] = Path(cfg.data.source)
     return {key: Path(path).expanduser().resolve() for key, path in paths.items()}
 
