@@ -36,8 +36,11 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     try:
+        import microcoder
+
+        source = Path(microcoder.__file__).resolve().parent.parent
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=source
         )
         if commit.returncode == 0:
             out["git_commit"] = commit.stdout.strip()

@@ -1,0 +1,99 @@
+"""The issue's test: a two-arm, one-seed, three-step `microcoder compare` on the tiny config
+writes compare.json and the plots, through real launches (one shared by the module's tests),
+and `--resume` on its folder runs nothing again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ARGS = [
+    "configs/tiny-cpu.toml",
+    "--arms",
+    "no-mask,mask-all",
+    "--seeds",
+    "1",
+    "--set",
+    "max_steps=3",
+    "--set",
+    "eval.every=3",  # held-out points at steps 0 and 3
+    "--set",
+    "eval.problems=16",
+    "--set",
+    "learner.batch_size=8",
+    "--set",
+    "monitor.tensorboard=false",
+    "--set",
+    "monitor.dashboard_port=0",
+]
+
+
+def compare(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "microcoder", "compare", *args],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare") / "out"
+    proc = compare(*ARGS, "--out", str(out))
+    (out.parent / "compare.log").write_text(proc.stdout + proc.stderr)
+    return proc, out
+
+
+def test_compare_exits_zero_with_both_arm_seeds_finished(compared):
+    proc, out = compared
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads((out / "compare.json").read_text())["runs"]
+    assert [(r["arm"], r["status"]) for r in runs] == [
+        ("no-mask", "finished"),
+        ("mask-all", "finished"),
+    ]
+
+
+def test_each_run_has_three_steps_of_every_step_metric(compared):
+    _, out = compared
+    for run in json.loads((out / "compare.json").read_text())["runs"]:
+        for key in ("reward_mean", "response_len_mean", "truncated_frac", "diversity"):
+            assert [p[0] for p in run["series"][key]] == [1, 2, 3], (run["arm"], key)
+        assert [p[0] for p in run["series"]["heldout_pass_rate"]] == [0, 3]
+
+
+def test_each_arm_ran_its_own_truncation_mask(compared):
+    _, out = compared
+    for arm, mask in (("no-mask", "none"), ("mask-all", "all")):
+        assert f'truncation_mask = "{mask}"' in (out / arm / "seed0" / "config.toml").read_text()
+
+
+def test_the_plots_are_written_as_pngs(compared):
+    _, out = compared
+    for name in ("heldout_pass_rate", "reward_mean", "response_len_mean", "curves"):
+        assert (out / "plots" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_table_has_each_arms_final_held_out_pass_rate(compared):
+    _, out = compared
+    summary = json.loads((out / "compare.json").read_text())["summary"]
+    md = (out / "compare.md").read_text()
+    for arm in ("no-mask", "mask-all"):
+        final = summary[arm]["heldout_pass_rate"]
+        assert final["n"] == 1
+        assert f"| {arm} | {final['mean']:.3f} ± 0.000 |" in md
+
+
+def test_resume_on_the_finished_folder_skips_both_and_rewrites_the_report(compared):
+    _, out = compared
+    (out / "compare.json").unlink()
+    proc = compare(*ARGS, "--out", str(out), "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count(": skipped in ") == 2 and "starting" not in proc.stderr
+    assert (out / "compare.json").exists()
