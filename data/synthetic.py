@@ -134,11 +134,38 @@ def make_problem(combo: Combo, seed: int) -> Problem:
     )
 
 
-def combos_for(split: str) -> list[Combo]:
-    """All combinations of one split, in the fixed order."""
+def of_split(combos, split: str) -> list:
+    """The combinations (anything with a `.key`) of one split, in their given order."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return [c for c in all_combos() if split_of(c.key) == split]
+    return [c for c in combos if split_of(c.key) == split]
+
+
+def pick(combos: list, order_key: str, n: int | None, what: str) -> list:
+    """`combos` shuffled by the seeded `order_key`, all of them (n=None) or the first `n` (a
+    smaller `n` gives a prefix of a larger one); `what` names the split in the error."""
+    random.Random(order_key).shuffle(combos)
+    if n is not None:
+        if not 0 <= n <= len(combos):
+            raise ValueError(
+                f"n={n}: the {what} split has {len(combos)} tasks; ask for at most that"
+            )
+        combos = combos[:n]
+    return combos
+
+
+def corpus_of(combos, render_one) -> list[str]:
+    """Prompt and canonical solution of each combination, alternating (a tokenizer corpus)."""
+    texts = []
+    for combo in combos:
+        prompt, solution = render_one(combo)
+        texts += [prompt, solution]
+    return texts
+
+
+def combos_for(split: str) -> list[Combo]:
+    """All combinations of one split, in the fixed order."""
+    return of_split(all_combos(), split)
 
 
 def generate_tasks(seed: int, split: str = "train", n: int | None = None) -> list[Problem]:
@@ -146,14 +173,7 @@ def generate_tasks(seed: int, split: str = "train", n: int | None = None) -> lis
 
     Same seed → same tasks, same order, same tests; a smaller `n` gives a prefix of a larger one.
     """
-    combos = combos_for(split)
-    random.Random(f"order:{seed}:{split}").shuffle(combos)
-    if n is not None:
-        if not 0 <= n <= len(combos):
-            raise ValueError(
-                f"n={n}: the {split} split has {len(combos)} tasks; ask for at most that"
-            )
-        combos = combos[:n]
+    combos = pick(combos_for(split), f"order:{seed}:{split}", n, split)
     return [make_problem(c, seed) for c in combos]
 
 
@@ -162,8 +182,4 @@ def tokenizer_corpus() -> list[str]:
 
     Held-out combinations are left out; their words, names and constants all occur in training.
     """
-    texts = []
-    for combo in combos_for("train"):
-        prompt, solution = render(combo)
-        texts += [prompt, solution]
-    return texts
+    return corpus_of(combos_for("train"), render)

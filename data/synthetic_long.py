@@ -31,8 +31,10 @@ from microcoder.data.synth_ops import FAMILIES, OPS, random_input
 from microcoder.data.synthetic import (
     HELDOUT_PERCENT,
     N_TESTS,
-    SPLITS,
     Combo,
+    corpus_of,
+    of_split,
+    pick,
     render,
     run_solution,
     split_of,
@@ -148,9 +150,7 @@ def make_problem(combo: LongCombo, seed: int) -> Problem:
 
 def combos_for(split: str) -> list[LongCombo]:
     """All long tasks of one split, in the pool's order."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return [c for c in all_combos() if split_of(c.key) == split]
+    return of_split(all_combos(), split)
 
 
 def generate_tasks(seed: int, split: str = "train", n: int | None = None) -> list[Problem]:
@@ -158,22 +158,11 @@ def generate_tasks(seed: int, split: str = "train", n: int | None = None) -> lis
 
     Same seed → same tasks, same order, same tests; a smaller `n` gives a prefix of a larger one.
     """
-    combos = combos_for(split)
-    random.Random(f"order:{seed}:{SOURCE}:{split}").shuffle(combos)
-    if n is not None:
-        if not 0 <= n <= len(combos):
-            raise ValueError(
-                f"n={n}: the {SOURCE} {split} split has {len(combos)} tasks; ask for at most that"
-            )
-        combos = combos[:n]
+    combos = pick(combos_for(split), f"order:{seed}:{SOURCE}:{split}", n, f"{SOURCE} {split}")
     return [make_problem(c, seed) for c in combos]
 
 
 def tokenizer_corpus() -> list[str]:
     """Prompts and canonical solutions of every training task, alternating (the warm start's
     tokenizer corpus, as data/synthetic.py's)."""
-    texts = []
-    for combo in combos_for("train"):
-        prompt, solution = render_long(combo)
-        texts += [prompt, solution]
-    return texts
+    return corpus_of(combos_for("train"), render_long)
