@@ -93,13 +93,14 @@ def run_solution(solution: str, stdin: str) -> str:
     return out.getvalue()
 
 
-def make_tests(combo: Combo, solution: str, rng: random.Random, n: int = N_TESTS) -> list[dict]:
-    """`n` distinct random tests, retrying so that not all expected outputs are equal."""
+def tests_from(draw, solution: str, rng: random.Random, n: int = N_TESTS) -> list[dict]:
+    """`n` distinct random tests, inputs from `draw(rng)`, outputs by running the canonical
+    `solution`; retried so that not all expected outputs are equal."""
     best: list[dict] = []
     for _ in range(20):
         inputs: list[str] = []
         for _ in range(10 * n):
-            x = random_input(combo.op.family, rng, combo.const)
+            x = draw(rng)
             if x not in inputs:
                 inputs.append(x)
             if len(inputs) == n:
@@ -109,6 +110,11 @@ def make_tests(combo: Combo, solution: str, rng: random.Random, n: int = N_TESTS
             return tests
         best = max(best, tests, key=lambda ts: len({t["output"] for t in ts}))
     return best
+
+
+def make_tests(combo: Combo, solution: str, rng: random.Random, n: int = N_TESTS) -> list[dict]:
+    """`n` distinct random tests of one combination."""
+    return tests_from(lambda r: random_input(combo.op.family, r, combo.const), solution, rng, n)
 
 
 def make_problem(combo: Combo, seed: int) -> Problem:

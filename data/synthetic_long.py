@@ -36,8 +36,8 @@ from microcoder.data.synthetic import (
     of_split,
     pick,
     render,
-    run_solution,
     split_of,
+    tests_from,
 )
 
 PARTS = 4
@@ -111,20 +111,11 @@ def render_long(combo: LongCombo) -> tuple[str, str]:
 
 def make_tests(combo: LongCombo, solution: str, rng: random.Random, n: int = N_TESTS) -> list:
     """`n` distinct random stdins (one line per part), retrying so not all outputs are equal."""
-    best: list[dict] = []
-    for _ in range(20):
-        inputs: list[str] = []
-        for _ in range(10 * n):
-            x = "".join(random_input(p.op.family, rng, p.const) for p in combo.parts)
-            if x not in inputs:
-                inputs.append(x)
-            if len(inputs) == n:
-                break
-        tests = [{"input": x, "output": run_solution(solution, x)} for x in inputs]
-        if len({t["output"] for t in tests}) > 1 and len(tests) == n:
-            return tests
-        best = max(best, tests, key=lambda ts: len({t["output"] for t in ts}))
-    return best
+
+    def draw(r: random.Random) -> str:
+        return "".join(random_input(p.op.family, r, p.const) for p in combo.parts)
+
+    return tests_from(draw, solution, rng, n)
 
 
 def make_problem(combo: LongCombo, seed: int) -> Problem:
