@@ -194,9 +194,11 @@ class Progress:
             if result.status == "finished":
                 self.walls.append(result.wall_s)
             why = "" if result.status != "failed" else f" (exit {result.rc}; log {result.log})"
+            took = f"in {_dur(result.wall_s)}"
+            if result.status == "skipped":
+                took = f"(--resume: finished earlier {took})"
             self.say(
-                f"compare: [{self.done}/{self.total}] {job.label}: {result.status} in "
-                f"{_dur(result.wall_s)}{why}"
+                f"compare: [{self.done}/{self.total}] {job.label}: {result.status} {took}{why}"
             )
 
 
