@@ -95,5 +95,6 @@ def test_resume_on_the_finished_folder_skips_both_and_rewrites_the_report(compar
     (out / "compare.json").unlink()
     proc = compare(*ARGS, "--out", str(out), "--resume")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.count(": skipped in ") == 2 and "starting" not in proc.stderr
+    assert proc.stderr.count(": skipped (--resume: finished earlier in ") == 2
+    assert "starting" not in proc.stderr
     assert (out / "compare.json").exists()
