@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from microcoder.evaluation.progress import format_eta
+
 DONE_FILE = "COMPARE_DONE.json"
 """Written into a run directory only after its launch exited 0."""
 LOG_FILE = "launch.log"
@@ -185,7 +187,7 @@ class Progress:
                 grid = run_eta + per_run * waiting / max(self.parallel, 1)
             self.say(
                 f"compare: [{self.done + 1}/{self.total}] {job.label}: step {step}/{job.max_steps}"
-                f" | run ETA {_dur(run_eta)} | all ETA {_dur(grid)}"
+                f" | run ETA {format_eta(run_eta)} | all ETA {format_eta(grid)}"
             )
 
     def end(self, job: Job, result: JobResult) -> None:
@@ -194,19 +196,12 @@ class Progress:
             if result.status == "finished":
                 self.walls.append(result.wall_s)
             why = "" if result.status != "failed" else f" (exit {result.rc}; log {result.log})"
-            took = f"in {_dur(result.wall_s)}"
+            took = f"in {format_eta(result.wall_s)}"
             if result.status == "skipped":
                 took = f"(--resume: finished earlier {took})"
             self.say(
                 f"compare: [{self.done}/{self.total}] {job.label}: {result.status} {took}{why}"
             )
-
-
-def _dur(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def run_jobs(
