@@ -152,10 +152,6 @@ class TemperatureController:
         """Everything needed to resume (goes into checkpoints)."""
         return asdict(self)
 
-    @classmethod
-    def from_state_dict(cls, state: dict) -> TemperatureController:
-        return cls(**state)
-
     def resumed(self, state: dict) -> TemperatureController:
         """This controller (built from the config) continuing the saved `state`: its
         RESUMED_FIELDS from `state`, the rest from here."""

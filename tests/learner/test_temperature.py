@@ -111,7 +111,7 @@ def test_a_later_stage_overrides_a_monitor_step_up():
 def test_state_round_trips():
     c = controller()
     c.observe(1, 0.1)
-    again = TemperatureController.from_state_dict(c.state_dict())
+    again = controller().resumed(c.state_dict())
     assert again == c
     assert again.observe(2, 0.1) is None and "->" in again.observe(3, 0.1).message
 
