@@ -107,7 +107,14 @@ def build_batch(
         penalised = penalty < 0
     if n:
         advantages = grpo.group_advantages(rewards, batch.group_index, algo.adv_eps)
-        looping = torch.tensor([_is_looping(r, algo.repeat_window) for r in responses])
+        # Only a truncated response can be masked, so only its loop check matters.
+        looping = torch.tensor(
+            [
+                bool(t) and _is_looping(r, algo.repeat_window)
+                for r, t in zip(responses, batch.truncated.tolist(), strict=True)
+            ],
+            dtype=torch.bool,
+        )
         draws = grpo.mask_draws(n, generator)
         masked = grpo.TRUNCATION_MASKS[algo.truncation_mask](
             batch.truncated, batch.non_incorrect, looping, draws, algo.rho
