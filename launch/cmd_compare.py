@@ -34,10 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--parallel",
-        type=int,
-        default=1,
-        help="arm-seeds run at once on this machine (default 1: one after another); checked "
-        "against the CPUs and GPUs each run plans",
+        default="auto",
+        help="arm-seeds run at once on this machine: a number, checked against the CPUs and "
+        "GPUs each run plans, or auto (default): as many as fit, one after another when only "
+        "one does or on a shared cluster",
     )
     p.set_defaults(func=run)
 
@@ -60,6 +60,16 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def parse_parallel(text: str) -> int | None:
+    """`auto` -> None (as many as fit); `2` -> 2."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--parallel {text!r}: give a number (2) or auto") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import signal
     import time
@@ -76,14 +86,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         arms = parse_arms(args.arms)
         seeds = parse_seeds(args.seeds)
-        grid = plan_grid(Path(args.config), arms, seeds, args.overrides, out, args.parallel)
+        parallel = parse_parallel(args.parallel)
+        grid = plan_grid(Path(args.config), arms, seeds, args.overrides, out, parallel)
     except (ArmError, ValueError, CompareError) as err:
         say(f"compare: {err}")
         return 2
     say(
         f"compare: {len(arms)} arm(s) x {len(seeds)} seed(s) = {len(grid.jobs)} runs into {out}, "
-        f"{args.parallel} at a time"
+        f"{grid.why}"
     )
+    for note in grid.notes:
+        say(f"compare: note: {note}")
 
     def on_term(_signum, _frame):
         raise KeyboardInterrupt

@@ -37,4 +37,6 @@ def run_show(args: argparse.Namespace) -> int:
     print(cfg.to_toml(), end="")
     if note := describe_overrides(cfg.algorithm):
         print(note, file=sys.stderr)
+    for note in cfg.notes():
+        print(f"note: {note}", file=sys.stderr)
     return 0

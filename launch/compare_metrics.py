@@ -3,10 +3,7 @@ read from a run's metrics.jsonl (`run_series`).
 
 Most are fields of the `step` records the training loop logs (launch/training_loop.py: the
 learner's metrics and the intake's); the held-out pass rate is a field of the `eval` records
-(launch/evaluation.py, every `eval.every` steps and at the end). The response length is not a
-step field today: it is derived from the buffer's counters in each step record (response tokens
-that entered the buffer since the previous step / responses that entered: the mean length of the
-rollouts generated meanwhile), unless the step record has `response_len_mean` itself.
+(launch/evaluation.py, every `eval.every` steps and at the end).
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ class Metric:
     kind: str
     """Which records hold it: "step" or "eval"."""
     field: str
-    """The record field ("" = derived: the response length, see `_response_lengths`)."""
+    """The record field."""
     digits: int = 3
     """Decimals in the tables."""
 
@@ -41,7 +38,9 @@ METRICS: dict[str, Metric] = {
             "heldout_pass_rate", "held-out pass@1", "pass@1 (sampled)", "eval", "heldout_pass_rate"
         ),
         Metric("reward_mean", "batch reward", "mean reward", "step", "reward_mean"),
-        Metric("response_len_mean", "response length", "tokens", "step", "", digits=1),
+        Metric(
+            "response_len_mean", "response length", "tokens", "step", "response_len_mean", digits=1
+        ),
         Metric("truncated_frac", "truncation rate", "fraction truncated", "step", "truncated_frac"),
         Metric("diversity", "diversity", "n-gram diversity", "step", "diversity"),
         Metric("entropy", "entropy", "nats / token", "step", "entropy"),
@@ -58,46 +57,20 @@ Series = list[tuple[int, float]]
 """(step, value) points in step order."""
 
 
-def run_series(records: list[dict[str, Any]], group_size: int) -> dict[str, Series]:
+def run_series(records: list[dict[str, Any]]) -> dict[str, Series]:
     """Every METRICS curve of one run from its metrics.jsonl records (missing values left out).
 
     A resumed run logs the steps after its checkpoint again: the last record of a step wins.
     """
     out: dict[str, dict[int, float]] = {key: {} for key in METRICS}
-    steps = [r for r in records if r.get("kind") == "step" and "step" in r]
-    lengths = _response_lengths(steps, group_size)
     for rec in records:
         if rec.get("kind") not in ("step", "eval") or "step" not in rec:
             continue
         for m in METRICS.values():
-            if m.kind != rec["kind"]:
-                continue
-            value = rec.get(m.field) if m.field else lengths.get(int(rec["step"]))
+            value = rec.get(m.field) if m.kind == rec["kind"] else None
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out[m.key][int(rec["step"])] = float(value)
     return {key: sorted(points.items()) for key, points in out.items()}
-
-
-def _response_lengths(steps: list[dict[str, Any]], group_size: int) -> dict[int, float]:
-    """Mean response length per step: the record's own `response_len_mean`, else the buffer's
-    response tokens in / responses in since the previous step record."""
-    out: dict[int, float] = {}
-    prev_tokens, prev_groups = 0, 0
-    for rec in steps:
-        if isinstance(rec.get("response_len_mean"), (int, float)):
-            out[int(rec["step"])] = float(rec["response_len_mean"])
-            continue
-        buf = rec.get("buffer") or {}
-        tokens = buf.get("response_tokens_in")
-        groups = (buf.get("entered") or {}).get("unscored")
-        if tokens is None or groups is None:
-            continue
-        if groups < prev_groups:  # a resumed buffer or a new run: start over
-            prev_tokens, prev_groups = 0, 0
-        if groups > prev_groups:
-            out[int(rec["step"])] = (tokens - prev_tokens) / ((groups - prev_groups) * group_size)
-        prev_tokens, prev_groups = tokens, groups
-    return out
 
 
 def final_values(series: dict[str, Series]) -> dict[str, float | None]:

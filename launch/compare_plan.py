@@ -1,6 +1,6 @@
 """The grid of `microcoder compare`, checked before anything runs: every arm's config resolves
 (a bad key or value names the arm), the --set do not fight the arms or the seeds, and
-`--parallel` runs fit this machine's CPUs and GPUs.
+`--parallel` runs fit this machine's CPUs and GPUs (or, by default, as many run at once as fit).
 """
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microcoder.launch.compare_arms import Arm, resolve_overrides
-from microcoder.launch.compare_runner import CompareError, Job, capacity_error, make_job, slot_envs
+from microcoder.launch.compare_runner import (
+    CompareError,
+    Job,
+    capacity_error,
+    make_job,
+    runs_that_fit,
+    slot_envs,
+)
 
 
 @dataclass(frozen=True)
@@ -24,19 +31,29 @@ class Grid:
     overrides: dict[str, list[str]]
     """Per arm: the overrides its launches get after the recipe (then seed=S)."""
     envs: list[dict[str, str]]
-    """One environment per concurrent slot (len = --parallel)."""
+    """One environment per concurrent slot (len = the runs at once)."""
+    why: str
+    """How many run at once and why, for the command's first line."""
+    notes: list[str]
+    """The arms' config notes (Config.notes: settings that cannot act), each naming its arms."""
 
 
 def plan_grid(
-    recipe: Path, arms: list[Arm], seeds: list[int], sets: list[str], out: Path, parallel: int
+    recipe: Path,
+    arms: list[Arm],
+    seeds: list[int],
+    sets: list[str],
+    out: Path,
+    parallel: int | None,
 ) -> Grid:
-    """Resolve and check every arm's config; the jobs and slots. Raises CompareError."""
+    """Resolve and check every arm's config; the jobs and slots (`parallel` None: as many at
+    once as fit this machine). Raises CompareError."""
     from microcoder.config import ConfigError
     from microcoder.launch.config import load_config
 
     if not recipe.is_file():
         raise CompareError(f"recipe {recipe} does not exist (recipes live in configs/)")
-    if parallel < 1:
+    if parallel is not None and parallel < 1:
         raise CompareError(f"--parallel {parallel}: give 1 or more")
     for s in sets:
         if s.partition("=")[0].strip() in ("seed", "run_dir"):
@@ -52,20 +69,33 @@ def plan_grid(
             configs[arm.name] = load_config(recipe, overrides[arm.name])
         except ConfigError as err:
             raise CompareError(f"arm {arm.name!r} does not resolve: {err}") from None
+    notes: dict[str, list[str]] = {}
+    for arm in arms:  # a note shared by every arm is said once
+        for note in configs[arm.name].notes():
+            notes.setdefault(note, []).append(arm.name)
     jobs = [
         make_job(recipe, arm.name, seed, overrides[arm.name], out, configs[arm.name])
         for seed in seeds
         for arm in arms
     ]
-    return Grid(jobs, overrides, envs_for(list(configs.values()), parallel))
+    envs, why = envs_for(list(configs.values()), parallel, len(jobs))
+    said = [
+        f"{'every arm' if len(names) == len(arms) else 'arm ' + ', '.join(names)}: {note} "
+        "(a --set of compare holds for every arm)"
+        for note, names in notes.items()
+    ]
+    return Grid(jobs, overrides, envs, why, said)
 
 
-def envs_for(configs: list, parallel: int) -> list[dict[str, str]]:
-    """The slots' environments, after checking that `parallel` runs fit (the largest arm's
-    placement plan against this machine)."""
+def envs_for(configs: list, parallel: int | None, n_jobs: int) -> tuple[list[dict[str, str]], str]:
+    """The slots' environments and why that many, after checking that `parallel` runs fit (the
+    largest arm's placement plan against this machine); `parallel` None picks the most that
+    fit, at most `n_jobs`."""
     if parallel == 1:
-        return [{}]
+        return [{}], "1 at a time (--parallel 1)"
     if any(c.cluster.address != "local" for c in configs):
+        if parallel is None:
+            return [{}], "1 at a time (cluster.address is a shared cluster)"
         raise CompareError(
             "--parallel > 1 runs private local clusters side by side; with cluster.address set "
             "to a shared cluster run one at a time (--parallel 1)"
@@ -79,10 +109,17 @@ def envs_for(configs: list, parallel: int) -> list[dict[str, str]]:
     plans = [make_plan(c, device, cpus, float(len(visible))) for c in configs]
     cpus_each = max(p.cpus for p in plans)
     gpus_each = max(p.gpus for p in plans)
-    why = capacity_error(parallel, cpus_each, gpus_each, cpus, len(visible))
-    if why:
-        raise CompareError(why)
-    return slot_envs(parallel, int(-(-gpus_each // 1)), visible)
+    room = f"each run plans {cpus_each:g} CPUs" + (f", {gpus_each:g} GPUs" if gpus_each else "")
+    room += f"; this machine has {cpus:g}" + (f", {len(visible)}" if gpus_each else "")
+    if parallel is None:
+        parallel = min(runs_that_fit(cpus_each, gpus_each, cpus, len(visible)), max(n_jobs, 1))
+        why = f"{parallel} at a time (as many as fit: {room})"
+    else:
+        error = capacity_error(parallel, cpus_each, gpus_each, cpus, len(visible))
+        if error:
+            raise CompareError(error)
+        why = f"{parallel} at a time (--parallel {parallel}: {room})"
+    return slot_envs(parallel, int(-(-gpus_each // 1)), visible), why
 
 
 def _visible_gpus() -> list[str]:

@@ -62,7 +62,7 @@ def run_record(job: Job, result: JobResult | None) -> dict[str, Any]:
     """One arm-seed in compare.json: status, command, per-step series and finals."""
     path = job.run_dir / "metrics.jsonl"
     records = read_metrics(path) if path.exists() else []
-    series = run_series(records, job.group_size)
+    series = run_series(records)
     return {
         "arm": job.arm,
         "seed": job.seed,

@@ -49,8 +49,6 @@ class Job:
     fingerprint: str
     """sha256 of the recipe's text and the overrides: what a finished marker must match."""
     max_steps: int
-    group_size: int
-    """Responses per prompt (the response length is derived with it)."""
 
     @property
     def label(self) -> str:
@@ -85,7 +83,7 @@ def make_job(recipe: Path, arm: str, seed: int, overrides: list[str], out: Path,
     for s in sets:
         argv += ["--set", s]
     digest = hashlib.sha256(recipe.read_bytes() + json.dumps(sets).encode()).hexdigest()
-    return Job(arm, seed, run_dir, argv, digest, cfg.max_steps, cfg.algorithm.group_size)
+    return Job(arm, seed, run_dir, argv, digest, cfg.max_steps)
 
 
 def marker(job: Job) -> dict | None:
@@ -121,16 +119,26 @@ def move_aside(job: Job) -> Path:
     return target
 
 
+def runs_that_fit(cpus_each: float, gpus_each: float, cpus: float, gpus: int) -> int:
+    """How many runs of that plan fit this machine side by side (at least 1: one run alone
+    time-shares the cores as a launch by hand does)."""
+    fit = int(cpus // cpus_each) if cpus_each else 1 << 30
+    if gpus_each:
+        fit = min(fit, int(gpus // gpus_each))
+    return max(fit, 1)
+
+
 def capacity_error(parallel: int, cpus_each: float, gpus_each: float, cpus: float, gpus: int):
     """Why `parallel` runs do not fit this machine ("" when they do)."""
+    if parallel == 1:
+        return ""
+    fit = runs_that_fit(cpus_each, gpus_each, cpus, gpus)
     if parallel * cpus_each > cpus:
-        fit = max(int(cpus // cpus_each), 1) if cpus_each else parallel
         return (
             f"--parallel {parallel}: each run plans {cpus_each:g} CPUs and this machine has "
             f"{cpus:g}; set --parallel {fit} (or lower the recipe's pools)"
         )
     if gpus_each and parallel * gpus_each > gpus:
-        fit = max(int(gpus // gpus_each), 1)
         return (
             f"--parallel {parallel}: each run needs {gpus_each:g} GPUs and this machine has "
             f"{gpus}; set --parallel {fit}"

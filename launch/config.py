@@ -160,6 +160,21 @@ class Config(Section):
             self.algorithm.overlong_max_tokens = self.generator.max_response_tokens
         return self
 
+    def notes(self) -> list[str]:
+        """Settings that are valid but cannot act as their names say, each with what to set
+        (`config show` prints them, a launch logs them at its start)."""
+        out = []
+        a, cap = self.algorithm, self.generator.max_response_tokens
+        if a.truncation_mask == "conditional" and 2 * a.repeat_window > cap:
+            out.append(
+                f"algorithm.repeat_window = {a.repeat_window} needs {2 * a.repeat_window} "
+                f"response tokens to see a loop and generator.max_response_tokens is {cap}: no "
+                f"truncated response counts as looping, so the conditional mask takes rho = "
+                f"{a.rho:g} of every non-incorrect truncated one; set algorithm.repeat_window to "
+                f"at most {cap // 2} for the loop check to act"
+            )
+        return out
+
     def to_toml(self) -> str:
         """The resolved config as TOML (what goes into the run directory)."""
         return tomli_w.dumps(self.model_dump(mode="json"))

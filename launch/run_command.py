@@ -82,6 +82,8 @@ def launch(cfg: Config, args) -> int:
     (run_dir / "config.toml").write_text(cfg.to_toml())
     run = Run(cfg, run_dir, cfg.cluster.address, resume_from)
     run.log(f"run directory: {run_dir.resolve()} (config.toml, metrics.jsonl, logs/, checkpoints/)")
+    for note in cfg.notes():
+        run.log(f"config note: {note}")
     if plan is not None:
         print(plan.format(), flush=True)
     stopping = {"signal": None}

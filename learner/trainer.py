@@ -141,6 +141,7 @@ class Learner:
         elapsed = time.perf_counter() - start
         return {
             **base,
+            "response_len_mean": float(batch.response_lens.double().mean()),
             "loss": s["loss"] / len(plans),
             "clip_frac": s["clipped"] / rt,
             "entropy": s["entropy"] / rt,

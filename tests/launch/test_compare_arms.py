@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.launch.cmd_compare import parse_seeds
+from microcoder.launch.cmd_compare import parse_parallel, parse_seeds
 from microcoder.launch.compare_arms import ArmError, parse_arm, parse_arms, resolve_overrides
 from microcoder.launch.compare_plan import plan_grid
 from microcoder.launch.compare_runner import CompareError
@@ -125,3 +125,50 @@ def test_seeds_count_and_list_forms():
 def test_seeds_given_twice_is_an_error():
     with pytest.raises(ValueError, match="each once"):
         parse_seeds("1,1")
+
+
+def test_parallel_auto_runs_as_many_as_the_machines_cpus_fit(tmp_path, monkeypatch):
+    """The tiny recipe plans 3 CPUs a run: 2 cores run one at a time, 8 run two at once, and
+    never more at once than there are runs."""
+    import microcoder.launch.compare_plan as plan
+
+    arms = parse_arms("no-mask,mask-all,mask-cond")
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 2)
+    grid = plan_grid(RECIPE, arms, [0], [], tmp_path, None)
+    assert len(grid.envs) == 1 and grid.why.startswith("1 at a time (as many as fit")
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    assert len(plan_grid(RECIPE, arms, [0, 1], [], tmp_path, None).envs) == 2
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 64)
+    assert len(plan_grid(RECIPE, arms, [0], [], tmp_path, None).envs) == 3
+
+
+def test_parallel_auto_on_a_shared_cluster_runs_one_at_a_time(tmp_path):
+    arms = parse_arms("no-mask,mask-all")
+    grid = plan_grid(RECIPE, arms, [0], ["cluster.address=auto"], tmp_path, None)
+    assert len(grid.envs) == 1 and "shared cluster" in grid.why
+    with pytest.raises(CompareError, match="--parallel 1"):
+        plan_grid(RECIPE, arms, [0], ["cluster.address=auto"], tmp_path, 2)
+
+
+def test_parallel_number_beyond_the_machine_names_the_number_that_fits(tmp_path, monkeypatch):
+    import microcoder.launch.compare_plan as plan
+
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    with pytest.raises(CompareError, match="set --parallel 2"):
+        plan_grid(RECIPE, parse_arms("no-mask,mask-all,mask-cond"), [0], [], tmp_path, 3)
+
+
+def test_parallel_argument_takes_auto_or_a_number():
+    assert (parse_parallel("auto"), parse_parallel("2")) == (None, 2)
+    with pytest.raises(ValueError, match="auto"):
+        parse_parallel("many")
+
+
+def test_plan_names_the_arms_whose_loop_check_cannot_act(tmp_path):
+    """The microcoder arm puts the preset's m = 128 back over the recipe's 16: at a 64-token cap
+    its loop check cannot act, and the plan says so for that arm alone; a --set fixes it."""
+    arms = parse_arms("microcoder,grpo")
+    (note,) = plan_grid(RECIPE, arms, [0], [], tmp_path, 1).notes
+    assert note.startswith("arm microcoder: algorithm.repeat_window = 128")
+    assert "at most 32" in note
+    assert plan_grid(RECIPE, arms, [0], ["algorithm.repeat_window=16"], tmp_path, 1).notes == []

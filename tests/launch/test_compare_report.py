@@ -14,7 +14,7 @@ from microcoder.launch.compare_metrics import run_series, seed_band, spread
 from microcoder.launch.compare_report import build_report, write_report
 from microcoder.launch.compare_runner import make_job, run_jobs
 
-CFG = SimpleNamespace(max_steps=3, algorithm=SimpleNamespace(group_size=4))
+CFG = SimpleNamespace(max_steps=3)
 HELDOUT = {("no-mask", 0): 0.2, ("no-mask", 1): 0.4, ("no-mask", 2): 0.9}
 HELDOUT |= {("mask-all", 0): 0.5, ("mask-all", 1): 0.5, ("mask-all", 2): 0.9}
 """Final held-out pass rate of each constructed run (mask-all seed 2 fails)."""
@@ -32,11 +32,7 @@ def records(arm: str, seed: int) -> list[dict]:
                 "diversity": 0.5,
                 "entropy": 1.0,
                 "clip_frac": 0.01,
-                # 2 groups of 4 responses per step, 10 tokens each on step 1, 20 after
-                "buffer": {
-                    "response_tokens_in": 80 + 160 * (step - 1),
-                    "entered": {"unscored": 2 * step},
-                },
+                "response_len_mean": 10.0 * step,
             }
         )
     out.append({"kind": "eval", "step": 3, "heldout_pass_rate": HELDOUT[(arm, seed)]})
@@ -106,20 +102,19 @@ def test_every_metric_with_points_gets_a_valid_png(written):
             assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_response_length_comes_from_the_buffer_counters_per_step():
-    series = run_series(records("no-mask", 0), group_size=4)
-    assert series["response_len_mean"] == [(1, 10.0), (2, 20.0), (3, 20.0)]
-
-
-def test_a_step_records_own_response_length_wins():
-    recs = [{"kind": "step", "step": 1, "response_len_mean": 7.5, "buffer": {}}]
-    assert run_series(recs, 4)["response_len_mean"] == [(1, 7.5)]
+def test_series_take_step_fields_from_step_records_and_heldout_from_eval_records():
+    series = run_series(records("no-mask", 0))
+    assert series["response_len_mean"] == [(1, 10.0), (2, 20.0), (3, 30.0)]
+    assert series["heldout_pass_rate"] == [(0, 0.1), (3, 0.2)]
+    # a step record's field of the same name as an eval metric is not a held-out point
+    recs = [{"kind": "step", "step": 1, "heldout_pass_rate": 0.9}]
+    assert run_series(recs)["heldout_pass_rate"] == []
 
 
 def test_the_last_record_of_a_step_logged_twice_wins():
     recs = [{"kind": "step", "step": 1, "reward_mean": 0.1}]
     recs.append({"kind": "step", "step": 1, "reward_mean": 0.3})
-    assert run_series(recs, 4)["reward_mean"] == [(1, 0.3)]
+    assert run_series(recs)["reward_mean"] == [(1, 0.3)]
 
 
 def test_seed_band_is_the_mean_and_range_at_each_step():

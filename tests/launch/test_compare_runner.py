@@ -19,7 +19,7 @@ from microcoder.launch.compare_runner import (
     slot_envs,
 )
 
-CFG = SimpleNamespace(max_steps=3, algorithm=SimpleNamespace(group_size=4))
+CFG = SimpleNamespace(max_steps=3)
 
 
 def jobs_in(out: Path, arms=("a", "b"), seeds=(0,), sets=()):

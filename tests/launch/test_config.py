@@ -114,3 +114,25 @@ def test_every_field_is_documented():
 
     undocumented = [key for key, _, doc in describe(Config) if not doc]
     assert undocumented == []
+
+
+def test_a_loop_window_longer_than_half_the_cap_is_noted_with_the_value_that_acts():
+    from microcoder.launch.config import load_config
+
+    cfg = load_config(None, ["generator.max_response_tokens=96", "algorithm.repeat_window=64"])
+    (note,) = cfg.notes()
+    assert "no truncated response counts as looping" in note and "at most 48" in note
+    assert (
+        load_config(
+            None, ["generator.max_response_tokens=96", "algorithm.repeat_window=48"]
+        ).notes()
+        == []
+    )
+    off = ["generator.max_response_tokens=96", "algorithm.truncation_mask=all"]
+    assert load_config(None, off).notes() == []  # only the conditional mask looks for loops
+
+
+def test_the_default_run_has_no_config_notes():
+    from microcoder.launch.config import load_config
+
+    assert load_config("configs/tiny-cpu.toml").notes() == []
