@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from microcoder.launch.compare_arms import ArmError, parse_arms
-    from microcoder.launch.compare_plan import plan_grid
+    from microcoder.launch.compare_plan import plan_grid, prepare_models
     from microcoder.launch.compare_runner import CompareError, run_jobs
 
     if args.resume and not args.out:
@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
     results, interrupted = [], False
     try:
+        try:
+            prepare_models(grid, say)
+        except (OSError, RuntimeError) as err:  # a missing model folder, a failed warm start
+            say(f"compare: {type(err).__name__}: {err}; nothing ran")
+            return 1
         results = run_jobs(
             grid.jobs,
             launch_job,

@@ -73,6 +73,17 @@ def run_series(records: list[dict[str, Any]]) -> dict[str, Series]:
     return {key: sorted(points.items()) for key, points in out.items()}
 
 
+def stop_message(records: list[dict[str, Any]]) -> str:
+    """The run's own word on why it stopped before max_steps (its last event="stopped" record,
+    launch/run_command.py: say_stopped); "" when it has none."""
+    said = [
+        str(r.get("message", ""))
+        for r in records
+        if r.get("kind") == "event" and r.get("event") == "stopped"
+    ]
+    return said[-1] if said else ""
+
+
 def final_values(series: dict[str, Series]) -> dict[str, float | None]:
     """The last point of each curve (None for an empty one)."""
     return {key: (points[-1][1] if points else None) for key, points in series.items()}

@@ -36,6 +36,9 @@ class Grid:
     """How many run at once and why, for the command's first line."""
     notes: list[str]
     """The arms' config notes (Config.notes: settings that cannot act), each naming its arms."""
+    models: list
+    """One arm's Config per distinct model.path: what `prepare_models` builds before runs start
+    side by side."""
 
 
 def plan_grid(
@@ -84,7 +87,21 @@ def plan_grid(
         "(a --set of compare holds for every arm)"
         for note, names in notes.items()
     ]
-    return Grid(jobs, overrides, envs, why, said)
+    models = {c.model.path: c for c in configs.values()}
+    return Grid(jobs, overrides, envs, why, said, list(models.values()))
+
+
+def prepare_models(grid: Grid, say) -> None:
+    """Build (or warm-start) each model the runs will load, once, before runs start side by side:
+    two launches building the same missing model folder at once would both train it and write
+    over each other's files. A model already there costs a check."""
+    if len(grid.envs) < 2:
+        return  # one run at a time: the first launch builds it, as a launch by hand does
+    from microcoder.launch.model_dir import ensure_model
+
+    for cfg in grid.models:
+        say(f"compare: model {cfg.model.path}: ready before {len(grid.envs)} runs start at once")
+        ensure_model(cfg.model, cfg)
 
 
 def envs_for(configs: list, parallel: int | None, n_jobs: int) -> tuple[list[dict[str, str]], str]:

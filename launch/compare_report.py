@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.launch.compare_arms import Arm
-from microcoder.launch.compare_metrics import METRICS, final_values, run_series, spread
+from microcoder.launch.compare_metrics import (
+    METRICS,
+    final_values,
+    run_series,
+    spread,
+    stop_message,
+)
 from microcoder.launch.compare_runner import COUNTED, DONE_FILE, LOG_FILE, Job, JobResult
 from microcoder.launch.metrics_log import read_metrics
 
@@ -72,6 +78,7 @@ def run_record(job: Job, result: JobResult | None) -> dict[str, Any]:
         "run_dir": str(job.run_dir),
         "log": str(job.run_dir / LOG_FILE),
         "command": shlex.join(["microcoder", *job.argv]),
+        "stopped": stop_message(records),
         "series": {k: [list(p) for p in pts] for k, pts in series.items()},
         "final": final_values(series),
     }
@@ -188,6 +195,8 @@ def not_finished(run: dict[str, Any]) -> str:
     if run["status"] == "not run":
         return "not run"
     why = f"exit {run['rc']}" if run["rc"] is not None else run["status"]
+    if run.get("stopped"):
+        why += f": {run['stopped']}"
     return f"{run['status']} ({why}), log {run['log']}"
 
 

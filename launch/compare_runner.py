@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from microcoder.evaluation.progress import format_eta
+from microcoder.launch.compare_metrics import stop_message
+from microcoder.launch.metrics_log import read_metrics
 
 DONE_FILE = "COMPARE_DONE.json"
 """Written into a run directory only after its launch exited 0."""
@@ -119,6 +121,12 @@ def move_aside(job: Job) -> Path:
     return target
 
 
+def stopped_because(run_dir: Path) -> str:
+    """Why a launch stopped early, in its own words from its metrics.jsonl ("" when unsaid)."""
+    path = run_dir / "metrics.jsonl"
+    return stop_message(read_metrics(path)) if path.exists() else ""
+
+
 def runs_that_fit(cpus_each: float, gpus_each: float, cpus: float, gpus: int) -> int:
     """How many runs of that plan fit this machine side by side (at least 1: one run alone
     time-shares the cores as a launch by hand does)."""
@@ -203,7 +211,10 @@ class Progress:
             self.done += 1
             if result.status == "finished":
                 self.walls.append(result.wall_s)
-            why = "" if result.status != "failed" else f" (exit {result.rc}; log {result.log})"
+            why = ""
+            if result.status == "failed":
+                said = stopped_because(job.run_dir)
+                why = f" (exit {result.rc}{': ' + said if said else ''}; log {result.log})"
             took = f"in {format_eta(result.wall_s)}"
             if result.status == "skipped":
                 took = f"(--resume: finished earlier {took})"

@@ -114,7 +114,7 @@ def launch(cfg: Config, args) -> int:
             run.checkpoint()
         print_summary(run, summary)
         if summary.get("stopped"):
-            run.log(f"the run stopped early: {summary['stopped']}")
+            say_stopped(run, summary["stopped"], early=True)
             return 3
         return 0
     except KeyboardInterrupt:
@@ -129,7 +129,7 @@ def launch(cfg: Config, args) -> int:
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
         if run.buffer_gone() and run.fatal not in why:  # the main thread saw a symptom first
             why = f"BufferDied: {run.fatal} (seen as {why})"
-        run.log(f"the run stopped: {why}")
+        say_stopped(run, why)
         try:
             run.checkpoint()  # possible when neither the learner nor the buffer died
         except Exception:
@@ -150,6 +150,16 @@ def launch(cfg: Config, args) -> int:
         if monitor is not None:
             monitor.stop()
         run.shutdown()
+
+
+def say_stopped(run, why: str, early: bool = False) -> None:
+    """Why the run stopped before max_steps: in the launch log and as an "event" record
+    (event="stopped"), which `microcoder compare` reports beside the exit status."""
+    run.log(f"the run stopped{' early' if early else ''}: {why}")
+    try:
+        run.metrics.log("event", event="stopped", message=why)
+    except (OSError, ValueError):  # a closed or unwritable metrics file: the log line stands
+        pass
 
 
 def check_problem_source(cfg: Config) -> str:

@@ -172,3 +172,19 @@ def test_plan_names_the_arms_whose_loop_check_cannot_act(tmp_path):
     assert note.startswith("arm microcoder: algorithm.repeat_window = 128")
     assert "at most 32" in note
     assert plan_grid(RECIPE, arms, [0], ["algorithm.repeat_window=16"], tmp_path, 1).notes == []
+
+
+def test_runs_side_by_side_get_each_model_built_once_before_they_start(tmp_path, monkeypatch):
+    """Two launches warm-starting one missing model folder at once would both train it and
+    write over each other: with more than one slot, compare builds each model path first."""
+    import microcoder.launch.compare_plan as plan
+    import microcoder.launch.model_dir as model_dir
+
+    built = []
+    monkeypatch.setattr(model_dir, "ensure_model", lambda m, cfg: built.append(m.path))
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    arms = parse_arms("no-mask,mask-all,other:model.path=elsewhere")
+    plan.prepare_models(plan_grid(RECIPE, arms, [0], [], tmp_path, 1), say=lambda _: None)
+    assert built == []  # one at a time: the first launch builds it, as by hand
+    plan.prepare_models(plan_grid(RECIPE, arms, [0], [], tmp_path, 2), say=lambda _: None)
+    assert built == ["runs/tiny-model-warm", "elsewhere"]

@@ -36,6 +36,8 @@ def records(arm: str, seed: int) -> list[dict]:
             }
         )
     out.append({"kind": "eval", "step": 3, "heldout_pass_rate": HELDOUT[(arm, seed)]})
+    if (arm, seed) == ("mask-all", 2):  # the one that fails says why, as a launch does
+        out.append({"kind": "event", "event": "stopped", "message": "BufferDied: it died"})
     return out
 
 
@@ -53,7 +55,11 @@ def written(tmp_path_factory):
     recipe.write_text("max_steps = 3\n")
     arms = parse_arms("no-mask,mask-all")
     jobs = [make_job(recipe, a.name, s, [], out, CFG) for s in (0, 1, 2) for a in arms]
-    results = run_jobs(jobs, fake_launch, resume=False, envs=[{}], say=lambda _: None)
+    said = (out / "said.txt").open("w")
+    results = run_jobs(
+        jobs, fake_launch, resume=False, envs=[{}], say=lambda s: said.write(s + "\n")
+    )
+    said.close()
     by_label = {f"{r.arm} seed{r.seed}": r for r in results}
     overrides = {a.name: list(a.overrides) for a in arms}
     report = build_report(recipe, arms, overrides, [0, 1, 2], [], jobs, by_label)
@@ -82,7 +88,14 @@ def test_a_failed_run_is_listed_and_left_out_of_its_arms_final(written):
     row = data["summary"]["mask-all"]
     assert (row["seeds"], row["failed"]) == ([0, 1], [2])
     assert row["heldout_pass_rate"]["mean"] == 0.5
-    assert "mask-all seed 2: failed (exit 1)" in (out / "compare.md").read_text()
+    assert (
+        "mask-all seed 2: failed (exit 1: BufferDied: it died)" in (out / "compare.md").read_text()
+    )
+    assert [r["stopped"] for r in data["runs"]].count("") == 5
+    assert (
+        "mask-all seed2: failed in 00:00 (exit 1: BufferDied: it died; log"
+        in (out / "said.txt").read_text()
+    )
 
 
 def test_the_table_gives_the_mean_plus_minus_sample_std_over_seeds(written):

@@ -205,6 +205,11 @@ def test_a_dead_learner_stops_the_run_and_names_the_checkpoint_to_resume(live_ru
         assert proc.wait(timeout=300) == 1
     text = log_path.read_text()
     assert "the run stopped" in text, text[-3000:]
+    # ... and says so in metrics.jsonl too (what `microcoder compare` reports beside the exit)
+    from microcoder.launch.metrics_log import read_metrics
+
+    said = [r for r in read_metrics(run_dir / "metrics.jsonl", "event") if r["event"] == "stopped"]
+    assert said and f"the run stopped: {said[-1]['message']}" in text
     complete = [p for p in (run_dir / "checkpoints").glob("step_*") if (p / "COMPLETE").exists()]
     newest = max(complete, key=lambda p: int(p.name[5:]))
     assert f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})" in text
