@@ -176,7 +176,7 @@ class Run:
         from microcoder.launch.learner_group import LearnerGroup
         from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
-        from microcoder.launch.problems import prepare_run_problems
+        from microcoder.launch.problems import empty_heldout_warning, prepare_run_problems
 
         cfg = self.cfg
         ckpt = self.resume_from
@@ -187,6 +187,8 @@ class Run:
             f"{len(self.problems.prompts)} training prompts ({self.problems.skipped} skipped as "
             f"too long), {len(self.problems.heldout)} held-out problems"
         )
+        if warning := empty_heldout_warning(cfg, self.problems.heldout):
+            self.log(warning)
         snapshot = (
             str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
         )

@@ -158,7 +158,11 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
         lines.append(f"| {arm['name']} | {_cell(stat)} | {rng} | {len(row['seeds'])} |")
     counted = any(summary[a["name"]]["seeds"] for a in report["arms"])
     if counted and all(summary[a["name"]]["heldout_pass_rate"] is None for a in report["arms"]):
-        lines += ["", "No held-out evaluations were logged: set eval.every > 0 in the recipe."]
+        lines += [
+            "",
+            "No held-out evaluations were logged: set eval.every > 0 in the recipe, with a "
+            "held-out set left after the prompt-length check (a launch warns when none is).",
+        ]
     if not counted:
         lines += ["", "No run finished yet: `--resume` with the same --out continues."]
     others = [k for k in METRICS if k != "heldout_pass_rate"]

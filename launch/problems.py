@@ -121,3 +121,15 @@ def prepare_run_problems(
         heldout_texts={m.problem.id: m.text for m in measured_held.kept},
         skipped=len(measured.skipped),
     )
+
+
+def empty_heldout_warning(cfg: Config, heldout: list) -> str:
+    """The warning when the run is asked to evaluate (`eval.every`) but has no held-out problem
+    left after the prompt-length check; "" otherwise."""
+    if not cfg.eval.every or heldout:
+        return ""
+    return (
+        f"WARNING: eval.every = {cfg.eval.every} but no held-out problem is left, so no held-out "
+        "evaluation will run; give eval.problems_file or eval.holdout_fraction, or raise "
+        "generator.max_prompt_tokens if the held-out prompts were skipped above"
+    )

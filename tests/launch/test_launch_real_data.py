@@ -65,6 +65,7 @@ def test_over_long_prompts_are_listed_and_warned_about_once(finished_run):
     assert all(r["tokens"] > MAX_PROMPT_TOKENS for r in rows)
     warnings = [ln for ln in proc.stdout.splitlines() if "longer than generator.max_prompt" in ln]
     assert len(warnings) == 1 and "skipped_prompts.jsonl" in warnings[0]
+    assert "no held-out problem is left" not in proc.stdout  # its held-out set kept prompts
 
 
 def test_the_all_filtered_condition_is_reported_with_the_pass_rate(finished_run):
