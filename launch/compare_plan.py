@@ -127,7 +127,7 @@ def envs_for(configs: list, parallel: int | None, n_jobs: int) -> tuple[list[dic
     cpus_each = max(p.cpus for p in plans)
     gpus_each = max(p.gpus for p in plans)
     room = f"each run plans {cpus_each:g} CPUs" + (f", {gpus_each:g} GPUs" if gpus_each else "")
-    room += f"; this machine has {cpus:g}" + (f", {len(visible)}" if gpus_each else "")
+    room += f"; this machine has {cpus:g} CPUs" + (f", {len(visible)} GPUs" if gpus_each else "")
     if parallel is None:
         parallel = min(runs_that_fit(cpus_each, gpus_each, cpus, len(visible)), max(n_jobs, 1))
         why = f"{parallel} at a time (as many as fit: {room})"
