@@ -1,7 +1,9 @@
 """The real RunOne of launch/compare_runner.py: one `microcoder launch` as a child process.
 
 Its stdout and stderr go to RUN_DIR/launch.log; while it runs, its metrics.jsonl is read as it
-grows (from where the last read stopped) and each new step is reported. Interrupting the
+grows (from where the last read stopped) and each new step is reported; while no step comes for
+QUIET_S (its start: a warm start, the vLLM engine, the calibration; or a long evaluation), the
+newest line of its log is reported instead, so the compare never sits silent. Interrupting the
 compare (Ctrl-C, SIGTERM) sends the child SIGINT, so it checkpoints and shuts its Ray and
 engines down as an interrupted launch does, then waits for it.
 """
@@ -10,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +25,8 @@ from microcoder.launch.compare_runner import LOG_FILE, Job
 
 POLL_S = 2.0
 """How often a running launch's metrics.jsonl is looked at."""
+QUIET_S = 60.0
+"""How long a launch may log no step before its log's newest line is reported."""
 STOP_WAIT_S = 180.0
 """After SIGINT, how long an interrupted launch may take to checkpoint and exit before SIGKILL."""
 
@@ -53,16 +59,35 @@ class MetricsTail:
         return steps
 
 
+def last_line(path: Path, tail_bytes: int = 8192) -> str:
+    """The newest non-empty line of a log; a progress bar's last redraw (after a carriage
+    return) counts as a line. At most 160 characters."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(path.stat().st_size - tail_bytes, 0))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [part.strip() for part in re.split(r"[\r\n]", text) if part.strip()]
+    return lines[-1][:160] if lines else ""
+
+
 def launch_command(job: Job) -> list[str]:
     """The child's command line: this interpreter running the `microcoder` CLI."""
     return [sys.executable, "-m", "microcoder", *job.argv]
 
 
-def launch_job(job: Job, env: dict[str, str], on_step: Callable[[int], None]) -> int:
+def launch_job(
+    job: Job,
+    env: dict[str, str],
+    on_step: Callable[[int], None],
+    on_quiet: Callable[[str], None],
+) -> int:
     """Run the job's launch to its end; returns its exit status."""
     job.run_dir.mkdir(parents=True, exist_ok=True)
     tail = MetricsTail(job.run_dir / "metrics.jsonl")
-    with (job.run_dir / LOG_FILE).open("w") as log:
+    log_path = job.run_dir / LOG_FILE
+    with log_path.open("w") as log:
         proc = subprocess.Popen(
             launch_command(job),
             stdout=log,
@@ -73,13 +98,19 @@ def launch_job(job: Job, env: dict[str, str], on_step: Callable[[int], None]) ->
         with _LOCK:
             _RUNNING.add(proc)
         try:
+            heard = time.monotonic()
             while True:
                 try:
                     rc = proc.wait(timeout=POLL_S)
                     break
                 except subprocess.TimeoutExpired:
-                    for step in tail.new_steps():
+                    steps = tail.new_steps()
+                    for step in steps:
                         on_step(step)
+                    if steps or time.monotonic() - heard >= QUIET_S:
+                        if not steps:
+                            on_quiet(last_line(log_path))
+                        heard = time.monotonic()
         except BaseException:
             stop(proc)
             raise

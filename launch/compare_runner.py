@@ -71,9 +71,10 @@ class JobResult:
     """Path of its launch.log."""
 
 
-RunOne = Callable[[Job, dict[str, str], Callable[[int], None]], int]
-"""Runs a job with extra environment variables, calling back with each step it logs; returns
-the exit status. The real one is compare_launch.launch_job."""
+RunOne = Callable[[Job, dict[str, str], Callable[[int], None], Callable[[str], None]], int]
+"""Runs a job with extra environment variables, calling back with each step it logs and, while
+it logs none for a while, with the newest line of its log; returns the exit status. The real one
+is compare_launch.launch_job."""
 
 
 def make_job(recipe: Path, arm: str, seed: int, overrides: list[str], out: Path, cfg) -> Job:
@@ -175,6 +176,8 @@ class Progress:
     """Wall seconds of the runs finished in this invocation (the grid's ETA)."""
     started: dict[str, float] = field(default_factory=dict)
     first_step: dict[str, tuple[int, float]] = field(default_factory=dict)
+    latest: dict[str, int] = field(default_factory=dict)
+    """Each running job's newest step."""
     done: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -189,6 +192,7 @@ class Progress:
         with self.lock:
             now = time.time()
             first = self.first_step.setdefault(job.label, (step, now))
+            self.latest[job.label] = step
             left = max(job.max_steps - step, 0)
             run_eta = None
             if step > first[0]:
@@ -204,6 +208,17 @@ class Progress:
             self.say(
                 f"compare: [{self.done + 1}/{self.total}] {job.label}: step {step}/{job.max_steps}"
                 f" | run ETA {format_eta(run_eta)} | all ETA {format_eta(grid)}"
+            )
+
+    def quiet(self, job: Job, line: str) -> None:
+        """No step for a while: how long it has run, and what its log says now."""
+        with self.lock:
+            elapsed = time.time() - self.started.get(job.label, time.time())
+            step = self.latest.get(job.label)
+            where = "starting" if step is None else f"after step {step}/{job.max_steps}"
+            self.say(
+                f"compare: [{self.done + 1}/{self.total}] {job.label}: {where}, "
+                f"{format_eta(elapsed)} in | {line or '(its log is empty)'}"
             )
 
     def end(self, job: Job, result: JobResult) -> None:
@@ -256,7 +271,12 @@ def run_jobs(
             job.run_dir.mkdir(parents=True, exist_ok=True)
             t0 = time.time()
             try:
-                rc = run_one(job, envs[slot], lambda step: progress.step(job, step))
+                rc = run_one(
+                    job,
+                    envs[slot],
+                    lambda step: progress.step(job, step),
+                    lambda line: progress.quiet(job, line),
+                )
             except Exception as err:  # the launcher could not even start: report, go on
                 why = f"could not run: {type(err).__name__}: {err}"
                 say(f"compare: {job.label}: {why}")

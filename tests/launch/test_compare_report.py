@@ -41,7 +41,7 @@ def records(arm: str, seed: int) -> list[dict]:
     return out
 
 
-def fake_launch(job, env, on_step):
+def fake_launch(job, env, on_step, on_quiet):
     with (job.run_dir / "metrics.jsonl").open("w") as f:
         for rec in records(job.arm, job.seed):
             f.write(json.dumps(rec) + "\n")

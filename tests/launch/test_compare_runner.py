@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.launch.compare_launch import MetricsTail
+from microcoder.launch.compare_launch import MetricsTail, last_line
 from microcoder.launch.compare_runner import (
     DONE_FILE,
     CompareError,
@@ -35,7 +35,7 @@ class FakeLaunch:
     def __init__(self, rcs=None):
         self.rcs, self.ran, self.envs = rcs or {}, [], []
 
-    def __call__(self, job, env, on_step):
+    def __call__(self, job, env, on_step, on_quiet):
         self.ran.append(job.label)
         self.envs.append(env)
         job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ def test_a_marker_from_other_overrides_is_an_error_on_resume(tmp_path):
 def test_a_launch_that_raises_is_reported_failed_and_the_grid_goes_on(tmp_path):
     jobs = jobs_in(tmp_path)
 
-    def launch(job, env, on_step):
+    def launch(job, env, on_step, on_quiet):
         if job.arm == "a":
             raise OSError("no such interpreter")
         return 0
@@ -141,3 +141,44 @@ def test_metrics_tail_reports_each_new_step_once_and_waits_for_a_partial_line(tm
     with path.open("a") as f:
         f.write('ep": 2}\n')
     assert (first, tail.new_steps(), tail.new_steps()) == ([1], [2], [])
+
+
+def test_last_line_of_a_log_is_a_progress_bars_newest_redraw(tmp_path):
+    log = tmp_path / "launch.log"
+    log.write_text("[13:58:04] run directory: x\nwarm start:  1%| 1/600\rwarm start:  2%| 9/600\r")
+    assert last_line(log) == "warm start:  2%| 9/600"
+    assert last_line(tmp_path / "missing.log") == ""
+
+
+def test_a_launch_quiet_for_a_while_is_reported_with_its_newest_log_line(tmp_path, monkeypatch):
+    """The real launch_job loop on a child that logs a line and then no step for longer than
+    QUIET_S (as a launch does while its vLLM engine starts)."""
+    import sys
+
+    import microcoder.launch.compare_launch as cl
+
+    script = "import time; print('[13:55:33] starting 1 generator(s)', flush=True); time.sleep(2)"
+    monkeypatch.setattr(cl, "launch_command", lambda job: [sys.executable, "-c", script])
+    monkeypatch.setattr(cl, "POLL_S", 0.1)
+    monkeypatch.setattr(cl, "QUIET_S", 0.5)
+    (job,) = jobs_in(tmp_path, arms=("a",))
+    steps, quiet = [], []
+    assert cl.launch_job(job, {}, steps.append, quiet.append) == 0
+    # reported every QUIET_S while it sleeps (the first may come before its Python printed)
+    assert steps == [] and len(quiet) >= 2
+    assert quiet[-1] == "[13:55:33] starting 1 generator(s)"
+
+
+def test_progress_says_how_long_a_quiet_run_has_gone_and_what_its_log_says(tmp_path):
+    said = []
+
+    def launch(job, env, on_step, on_quiet):
+        on_quiet("[13:55:33] starting 1 generator(s)")
+        on_step(1)
+        on_quiet("")
+        return 0
+
+    (job,) = jobs_in(tmp_path, arms=("a",))
+    run_jobs([job], launch, resume=False, envs=[{}], say=said.append)
+    assert "a seed0: starting, 00:00 in | [13:55:33] starting 1 generator(s)" in said[1]
+    assert said[3].endswith("a seed0: after step 1/3, 00:00 in | (its log is empty)")
