@@ -59,9 +59,15 @@ class MetricsTail:
         return steps
 
 
+LIBRARY_LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d |\(\S+ pid=\d+|(INFO|WARNING|ERROR|DEBUG) \d)")
+"""Lines the libraries log into a launch's output (Ray's `[2026-12-02 15:05:23,336 E ...]`, a
+Ray worker's `(Generator pid=12)`, vLLM's `INFO 12-02 ...`): passed over for the launch's own."""
+
+
 def last_line(path: Path, tail_bytes: int = 8192) -> str:
-    """The newest non-empty line of a log; a progress bar's last redraw (after a carriage
-    return) counts as a line. At most 160 characters."""
+    """The newest non-empty line of a log that the launch itself wrote (else the newest line);
+    a progress bar's last redraw (after a carriage return) counts as a line. At most 160
+    characters."""
     try:
         with path.open("rb") as f:
             f.seek(max(path.stat().st_size - tail_bytes, 0))
@@ -69,7 +75,8 @@ def last_line(path: Path, tail_bytes: int = 8192) -> str:
     except OSError:
         return ""
     lines = [part.strip() for part in re.split(r"[\r\n]", text) if part.strip()]
-    return lines[-1][:160] if lines else ""
+    own = [line for line in lines if not LIBRARY_LINE.match(line)]
+    return (own or lines or [""])[-1][:160]
 
 
 def launch_command(job: Job) -> list[str]:

@@ -150,6 +150,19 @@ def test_last_line_of_a_log_is_a_progress_bars_newest_redraw(tmp_path):
     assert last_line(tmp_path / "missing.log") == ""
 
 
+def test_last_line_passes_over_what_ray_and_vllm_log_for_the_launchs_own_line(tmp_path):
+    log = tmp_path / "launch.log"
+    log.write_text(
+        "[15:05:21] starting 1 generator(s) (vLLM engine start takes a while)\n"
+        "[2026-12-02 15:05:23,336 E 14344 14344] core_worker.cc:2465: Actor mc-generator-0 ...\n"
+        "(Generator pid=14344) INFO 12-02 15:05:30 [core.py:93] Initializing a V1 LLM engine\n"
+        "INFO 12-02 15:05:31 [loader.py:12] Loading weights took 0.01 seconds\n"
+    )
+    assert last_line(log) == "[15:05:21] starting 1 generator(s) (vLLM engine start takes a while)"
+    log.write_text("[2026-12-02 15:05:23,336 E 14344 14344] core_worker.cc: only library lines\n")
+    assert last_line(log).startswith("[2026-12-02")  # nothing of its own yet: the newest
+
+
 def test_a_launch_quiet_for_a_while_is_reported_with_its_newest_log_line(tmp_path, monkeypatch):
     """The real launch_job loop on a child that logs a line and then no step for longer than
     QUIET_S (as a launch does while its vLLM engine starts)."""
