@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parallel",
         default="auto",
+        metavar="N|auto",
         help="arm-seeds run at once on this machine: a number, checked against the CPUs and "
         "GPUs each run plans, or auto (default): as many as fit, one after another when only "
         "one does or on a shared cluster",
