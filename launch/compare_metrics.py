@@ -48,6 +48,13 @@ METRICS: dict[str, Metric] = {
         Metric(
             "masked_frac", "masked fraction", "fraction of responses masked", "step", "masked_frac"
         ),
+        Metric(
+            "looping_frac",
+            "looping fraction",
+            "fraction of responses looping",
+            "step",
+            "looping_frac",
+        ),
         Metric("temperature", "sampling temperature", "T", "step", "temperature", digits=2),
     )
 }

@@ -24,6 +24,9 @@ class BatchStats:
     """Responses trained on (sequences)."""
     truncated: int
     """Responses that hit max_response_tokens."""
+    looping: int
+    """Truncated responses whose last `algorithm.repeat_window` tokens repeat the ones before
+    them (the conditional mask never takes these)."""
     masked: int
     """Responses whose advantage the truncation mask (algorithm.truncation_mask) set to zero."""
     overlong_penalised: int
@@ -122,11 +125,12 @@ def build_batch(
         advantages = grpo.apply_mask(advantages, masked)
     else:
         advantages = torch.zeros(0)
-        masked = torch.zeros(0, dtype=torch.bool)
+        masked = looping = torch.zeros(0, dtype=torch.bool)
     stats = BatchStats(
         groups=len(batch.group_ids),
         responses=n,
         truncated=int(batch.truncated.sum()),
+        looping=int(looping.sum()),
         masked=int(masked.sum()),
         overlong_penalised=int(penalised.sum()),
         mixed_versions=int((batch.last_policy_versions != batch.policy_versions).sum()),

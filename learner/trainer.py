@@ -104,6 +104,7 @@ class Learner:
             "responses": float(stats.responses),
             "masked_frac": stats.masked / max(stats.responses, 1),
             "truncated_frac": stats.truncated / max(stats.responses, 1),
+            "looping_frac": stats.looping / max(stats.responses, 1),
             "overlong_penalised_frac": stats.overlong_penalised / max(stats.responses, 1),
             "mixed_version_frac": stats.mixed_versions / max(stats.responses, 1),
         }

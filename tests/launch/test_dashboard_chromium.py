@@ -116,6 +116,7 @@ def test_every_line_chart_has_one_point_per_received_step(loaded):
         ("length", "response_len_mean"),
         ("truncation", "truncated_frac"),
         ("truncation", "masked_frac"),
+        ("truncation", "looping_frac"),
         ("loss", "loss"),
         ("clip", "clip_frac"),
         ("sync", "sync_s"),

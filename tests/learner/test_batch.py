@@ -30,7 +30,10 @@ def test_looping_truncated_response_is_not_masked():
     loop = [3, 4] * 4
     groups = [SampleGroup("a", [sample(0.0, True, "CE", loop), sample(1.0)])]
     batch = build_batch(groups, AlgorithmConfig(rho=1.0, repeat_window=2), mask_generator(0, 0))
-    assert batch.advantages[0] != 0
+    assert batch.advantages[0] != 0 and batch.stats.looping == 1
+    # the same response is no loop to a window longer than half of it: masked at rho 1
+    batch = build_batch(groups, AlgorithmConfig(rho=1.0, repeat_window=5), mask_generator(0, 0))
+    assert batch.advantages[0] == 0 and batch.stats.looping == 0
 
 
 def test_mask_draws_repeat_for_the_same_seed_and_version():

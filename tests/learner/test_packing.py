@@ -31,6 +31,7 @@ def make_batch(lengths, prompt=3) -> TrainBatch:
             groups=1,
             responses=len(lengths),
             truncated=0,
+            looping=0,
             masked=0,
             overlong_penalised=0,
             mixed_versions=0,

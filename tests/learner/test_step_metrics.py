@@ -22,7 +22,7 @@ def test_step_logs_the_mean_response_length_and_truncation_of_the_trained_batch(
     learner = Learner(
         small_model,
         LearnerConfig(micro_batch_tokens=512),
-        AlgorithmConfig(truncation_mask="none", dynamic_filtering=True),
+        AlgorithmConfig(truncation_mask="none", dynamic_filtering=True, repeat_window=8),
         seed=0,
     )
     groups = [
@@ -35,3 +35,5 @@ def test_step_logs_the_mean_response_length_and_truncation_of_the_trained_batch(
     assert m["responses"] == 8
     assert m["response_len_mean"] == pytest.approx((4 + 8 + 12 + 16 + 80) / 8)
     assert m["truncated_frac"] == pytest.approx(3 / 8)
+    # each response repeats one token: the truncated ones of 16 and 20 tokens loop at m = 8
+    assert m["looping_frac"] == pytest.approx(3 / 8)

@@ -25,6 +25,7 @@ def synthetic_step(step: int, generators: int = 2, executors: int = 2) -> dict[s
         "response_len_mean": 40.0 + 2 * step,
         "truncated_frac": 0.05 + 0.05 * abs(wave),
         "masked_frac": 0.01 * abs(wave),
+        "looping_frac": 0.02 * abs(wave),
         "grad_norm": 0.8 + 0.1 * wave,
         "tokens_per_s": 900.0 + 50 * wave,
         "gen_tokens_per_s": 2400.0 + 300 * wave,
