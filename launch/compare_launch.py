@@ -114,9 +114,10 @@ def launch_job(
                     steps = tail.new_steps()
                     for step in steps:
                         on_step(step)
-                    if steps or time.monotonic() - heard >= QUIET_S:
-                        if not steps:
-                            on_quiet(last_line(log_path))
+                    if steps:
+                        heard = time.monotonic()
+                    elif time.monotonic() - heard >= QUIET_S:
+                        on_quiet(last_line(log_path))
                         heard = time.monotonic()
         except BaseException:
             stop(proc)
