@@ -21,12 +21,14 @@ BENCHES: dict[str, str] = {
     "judge": "microcoder.bench.judge",
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
+    "memory-plan": "microcoder.bench.memory_plan",
     "weight-sync": "microcoder.bench.weight_sync",
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",
     "eval": "microcoder.bench.eval",
     "peer": "microcoder.bench.peer",
     "data": "microcoder.bench.data",
+    "learning": "microcoder.bench.learning",
 }
 
 

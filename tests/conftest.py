@@ -1,9 +1,11 @@
-"""Shared fixtures: the tiny model is built once per test session (no download, ~4 s), and one
-local Ray instance serves every test that starts actors. Helpers that tests of several folders
+"""Shared fixtures: the tiny model is built once per test session (no download, ~4 s), so is its
+warm-started twin (~1.5 min, only for the slow tests that need it), and one local Ray instance
+serves every test that starts actors. Helpers that tests of several folders
 share live in tests/support/ (e.g. `engine_testing`), put on sys.path here."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +22,19 @@ def tiny_model_dir(tmp_path_factory):
     from microcoder.learner.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def warm_model_dir(tmp_path_factory):
+    """The tiny model after the default warm start, built once per session through the real CLI
+    (`microcoder tiny-model --warmstart`, seed 0: the model `make run` trains; ~1.5 min) for the
+    tests that need a model that already solves some problems (learning, compare, the warm
+    start's window). Its `warmstart.json` holds the warm start's evaluations."""
+    folder = tmp_path_factory.mktemp("warm") / "tiny-model-warm"
+    cmd = [sys.executable, "-m", "microcoder", "tiny-model", "--warmstart", "--out", str(folder)]
+    res = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return folder
 
 
 @pytest.fixture(scope="session")

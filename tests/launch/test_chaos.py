@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from launch_testing.waiting import records, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # one module fixture drives every launch
 
 BATCH = 4
 SETTINGS = [

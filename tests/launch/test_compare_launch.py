@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # two launches + warm start
 
 ARGS = [
     "configs/tiny-cpu.toml",
@@ -43,9 +43,11 @@ def compare(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
+def compared(tmp_path_factory, warm_model_dir):
+    """The compare on the session's warm-started model (not runs/: a test writes no folder
+    of the checkout)."""
     out = tmp_path_factory.mktemp("compare") / "out"
-    proc = compare(*ARGS, "--out", str(out))
+    proc = compare(*ARGS, "--set", f'model.path="{warm_model_dir}"', "--out", str(out))
     (out.parent / "compare.log").write_text(proc.stdout + proc.stderr)
     return proc, out
 
@@ -91,9 +93,10 @@ def test_the_table_has_each_arms_final_held_out_pass_rate(compared):
 
 
 def test_resume_on_the_finished_folder_skips_both_and_rewrites_the_report(compared):
-    _, out = compared
+    proc, out = compared
     (out / "compare.json").unlink()
-    proc = compare(*ARGS, "--out", str(out), "--resume")
+    model = next(a for a in proc.args if a.startswith("model.path="))
+    proc = compare(*ARGS, "--set", model, "--out", str(out), "--resume")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count(": skipped (--resume: finished earlier in ") == 2
     assert "starting" not in proc.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from launch_testing.launched import run_launch
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the launch runs in the module fixture
 
 DATA = Path(__file__).parents[1] / "fixtures" / "launch" / "mixed.jsonl"
 MAX_PROMPT_TOKENS = 600

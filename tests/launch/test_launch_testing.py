@@ -1,4 +1,4 @@
-"""The tests' launcher helper (tests/launch/support/launch_testing/launched.py) leaves nothing
+"""The tests' launcher helper (tests/support/launch_testing/launched.py) leaves nothing
 behind: a child dies with the process that started it, even one killed with SIGKILL (no
 teardown runs), and stopping a group that ignores SIGTERM kills every member. No Ray: `sleep`
 and small Python processes stand in for the launcher and its Ray."""

@@ -29,7 +29,10 @@ import pytest
 from launch_testing.launched import LaunchedProcess, start_launch
 from launch_testing.waiting import records, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+]  # two Ray nodes and a launch in the fixture
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))

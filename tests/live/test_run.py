@@ -1,0 +1,35 @@
+"""The live run trains: steps with rising versions, rates from every pool, the accounting
+invariant, the staleness bound, and `status` publishing every address on loopback."""
+
+from __future__ import annotations
+
+import json
+
+from launch_testing.live import microcoder
+
+
+def test_launch_runs_steps_with_versions_and_rates(live):
+    live.wait_steps(2, "two more steps")
+    recs = live.steps()
+    versions = [r["policy_version"] for r in recs]
+    assert versions == sorted(versions) and versions[-1] >= 4
+    assert (live.run_dir / "config.toml").exists()
+    assert (live.run_dir / "logs" / "generator-0.log").exists()
+    assert any(r["gen_tokens_per_s"] > 0 for r in recs) and any(r["tests_per_s"] > 0 for r in recs)
+    assert all(r["buffer"]["invariant_ok"] for r in recs)
+    assert max(r["staleness_max"] for r in recs) <= 1  # tiny-cpu.toml: max_staleness = 1
+
+
+def test_status_of_a_local_run_publishes_every_address_on_loopback(live):
+    """A local run's Ray node IP is 127.0.0.1 (tests/launch/test_local_ray.py), so the buffer,
+    the weight channels and every replica report that node; a Ray on the interface address
+    would put 192.x or 10.x here (tests/launch/test_node_addresses.py checks the values follow
+    the node's IP)."""
+    res = microcoder("status", "--run", str(live.run_dir), "--json", timeout=60)
+    assert res.returncode == 0, res.stderr
+    st = json.loads(res.stdout)
+    assert st["source"] == "live"
+    assert st["buffer_address"].startswith("tcp://127.0.0.1:")
+    assert st["weight_channel_address"] == "127.0.0.1"
+    replicas = st["pools"]["generator"]["replicas"] + st["pools"]["executor"]["replicas"]
+    assert replicas and {r.get("node_ip") for r in replicas} == {"127.0.0.1"}
