@@ -4,7 +4,7 @@ reads (actors/config.py), so actors/ never imports the root config."""
 from __future__ import annotations
 
 from microcoder.actors.config import GeneratorSettings, LearnerRankSettings
-from microcoder.launch.config import Config
+from microcoder.launch.config import Config, checkpointing_by_default
 
 
 def generator_settings(cfg: Config) -> GeneratorSettings:
@@ -23,8 +23,13 @@ def generator_settings(cfg: Config) -> GeneratorSettings:
 
 def learner_rank_settings(cfg: Config) -> LearnerRankSettings:
     """A learner rank's sections of `cfg` (actors/learner_rank.py: `LearnerRank.setup`)."""
+    learner = cfg.learner
+    if learner.activation_checkpointing is None:  # device "auto" in the config: resolved by now
+        learner = learner.model_copy(
+            update={"activation_checkpointing": checkpointing_by_default(cfg)}
+        )
     return LearnerRankSettings(
-        learner=cfg.learner,
+        learner=learner,
         algorithm=cfg.algorithm,
         buffer=cfg.buffer,
         device=cfg.cluster.device,

@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the resolved config and placement plan, then exit",
+        help="print the resolved config and placement plan and make the launch's checks (problem "
+        "file, shared paths, exporters), then exit: 0 = it would start, 1 = the plan does not "
+        "fit, 2 = a check failed",
     )
     p.add_argument(
         "--cluster-cpus",
@@ -68,6 +70,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dry_run(cfg, args, make_plan) -> int:
+    """The launch's checks without starting anything: the same `preflight_errors` as the launch
+    (problem file, shared paths of a joined cluster, exporters; exit 2 like the launch) and the
+    placement plan on the described cluster (exit 1 when it does not fit)."""
+    from pathlib import Path
+
+    from microcoder.launch.run_command import preflight_errors, run_dir_path
+    from microcoder.launch.run_dirs import latest_checkpoint
+
     if cfg.cluster.device == "auto":
         gpus = args.cluster_gpus if args.cluster_gpus is not None else 0
         device = "cuda" if gpus else "cpu"
@@ -78,4 +88,13 @@ def dry_run(cfg, args, make_plan) -> int:
     print(cfg.to_toml())
     plan = make_plan(cfg, device, cpus, gpus)
     print(plan.format())
+    run_dir = run_dir_path(cfg, args)
+    if cfg.cluster.address != "local":
+        run_dir = run_dir.resolve()
+    resume_from = latest_checkpoint(run_dir) if args.resume else None
+    errors = preflight_errors(cfg, run_dir, str(resume_from or Path(cfg.model.path)))
+    for error in errors:
+        print(f"launch: {error}")
+    if errors:
+        return 2
     return 1 if plan.errors else 0

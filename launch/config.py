@@ -67,8 +67,10 @@ class EvalConfig(Section):
     """Temperature of the sampled held-out pass rate (a greedy pass rate is measured too)."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus sampling of the sampled held-out pass rate."""
-    max_tokens: int = Field(64, ge=1)
-    """Max new tokens per held-out reply."""
+    max_tokens: int = Field(0, ge=0)
+    """Max new tokens per held-out reply; 0 (the default) = `generator.max_response_tokens`, so
+    held-out pass@1 is measured at the length the policy is trained to answer in. Set it to
+    measure at another budget."""
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> EvalConfig:
@@ -158,6 +160,12 @@ class Config(Section):
             self.algorithm.loss_constant = self.generator.max_response_tokens
         if self.algorithm.overlong_max_tokens == 0:
             self.algorithm.overlong_max_tokens = self.generator.max_response_tokens
+        if self.eval.max_tokens == 0:
+            self.eval.max_tokens = self.generator.max_response_tokens
+        if self.learner.activation_checkpointing is None and self.cluster.device != "auto":
+            self.learner.activation_checkpointing = checkpointing_by_default(self)
+        elif self.learner.activation_checkpointing is None and checkpointing_by_default(self):
+            self.learner.activation_checkpointing = True  # long responses: on whatever the device
         return self
 
     def notes(self) -> list[str]:
@@ -176,8 +184,24 @@ class Config(Section):
         return out
 
     def to_toml(self) -> str:
-        """The resolved config as TOML (what goes into the run directory)."""
-        return tomli_w.dumps(self.model_dump(mode="json"))
+        """The resolved config as TOML (what goes into the run directory). A field still unset
+        (None: decided at launch, e.g. learner.activation_checkpointing on device auto) is left
+        out, so reading the file back leaves it unset again."""
+        return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))
+
+
+LONG_RESPONSE_TOKENS = 8192
+"""From this `generator.max_response_tokens` on, activation checkpointing is on by default."""
+
+
+def checkpointing_by_default(cfg: Config) -> bool:
+    """`learner.activation_checkpointing` when the config leaves it unset: on for a GPU run
+    (`cluster.device = "cuda"`) and for long responses (`generator.max_response_tokens` ≥
+    LONG_RESPONSE_TOKENS), where a micro-batch's activations without it outgrow a GPU. With
+    `cluster.device = "auto"` and short responses it stays unset in the config until the launch
+    knows the device (launch/actor_settings.py: `learner_rank_settings`)."""
+    long = cfg.generator.max_response_tokens >= LONG_RESPONSE_TOKENS
+    return cfg.cluster.device == "cuda" or long
 
 
 def load_config(

@@ -19,12 +19,31 @@ from pathlib import Path
 from microcoder.launch.config import Config
 
 
-def make_run_dir(cfg: Config, args) -> Path:
+def run_dir_path(cfg: Config, args) -> Path:
+    """The run directory this launch uses (not created here): --resume's, --run-dir, `run_dir`,
+    or runs/<timestamp>."""
     if args.resume:
         return Path(args.resume)
-    path = Path(args.run_dir or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(args.run_dir or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
+    """Why this launch would stop before it starts anything ([] when nothing does), each error
+    naming what to set: the problem file (read once, launch/problems.py's loader), the
+    shared-path rule of a joined cluster (launch/shared_paths.py) and the metric exporters.
+    `launch` and `launch --dry-run` both run exactly this, so a recipe whose dry-run passes
+    does not stop here; the placement plan is the other check both make (`make_plan`)."""
+    from microcoder.launch.monitor import check_exports
+    from microcoder.launch.shared_paths import shared_path_errors
+
+    problem = check_problem_source(cfg)
+    errors = [problem] if problem else []
+    errors += shared_path_errors(cfg, run_dir, model_path)
+    try:
+        check_exports(cfg)
+    except RuntimeError as err:
+        errors.append(str(err))
+    return errors
 
 
 def progress_line(rec: dict, max_steps: int) -> str:
@@ -41,18 +60,13 @@ def launch(cfg: Config, args) -> int:
     from microcoder.device import resolve_device
     from microcoder.launch.cluster import Run
     from microcoder.launch.model_dir import ensure_model
-    from microcoder.launch.monitor import check_exports, start_monitoring
+    from microcoder.launch.monitor import start_monitoring
     from microcoder.launch.placement import make_plan
     from microcoder.launch.run_dirs import latest_checkpoint
-    from microcoder.launch.shared_paths import shared_path_errors
     from microcoder.launch.training_loop import train
 
-    problem_error = check_problem_source(cfg)
-    if problem_error:  # before any run directory, model or Ray: a bad file costs a second
-        print(f"launch: {problem_error}")
-        return 2
     joined = cfg.cluster.address != "local"
-    run_dir = make_run_dir(cfg, args)
+    run_dir = run_dir_path(cfg, args)
     if joined:  # actors on other nodes get every path absolute (their working directory differs)
         run_dir = run_dir.resolve()
     resume_from = None
@@ -61,24 +75,20 @@ def launch(cfg: Config, args) -> int:
         if resume_from is None:
             print(f"launch: {run_dir} has no complete checkpoint to resume from")
             return 2
+    # before any run directory, model or Ray: a bad file or a missing shared_dir costs a second
+    errors = preflight_errors(cfg, run_dir, str(resume_from or cfg.model.path))
+    if errors:
+        print("launch: " + "\nlaunch: ".join(errors))
+        return 2
     plan = None
-    if joined:  # the plan and `cluster.device = "auto"` come from the cluster (plan_on_cluster)
-        errors = shared_path_errors(cfg, run_dir, str(resume_from or cfg.model.path))
-        if errors:
-            print("launch: " + "\nlaunch: ".join(errors))
-            return 2
-    else:
+    if not joined:  # a joined run's plan and `device = "auto"` come from the cluster
         device = resolve_device(cfg.cluster.device)
         cfg.cluster.device = device
         plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
         if plan.errors:
             print(plan.format())
             return 2
-    try:
-        check_exports(cfg)
-    except RuntimeError as err:
-        print(f"launch: {err}")
-        return 2
+    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(cfg.to_toml())
     run = Run(cfg, run_dir, cfg.cluster.address, resume_from)
     run.log(f"run directory: {run_dir.resolve()} (config.toml, metrics.jsonl, logs/, checkpoints/)")

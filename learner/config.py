@@ -62,11 +62,14 @@ class LearnerConfig(Section):
     attn_implementation: str = "auto"
     """Attention kernel: auto = flash_attention_2 on CUDA when flash-attn is installed, else
     microcoder's varlen attention (SDPA per packed sequence). Any transformers name works."""
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool | None = None
     """Recompute each decoder layer's activations in the backward pass instead of keeping them
     (transformers' gradient checkpointing, non-reentrant, under FSDP2): activation memory of one
     layer instead of all layers, for about one extra forward pass per step. Same loss and
-    gradients either way."""
+    gradients either way. Unset (the default) = derived: on when the run's device is cuda or
+    `generator.max_response_tokens` >= 8192, off otherwise (launch/config.py:
+    `checkpointing_by_default`; a LearnerConfig used alone treats unset as off). An explicit
+    true or false always wins."""
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the learner's weights before the update (off: pi_old = the
     generator's behaviour log-probs, and the IS weight is then 1)."""

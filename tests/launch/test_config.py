@@ -136,3 +136,48 @@ def test_the_default_run_has_no_config_notes():
     from microcoder.launch.config import load_config
 
     assert load_config("configs/tiny-cpu.toml").notes() == []
+
+
+def test_eval_max_tokens_follows_the_response_cap_when_unset():
+    cfg = load_config(None, ["generator.max_response_tokens=4096"])
+    assert cfg.eval.max_tokens == 4096
+
+
+def test_an_explicit_eval_max_tokens_wins_over_the_response_cap():
+    cfg = load_config(None, ["generator.max_response_tokens=4096", "eval.max_tokens=128"])
+    assert cfg.eval.max_tokens == 128
+
+
+@pytest.mark.parametrize(
+    ("device", "cap", "expected"),
+    [("cpu", 512, False), ("cpu", 8192, True), ("cuda", 512, True), ("auto", 16384, True)],
+)
+def test_activation_checkpointing_defaults_on_for_gpus_and_long_responses(device, cap, expected):
+    cfg = load_config(None, [f"cluster.device={device}", f"generator.max_response_tokens={cap}"])
+    assert cfg.learner.activation_checkpointing is expected
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_an_explicit_activation_checkpointing_wins_over_the_rule(explicit):
+    for device, cap in (("cpu", 512), ("cuda", 8192)):
+        cfg = load_config(
+            None,
+            [
+                f"cluster.device={device}",
+                f"generator.max_response_tokens={cap}",
+                f"learner.activation_checkpointing={str(explicit).lower()}",
+            ],
+        )
+        assert cfg.learner.activation_checkpointing is explicit
+
+
+@pytest.mark.parametrize(("resolved", "expected"), [("cuda", True), ("cpu", False)])
+def test_an_auto_device_decides_activation_checkpointing_once_the_launch_knows_it(
+    resolved, expected
+):
+    from microcoder.launch.actor_settings import learner_rank_settings
+
+    cfg = load_config(None, ["cluster.device=auto", "generator.max_response_tokens=512"])
+    assert cfg.learner.activation_checkpointing is None
+    cfg.cluster.device = resolved  # what the launch does after resolving the device
+    assert learner_rank_settings(cfg).learner.activation_checkpointing is expected

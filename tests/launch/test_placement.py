@@ -106,6 +106,11 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
     import subprocess
     import sys
 
+    # the dry-run checks the problem file and reads the model's config.json, as the launch
+    # does; this test is about the plan, so it needs neither (tests/gpu_path/test_recipes.py
+    # dry-runs the recipes with their files)
+    NO_FILES = ["--set", "data.source=synthetic", "--set", "model.build_tiny=true"]
+
     ok = subprocess.run(
         [
             sys.executable,
@@ -113,6 +118,7 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
             "microcoder",
             "launch",
             str(GPU_RECIPE),
+            *NO_FILES,
             "--dry-run",
             "--cluster-cpus",
             "96",
@@ -129,6 +135,7 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
             "microcoder",
             "launch",
             str(GPU_RECIPE),
+            *NO_FILES,
             "--dry-run",
             "--cluster-cpus",
             "96",
