@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="with --dry-run: GPUs of the described cluster",
     )
+    p.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=None,
+        help="with --dry-run: memory of one GPU in GiB for the memory plan (default 80)",
+    )
     p.set_defaults(func=run)
 
 
@@ -63,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
     if args.address:
         cfg.cluster.address = args.address
     if args.dry_run:
-        return dry_run(cfg, args, make_plan)
+        from microcoder.launch.memory_check import dry_run_memory
+
+        code = dry_run(cfg, args, make_plan)
+        return max(code, dry_run_memory(cfg, args.cluster_gpus, args.gpu_memory_gb))
     from microcoder.launch.run_command import launch
 
     return launch(cfg, args)
