@@ -42,21 +42,18 @@ class LearnerGroup:
 
         from microcoder.actors.remote import learner_rank_cls
         from microcoder.launch.actor_settings import learner_rank_settings
-        from microcoder.launch.placement import replica_options
+        from microcoder.launch.learner_placement import learner_rank_options
 
         self.cfg, W = cfg, cfg.learner.world_size
         cls = rank_cls or learner_rank_cls(cfg.learner)
         settings = learner_rank_settings(cfg)
 
         lc = cfg.learner
-        self.ranks = [
-            cls.options(
-                **replica_options(
-                    1, lc.gpus_per_rank, cfg.cluster.device, f"learner-{r}", resources=lc.resources
-                )
-            ).remote(r, W)
-            for r in range(W)
-        ]
+        # The ranks share placement groups, packed on as few nodes as possible (one per node).
+        options, self.group_names = learner_rank_options(
+            W, 1, lc.gpus_per_rank, cfg.cluster.device, lc.resources
+        )
+        self.ranks = [cls.options(**options[r]).remote(r, W) for r in range(W)]
         self.names = [f"learner rank {r}" for r in range(W)]
         self.broken = ""  # why the group can no longer run a collective ("" = it can)
         try:
@@ -195,7 +192,7 @@ class LearnerGroup:
             if self.broken:
                 for r in self.ranks:
                     ray.kill(r, no_restart=True)
-            release(*(f"learner-{r}" for r in range(len(self.ranks))))
+            release(*self.group_names)
 
     def _step_call(self, what: str, refs: list) -> list:
         return self._wait(

@@ -1,7 +1,8 @@
 """The placement plan (which pool gets which resources, checked before anything starts) and the
 placement groups that hold a replica's resources while it lives.
 
-On GPUs every generator engine and learner rank gets its own Ray placement group. Whole GPUs
+On GPUs every generator engine gets its own Ray placement group, and the learner ranks share
+one per node (launch/learner_placement.py: packed on as few nodes as possible). Whole GPUs
 (1, 2, ...) keep pools apart: Ray never puts two of them on one GPU. A fraction (0 < x < 1)
 lets Ray pack replicas onto one GPU, e.g. the learner and a generator on a one-GPU machine at
 0.5 each; the plan then checks that it fits and notes what vLLM's memory claim leaves the
@@ -310,14 +311,17 @@ class PlacementGroups:
         with self._lock:
             return list(self._groups)
 
-    def create(self, name: str, bundle: dict[str, float]) -> Any:
-        """A ready group of one bundle named `mc-<name>`; raises, its group removed, when the
-        cluster has no room for it within `ready_timeout_s`."""
+    def create(
+        self, name: str, bundle: dict[str, float] | list[dict], strategy: str = "STRICT_PACK"
+    ) -> Any:
+        """A ready group `mc-<name>` of one bundle or a list (launch/learner_placement.py); raises,
+        its group removed, when the cluster has no room for it within `ready_timeout_s`."""
         import ray
         from ray.util.placement_group import placement_group
 
         self.release(name)
-        pg = placement_group([bundle], strategy="STRICT_PACK", name=f"mc-{name}")
+        bundles = bundle if isinstance(bundle, list) else [bundle]
+        pg = placement_group(bundles, strategy=strategy, name=f"mc-{name}")
         with self._lock:
             self._groups[name] = pg
         try:
