@@ -33,7 +33,7 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     path.mkdir(parents=True, exist_ok=True)
-    weights = learner.full_state_dict()
+    weights = learner.full_state_dict(masters=True)  # fp32: resume continues exactly
     if learner.rank == 0:
         _write_hf_folder(weights, learner.model, learner.model_path, path)
         save_torch_state_dict(weights, path)

@@ -70,6 +70,12 @@ class LearnerConfig(Section):
     `generator.max_response_tokens` >= 8192, off otherwise (launch/config.py:
     `checkpointing_by_default`; a LearnerConfig used alone treats unset as off). An explicit
     true or false always wins."""
+    grad_sync: Literal["every_micro_batch", "last_micro_batch"] = "every_micro_batch"
+    """When FSDP2 reduce-scatters gradients during accumulation. "every_micro_batch" (default):
+    after each micro-batch, so gradients stay sharded (params / ranks × 4 bytes each). Costs
+    one reduce-scatter per micro-batch. "last_micro_batch": only after a step's last
+    micro-batch, one reduce-scatter per step, but every rank keeps an unsharded fp32 gradient
+    (params × 4 bytes) until then; only for a slow interconnect with memory to spare."""
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the learner's weights before the update (off: pi_old = the
     generator's behaviour log-probs, and the IS weight is then 1)."""

@@ -3,8 +3,8 @@
 The learner group is W processes (Ray actors later, torchrun or mp.spawn in tests). Each calls
 `init_distributed()`, which reads the standard env (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
 LOCAL_RANK) the way torchrun sets it, so a Ray actor only has to set those five variables. With
-none set it starts a one-process group on a free local port. Backend by device: NCCL on CUDA,
-gloo on CPU.
+none set it starts a one-process group on a free local port. Backend by device
+(`process_group_backend`): gloo on CPU; on CUDA, NCCL for CUDA tensors and gloo for CPU ones.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[in
     """
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    backend = process_group_backend(device.type)
     kwargs = dict(
         timeout=timedelta(seconds=timeout_s), device_id=device if device.type == "cuda" else None
     )
@@ -75,6 +75,24 @@ def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[in
         url = f"tcp://127.0.0.1:{free_port()}"
         dist.init_process_group(backend, init_method=url, rank=0, world_size=1, **kwargs)
     return dist.get_rank(), dist.get_world_size()
+
+
+def process_group_backend(device_type: str) -> str:
+    """The learner group's backend for a learner computing on `device_type`: "gloo" on CPU;
+    "cpu:gloo,cuda:nccl" on CUDA, so each collective goes to the backend of its tensors' device.
+
+    The learner's own collectives (FSDP2's, the step's stats, the intake broadcast, the weight
+    gather) all take tensors on the compute device, which NCCL serves; the CPU half is for the
+    collectives torch makes on host tensors (checkpointing's object collectives, a CPU tensor a
+    future change might pass), which an NCCL-only group would refuse at the first step.
+    """
+    if device_type == "cuda":
+        return "cpu:gloo,cuda:nccl"
+    if device_type == "cpu":
+        return "gloo"
+    raise ValueError(
+        f"the learner runs on cpu or cuda, not {device_type}; set device to auto, cpu or cuda"
+    )
 
 
 @contextmanager
@@ -277,9 +295,33 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
                     local.copy_(part)
 
 
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Collective: the full (unsharded) state dict on CPU, on rank 0 only ({} elsewhere)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+def full_state_dict(
+    model: torch.nn.Module, dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """Collective: the full (unsharded) state dict on CPU on rank 0 ({} elsewhere), floating
+    tensors in `dtype` (None: as stored, i.e. the fp32 master weights).
 
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(model, options=opts)
+    One tensor at a time: each is all-gathered on the compute device, cast there, and only
+    rank 0 copies it to the host. So rank 0 builds a single host copy, already in `dtype` (no
+    fp32 copy first), and the device holds one unsharded tensor at a time. Tied weights (one
+    parameter under two names) are gathered once; both names share the host tensor.
+    """
+    from torch.distributed.tensor import DTensor
+
+    rank0 = dist.get_rank() == 0
+    out: dict[str, torch.Tensor] = {}
+    first: dict[int, str] = {}
+    with torch.no_grad():
+        for name, t in model.state_dict(keep_vars=True).items():
+            if id(t) in first:
+                if rank0:
+                    out[name] = out[first[id(t)]]
+                continue
+            first[id(t)] = name
+            full = t.full_tensor() if isinstance(t, DTensor) else t.detach()
+            if dtype is not None and full.is_floating_point():
+                full = full.to(dtype)
+            if rank0:
+                out[name] = full.to("cpu", copy=True)
+            del full
+    return out

@@ -100,16 +100,21 @@ class MicroBatch:
     weight: torch.Tensor  # [n] float64: aggregation weight of each token (0 for a dummy)
     seq_index: torch.Tensor  # [n] long: index of each token's sequence in the batch
     tokens: int  # real tokens (prompt + response) in the micro-batch
+    seq_lens: tuple[int, ...] = ()  # host lengths of the packed sequences (for attention.plan)
 
     @property
     def packed(self) -> bool:
         return self.cu_seq_lens is not None
 
     def to(self, device: torch.device) -> MicroBatch:
-        """A copy with every tensor on `device`."""
-        fields = {
-            k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()
-        }
+        """A copy with every tensor on `device`; to CUDA from pinned memory without blocking the
+        host (the copies queue on the stream ahead of the forward that reads them)."""
+        cuda = device.type == "cuda"
+
+        def move(v: torch.Tensor) -> torch.Tensor:
+            return v.pin_memory().to(device, non_blocking=True) if cuda else v.to(device)
+
+        fields = {k: (move(v) if isinstance(v, torch.Tensor) else v) for k, v in vars(self).items()}
         return MicroBatch(**fields)
 
 
@@ -160,6 +165,7 @@ def collate(
         weight=weights[seq_index_t],
         seq_index=seq_index_t,
         tokens=sum(lens),
+        seq_lens=tuple(lens) if packed else (),
     )
 
 
@@ -178,4 +184,5 @@ def _dummy(packed: bool) -> MicroBatch:
         weight=torch.zeros(1, dtype=torch.float64),
         seq_index=torch.tensor([-1]),
         tokens=0,
+        seq_lens=(2,) if packed else (),
     )

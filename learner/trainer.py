@@ -5,6 +5,10 @@ batch (rank 0's PackedBatch, broadcast to every rank: learner/intake.py); each r
 its token-balanced share (see packing.py), and the per-token aggregation weights are computed
 over the whole batch, so W ranks × K micro-batches give the gradient of one big batch. FSDP2 averages gradients over ranks, hence the × W on each
 rank's loss.
+
+Everything a collective of the step touches lives on the compute device (`Learner.device`): the
+metric sums are accumulated there and leave it once per step (one all-gather, one host sync),
+never once per micro-batch.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ class Learner:
         self.cfg, self.algo, self.seed = learner, algorithm, seed
         self.model_path = Path(model_path)
         self.device = pick_device(device)
+        """The compute device: the model's shards, the micro-batches, and every tensor this class
+        passes to a collective (the group's NCCL half serves only these on CUDA)."""
         self.rank, self.world = init_distributed(self.device)
         torch.manual_seed(seed + self.rank)
         self.dtype = resolve_dtype(learner.dtype, self.device)
@@ -121,8 +127,7 @@ class Learner:
             if len(minis) > 1 and self.cfg.recompute_old_logprobs
             else None
         )
-        sums = torch.zeros(len(_SUMS), dtype=torch.float64)
-        is_max = torch.zeros(1, dtype=torch.float64)
+        acc = torch.zeros(len(_SUMS) + 1, dtype=torch.float64, device=self.device)  # + IS max
         grad_norms = []
         for k, micros in enumerate(plans):
             for j, mb in enumerate(micros):
@@ -130,14 +135,13 @@ class Learner:
                 old_logp = None if old is None else old[k][j]
                 part, m = self._loss_and_stats(mb, old_logp)
                 (part * self.world).backward()
-                sums += m[:-1]
-                is_max = torch.maximum(is_max, m[-1:])
+                acc[:-1] += m[:-1]
+                torch.maximum(acc[-1:], m[-1:], out=acc[-1:])
             grad_norms.append(self._clip_and_step())
         self.version += 1
-        if self.world > 1:
-            dist.all_reduce(sums)
-            dist.all_reduce(is_max, op=dist.ReduceOp.MAX)
-        s = dict(zip(_SUMS, sums.tolist(), strict=True))
+        totals = self._reduce_over_ranks(acc).tolist()  # the step's one host sync
+        grad_norms = torch.stack(grad_norms).tolist()
+        s = dict(zip(_SUMS, totals[:-1], strict=True))
         rt = max(s["response_tokens"], 1.0)
         elapsed = time.perf_counter() - start
         return {
@@ -147,7 +151,7 @@ class Learner:
             "clip_frac": s["clipped"] / rt,
             "entropy": s["entropy"] / rt,
             "is_weight_mean": s["is_weight"] / rt,
-            "is_weight_max": float(is_max),
+            "is_weight_max": totals[-1],
             "is_capped_frac": s["is_capped"] / rt,
             "kl": s["kl"] / rt,
             "grad_norm": sum(grad_norms) / len(grad_norms),
@@ -157,6 +161,15 @@ class Learner:
             "step_seconds": elapsed,
             "version": float(self.version),
         }
+
+    def _reduce_over_ranks(self, acc: torch.Tensor) -> torch.Tensor:
+        """Every rank's [sums..., IS max] combined (sums added, max taken) in one collective."""
+        if self.world == 1:
+            return acc
+        parts = [torch.empty_like(acc) for _ in range(self.world)]
+        dist.all_gather(parts, acc)
+        every = torch.stack(parts)
+        return torch.cat([every[:, :-1].sum(0), every[:, -1:].amax(0)])
 
     def _micro_batches(self, batch: TrainBatch) -> list[MicroBatch]:
         weights = grpo.sequence_weights(
@@ -186,6 +199,8 @@ class Learner:
                 max_length_q=mb.max_len,
                 max_length_k=mb.max_len,
             )
+            if self.attn == attention.NAME:  # boundaries from the host: no sync in the layers
+                inputs["varlen"] = attention.plan(mb.seq_lens, self.device)
         else:
             mask = (mb.position_ids > 0) | (
                 torch.arange(mb.input_ids.shape[1], device=self.device) == 0
@@ -253,28 +268,33 @@ class Learner:
                     (terms.kl.detach().double() * real).sum(),
                     (terms.is_weight.double() * real).max(),
                 ]
-            ).cpu()
-            stats[1] = float(mb.tokens)
+            )
+            stats[1] = float(mb.tokens)  # a fill on the device: no host sync
         return loss, stats
 
-    def _set_sync(self, sync: bool) -> None:
-        """Reduce-scatter gradients only on the last micro-batch of an optimizer step."""
-        self.model.set_requires_gradient_sync(sync)
+    def _set_sync(self, last: bool) -> None:
+        """Reduce-scatter this micro-batch's gradients: always with learner.grad_sync =
+        "every_micro_batch" (gradients stay sharded), else only on the step's last micro-batch
+        (FSDP2 keeps unsharded fp32 gradients until then)."""
+        self.model.set_requires_gradient_sync(last or self.cfg.grad_sync == "every_micro_batch")
 
-    def _clip_and_step(self) -> float:
+    def _clip_and_step(self) -> torch.Tensor:
+        """Clip, step, zero; returns the pre-clip gradient norm, left on the device."""
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return float(norm)
+        return norm.detach()
 
     # --- weights --------------------------------------------------------------------------------
 
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Collective: the full weights on CPU on rank 0 ({} on the others), for broadcast/saving."""
-        return full_state_dict(self.model)
+    def full_state_dict(self, masters: bool = False) -> dict[str, torch.Tensor]:
+        """Collective: the full weights on CPU on rank 0 ({} on the others), in the serving dtype
+        (the compute dtype `learner.dtype`: bf16 on GPU), one host copy, for publishing; with
+        `masters`, the fp32 master weights instead (checkpoints, so a resume is exact)."""
+        return full_state_dict(self.model, None if masters else self.dtype)
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """Collective: HF folder + optimizer/scheduler/RNG/version at `path` (see checkpoint.py)."""
