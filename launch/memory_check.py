@@ -58,8 +58,7 @@ def learner_inputs(cfg: Config, device: str) -> dict:
         micro_batch_tokens=lr.micro_batch_tokens,
         logprob_chunk_tokens=lr.logprob_chunk_tokens,
         activation_checkpointing=bool(lr.activation_checkpointing),
-        grad_accumulation_unsharded=several
-        and getattr(lr, "grad_sync", "every_micro_batch") == "last_micro_batch",
+        grad_accumulation_unsharded=several and lr.grad_sync == "last_micro_batch",
         reference_model=a.kl_coef > 0,
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.launch.memory_check import dry_run_memory, memory_report
+from microcoder.launch.memory_check import dry_run_memory, learner_inputs, memory_report
 from microcoder.learner.memory_plan import GiB, ModelShape, plan_learner
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -89,6 +89,29 @@ def test_refused_micro_batch_names_a_micro_batch_that_fits(tmp_path) -> None:
     )
     assert plan_learner(shape, micro_batch_tokens=tokens, **kw).peak() <= 80 * GiB
     assert plan_learner(shape, micro_batch_tokens=tokens + 256, **kw).peak() > 80 * GiB
+
+
+@pytest.mark.parametrize(
+    ("sync", "micro", "extra"),
+    [
+        (
+            "last_micro_batch",
+            8192,
+            True,
+        ),  # several micro-batches per rank: full fp32 gradients kept
+        ("last_micro_batch", 10**6, False),  # one micro-batch per rank: nothing accumulates
+        ("every_micro_batch", 8192, False),
+    ],
+)
+def test_unsharded_accumulation_is_counted_only_when_it_happens(
+    tmp_path, sync: str, micro: int, extra: bool
+) -> None:
+    over = [f"model.path={model_dir(tmp_path, QWEN_15B)}", f"learner.grad_sync={sync}"]
+    cfg = load_config(
+        CONFIGS / "qwen2.5-coder-1.5b-8gpu.toml", [*over, f"learner.micro_batch_tokens={micro}"]
+    )
+    inputs = learner_inputs(cfg, "cuda")
+    assert inputs["grad_accumulation_unsharded"] is extra
 
 
 def test_generator_without_room_for_one_sequence_is_refused(tmp_path) -> None:
