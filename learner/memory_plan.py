@@ -23,9 +23,11 @@ What a learner rank holds (FSDP2 full shard over W ranks, fp32 master weights, A
 - the publish: each tensor is gathered in fp32 and cast to the compute dtype on the device, one
   at a time (the largest, the embedding, counts), into one host copy on rank 0 (host memory).
 
-The peak is the larger of the backward phase (states + activations + head + unsharded buffers,
-with the gradients still to be produced counted as the larger of the activations they replace
-and the gradients themselves) and the optimizer phase. The per-token counts were checked
+The peak is the larger of the backward phase and the optimizer phase. In the backward phase,
+without checkpointing, the head's blocks meet every saved activation, and the gradients, made
+as the activations are freed, count as the larger of the two; with checkpointing, the head
+runs before any layer is recomputed, and the first layer is recomputed last, beside every
+other gradient. The per-token counts were checked
 against measured CPU peaks (bench/learner_memory.py --plan, notes/issue-31-h3.md).
 
 A generator (vLLM) holds its weights split over its tensor-parallel ranks and gives what is left
@@ -178,6 +180,11 @@ class LearnerPlan:
     """Saved activations of one micro-batch at the chosen checkpointing."""
     activations_no_ckpt: int
     activations_ckpt: int
+    """With checkpointing: the saved layer inputs (and what lies outside the layers) plus
+    `recompute`."""
+    recompute: int
+    """One decoder layer's activations, recomputed in backward (checkpointing only)."""
+    checkpointing: bool
     logprob_head: int
     """The head's logit blocks: one chunk, or every token when chunking is off."""
     optimizer_temp: int
@@ -194,7 +201,13 @@ class LearnerPlan:
     def backward_step(self) -> int:
         """The backward phase above what the rank holds between steps: the activations (or the
         gradients that replace them, the larger), the head's logits and unsharded buffers."""
-        transient = max(self.activations, self.grads) + self.logprob_head
+        if self.checkpointing:
+            # The head's backward runs before any layer is recomputed, and the first layer is
+            # recomputed last, when every other gradient exists.
+            saved = self.activations_ckpt - self.recompute
+            transient = saved + max(self.logprob_head, self.recompute + self.grads)
+        else:
+            transient = max(self.activations, self.grads) + self.logprob_head
         return transient + self.unsharded_params + self.unsharded_grads
 
     def backward_peak(self) -> int:
@@ -254,6 +267,8 @@ def plan_learner(
         activations=ckpt if activation_checkpointing else no_ckpt,
         activations_no_ckpt=no_ckpt,
         activations_ckpt=ckpt,
+        recompute=t * per_layer,
+        checkpointing=activation_checkpointing,
         logprob_head=head,
         optimizer_temp=4 * p // w,
         publish_device=shape.vocab * shape.hidden * (4 + (b if b < 4 else 0)),

@@ -91,6 +91,21 @@ def test_learner_plan_matches_a_hand_computation() -> None:
     assert plan.unsharded_params == shape.root_params() * 2 + 2 * shape.layer_params() * 2
     assert plan.unsharded_grads == 32 * 8 * (2 + 4) + 32 * 8 * 2
     assert plan.accumulated_grads == 0
+    unsharded = plan.unsharded_params + plan.unsharded_grads
+    assert plan.backward_step() == max(plan.activations, plan.grads) + plan.logprob_head + unsharded
+
+
+def test_with_checkpointing_the_head_and_the_recompute_are_not_alive_at_once() -> None:
+    shape = ModelShape.from_config(SMALL)
+    kw = dict(world_size=1, compute_bytes=4, logprob_chunk_tokens=16, activation_checkpointing=True)
+    for t in (64, 4096):
+        plan = plan_learner(shape, micro_batch_tokens=t, **kw)
+        saved = t * (2 * 8 * 4) + t * (2 * 4 * 8 + 2 * 4 * 8)  # layer inputs; final norm + hidden
+        assert plan.recompute == t * (124 * 4 + 2 * (2 * 4 * 8))
+        assert plan.activations_ckpt == saved + plan.recompute
+        unsharded = plan.unsharded_params + plan.unsharded_grads
+        head_or_layer = max(plan.logprob_head, plan.recompute + plan.grads)
+        assert plan.backward_step() == saved + head_or_layer + unsharded
 
 
 def test_unsharded_gradient_accumulation_adds_a_full_fp32_gradient() -> None:
