@@ -79,28 +79,32 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
+def _row(label: str, n: int, tail: str = "") -> str:
+    return f"    {label:<36} {_gib(n):>11}" + (f"  {tail}" if tail else "")
+
+
 def learner_lines(plan: LearnerPlan, inputs: dict) -> list[str]:
-    ckpt = "on" if inputs["activation_checkpointing"] else "off"
+    on = inputs["activation_checkpointing"]
+    run = "<- this run"
+    sync = "(learner.grad_sync = last_micro_batch)" if plan.accumulated_grads else ""
     return [
         f"  learner rank (FSDP2 over {inputs['world_size']}, "
         f"{'bf16' if inputs['compute_bytes'] == 2 else 'fp32'} compute):",
-        f"    params (fp32 shard)        {_gib(plan.params):>12}",
-        f"    gradients (fp32 shard)     {_gib(plan.grads):>12}",
-        f"    AdamW moments (shard)      {_gib(plan.optimizer):>12}",
-        f"    unsharded params (root + 2 layers) {_gib(plan.unsharded_params):>12}",
-        f"    unsharded head gradient    {_gib(plan.unsharded_grads):>12}",
-        f"    accumulated unsharded grads {_gib(plan.accumulated_grads):>11}"
-        + ("  (learner.grad_sync = last_micro_batch)" if plan.accumulated_grads else ""),
-        f"    activations, checkpointing off {_gib(plan.activations_no_ckpt):>8}"
-        + ("  <- this run" if ckpt == "off" else ""),
-        f"    activations, checkpointing on  {_gib(plan.activations_ckpt):>8}"
-        + ("  <- this run" if ckpt == "on" else ""),
-        f"    log-prob head (logit blocks) {_gib(plan.logprob_head):>10}",
-        f"    publish: on device {_gib(plan.publish_device)}, host copy on rank 0 "
-        f"{_gib(plan.publish_host)}",
-        f"    reference model            {_gib(plan.reference):>12}",
-        f"    peak (backward {_gib(plan.backward_peak())}, optimizer "
-        f"{_gib(plan.optimizer_peak())})  {_gib(plan.peak())}",
+        _row("params (fp32 shard)", plan.params),
+        _row("gradients (fp32 shard)", plan.grads),
+        _row("AdamW moments (shard)", plan.optimizer),
+        _row("unsharded params (root + 2 layers)", plan.unsharded_params),
+        _row("unsharded head gradient", plan.unsharded_grads),
+        _row("accumulated unsharded gradients", plan.accumulated_grads, sync),
+        _row("activations, checkpointing off", plan.activations_no_ckpt, "" if on else run),
+        _row("activations, checkpointing on", plan.activations_ckpt, run if on else ""),
+        _row("log-prob head (logit blocks)", plan.logprob_head),
+        _row("publish, on the device", plan.publish_device),
+        _row("publish, host copy on rank 0", plan.publish_host, "(host memory)"),
+        _row("reference model", plan.reference),
+        _row("peak: backward", plan.backward_peak()),
+        _row("peak: optimizer step", plan.optimizer_peak()),
+        _row("peak", plan.peak()),
     ]
 
 
@@ -133,12 +137,15 @@ def learner_knob(shape: ModelShape, inputs: dict, room: int, gpu_bytes: int) -> 
 def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
     return [
         f"  generator engine (per GPU, tensor parallel {tp}):",
-        f"    weights (TP shard)         {_gib(plan.weights):>12}",
-        f"    gpu_memory_utilization     {_gib(plan.budget):>12}",
-        f"    activation reserve         {_gib(plan.reserve):>12}",
-        f"    KV cache left              {_gib(plan.kv_cache):>12}  = {plan.sequences} "
-        f"sequences of {plan.sequence_tokens} tokens at once (the engine keeps up to "
-        f"{inflight} in flight)",
+        _row("weights (TP shard)", plan.weights),
+        _row("gpu_memory_utilization", plan.budget),
+        _row("activation reserve", plan.reserve),
+        _row(
+            "KV cache left",
+            plan.kv_cache,
+            f"= {plan.sequences} sequences of {plan.sequence_tokens} tokens at once (the engine "
+            f"keeps up to {inflight} in flight)",
+        ),
     ]
 
 
@@ -160,7 +167,7 @@ def memory_report(cfg: Config, device: str, gpu_gb: float = DEFAULT_GPU_GB) -> M
         + "):"
     )
     out.lines += learner_lines(lplan, inputs)
-    out.lines.append(f"    room on its GPU            {_gib(room):>12}  ({why})")
+    out.lines.append(_row("room on its GPU", room, f"({why})"))
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
     gplan = plan_generator(
