@@ -4,9 +4,9 @@ rendezvous in the env).
     python shard_worker.py MODEL TIED_MODEL OUT
 
 1. Gradients during accumulation: one step on the same batch with one micro-batch per rank and
-   with several, for each `learner.grad_sync`; records whether every gradient was a Shard(0)
-   DTensor of this rank's shard size after each non-final micro-batch, and the full gradients
-   and loss of each run (OUT/grads-{name}.safetensors on rank 0).
+   with several (default `learner.grad_sync`, and "last_micro_batch"); records whether every
+   gradient was a Shard(0) DTensor of this rank's shard size after each non-final micro-batch,
+   and the full gradients and loss of each run (OUT/grads-{name}.safetensors on rank 0).
 2. Publish: a bf16 learner (of TIED_MODEL, whose head is its embedding) gathers its weights
    for publishing and as masters; rank 0 saves both and torch's own full state dict
    (get_model_state_dict) as the reference.
@@ -69,12 +69,10 @@ def main() -> None:
     model, tied, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     algo = AlgorithmConfig(rho=0.5)
     report: dict = {}
-    runs = {"one": (4096, "every_micro_batch")}
-    runs |= {"every": (64, "every_micro_batch"), "last": (64, "last_micro_batch")}
-    for name, (budget, grad_sync) in runs.items():
-        cfg = LearnerConfig(
-            lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, grad_sync=grad_sync
-        )
+    runs = {"one": (4096, {}), "every": (64, {})}  # the default grad_sync
+    runs["last"] = (64, {"grad_sync": "last_micro_batch"})
+    for name, (budget, extra) in runs.items():
+        cfg = LearnerConfig(lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, **extra)
         learner = Probe(model, cfg, algo, seed=3)
         metrics = learner.train_step(synthetic_groups(0))
         report[name] = {
