@@ -211,3 +211,19 @@ def dry_run_memory(cfg: Config, cluster_gpus: float | None, gpu_gb: float | None
     for error in report.errors:
         print(f"launch: {error}")
     return 2 if report.errors else 0
+
+
+def launch_memory_errors(cfg: Config, device: str) -> list[str]:
+    """The memory plan's refusals for a local launch on this machine's GPUs (the smallest one's
+    memory); [] on cpu. A joined cluster's GPUs are not visible from the driver: check those with
+    `launch --dry-run --cluster-gpus N --gpu-memory-gb G`."""
+    if device != "cuda":
+        return []
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    sizes = [
+        torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())
+    ]
+    return memory_report(cfg, device, min(sizes) / GiB).errors

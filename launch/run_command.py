@@ -88,6 +88,11 @@ def launch(cfg: Config, args) -> int:
         if plan.errors:
             print(plan.format())
             return 2
+        from microcoder.launch.memory_check import launch_memory_errors
+
+        if memory := launch_memory_errors(cfg, device):  # the dry-run's memory plan, this GPU
+            print("launch: " + "\nlaunch: ".join(memory))
+            return 2
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(cfg.to_toml())
     run = Run(cfg, run_dir, cfg.cluster.address, resume_from)

@@ -152,3 +152,24 @@ def test_launch_parser_takes_gpu_memory_gb() -> None:
     cmd_launch.register(parser.add_subparsers())
     args = parser.parse_args(["launch", "x.toml", "--dry-run", "--gpu-memory-gb", "24"])
     assert args.gpu_memory_gb == 24.0
+
+
+def test_local_launch_refuses_with_this_machines_gpu_memory(tmp_path, monkeypatch) -> None:
+    # unit test: a fake 24 GiB CUDA device stands in for the machine's GPU
+    import types
+
+    import torch
+
+    from microcoder.launch.memory_check import launch_memory_errors
+
+    props = types.SimpleNamespace(total_memory=24 * GiB)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    path = model_dir(tmp_path, QWEN_7B)
+    cfg = load_config(CONFIGS / "qwen2.5-coder-1.5b-1gpu.toml", [f"model.path={path}"])
+    assert launch_memory_errors(cfg, "cpu") == []
+    errors = launch_memory_errors(cfg, "cuda")
+    assert any("raise learner.world_size to" in e for e in errors)
+    props.total_memory = 400 * GiB
+    assert launch_memory_errors(cfg, "cuda") == []
