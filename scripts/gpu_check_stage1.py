@@ -1,5 +1,8 @@
 """gpu-check stage 1: the learner on one bare GPU (torch, transformers, safetensors; no vLLM, no Ray).
 
+Needs torch (CUDA), transformers, safetensors and pydantic (microcoder's config classes), and
+this checkout: microcoder need not be installed (`importable_checkout`).
+
 Runs the learner's own code (microcoder.learner: FSDP2 over a one-rank process group, bf16
 compute, fp32 master weights) on a random-init Qwen2 of Qwen2.5-0.5B's shape (no download):
 1. memory: one training step (forward, backward, clip + AdamW) per token count (4K/8K/16K) with
@@ -60,6 +63,26 @@ LOGP_MEAN_BF16 = 0.05
 GRAD_RTOL = 1e-3
 """Largest relative difference of the gradient norm with checkpointing and without (same weights,
 same batch; the on-policy GRPO loss itself is 0 whatever the weights, so it proves nothing)."""
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def importable_checkout() -> str:
+    """Make `microcoder.<folder>` importable from this checkout when microcoder is not installed
+    (a bare GPU box: no `pip install -e .`): the package's submodules are the checkout's top-level
+    folders (pyproject.toml's package-dir), so the checkout root joins the package's path.
+    Returns where microcoder comes from."""
+    try:
+        import microcoder.learner  # noqa: F401
+
+        return "installed"
+    except ImportError:
+        sys.path.insert(0, str(REPO))
+        import microcoder
+
+        microcoder.__path__.append(str(REPO))
+        return f"checkout {REPO}"
 
 
 def emit(record: dict) -> dict:
@@ -273,7 +296,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="a 2-layer toy model (CPU test)")
     parser.add_argument("--tokens", default="", help="token counts (default 4096,8192,16384)")
     args = parser.parse_args(argv)
-    import torch
+    source = importable_checkout()
+    try:
+        import pydantic  # noqa: F401  (microcoder's config classes)
+        import safetensors  # noqa: F401
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as err:
+        error = f"{err.name} is not installed: pip install {err.name} (stage 1 needs torch, "
+        emit(
+            {
+                "check": "summary",
+                "ok": False,
+                "error": error + "transformers, safetensors, pydantic)",
+            }
+        )
+        return 1
 
     if args.device == "cuda" and not torch.cuda.is_available():
         emit({"check": "summary", "ok": False, "error": "no CUDA device: run on a GPU machine"})
@@ -300,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             "check": "summary",
             "device": device,
             "torch": torch.__version__,
+            "microcoder": source,
             "model": "small" if args.small else "qwen2-0.5b-shape",
             "checks": len(records),
             "failed": [r["check"] for r in failed],
