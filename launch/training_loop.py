@@ -222,6 +222,10 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         )
         if progress is not None:
             progress(record)
+        if m.get("update_skipped"):
+            stopped = nonfinite_skipped(run, step, m)
+            if stopped:
+                break
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
             last_ckpt = run.checkpoint()
         if cfg.eval.every and step % cfg.eval.every == 0:
@@ -236,6 +240,26 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         "last_checkpoint": last_ckpt,
         "stopped": stopped,
     }
+
+
+def nonfinite_skipped(run: Run, step: int, m: dict[str, Any]) -> str:
+    """The learner's non-finite guard skipped this step's update: say so; after
+    learner.max_skipped_steps in a row, return why the run stops ("" to go on). The weights are
+    those of the last good step, so the checkpoint the launch then writes is finite."""
+    limit, in_a_row = run.cfg.learner.max_skipped_steps, int(m.get("skipped_in_a_row", 0))
+    run.log(
+        f"step {step}: the gradient norm was not finite (NaN/Inf); the update was skipped, "
+        f"weights and optimizer state unchanged ({in_a_row} in a row, "
+        f"learner.max_skipped_steps = {limit}); each learner rank's log names the step"
+    )
+    if in_a_row < limit:
+        return ""
+    return (
+        f"non-finite gradients: {in_a_row} updates in a row skipped (learner.max_skipped_steps "
+        f"= {limit}); the checkpoint holds the last good weights. Look for NaN/Inf in the "
+        "inputs (behaviour log-probs, rewards), lower learner.lr, or use learner.dtype = "
+        "float32, then resume with microcoder launch --resume RUN_DIR"
+    )
 
 
 def all_filtered(run: Run, skipped: list[dict[str, Any]]) -> str:

@@ -82,6 +82,11 @@ class LearnerConfig(Section):
     max_filtered_batches: int = Field(4, ge=1)
     """With dynamic filtering, fetch at most this many batches' worth of groups per step; if all
     of them had equal rewards, the step is skipped (no update) and the run says so."""
+    max_skipped_steps: int = Field(3, ge=1)
+    """The non-finite guard: an optimizer step whose global gradient norm is NaN or Inf is
+    skipped (weights and AdamW state unchanged, `update_skipped` in its step record); this many
+    skipped in a row stop the run (exit 3, an `event = stopped` record) with a checkpoint of the
+    last good weights."""
     batch_wait_s: float = Field(3600.0, ge=0)
     """Longest wait for one batch in seconds before the run stops with what the buffer and the
     pools were doing (0 = no limit). The launcher prints a waiting notice every 30 s before."""

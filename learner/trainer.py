@@ -13,6 +13,7 @@ never once per micro-batch.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,13 +31,27 @@ from microcoder.learner.distributed import (
     pick_device,
     resolve_dtype,
 )
+from microcoder.learner.families import head_transform
 from microcoder.learner.intake import PackedBatch, pack, sample_group_arrays, signal_filter
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
 from microcoder.learner.sample import SampleGroup
 
+log = logging.getLogger(__name__)
+
 # Sums all-reduced over ranks at the end of a step, in this order.
-_SUMS = ["loss", "tokens", "response_tokens", "clipped", "entropy", "is_weight", "is_capped", "kl"]
+# "nonfinite": parameter shards holding NaN/Inf after the step (learner.weights_finite).
+_SUMS = [
+    "loss",
+    "tokens",
+    "response_tokens",
+    "clipped",
+    "entropy",
+    "is_weight",
+    "is_capped",
+    "kl",
+    "nonfinite",
+]
 
 
 class Learner:
@@ -68,6 +83,9 @@ class Learner:
             self.attn,
             activation_checkpointing=learner.activation_checkpointing,
         )
+        self.head_transform = head_transform(self.model.config)
+        """(scale, softcap) of the model's own final logit processing (learner/families.py),
+        applied by the chunked head as the model's forward would."""
         self.ref_model = None
         if algorithm.kl_coef > 0:
             self.ref_model = load_sharded_policy(
@@ -78,6 +96,13 @@ class Learner:
         )
         self.version = 0
         """Policy version: optimizer batches completed (0 = the initial weights)."""
+        self.updates_skipped = 0
+        """Optimizer steps skipped by the non-finite guard in this process (_clip_and_step)."""
+        self.skipped_in_a_row = 0
+        """Optimizer steps skipped in a row, up to the latest; 0 after an update."""
+        self.weights_finite = True
+        """Every rank's parameters were finite after the latest step (checked with its metrics);
+        publishing refuses weights that are not (`full_state_dict`)."""
 
     # --- training -------------------------------------------------------------------------------
 
@@ -128,7 +153,7 @@ class Learner:
             else None
         )
         acc = torch.zeros(len(_SUMS) + 1, dtype=torch.float64, device=self.device)  # + IS max
-        grad_norms = []
+        grad_norms, skipped_before = [], self.updates_skipped
         for k, micros in enumerate(plans):
             for j, mb in enumerate(micros):
                 self._set_sync(j == len(micros) - 1)
@@ -139,9 +164,11 @@ class Learner:
                 torch.maximum(acc[-1:], m[-1:], out=acc[-1:])
             grad_norms.append(self._clip_and_step())
         self.version += 1
+        acc[_SUMS.index("nonfinite")] = self._nonfinite_shards()
         totals = self._reduce_over_ranks(acc).tolist()  # the step's one host sync
         grad_norms = torch.stack(grad_norms).tolist()
         s = dict(zip(_SUMS, totals[:-1], strict=True))
+        self.weights_finite = s["nonfinite"] == 0
         rt = max(s["response_tokens"], 1.0)
         elapsed = time.perf_counter() - start
         return {
@@ -155,6 +182,8 @@ class Learner:
             "is_capped_frac": s["is_capped"] / rt,
             "kl": s["kl"] / rt,
             "grad_norm": sum(grad_norms) / len(grad_norms),
+            "update_skipped": float(self.updates_skipped - skipped_before),
+            "skipped_in_a_row": float(self.skipped_in_a_row),
             "lr": self.scheduler.get_last_lr()[0],
             "tokens": s["tokens"],
             "tokens_per_s": s["tokens"] / elapsed,
@@ -212,8 +241,9 @@ class Learner:
         if chunk > 0:
             hidden = final_hidden_states(model, inputs).flatten(0, 1)[mb.logit_index]  # [n, H]
             head = model.get_output_embeddings()
+            scale, softcap = self.head_transform
             return grpo.chunked_token_logprobs(
-                hidden, head.weight, mb.targets, mb.temperature, chunk, head.bias
+                hidden, head.weight, mb.targets, mb.temperature, chunk, head.bias, scale, softcap
             )
         if mb.packed:
             logits = model(**inputs, logits_to_keep=mb.logit_index).logits[0]  # [n, V]
@@ -266,6 +296,7 @@ class Learner:
                     (terms.is_weight.double() * real).sum(),
                     (capped * real).sum(),
                     (terms.kl.detach().double() * real).sum(),
+                    torch.zeros((), dtype=torch.float64, device=real.device),  # nonfinite
                     (terms.is_weight.double() * real).max(),
                 ]
             )
@@ -279,21 +310,68 @@ class Learner:
         self.model.set_requires_gradient_sync(last or self.cfg.grad_sync == "every_micro_batch")
 
     def _clip_and_step(self) -> torch.Tensor:
-        """Clip, step, zero; returns the pre-clip gradient norm, left on the device."""
+        """Clip, step, zero; returns the pre-clip gradient norm, left on the device.
+
+        The non-finite guard: the norm is the global one (every rank's shards), so every rank
+        takes the same decision. When it is NaN or Inf the optimizer does not step: parameters
+        and AdamW state (moments, step count) stay bit-equal; the gradients are dropped. The LR
+        scheduler still advances, so the learning rate at a step does not depend on how many
+        steps before it were skipped. Costs one host sync per optimizer step (the decision).
+        """
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
-        self.optimizer.step()
+        if bool(torch.isfinite(norm)):
+            self.optimizer.step()
+            self.skipped_in_a_row = 0
+        else:
+            self.updates_skipped += 1
+            self.skipped_in_a_row += 1
+            log.warning(
+                "learner rank %d: step %d: gradient norm %s is not finite; update skipped "
+                "(%d in a row, learner.max_skipped_steps = %d)",
+                self.rank,
+                self.version + 1,
+                float(norm),
+                self.skipped_in_a_row,
+                self.cfg.max_skipped_steps,
+            )
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm.detach()
+
+    def _nonfinite_shards(self) -> torch.Tensor:
+        """How many of this rank's parameter shards hold a NaN or Inf (a float64 on the device)."""
+        local = [p.to_local() if hasattr(p, "to_local") else p for p in self.model.parameters()]
+        bad = [torch.logical_not(torch.isfinite(t).all()) for t in local]
+        return torch.stack(bad).sum().double()
+
+    def check_finite(self, what: str) -> None:
+        """Collective: raise NonFiniteWeights naming `what` and the step when any rank's
+        parameters hold a NaN or Inf (every rank raises, so no rank waits in a collective)."""
+        bad = self._nonfinite_shards()
+        if self.world > 1:
+            dist.all_reduce(bad)
+        self.weights_finite = bool(bad == 0)
+        self._refuse_nonfinite(what)
+
+    def _refuse_nonfinite(self, what: str) -> None:
+        if not self.weights_finite:
+            raise NonFiniteWeights(
+                f"not {what} policy version {self.version}: the learner's weights hold NaN or "
+                "Inf (an update the non-finite guard could not catch). Resume from the newest "
+                "checkpoint (every saved one is finite) with a lower learner.lr or "
+                "learner.grad_clip"
+            )
 
     # --- weights --------------------------------------------------------------------------------
 
     def full_state_dict(self, masters: bool = False) -> dict[str, torch.Tensor]:
         """Collective: the full weights on CPU on rank 0 ({} on the others), in the serving dtype
         (the compute dtype `learner.dtype`: bf16 on GPU), one host copy, for publishing; with
-        `masters`, the fp32 master weights instead (checkpoints, so a resume is exact)."""
+        `masters`, the fp32 master weights instead. Refuses (NonFiniteWeights, on every rank)
+        when the latest step left a NaN or Inf in any rank's parameters."""
+        self._refuse_nonfinite("publishing")
         return full_state_dict(self.model, None if masters else self.dtype)
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -312,6 +390,10 @@ class Learner:
         self = cls(path, learner, algorithm, **kwargs)
         load_training_state(self, Path(path))
         return self
+
+
+class NonFiniteWeights(RuntimeError):
+    """The learner's weights hold a NaN or Inf: they are neither published nor saved."""
 
 
 def final_hidden_states(model: torch.nn.Module, inputs: dict) -> torch.Tensor:  # [R, L, H]

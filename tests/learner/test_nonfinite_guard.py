@@ -1,0 +1,148 @@
+"""The non-finite guard (issue 32): a step whose gradient norm is NaN/Inf leaves the weights and
+the AdamW state bit-equal and the next good step trains; learner.max_skipped_steps in a row stop
+the training loop with why; weights holding NaN are neither published nor saved.
+
+One in-process rank (a gloo world of 1); the NaN enters as a real run's would, through a NaN
+behaviour log-prob of the batch (the truncated IS weight is then NaN)."""
+
+from __future__ import annotations
+
+import math
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from microcoder.launch.config import load_config
+from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.training_loop import _train_steps
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.sample import SampleGroup, TrainSample
+from microcoder.learner.temperature import TemperatureController
+from microcoder.learner.trainer import Learner, NonFiniteWeights
+
+
+def groups(step: int, nan: bool = False) -> list[SampleGroup]:
+    """Two groups with mixed rewards; with `nan` one behaviour log-prob is NaN."""
+    rng = random.Random(step)
+    out = []
+    for k in range(2):
+        samples = []
+        for i in range(4):
+            resp = [rng.randrange(250) for _ in range(rng.randint(3, 12))]
+            logp = [-rng.uniform(3.0, 6.0) for _ in resp]
+            if nan and k == 0 and i == 1:
+                logp[0] = math.nan
+            samples.append(TrainSample([1, 2, 3], resp, logp, 1.0, float(i % 2), False, "WA", 0))
+        out.append(SampleGroup(f"{step}-{k}", samples))
+    return out
+
+
+def make_learner(model) -> Learner:
+    return Learner(
+        model,
+        LearnerConfig(lr=1e-3, micro_batch_tokens=512, max_skipped_steps=2),
+        AlgorithmConfig(truncation_mask="none"),
+        seed=0,
+    )
+
+
+def snapshot(learner: Learner) -> tuple[dict, dict]:
+    params = {n: p.to_local().clone() for n, p in learner.model.named_parameters()}
+    state = {
+        (id(p), k): v.clone() if torch.is_tensor(v) else v
+        for p, s in learner.optimizer.state.items()
+        for k, v in s.items()
+    }
+    return params, state
+
+
+def assert_bit_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if torch.is_tensor(a[k]):
+            assert torch.equal(a[k], b[k]), k
+        else:
+            assert a[k] == b[k], k
+
+
+@pytest.fixture(scope="module")
+def learner(small_model):
+    return make_learner(small_model)
+
+
+def test_a_nan_gradient_leaves_weights_and_adam_state_bit_equal_and_the_next_step_trains(learner):
+    assert learner.train_step(groups(0))["update_skipped"] == 0.0  # Adam moments exist now
+    params, state = snapshot(learner)
+    m = learner.train_step(groups(1, nan=True))
+    assert m["update_skipped"] == 1.0 and m["skipped_in_a_row"] == 1.0
+    assert not math.isfinite(m["grad_norm"])
+    after_params, after_state = snapshot(learner)
+    assert_bit_equal(after_params, params)
+    assert_bit_equal(after_state, state)
+    m = learner.train_step(groups(2))
+    assert m["update_skipped"] == 0.0 and m["skipped_in_a_row"] == 0.0
+    moved = snapshot(learner)[0]
+    assert any(not torch.equal(moved[n], params[n]) for n in params)
+    assert all(torch.isfinite(t).all() for t in moved.values())
+
+
+def test_weights_holding_nan_are_neither_published_nor_saved(small_model, tmp_path):
+    learner = make_learner(small_model)
+    with torch.no_grad():
+        next(learner.model.parameters()).to_local()[0] = math.nan
+    with pytest.raises(NonFiniteWeights, match="policy version 0"):
+        learner.save_checkpoint(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt").exists()
+    with pytest.raises(NonFiniteWeights, match="not publishing"):
+        learner.full_state_dict()
+
+
+class RealLearnerGroup:
+    """The launch's learner group reduced to one in-process Learner fed fixed batches."""
+
+    def __init__(self, learner: Learner, batches: list[list[SampleGroup]]):
+        self.learner, self.batches = learner, batches
+
+    @property
+    def version(self) -> int:
+        return self.learner.version
+
+    def step(self, **_wait) -> dict | None:
+        if not self.batches:
+            return None
+        m = self.learner.train_step(self.batches.pop(0))
+        return {**m, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
+
+
+def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model, tmp_path):
+    learner = make_learner(small_model)
+    batches = [groups(0), groups(1, nan=True), groups(2), groups(3, nan=True), groups(4, nan=True)]
+    batches.append(groups(5))  # never trained: the loop stopped before it
+    idle = SimpleNamespace(stats=lambda: [])
+    lines: list[str] = []
+    run = SimpleNamespace(
+        cfg=load_config(None, ["max_steps=10", "learner.max_skipped_steps=2"]),
+        controller=TemperatureController(1.0, [1.0], 0.5, 0, []),
+        learners=RealLearnerGroup(learner, batches),
+        metrics=MetricsLogger(tmp_path),
+        log=lines.append,
+        raise_if_stopped=lambda: None,
+        generators=idle,
+        executors=idle,
+        client=SimpleNamespace(stats=lambda: {}),
+    )
+    summary = _train_steps(run, None)
+    assert "2 updates in a row skipped" in summary["stopped"]
+    assert "learner.max_skipped_steps = 2" in summary["stopped"]
+    assert summary["steps"] == 5 and len(batches) == 1  # the one skip at step 2 did not stop it
+    steps = [r for r in run.metrics.history if r["kind"] == "step"]
+    assert [r["update_skipped"] for r in steps] == [0.0, 1.0, 0.0, 1.0, 1.0]
+    assert any("step 4: the gradient norm was not finite" in line for line in lines)
+    # what the launch's final checkpoint then saves: the weights of the good steps alone
+    control = make_learner(small_model)
+    control.train_step(groups(0))
+    control.train_step(groups(2))
+    assert_bit_equal(snapshot(learner)[0], snapshot(control)[0])
+    learner.save_checkpoint(tmp_path / "ckpt")  # finite: saving is not refused
