@@ -106,12 +106,29 @@ def varlen_attention(
     scaling: float | None = None,
     cu_seq_lens_q: torch.Tensor | None = None,  # [k + 1] int boundaries of the packed sequences
     varlen: VarlenPlan | None = None,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    s_aux: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:  # ([B, L, H, D], no weights)
-    """Causal attention per packed sequence (or per padded row); see the module docstring."""
+    """Causal attention per packed sequence (or per padded row); see the module docstring.
+
+    A layer's `sliding_window` (Mistral, Gemma-2, Qwen with use_sliding_window: a query sees
+    only its last `sliding_window` keys, itself included) and `softcap` (Gemma-2's attention
+    logit soft-capping, softcap·tanh(scores / softcap)) are honoured (`_windowed`). Attention
+    sinks (`s_aux`, gpt-oss) are refused: learner/families.py refuses such models before launch.
+    """
+    if s_aux is not None:
+        raise NotImplementedError(
+            "attention sinks (s_aux) are not supported by the learner's varlen attention; "
+            "this model family is refused by `microcoder model check` (learner/families.py)"
+        )
     gqa = query.shape[1] != key.shape[1]
 
     def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        window_bites = sliding_window is not None and sliding_window < q.shape[2]
+        if window_bites or softcap is not None:
+            return _windowed(q, k, v, dropout, scaling, sliding_window, softcap)
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=gqa
         )
@@ -147,6 +164,37 @@ def _bucket(b: Bucket, q, k, v, sdpa) -> torch.Tensor:  # [1, H, tokens, D]
 
     out = sdpa(rows(q), rows(k), rows(v))  # [rows, H, longest, D]
     return out.transpose(0, 1).flatten(1, 2).index_select(1, b.keep).unsqueeze(0)
+
+
+def _windowed(
+    q: torch.Tensor,  # [B, H, L, D]
+    k: torch.Tensor,  # [B, Hkv, L, D]
+    v: torch.Tensor,  # [B, Hkv, L, D]
+    dropout: float,
+    scaling: float | None,
+    window: int | None,
+    softcap: float | None,
+) -> torch.Tensor:  # [B, H, L, D]
+    """Causal attention with a sliding window (key j visible to query i iff 0 <= i - j < window,
+    transformers' rule) and/or logit soft-capping, the scores computed explicitly (softcap
+    applies before the mask and softmax, as in Gemma-2's eager attention)."""
+    length = q.shape[2]
+    if k.shape[1] != q.shape[1]:  # grouped-query attention: each kv head serves H / Hkv heads
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+    scale = q.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [B, H, L, L]
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    pos = torch.arange(length, device=q.device)
+    back = pos[:, None] - pos[None, :]  # i - j
+    allowed = back >= 0
+    if window is not None:
+        allowed = allowed & (back < window)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    probs = F.dropout(probs, p=dropout, training=dropout > 0)
+    return torch.matmul(probs, v)
 
 
 def register() -> str:

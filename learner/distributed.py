@@ -257,10 +257,14 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     No collective and no full tensor in memory, not even on rank 0: every rank reads its own
     slices (safetensors `get_slice`), which needs the checkpoint on every node (as loading did
     before). Tied weights (lm_head = embed_tokens) are one parameter, filled from whichever of
-    its names the checkpoint holds. Names are the model's own (no key renaming), so a checkpoint
-    saved by transformers for the same architecture loads; a missing tensor is an error.
+    its names the checkpoint holds. A parameter the checkpoint holds under other names (MoE's
+    fused experts) is built from them by transformers' own conversion
+    (learner/checkpoint_names.py), one parameter at a time, its sources read whole on every
+    rank; a missing tensor is an error.
     """
     from safetensors import safe_open
+
+    from microcoder.learner.checkpoint_names import sources
 
     path = Path(path)
     files = _checkpoint_files(path)
@@ -272,15 +276,21 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
             names.setdefault(id(t), []).append(name)
             tensors[id(t)] = t
     by_file: dict[Path, list[tuple[str, torch.Tensor]]] = {}
-    for key, aliases in names.items():
-        found = next((n for n in aliases if n in files), None)
-        if found is None:
-            raise KeyError(
-                f"{path} has no tensor {' or '.join(aliases)}; the checkpoint does not match "
-                f"{type(model).__name__} (load_sharded_weights does no key renaming)"
-            )
-        by_file.setdefault(files[found], []).append((found, tensors[key]))
+    converted = sources(model, files)
     with torch.no_grad():
+        for key, aliases in names.items():
+            found = next((n for n in aliases if n in files), None)
+            if found is not None:
+                by_file.setdefault(files[found], []).append((found, tensors[key]))
+                continue
+            alias = next((n for n in aliases if n in converted), None)
+            if alias is None:
+                raise KeyError(
+                    f"{path} has no tensor {' or '.join(aliases)}, nor tensors transformers "
+                    f"converts to it; the checkpoint does not match {type(model).__name__} "
+                    "(does config.json belong to these weights?)"
+                )
+            _load_converted(model, tensors[key], alias, converted[alias], files)
         for file, items in by_file.items():
             with safe_open(file, framework="pt") as f:
                 for name, t in items:
@@ -295,6 +305,30 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
                     local.copy_(part)
 
 
+def _load_converted(
+    model: torch.nn.Module, t: torch.Tensor, name: str, keys: list[str], files: dict[str, Path]
+) -> None:
+    """Fill this rank's rows of parameter `name` from the checkpoint tensors `keys` it is
+    converted from (transformers' conversion: learner/checkpoint_names.py)."""
+    from safetensors import safe_open
+
+    from microcoder.learner.checkpoint_names import to_model_names
+
+    parts = {}
+    for key in keys:
+        with safe_open(files[key], framework="pt") as f:
+            parts[key] = f.get_tensor(key)
+    full = to_model_names(model, parts)[name]
+    local = t.to_local() if hasattr(t, "to_local") else t
+    part = full[_local_rows(t)]
+    if tuple(part.shape) != tuple(local.shape):
+        raise ValueError(
+            f"{name}: converted checkpoint rows {tuple(part.shape)} do not fit this rank's "
+            f"shard {tuple(local.shape)} (does config.json match the weights?)"
+        )
+    local.copy_(part)
+
+
 def full_state_dict(
     model: torch.nn.Module, dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
@@ -304,9 +338,13 @@ def full_state_dict(
     One tensor at a time: each is all-gathered on the compute device, cast there, and only
     rank 0 copies it to the host. So rank 0 builds a single host copy, already in `dtype` (no
     fp32 copy first), and the device holds one unsharded tensor at a time. Tied weights (one
-    parameter under two names) are gathered once; both names share the host tensor.
+    parameter under two names) are gathered once; both names share the host tensor. The names
+    and shapes are the checkpoint's (MoE experts unfused, learner/checkpoint_names.py): what
+    vLLM's reload and `from_pretrained` read.
     """
     from torch.distributed.tensor import DTensor
+
+    from microcoder.learner.checkpoint_names import to_checkpoint_names
 
     rank0 = dist.get_rank() == 0
     out: dict[str, torch.Tensor] = {}
@@ -324,4 +362,4 @@ def full_state_dict(
             if rank0:
                 out[name] = full.to("cpu", copy=True)
             del full
-    return out
+    return to_checkpoint_names(model, out) if rank0 else out

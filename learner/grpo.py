@@ -172,8 +172,26 @@ def _head_logprobs(
     temperature: torch.Tensor,  # [C]
     weight: torch.Tensor,  # [V, H]
     bias: torch.Tensor | None,  # [V] or None
+    scale: float = 1.0,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # ([C], [C])
-    return token_logprobs(F.linear(hidden, weight, bias), targets, temperature)
+    return token_logprobs(
+        final_logits(F.linear(hidden, weight, bias), scale, softcap), targets, temperature
+    )
+
+
+def final_logits(
+    logits: torch.Tensor,  # [C, V] the head's output
+    scale: float = 1.0,  # Cohere's logit_scale, 1 / Granite's logits_scaling
+    softcap: float | None = None,  # Gemma-2's final_logit_softcapping
+) -> torch.Tensor:  # [C, V]
+    """The model's own processing of the head's output, as its forward applies it:
+    logits · scale, then softcap · tanh(logits / softcap) (learner/families.py: head_transform)."""
+    if scale != 1.0:
+        logits = logits * scale
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
+    return logits
 
 
 def chunked_token_logprobs(
@@ -183,8 +201,12 @@ def chunked_token_logprobs(
     temperature: torch.Tensor,  # [T] float
     chunk_tokens: int,  # tokens per chunk; 0 = the whole [T, V] at once
     bias: torch.Tensor | None = None,  # [V] LM head bias (Qwen2 and Llama have none)
+    scale: float = 1.0,  # the model's final logit multiplier (final_logits)
+    softcap: float | None = None,  # the model's final logit soft-cap (final_logits)
 ) -> tuple[torch.Tensor, torch.Tensor]:  # ([T] log pi(target | T), [T] entropy), as token_logprobs
-    """token_logprobs(hidden @ weight.T + bias, targets, temperature), `chunk_tokens` rows at a time.
+    """token_logprobs(final_logits(hidden @ weight.T + bias), targets, temperature), `chunk_tokens`
+    rows at a time (`scale`, `softcap`: the model's own logit processing, which its forward
+    applies after the head: without them Gemma-2, Granite and Cohere would get other log-probs).
 
     With gradients on, each chunk runs under activation checkpointing: its logits are freed
     after the forward and recomputed in backward, so at most one [chunk, V] block of logits (and
@@ -194,12 +216,13 @@ def chunked_token_logprobs(
     """
     from torch.utils.checkpoint import checkpoint
 
+    head = partial(_head_logprobs, scale=scale, softcap=softcap)
     if chunk_tokens <= 0:
-        return _head_logprobs(hidden, targets, temperature, weight, bias)
+        return head(hidden, targets, temperature, weight, bias)
     if torch.is_grad_enabled():
-        run = partial(checkpoint, _head_logprobs, use_reentrant=False)
+        run = partial(checkpoint, head, use_reentrant=False)
     else:
-        run = _head_logprobs
+        run = head
     parts = [
         run(h, t, tau, weight, bias)
         for h, t, tau in zip(
