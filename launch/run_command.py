@@ -30,7 +30,8 @@ def run_dir_path(cfg: Config, args) -> Path:
 def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
     """Why this launch would stop before it starts anything ([] when nothing does), each error
     naming what to set: the problem file (read once, launch/problems.py's loader), the
-    shared-path rule of a joined cluster (launch/shared_paths.py) and the metric exporters.
+    shared-path rule of a joined cluster (launch/shared_paths.py), the metric exporters and the
+    model's family and shape (learner/families.py).
     `launch` and `launch --dry-run` both run exactly this, so a recipe whose dry-run passes
     does not stop here; the placement plan is the other check both make (`make_plan`)."""
     from microcoder.launch.monitor import check_exports
@@ -43,7 +44,21 @@ def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
         check_exports(cfg)
     except RuntimeError as err:
         errors.append(str(err))
+    errors += model_family_errors(cfg, model_path)
     return errors
+
+
+def model_family_errors(cfg: Config, model_path: str) -> list[str]:
+    """The model folder's family and shape against learner/families.py (supported families; a
+    head_dim vLLM's CPU attention cannot run when the generators run on CPU); [] while the folder
+    has no config.json yet (the tiny model is built at launch)."""
+    from microcoder.device import resolve_device
+    from microcoder.learner.families import model_dir_errors
+
+    device = cfg.cluster.device
+    if device == "auto":  # a joined cluster's devices are its own: only a local one is known
+        device = resolve_device("auto") if cfg.cluster.address == "local" else None
+    return model_dir_errors(model_path, device)
 
 
 def progress_line(rec: dict, max_steps: int) -> str:
