@@ -1,12 +1,19 @@
-"""Checkpoints: a Hugging Face folder plus everything needed to resume exactly.
+"""Checkpoints: a Hugging Face folder users can ship, plus everything needed to resume exactly.
 
 Layout of `step_N/`:
   config.json, model*.safetensors, tokenizer files, generation_config.json
-                         loadable by transformers and by vLLM as-is
-  optimizer/             the sharded AdamW state (torch.distributed.checkpoint; reshardable)
+                         loadable by transformers and by vLLM as-is, in the serving dtype (the
+                         learner's compute dtype: bf16 on GPU, fp32 on CPU); config.json's
+                         `dtype` says which
+  optimizer/             torch.distributed.checkpoint (DCP): the fp32 master weights ("model")
+                         and the AdamW state ("optimizer"), sharded as saved and resharded on
+                         load, so a resume at another learner.world_size is exact too
   rng/rank{r}.safetensors  torch (and CUDA) RNG state of each rank
   trainer_state.json     policy version, scheduler state, seed, world size
 The truncation-mask draws are seeded from (seed, version), so they need no saved state.
+A resume takes the weights from the DCP masters, never from the (possibly bf16) HF files.
+Format 1 (before: fp32 masters in the HF files, no "model" in DCP) still loads.
+`microcoder export` (learner/export.py) writes a folder in another dtype from the masters.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import torch.distributed as dist
 if TYPE_CHECKING:
     from microcoder.learner.trainer import Learner
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def save_checkpoint(learner: Learner, path: Path) -> Path:
@@ -30,16 +37,23 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
     import torch.distributed.checkpoint as dcp
     from huggingface_hub import save_torch_state_dict
     from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
 
+    learner.check_finite(f"saving {path.name}:")  # every rank refuses before anything is written
     path.mkdir(parents=True, exist_ok=True)
-    weights = learner.full_state_dict(masters=True)  # fp32: resume continues exactly
+    weights = learner.full_state_dict()  # the serving dtype: what users ship and serve
     if learner.rank == 0:
-        _write_hf_folder(weights, learner.model, learner.model_path, path)
+        _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
         save_torch_state_dict(weights, path)
     del weights
     dcp.save(
-        {"optimizer": get_optimizer_state_dict(learner.model, learner.optimizer)},
+        {
+            "model": get_model_state_dict(learner.model),  # fp32 masters: resume is exact
+            "optimizer": get_optimizer_state_dict(learner.model, learner.optimizer),
+        },
         checkpoint_id=path / "optimizer",
     )
     (path / "rng").mkdir(exist_ok=True)
@@ -60,12 +74,15 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
 def load_training_state(learner: Learner, path: Path) -> None:
     """Collective: restore optimizer, scheduler, version and RNG saved at `path` into `learner`.
 
-    The weights come from the HF folder itself (the Learner was built from `path`).
+    The weights: the fp32 masters saved in DCP (format 2), loaded over those the Learner was
+    built with from the HF folder at `path` (which may be bf16).
     """
     import torch.distributed.checkpoint as dcp
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
         get_optimizer_state_dict,
+        set_model_state_dict,
         set_optimizer_state_dict,
     )
 
@@ -75,12 +92,18 @@ def load_training_state(learner: Learner, path: Path) -> None:
             f"{path} has no trainer_state.json; it is a model folder, not a learner checkpoint"
         )
     state = json.loads(state_file.read_text())
-    if state.get("format_version") != FORMAT_VERSION:
+    fmt = state.get("format_version")
+    if fmt not in (1, FORMAT_VERSION):
         raise ValueError(
-            f"{path}: checkpoint format {state.get('format_version')} != {FORMAT_VERSION}"
+            f"{path}: checkpoint format {fmt} is not one this microcoder reads (1 or "
+            f"{FORMAT_VERSION}); resume it with the microcoder version that wrote it"
         )
     template = {"optimizer": get_optimizer_state_dict(learner.model, learner.optimizer)}
+    if fmt >= 2:  # format 1 kept the fp32 masters in the HF files the Learner was built from
+        template["model"] = get_model_state_dict(learner.model)
     dcp.load(template, checkpoint_id=path / "optimizer")
+    if "model" in template:
+        set_model_state_dict(learner.model, template["model"])
     set_optimizer_state_dict(learner.model, learner.optimizer, template["optimizer"])
     sched = dict(state["scheduler"])
     sched.pop("lr_lambdas", None)
@@ -95,14 +118,18 @@ def load_training_state(learner: Learner, path: Path) -> None:
     dist.barrier()
 
 
-def _write_hf_folder(weights: dict, model: torch.nn.Module, source: Path, path: Path) -> None:
-    """config.json, generation config and tokenizer next to the weights (rank 0 only)."""
+def _write_hf_folder(
+    weights: dict, model: torch.nn.Module, source: Path, path: Path, dtype: torch.dtype
+) -> None:
+    """config.json (saying `dtype`), generation config and tokenizer next to the weights (rank 0
+    only)."""
     from transformers import AutoTokenizer
 
     config = model.config
-    config.use_cache = True
+    config.use_cache, before = True, config.dtype
+    config.dtype = dtype
     config.save_pretrained(path)
-    config.use_cache = False
+    config.use_cache, config.dtype = False, before
     if source.resolve() != path.resolve():
         if (source / "generation_config.json").is_file():
             shutil.copy(source / "generation_config.json", path / "generation_config.json")

@@ -1,12 +1,14 @@
 """One learner rank for the distributed tests, run as a script with the rendezvous in the env.
 
-    python train_worker.py MODEL OUT {train,resume} MICRO_BATCH_TOKENS [OVERRIDES_JSON]
+    python train_worker.py MODEL OUT {train,resume,save,from:CKPT} MICRO_BATCH_TOKENS [OVERRIDES_JSON]
 
 OVERRIDES_JSON: {"learner": {...}, "algorithm": {...}} merged into the configs.
 
 Trains two steps on fixed synthetic groups (in `resume` mode: one step, checkpoint, rebuild the
 Learner from the checkpoint, one more step), then rank 0 writes OUT/weights.safetensors and every
-rank writes OUT/metrics{rank}.json.
+rank writes OUT/metrics{rank}.json. `save`: the first step only, then the checkpoint OUT/ckpt;
+`from:CKPT`: the second step only, on a Learner resumed from CKPT (another world size may have
+saved it).
 """
 
 from __future__ import annotations
@@ -52,13 +54,18 @@ def main() -> None:
         lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, **extra.get("learner", {})
     )
     algo = AlgorithmConfig(rho=0.5, **extra.get("algorithm", {}))
-    learner = Learner(model, cfg, algo, seed=3)
-    metrics = [learner.train_step(synthetic_groups(0))]
-    if mode == "resume":
+    if mode.startswith("from:"):
+        learner, metrics = Learner.from_checkpoint(mode[5:], cfg, algo, seed=3), [{}]
+    else:
+        learner = Learner(model, cfg, algo, seed=3)
+        metrics = [learner.train_step(synthetic_groups(0))]
+    if mode in ("resume", "save"):
         learner.save_checkpoint(out / "ckpt")
+    if mode == "resume":
         del learner
         learner = Learner.from_checkpoint(out / "ckpt", cfg, algo, seed=3)
-    metrics.append(learner.train_step(synthetic_groups(1)))
+    if mode != "save":
+        metrics.append(learner.train_step(synthetic_groups(1)))
     weights = learner.full_state_dict()
     if learner.rank == 0:
         save_file({k: v.contiguous() for k, v in weights.items()}, out / "weights.safetensors")
