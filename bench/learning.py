@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,15 @@ def criterion(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def finished(run_dir: Path) -> bool:
+    """A launch in `run_dir` ran all STEPS steps and both evaluations."""
+    try:
+        got = criterion(run_dir)
+    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
+        return False
+    return got["steps"] == STEPS and got["evals"] == 2
+
+
 def launch(
     model_dir: Path, run_dir: Path, *extra: str, seed: int = 0
 ) -> subprocess.CompletedProcess:
@@ -100,6 +110,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="warm-started tiny model folder (built there first when missing)",
     )
     p.add_argument("--out", default=None, help="keep the run directories here (default: temp)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the finished runs already in --out (a failed or partial one runs again)",
+    )
 
 
 def _ensure_model(model: Path) -> None:
@@ -118,14 +133,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.rounds):
         row: dict[str, Any] = {"seed": i}
         for arm, extra in (("trained", ()), ("lr0", ("--set", "learner.lr=0"))):
-            t0 = time.monotonic()
-            res = launch(model, out / f"{arm}-{i}", *extra, seed=i)
+            t0, run_dir = time.monotonic(), out / f"{arm}-{i}"
+            if args.resume and finished(run_dir):
+                row[arm] = {**criterion(run_dir), "wall_s": None, "reused": True}
+                print(f"round {i + 1}/{args.rounds} {arm:>7}: reused {run_dir}", file=sys.stderr)
+                continue
+            shutil.rmtree(run_dir, ignore_errors=True)
+            res = launch(model, run_dir, *extra, seed=i)
             if res.returncode != 0:
                 raise SystemExit(
                     f"bench learning: the {arm} launch of round {i} exited {res.returncode}; "
                     f"its output ends:\n{(res.stdout + res.stderr)[-2000:]}"
                 )
-            row[arm] = {**criterion(out / f"{arm}-{i}"), "wall_s": round(time.monotonic() - t0)}
+            row[arm] = {**criterion(run_dir), "wall_s": round(time.monotonic() - t0)}
             c = row[arm]
             print(
                 f"round {i + 1}/{args.rounds} {arm:>7}: passed={c['passed']} "
