@@ -28,6 +28,8 @@ COMMANDS = [
     "microcoder.launch.cmd_prompts",
     "microcoder.launch.cmd_keys",
     "microcoder.launch.cmd_data",
+    "microcoder.launch.cmd_model",
+    "microcoder.launch.cmd_export",
 ]
 
 
