@@ -27,11 +27,39 @@ def test_scale_generators_up_then_down_keeps_the_accounting(live):
     assert rec["generators"] == 1 and rec["buffer"]["invariant_ok"]
 
 
+def engine_cores(pid: int) -> list[tuple[int, float]]:
+    """(pid, start time) of the vLLM EngineCore processes below `pid`."""
+    import psutil
+
+    out = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "EngineCore" in " ".join(child.cmdline()):
+                out.append((child.pid, child.create_time()))
+        except psutil.Error:
+            continue
+    return out
+
+
+def still_running(procs: list[tuple[int, float]]) -> list[int]:
+    import psutil
+
+    out = []
+    for pid, started in procs:
+        try:
+            if psutil.Process(pid).create_time() == started:
+                out.append(pid)
+        except psutil.Error:
+            continue
+    return out
+
+
 @pytest.mark.parametrize("kind", ["generator", "executor"])
 def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live, kind):
     victim = next(
         r for r in live.last_step()["replicas"] if r["name"].startswith(kind) and r.get("pid")
     )
+    cores = engine_cores(victim["pid"])
     os.kill(victim["pid"], signal.SIGKILL)
     wait_for(
         lambda: f"{victim['name']} restarted" in live.events(),
@@ -41,3 +69,8 @@ def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live, kind):
     )
     live.wait_steps(2, "steps after the restart")
     assert live.last_step()["buffer"]["invariant_ok"]
+    assert {r["name"] for r in live.last_step()["replicas"]} >= {victim["name"]}
+    # A killed generator's vLLM EngineCore (its child: scheduler and model) died with it
+    # (actors/worker_ext.py: mc_die_with_parent) instead of living on under init.
+    assert bool(cores) == (kind == "generator"), cores
+    assert still_running(cores) == []
