@@ -95,6 +95,7 @@ def learner_lines(plan: LearnerPlan, inputs: dict) -> list[str]:
         _row("AdamW moments (shard)", plan.optimizer),
         _row("unsharded params (root + 2 layers)", plan.unsharded_params),
         _row("unsharded head gradient", plan.unsharded_grads),
+        _row("head gradient of the chunks", plan.head_grad_chunks),
         _row("accumulated unsharded gradients", plan.accumulated_grads, sync),
         _row("activations, checkpointing off", plan.activations_no_ckpt, "" if on else run),
         _row("activations, checkpointing on", plan.activations_ckpt, run if on else ""),

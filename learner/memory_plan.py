@@ -173,7 +173,11 @@ class LearnerPlan:
     unsharded_params: int
     """Root group over the step plus two decoder layers, compute dtype."""
     unsharded_grads: int
-    """The root group's unsharded gradient (plus its fp32 reduce copy on a bf16 step)."""
+    """The head's unsharded gradient (plus its fp32 reduce copy on a bf16 step), alive from the
+    head's backward to the root's reduce-scatter at the end of the backward."""
+    head_grad_chunks: int
+    """One more [V, H] gradient while the chunks' head gradients add up (the head's backward
+    only; 0 when chunking is off)."""
     accumulated_grads: int
     """Full fp32 gradients kept unsharded between micro-batches (0 when they stay sharded)."""
     activations: int
@@ -205,9 +209,11 @@ class LearnerPlan:
             # The head's backward runs before any layer is recomputed, and the first layer is
             # recomputed last, when every other gradient exists.
             saved = self.activations_ckpt - self.recompute
-            transient = saved + max(self.logprob_head, self.recompute + self.grads)
+            head = self.logprob_head + self.head_grad_chunks
+            transient = saved + max(head, self.recompute + self.grads)
         else:
             transient = max(self.activations, self.grads) + self.logprob_head
+            transient += self.head_grad_chunks
         return transient + self.unsharded_params + self.unsharded_grads
 
     def backward_peak(self) -> int:
@@ -251,10 +257,6 @@ def plan_learner(
     rows = min(logprob_chunk_tokens, t) if logprob_chunk_tokens > 0 else t
     head = rows * shape.vocab * (LOGIT_BLOCKS * 4 + (b if b < 4 else 0))
     head_grad = shape.vocab * shape.hidden * (b + (4 if b < 4 else 0))
-    if logprob_chunk_tokens > 0:
-        head_grad += (
-            shape.vocab * shape.hidden * b
-        )  # the chunks' gradients accumulate into one more
     unsharded = root * b + 2 * layer * b
     reference = (4 * p // w + root * b) if reference_model else 0
     return LearnerPlan(
@@ -263,6 +265,7 @@ def plan_learner(
         optimizer=8 * p // w,
         unsharded_params=unsharded,
         unsharded_grads=head_grad,
+        head_grad_chunks=shape.vocab * shape.hidden * b if logprob_chunk_tokens > 0 else 0,
         accumulated_grads=4 * p if grad_accumulation_unsharded else 0,
         activations=ckpt if activation_checkpointing else no_ckpt,
         activations_no_ckpt=no_ckpt,
