@@ -330,6 +330,8 @@ class Run:
         nothing written, and a version already checkpointed COMPLETE is not written again (the
         learner has not changed since; rewriting could only break a good checkpoint)."""
 
+        from microcoder.launch.checkpoint_retention import prune_checkpoints
+
         self.raise_if_stopped()
         step = get_within(  # waits for a train, publish or save in flight
             self.learners.rank0.get_version.remote(),
@@ -348,6 +350,9 @@ class Run:
             (path / "temperature.json").write_text(json.dumps(self.controller.state_dict()))
         (path / "COMPLETE").write_text(str(step))
         self.log(f"checkpoint step {step} -> {path} ({time.perf_counter() - t0:.1f} s)")
+        keep = self.cfg.learner.keep_checkpoints
+        for old in prune_checkpoints(path.parent, keep):
+            self.log(f"deleted {old.name} (learner.keep_checkpoints = {keep})")
         return path
 
     # ------------------------------------------------------------ teardown

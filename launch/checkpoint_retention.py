@@ -1,0 +1,33 @@
+"""Which checkpoints of a run to keep (learner.keep_checkpoints): the newest N complete ones.
+
+Called by the driver right after a checkpoint is COMPLETE (launch/cluster.py: Run.checkpoint),
+so the newest resumable state always exists before an older one is deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+
+def _step(path: Path) -> int:
+    return int(path.name.split("_")[1])
+
+
+def prune_checkpoints(checkpoints_dir: Path, keep: int) -> list[Path]:
+    """Delete every `step_N` folder of `checkpoints_dir` but the `keep` newest COMPLETE ones
+    (0 = keep all); an incomplete folder (a save that died) older than the newest complete one
+    goes too. Returns what was deleted, oldest first."""
+    if keep <= 0:
+        return []
+    folders = sorted((p for p in checkpoints_dir.glob("step_*") if p.name[5:].isdigit()), key=_step)
+    complete = [p for p in folders if (p / "COMPLETE").exists()]
+    if not complete:
+        return []
+    kept = set(complete[-keep:])
+    newest = _step(complete[-1])
+    doomed = [p for p in folders if p not in kept and _step(p) < newest]
+    for p in doomed:
+        (p / "COMPLETE").unlink(missing_ok=True)  # never a half-deleted "complete" checkpoint
+        shutil.rmtree(p)
+    return doomed

@@ -1,0 +1,45 @@
+"""`microcoder export RUN_DIR|CKPT --out DIR [--dtype bf16]`: a checkpoint as a model folder
+to ship (transformers and vLLM load it), in the dtype asked for (learner/export.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write a run's newest (or a given) checkpoint as a model folder to ship"
+    )
+    p.add_argument(
+        "source", help="a run folder (its newest complete checkpoint) or a checkpoints/step_N"
+    )
+    p.add_argument("--out", required=True, help="the model folder to write (new or empty)")
+    p.add_argument(
+        "--dtype",
+        default="bf16",
+        help="weight dtype: bf16 (default), fp16 or fp32 (fp32 = the exact master weights)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from microcoder.launch.run_dirs import latest_checkpoint
+    from microcoder.learner.export import export_checkpoint
+
+    source = Path(args.source)
+    ckpt = source
+    if (source / "checkpoints").is_dir():
+        ckpt = latest_checkpoint(source)
+        if ckpt is None:
+            print(f"{source} has no complete checkpoint yet", file=sys.stderr)
+            return 2
+    try:
+        out = export_checkpoint(ckpt, Path(args.out), args.dtype)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        print(f"microcoder export: {err}", file=sys.stderr)
+        return 2
+    print(f"exported {ckpt} -> {out} ({args.dtype})")
+    return 0

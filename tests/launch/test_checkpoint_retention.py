@@ -1,0 +1,41 @@
+"""learner.keep_checkpoints: after a checkpoint is COMPLETE, only the newest N complete ones stay
+(launch/checkpoint_retention.py, called by Run.checkpoint)."""
+
+from __future__ import annotations
+
+from microcoder.launch.checkpoint_retention import prune_checkpoints
+from microcoder.launch.config import load_config
+
+
+def make(ckpts, step: int, complete: bool = True):
+    path = ckpts / f"step_{step}"
+    (path / "optimizer").mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(b"x")
+    if complete:
+        (path / "COMPLETE").write_text(str(step))
+    return path
+
+
+def test_keep_two_leaves_the_two_newest_complete_checkpoints(tmp_path):
+    for step in (2, 4, 10, 6, 8):  # numeric order, not name order (step_10 < step_2 as text)
+        make(tmp_path, step)
+    deleted = prune_checkpoints(tmp_path, 2)
+    assert [p.name for p in deleted] == ["step_2", "step_4", "step_6"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_10", "step_8"]
+
+
+def test_an_incomplete_save_never_counts_and_goes_when_older(tmp_path):
+    make(tmp_path, 1)
+    make(tmp_path, 2, complete=False)  # a save that died
+    make(tmp_path, 3)
+    make(tmp_path, 4, complete=False)  # newer than every complete one: left alone
+    prune_checkpoints(tmp_path, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_3", "step_4"]
+
+
+def test_zero_keeps_every_checkpoint_and_is_the_default(tmp_path):
+    for step in (1, 2, 3):
+        make(tmp_path, step)
+    assert prune_checkpoints(tmp_path, 0) == []
+    assert len(list(tmp_path.iterdir())) == 3
+    assert load_config(None, []).learner.keep_checkpoints == 0
