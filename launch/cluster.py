@@ -330,7 +330,7 @@ class Run:
         nothing written, and a version already checkpointed COMPLETE is not written again (the
         learner has not changed since; rewriting could only break a good checkpoint)."""
 
-        from microcoder.launch.checkpoint_retention import prune_checkpoints
+        from microcoder.launch.checkpoint_retention import heldout_scores, prune_checkpoints
 
         self.raise_if_stopped()
         step = get_within(  # waits for a train, publish or save in flight
@@ -351,7 +351,8 @@ class Run:
         (path / "COMPLETE").write_text(str(step))
         self.log(f"checkpoint step {step} -> {path} ({time.perf_counter() - t0:.1f} s)")
         keep = self.cfg.learner.keep_checkpoints
-        for old in prune_checkpoints(path.parent, keep):
+        scores = heldout_scores(self.metrics.path) if self.cfg.learner.keep_best else None
+        for old in prune_checkpoints(path.parent, keep, scores):
             self.log(f"deleted {old.name} (learner.keep_checkpoints = {keep})")
         return path
 

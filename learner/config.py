@@ -97,6 +97,11 @@ class LearnerConfig(Section):
     after a new one is COMPLETE); 0 (the default) = keep all. One checkpoint holds the model in
     the serving dtype plus fp32 masters and AdamW state (about 14 bytes per parameter with bf16:
     21 GB for a 1.5B model), so set it for long runs with learner.checkpoint_every."""
+    keep_best: bool = False
+    """With learner.keep_checkpoints: also keep the checkpoint with the best held-out pass rate
+    (the `eval` record's heldout_pass_rate at its step in metrics.jsonl; only checkpoints at
+    a step that was evaluated count, so make learner.checkpoint_every a multiple of
+    eval.every)."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
     collective_timeout_s: float = Field(600.0, gt=0)

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from microcoder.launch.checkpoint_retention import prune_checkpoints
+from microcoder.launch.checkpoint_retention import heldout_scores, prune_checkpoints
 from microcoder.launch.config import load_config
+from microcoder.launch.metrics_log import MetricsLogger
 
 
 def make(ckpts, step: int, complete: bool = True):
@@ -39,3 +40,17 @@ def test_zero_keeps_every_checkpoint_and_is_the_default(tmp_path):
     assert prune_checkpoints(tmp_path, 0) == []
     assert len(list(tmp_path.iterdir())) == 3
     assert load_config(None, []).learner.keep_checkpoints == 0
+
+
+def test_keep_best_also_keeps_the_best_evaluated_checkpoint_from_the_metrics(tmp_path):
+    ckpts = tmp_path / "checkpoints"
+    for step in (2, 4, 6, 8):
+        make(ckpts, step)
+    metrics = MetricsLogger(tmp_path)
+    for step, rate in ((2, 0.3), (4, 0.5), (6, 0.2), (8, 0.1)):
+        metrics.log("eval", step=step, heldout_pass_rate=rate)
+    metrics.log("eval", step=10, heldout_pass_rate=0.9)  # no such checkpoint: does not count
+    scores = heldout_scores(metrics.path)
+    assert scores[4] == 0.5
+    prune_checkpoints(ckpts, 1, scores)
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step_4", "step_8"]
