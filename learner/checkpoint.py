@@ -47,7 +47,7 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
     weights = learner.full_state_dict()  # the serving dtype: what users ship and serve
     if learner.rank == 0:
         _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
-        save_torch_state_dict(weights, path)
+        save_torch_state_dict(own_storage(weights), path)
     del weights
     dcp.save(
         {
@@ -137,6 +137,16 @@ def _write_hf_folder(
     for old in path.glob("model*.safetensors"):
         old.unlink()
     (path / "model.safetensors.index.json").unlink(missing_ok=True)
+
+
+def own_storage(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each tensor that is a view of part of a larger storage (MoE experts split from a fused
+    tensor: learner/checkpoint_names.py) as a copy of its own, which safetensors can save;
+    whole-storage tensors (tied weights under two names) stay shared, and are saved once."""
+    return {
+        k: t.clone() if t.numel() * t.element_size() != t.untyped_storage().nbytes() else t
+        for k, t in state.items()
+    }
 
 
 def _rng_state() -> dict[str, torch.Tensor]:

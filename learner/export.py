@@ -50,7 +50,19 @@ def master_weights(ckpt: Path) -> dict[str, torch.Tensor]:
         }
     }
     dcp.load(template, storage_reader=reader, no_dist=True)
-    return template["model"]
+    return _checkpoint_names(ckpt, template["model"])
+
+
+def _checkpoint_names(ckpt: Path, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The masters are in the model's parameter names (MoE experts fused by transformers 5);
+    a shipped folder holds checkpoint names (learner/checkpoint_names.py), as the HF files do."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from microcoder.learner.checkpoint_names import to_checkpoint_names
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ckpt))
+    return to_checkpoint_names(model, state)
 
 
 def export_checkpoint(ckpt: Path, out: Path, dtype: str = "bf16") -> Path:
@@ -81,5 +93,7 @@ def export_checkpoint(ckpt: Path, out: Path, dtype: str = "bf16") -> Path:
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     from huggingface_hub import save_torch_state_dict
 
-    save_torch_state_dict(weights, out)
+    from microcoder.learner.checkpoint import own_storage
+
+    save_torch_state_dict(own_storage(weights), out)
     return out

@@ -75,6 +75,33 @@ def test_fp32_export_is_the_exact_masters_and_a_used_folder_is_refused(checkpoin
     assert main(["export", str(run_dir), "--out", str(out)]) == 2  # not empty: refused
 
 
+def test_moe_export_writes_checkpoint_names_like_the_checkpoints_own_folder(small_model, tmp_path):
+    """The DCP masters of qwen3_moe hold transformers' fused expert tensors; the export writes
+    the per-expert checkpoint names and shapes the HF files of the checkpoint have; the
+    checkpoint resumes (fused masters loaded over the per-expert HF files)."""
+    import shutil
+
+    from family_models import build_family
+
+    folder = build_family("qwen3_moe", tmp_path / "moe")
+    for f in small_model.glob("*token*"):  # the family folders have no tokenizer
+        shutil.copy(f, folder / f.name)
+    learner = Learner(folder, LearnerConfig(micro_batch_tokens=512), AlgorithmConfig())
+    ckpt = learner.save_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "shipped"
+    assert main(["export", str(ckpt), "--out", str(out), "--dtype", "fp32"]) == 0
+    shipped, own = load_file(out / "model.safetensors"), load_file(ckpt / "model.safetensors")
+    assert any(".experts.0." in k for k in shipped)
+    assert shipped.keys() == own.keys()
+    for k in own:
+        assert torch.equal(shipped[k], own[k]), k
+    resumed = Learner.from_checkpoint(
+        ckpt, LearnerConfig(micro_batch_tokens=512), AlgorithmConfig()
+    )
+    again = resumed.full_state_dict(masters=True)  # the masters from DCP, in fused names
+    assert all(torch.equal(again[k], own[k]) for k in own)
+
+
 VLLM_LOADS = r"""
 import sys
 from microcoder.device import set_cpu_engine_env
