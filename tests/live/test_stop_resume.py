@@ -44,7 +44,12 @@ def test_ctrl_c_checkpoints_and_resume_continues_from_it(live, resumed):
     assert code == 130
     newest = checkpoints(live.run_dir)[-1]
     assert (newest / "COMPLETE").exists() and (newest / "buffer.snapshot").exists()
+    out = live.log.read_text()
+    assert "interrupted: checkpointing, then shutting down" in out
+    assert f"checkpoint step {saved} -> {newest}" in out
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    restoring = [ln for ln in res.stdout.splitlines() if "starting the buffer (restoring " in ln]
+    assert restoring and newest.name in restoring[0], res.stdout[-3000:]
     steps = live.steps()
     resumed_steps = [r for r in steps if r["step"] > saved]
     assert [r["policy_version"] for r in resumed_steps] == [saved + 1, saved + 2]
