@@ -22,6 +22,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "learner"))
 from learner_ranks import spawn_ranks  # noqa: E402
 
+pytestmark = pytest.mark.timeout(900)  # the module fixture spawns two ranks
+
 
 def backend_by_device(backend: str) -> dict[str, str]:
     """Which backend serves tensors of each device type in a group made with `backend`."""

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "learner"))
 from learner_ranks import spawn_ranks  # noqa: E402
 
+pytestmark = pytest.mark.timeout(900)  # the module fixture spawns two ranks
+
 
 def tied_copy(model_dir: Path, dst: Path) -> Path:
     """`model_dir` with its head tied to the embedding (Qwen2.5-0.5B/1.5B are tied)."""

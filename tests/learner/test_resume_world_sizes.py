@@ -13,6 +13,8 @@ import torch
 from learner_ranks import spawn_ranks
 from safetensors.torch import load_file
 
+pytestmark = pytest.mark.timeout(900)  # three multi-rank runs in the first test's fixtures
+
 WORKER = Path(__file__).with_name("train_worker.py")
 BF16 = {"learner": {"dtype": "bfloat16"}}
 
