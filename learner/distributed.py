@@ -297,12 +297,7 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
                     rows = _local_rows(t)
                     local = t.to_local() if hasattr(t, "to_local") else t
                     part = f.get_tensor(name) if rows == slice(None) else f.get_slice(name)[rows]
-                    if tuple(part.shape) != tuple(local.shape):
-                        raise ValueError(
-                            f"{name}: checkpoint rows {tuple(part.shape)} do not fit this rank's "
-                            f"shard {tuple(local.shape)} (does config.json match the weights?)"
-                        )
-                    local.copy_(part)
+                    _copy_rows(name, part, local, "checkpoint")
 
 
 def _load_converted(
@@ -320,10 +315,15 @@ def _load_converted(
             parts[key] = f.get_tensor(key)
     full = to_model_names(model, parts)[name]
     local = t.to_local() if hasattr(t, "to_local") else t
-    part = full[_local_rows(t)]
+    _copy_rows(name, full[_local_rows(t)], local, "converted checkpoint")
+
+
+def _copy_rows(name: str, part: torch.Tensor, local: torch.Tensor, what: str) -> None:
+    """Copy `what`'s rows of parameter `name` into this rank's shard, refusing a shape that does
+    not fit (a config.json that does not match the weights)."""
     if tuple(part.shape) != tuple(local.shape):
         raise ValueError(
-            f"{name}: converted checkpoint rows {tuple(part.shape)} do not fit this rank's "
+            f"{name}: {what} rows {tuple(part.shape)} do not fit this rank's "
             f"shard {tuple(local.shape)} (does config.json match the weights?)"
         )
     local.copy_(part)
