@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 from launch_testing.launched import LaunchedProcess
 
-SUPPORT = str(Path(__file__).with_name("support"))
+SUPPORT = str(Path(__file__).parents[1] / "support")  # tests/support: launch_testing
 
 
 def alive(pid: int) -> bool:
