@@ -51,6 +51,8 @@ def test_the_monitor_steps_up_after_two_steps_below_the_target(live):
         live.proc,
     )
     assert (up["before"], up["temperature"]) == (STAGE_T, HIGH) and up["step"] >= 4
+    # the change is logged before its step's record: wait for that record too
+    wait_for(lambda: live.records("step", step=up["step"]), 240, "the step-up's step", live.proc)
     lows = [r for r in live.steps() if 2 < r["step"] <= up["step"]]
     assert lows[-1]["diversity"] < TARGET and lows[-2]["diversity"] < TARGET
     live.wait_steps(2, "two steps after the step-up")
