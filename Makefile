@@ -14,10 +14,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# ruff, every fast test and one shared live launch of the tiny config (tests/live): <= 15 min.
+# ruff, every fast test and one shared live launch of the tiny config (tests/live): ~9.5 min.
 test: lint
 	$(BIN)/python -m pytest -q -m "not gpu and not slow"
 
-# ruff and every test but the CUDA ones, the multi-minute launches included: <= 35 min.
+# ruff and every test but the CUDA ones, the multi-minute launches included: ~55 min (goal 35).
 test-all: lint
 	$(BIN)/python -m pytest -q
