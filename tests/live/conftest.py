@@ -13,7 +13,7 @@ not the learning) and a temperature setting whose outcome is known by constructi
 
 What a test may do to the run: read its files, ask `status`, open the dashboard, scale a pool and
 put it back, kill -9 a generator or an executor (the supervisor restarts it). Tests that end the
-run (Ctrl-C, resume, a killed learner) are marked `ends_live_run`; they run after every other
+run (Ctrl-C, then resume) are marked `ends_live_run`; they run after every other
 test of this folder, whatever the file order. Nothing else may stop the run or change its config.
 
 The run is started on first use and stopped when the last test of this folder is done; it dies
