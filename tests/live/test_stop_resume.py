@@ -10,17 +10,13 @@ from pathlib import Path
 
 import pytest
 from launch_testing.launched import run_launch
-from launch_testing.live import HIGH, LATE_T, SCHEDULE, STAGE_T
+from launch_testing.live import HIGH, LATE_T, SCHEDULE, STAGE_T, generator_temperatures
 
 pytestmark = pytest.mark.ends_live_run
 
 
 def checkpoints(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "checkpoints").glob("step_*"), key=lambda p: int(p.name[5:]))
-
-
-def generator_temperatures(step_record: dict) -> list[float]:
-    return [r["temperature"] for r in step_record["replicas"] if r["name"].startswith("generator")]
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,8 @@ and the online monitor stepping T back up when the groups' diversity stays below
 
 from __future__ import annotations
 
-from launch_testing.live import HIGH, LOW, STAGE_T, TARGET
+from launch_testing.live import HIGH, LOW, STAGE_T, TARGET, generator_temperatures
 from launch_testing.waiting import wait_for
-
-
-def generator_temperatures(step_record: dict) -> list[float]:
-    return [r["temperature"] for r in step_record["replicas"] if r["name"].startswith("generator")]
 
 
 def test_calibration_on_the_constructed_curve_picks_the_high_candidate(live):

@@ -76,3 +76,8 @@ class LiveRun:
         """Wait until `more` steps past the current count are logged (fails naming `what`)."""
         n = len(self.steps())
         wait_for(lambda: len(self.steps()) >= n + more, timeout_s, what, self.proc)
+
+
+def generator_temperatures(step_record: dict) -> list[float]:
+    """The sampling temperature each generator replica reported in a step record."""
+    return [r["temperature"] for r in step_record["replicas"] if r["name"].startswith("generator")]
