@@ -70,6 +70,12 @@ class GeneratorConfig(Section):
     """CPU KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE); on GPU see gpu_memory_utilization."""
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
     """Fraction of GPU memory the engine may take (CUDA only)."""
+    enforce_eager: bool = False
+    """Run the engine's model eagerly: no torch.compile (and no CUDA graphs on GPU). The engine
+    then starts sooner and generates slower. On the 2-core CPU machine, tiny model (measured
+    2026-12-03, bench/RESULTS.md "Test tiers"): start 13 s eager vs 24 s compiled with a warm
+    compile cache (50 s cold), generation ~0.85x of compiled. The test suite's short launches
+    and engine tests set it; a training run keeps the default (compiled)."""
     ignore_eos: bool = False
     """Sample past the end-of-sequence token up to max_response_tokens (fixed-size work for
     `microcoder bench generation`; keep false for training)."""

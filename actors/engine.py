@@ -23,14 +23,15 @@ def engine_dtype(cfg: GeneratorConfig, device: str) -> str:
 
 def engine_kwargs(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
     """The engine arguments both engines take (`LLM(**kw)`, `AsyncEngineArgs(**kw)`): model,
-    precision, context, prefix caching, processed log-probs; on CUDA the TP size and memory
-    share; `extra` (e.g. `worker_extension_cls`) wins."""
+    precision, context, prefix caching, eager or compiled, processed log-probs; on CUDA the TP
+    size and memory share; `extra` (e.g. `worker_extension_cls`) wins."""
     kwargs = dict(
         model=str(model_path),
         dtype=engine_dtype(cfg, device),
         seed=seed,
         max_model_len=cfg.max_prompt_tokens + cfg.max_response_tokens,
         enable_prefix_caching=True,
+        enforce_eager=cfg.enforce_eager,
         # Log-probs after temperature scaling: log pi_behaviour at the sampling temperature.
         logprobs_mode="processed_logprobs",
     )

@@ -31,6 +31,7 @@ ENGINE_ARGS = (
     "worker_extension_cls",
     "logprobs_mode",
     "enable_prefix_caching",
+    "enforce_eager",
     "tensor_parallel_size",
     "gpu_memory_utilization",
     "max_model_len",

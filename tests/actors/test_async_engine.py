@@ -27,7 +27,9 @@ def engine(tiny_model_dir):
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engine import WORKER_EXTENSION
 
-    cfg = GeneratorConfig(max_prompt_tokens=64, max_response_tokens=256, kv_cache_gib=1)
+    cfg = GeneratorConfig(
+        max_prompt_tokens=64, max_response_tokens=256, kv_cache_gib=1, enforce_eager=True
+    )
     eng = build_async_engine(
         tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
     )
@@ -186,7 +188,7 @@ from microcoder.actors.config import GeneratorConfig
 from microcoder.actors.engine import WORKER_EXTENSION
 
 if __name__ == "__main__":
-    cfg = GeneratorConfig(max_prompt_tokens=32, max_response_tokens=16, kv_cache_gib=1)
+    cfg = GeneratorConfig(max_prompt_tokens=32, max_response_tokens=16, kv_cache_gib=1, enforce_eager=True)
     eng = build_async_engine(sys.argv[1], cfg, "cpu", worker_extension_cls=WORKER_EXTENSION)
     print("ENGINE_CORE_PID", eng.engine_core_pid, flush=True)
     time.sleep(600)

@@ -23,7 +23,9 @@ def engine(tiny_model_dir):
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engine import WORKER_EXTENSION
 
-    cfg = GeneratorConfig(max_response_tokens=256, max_prompt_tokens=64, kv_cache_gib=1)
+    cfg = GeneratorConfig(
+        max_response_tokens=256, max_prompt_tokens=64, kv_cache_gib=1, enforce_eager=True
+    )
     eng = build_async_engine(  # the extension ties the EngineCore to this process
         str(tiny_model_dir), cfg, "cpu", seed=0, version=0, worker_extension_cls=WORKER_EXTENSION
     )

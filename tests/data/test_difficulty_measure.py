@@ -44,6 +44,8 @@ def test_measure_writes_one_rate_per_problem_and_a_rerun_measures_nothing(
         "executor.workers=1",
         "--set",
         "generator.kv_cache_gib=1",
+        "--set",
+        "generator.enforce_eager=true",
     ]
     assert main(argv) == 0
     lines = [json.loads(x) for x in rates.read_text().splitlines()]

@@ -24,6 +24,7 @@ def eval_cfg(tiny_model_dir):
             "generator.max_response_tokens=64",
             "generator.max_prompt_tokens=512",
             "generator.kv_cache_gib=1",
+            "generator.enforce_eager=true",  # no torch.compile: the engine starts ~2x sooner
             "executor.workers=1",
         ],
     )

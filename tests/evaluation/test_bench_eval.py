@@ -26,6 +26,8 @@ def test_the_bench_reports_the_three_phases_and_their_ratio(ray_local, tiny_mode
             "16",
             "--set",
             "generator.kv_cache_gib=1",
+            "--set",
+            "generator.enforce_eager=true",
         ]
     )
     r = bench_eval.run(args)

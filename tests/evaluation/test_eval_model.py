@@ -136,6 +136,8 @@ def test_the_cli_evaluates_the_tiny_model_on_the_mixed_fixture(ray_local, tiny_m
             "executor.workers=1",
             "--set",
             "generator.kv_cache_gib=1",
+            "--set",
+            "generator.enforce_eager=true",
         ]
     )
     assert rc == 0

@@ -30,6 +30,8 @@ ARGS = [
     "monitor.tensorboard=false",
     "--set",
     "monitor.dashboard_port=0",
+    "--set",
+    "generator.enforce_eager=true",  # no torch.compile: both launches start sooner
 ]
 
 

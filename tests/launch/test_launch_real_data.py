@@ -35,6 +35,7 @@ SETTINGS = [
     "eval.max_tokens=16",
     "eval.samples=2",
     "learner.checkpoint_every=0",
+    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
 ]
 
 

@@ -50,6 +50,7 @@ SETTINGS = [
     "eval.every=0",
     "generator.resources={second = 1}",
     "executor.resources={second = 1}",
+    "generator.enforce_eager=true",  # no torch.compile: the engine (and its restart) starts sooner
 ]
 
 

@@ -108,7 +108,7 @@ from microcoder.device import set_cpu_engine_env
 set_cpu_engine_env(1.0)
 from vllm import LLM, SamplingParams
 if __name__ == "__main__":
-    llm = LLM(model=sys.argv[1], max_model_len=128, seed=0)
+    llm = LLM(model=sys.argv[1], max_model_len=128, seed=0, enforce_eager=True)
     out = llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(temperature=0,
                        max_tokens=4, ignore_eos=True), use_tqdm=False)[0].outputs[0]
     print("DTYPE", llm.llm_engine.model_config.dtype, "TOKENS", len(out.token_ids))

@@ -58,7 +58,7 @@ hf = AutoModelForCausalLM.from_pretrained(path)
 with torch.no_grad():
     ref = hf.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False,
                       eos_token_id=None)[0, len(ids):].tolist()
-llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0)
+llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0, enforce_eager=True)
 out = llm.generate([{"prompt_token_ids": ids}], SamplingParams(temperature=0, max_tokens=16,
                    ignore_eos=True), use_tqdm=False)[0].outputs[0]
 print("RESULT" + json.dumps({"vllm": list(out.token_ids), "hf": ref, "text": out.text}))

@@ -151,7 +151,7 @@ renderer = PromptRenderer(tok)
 problems = generate_tasks(0, "heldout", 8)
 hf = sample_replies(AutoModelForCausalLM.from_pretrained(path), renderer, problems,
                     temperature=0, max_new_tokens=16, seed=0)
-llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0)
+llm = LLM(model=path, dtype="float32", max_model_len=256, seed=0, enforce_eager=True)
 vl = vllm_replies(llm, renderer, problems, temperature=0, max_tokens=16)
 hot = vllm_replies(llm, renderer, problems, temperature=1.0, max_tokens=16)
 print("RESULT" + json.dumps({"hf": hf, "vllm": vl, "hot": hot}))
