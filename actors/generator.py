@@ -13,6 +13,14 @@ at most every `generator.weight_poll_s`): with `weight_update = "inflight"` the 
 with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.
+
+A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
+the launcher shows), counted (`sync_failures`) and retried at the next poll; after
+`generator.max_failed_syncs` failures in a row the loop hands in its groups in flight and ends
+with an error naming the peer, and the pool restarts it (actors/stream.py). A load that failed
+after it began leaves the engine's weights mixed (the worker loads bucket by bucket): the loop
+ends at once (its groups in flight handed back to the buffer), and until a sync completes no
+group is sampled (`_mixed`: every later update failure ends the loop too).
 """
 
 from __future__ import annotations
@@ -85,6 +93,10 @@ class Generator:
         """Seconds the engine was paused for each weight update (pause to resume), newest last."""
         self.failed_prompts = 0
         """Prompts reported failed because the engine raised on them (see `_group_failed`)."""
+        self.sync_failures = 0
+        """Weight updates that failed (each logged in `errors`; the loop went on)."""
+        self._mixed = False
+        """A load failed after it began: the engine's weights may be part new, part old."""
         self.errors: list[tuple[float, str]] = []
         """The newest generation errors: (unix time, message), at most 20."""
         self._stop = threading.Event()
@@ -126,6 +138,7 @@ class Generator:
             **self.timer.summary(),
             "last_sync": self.syncs[-1] if self.syncs else {},
             "failed_prompts": self.failed_prompts,
+            "sync_failures": self.sync_failures,
             "errors": [list(e) for e in self.errors],
         }
 
@@ -161,8 +174,20 @@ class Generator:
             on_error=self._group_failed,
             max_groups=max_groups,
             owner=self.name,
+            max_failed_updates=self.settings.generator.max_failed_syncs,
+            on_update_error=self._sync_failed,
         )
         return self.stats()
+
+    def _sync_failed(self, err: BaseException, in_a_row: int) -> None:
+        """A weight update failed and the loop goes on (actors/stream.py): log and count it."""
+        self.sync_failures += 1
+        limit = self.settings.generator.max_failed_syncs
+        self._error(
+            err,
+            f"weight update failed ({in_a_row} of {limit} in a row; retried at the "
+            "next poll, the groups in flight go on)",
+        )
 
     def _count(self, groups: list) -> None:
         self.tokens += count_tokens(groups)
@@ -259,6 +284,8 @@ class Generator:
         weights (the next tick asks again)."""
         if self.weights is None:
             return False
+        if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
+            return self.maybe_sync_weights()
         now = time.monotonic()
         if throttled and now - self._last_poll < self.settings.generator.weight_poll_s:
             return False
@@ -281,6 +308,23 @@ class Generator:
         """inflight: pause("keep"), between_groups: pause("wait") (vLLM finishes the requests in
         flight on the old weights; nothing is leased meanwhile, the loop is here); then the load
         (actors/weight_sync.py `update_engine`). The engine resumes even when the load fails."""
+        from microcoder.actors.weight_sync import WeightsMixedError
+
+        try:
+            updated = self._update_unchecked()
+        except Exception as err:
+            if not (self._mixed or _caused_by(err, WeightsMixedError)):
+                raise
+            self._mixed = True
+            raise WeightsMixedError(
+                f"{self.name}: a weight load failed after it began, so the engine's weights may "
+                "be part new, part old; nothing is sampled on them until a sync completes (the "
+                "pool restarts this generator's loop, which syncs first)"
+            ) from err
+        self._mixed = False
+        return updated
+
+    def _update_unchecked(self) -> bool:
         from microcoder.actors.deadline import get_within
         from microcoder.actors.weight_sync import (
             LEARNER0,
@@ -391,6 +435,17 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
+
+
+def _caused_by(err: BaseException | None, kind: type) -> bool:
+    """Whether `err` or an exception it was raised from (or during) is a `kind`."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _engine_dead(err: BaseException) -> bool:

@@ -194,11 +194,21 @@ LEARNER0_REMEDY = (
 """What to do when learner rank 0 does not answer a weight-sync call in time."""
 
 
+class WeightsMixedError(RuntimeError):
+    """A weight load failed after it may have begun: the worker loads bucket by bucket as they
+    arrive (actors/worker_ext.py), so the engine may hold some tensors of the new version and the
+    rest of the old. Nothing may be sampled on such weights: the generator's loop ends (its
+    groups in flight are handed back to the buffer) and only a completed sync clears it."""
+
+
 def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
     """Generator side: if rank 0 has newer weights, receive and load them into the engine.
 
     `channel` is this generator's dict of channel state (kept across calls). Returns the sync's
-    timings and new version, or None when already current.
+    timings and new version, or None when already current. A failure once the workers started
+    receiving raises `WeightsMixedError` (the load streams, so the engine's weights may be
+    mixed); any failure after the send was asked for marks the channel closed, so the next try
+    opens a new one (rank 0 forgets a channel whose send failed).
     """
     from microcoder.actors.deadline import get_within
 
@@ -216,16 +226,24 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
     sent = learner0.send_weights.remote(name)
     try:
         version, count, receive_s, reload_s = llm.collective_rpc("mc_receive_and_load")[0]
-    except Exception:
+    except Exception as err:
         channel["open"] = False
-        raise
-    info = ask(sent, f"send_weights for {name}")
+        raise WeightsMixedError(
+            f"{name}: the weight load failed after it may have begun, so the engine may hold "
+            f"part of the new weights: {type(err).__name__}: {err}"
+        ) from err
+    try:  # the workers received and loaded all of `version`: the load stands
+        info = ask(sent, f"send_weights for {name}")
+    except Exception as err:
+        channel["open"] = False
+        info = {"bytes": 0, "send_s": float("nan"), "send_error": f"{type(err).__name__}: {err}"}
     t1 = time.perf_counter()
     return {
         "version": int(version),
         "tensors": int(count),
         "bytes": info["bytes"],
         "send_s": info["send_s"],  # learner rank 0's side of the broadcast
+        **({"send_error": info["send_error"]} if "send_error" in info else {}),
         "receive_s": receive_s,
         "reload_s": reload_s,
         "sync_s": t1 - t0,
