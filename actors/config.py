@@ -106,7 +106,8 @@ class GeneratorSettings:
     device: str = "auto"
     """`cluster.device` (auto, cpu, cuda); resolved on the actor's own node."""
     seed: int = 0
-    """The run's seed (the engine's sampling seed)."""
+    """The engine's sampling seed: this replica's own, derived from the run's seed and its index
+    (launch/actor_settings.py `generator_seed`), so no two generators sample alike."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
 

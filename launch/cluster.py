@@ -172,7 +172,7 @@ class Run:
 
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
-        from microcoder.launch.actor_settings import generator_settings
+        from microcoder.launch.actor_settings import generator_settings, replica_index
         from microcoder.launch.learner_group import LearnerGroup
         from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
@@ -244,7 +244,6 @@ class Run:
             return f"{r.prompts} prompts, {r.groups} groups"
 
         ex_cls, gen_cls = executor_cls(cfg.executor), generator_cls(cfg.generator)
-        gen_settings = generator_settings(cfg)
         self.executors = Pool(
             "executor",
             lambda n: ex_cls.options(
@@ -274,7 +273,13 @@ class Run:
                     n,
                     resources=cfg.generator.resources,
                 ),
-            ).remote(n, gen_settings, model_path, self.buffer_address, self.learners.rank0),
+            ).remote(
+                n,
+                generator_settings(cfg, replica_index(n)),  # its own engine seed
+                model_path,
+                self.buffer_address,
+                self.learners.rank0,
+            ),
             release,
             self.log,
             cfg.cluster.ready_timeout_s,
