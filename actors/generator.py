@@ -61,18 +61,21 @@ class Generator:
         from microcoder.device import resolve_device
 
         self.name, self.settings, self.weights = name, settings, weights
-        redirect_to_run_dir(name)
+        self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
-        self.engine = build_async_engine(
+        self._build_engine = lambda: build_async_engine(
             model_path,
             settings.generator,
             self.device,
             seed=settings.seed,
             rpc_timeout_s=settings.learner.sync_timeout_s,
-            version=self.version,
+            version=0,
             worker_extension_cls=WORKER_EXTENSION,
         )
+        self.engine = self._build_engine()
+        self.engine_rebuilds = 0
+        """Times `ready()` replaced an engine that had died inside this live actor."""
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.renderer = PromptRenderer(
             self.tokenizer, settings.prompt, settings.chat_template_kwargs
@@ -109,7 +112,32 @@ class Generator:
     # ------------------------------------------------------------ control (other threads)
 
     def ready(self) -> dict[str, Any]:
+        """Ready to run: the engine serves. The pool supervisor asks before every (re)start of
+        `run()`. An engine that died inside this live actor (its EngineCore ran out of memory, a
+        watchdog aborted it, the model is one it cannot run) is replaced here by a new one, which
+        syncs to the newest weights at its loop's first lease (version 0 until then); a new
+        engine that cannot start raises its own error, which the pool reports."""
+        why = self.engine.dead()
+        if why:
+            self._rebuild_engine(why)
         return {"name": self.name, "device": self.device, "version": self.version}
+
+    def _rebuild_engine(self, why: str) -> None:
+        root = engine_root_cause(self.log_path)
+        print(
+            f"{self.name}: its vLLM engine is dead ({why}; the engine's own error: "
+            f"{root or 'none in this log'}); starting a new engine",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            self.engine.shutdown()
+        except Exception:
+            pass
+        with self._weights:
+            self.version, self._channel, self._mixed = 0, {}, False
+            self.engine = self._build_engine()
+        self.engine_rebuilds += 1
 
     def stop(self) -> None:
         self._stop.set()
@@ -139,6 +167,7 @@ class Generator:
             "last_sync": self.syncs[-1] if self.syncs else {},
             "failed_prompts": self.failed_prompts,
             "sync_failures": self.sync_failures,
+            "engine_rebuilds": self.engine_rebuilds,
             "errors": [list(e) for e in self.errors],
         }
 
@@ -151,9 +180,17 @@ class Generator:
             max_groups = max_waves * self.settings.generator.max_inflight_prompts
         try:
             return self._run(max_groups)
-        except BaseException:
+        except BaseException as err:
             traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
             sys.stderr.flush()
+            why = self.engine.dead()
+            if why or _caused_by_dead_engine(err):
+                # vLLM says only EngineDeadError here; its own error is in this actor's log
+                raise EngineDiedError(
+                    f"{self.name}: its vLLM engine died ({why or type(err).__name__}); the "
+                    f"engine's own error: {engine_root_cause(self.log_path) or 'see the log'} "
+                    f"(log {self.log_path or 'RUN_DIR/logs'})"
+                ) from err
             raise
 
     def _run(self, max_groups: int | None) -> dict[str, Any]:
@@ -435,6 +472,29 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
+
+
+class EngineDiedError(RuntimeError):
+    """The generator's vLLM engine died; the message carries the engine's own error (from the
+    actor's log, where its EngineCore printed it)."""
+
+
+def engine_root_cause(log_path: str | None) -> str:
+    """The engine's own error: the last exception line of the actor's log other than the
+    EngineDeadError / EngineDiedError that only say the engine is gone."""
+    from microcoder.actors.logs import last_error_line
+
+    return last_error_line(log_path, skip=("EngineDeadError", "EngineDiedError"))
+
+
+def _caused_by_dead_engine(err: BaseException | None) -> bool:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if _engine_dead(err):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _caused_by(err: BaseException | None, kind: type) -> bool:
