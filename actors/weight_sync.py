@@ -236,7 +236,7 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
         info = ask(sent, f"send_weights for {name}")
     except Exception as err:
         channel["open"] = False
-        info = {"bytes": 0, "send_s": float("nan"), "send_error": f"{type(err).__name__}: {err}"}
+        info = {"bytes": 0, "send_s": 0.0, "send_error": f"{type(err).__name__}: {err}"}
     t1 = time.perf_counter()
     return {
         "version": int(version),
