@@ -104,6 +104,20 @@ class AsyncEngine:
                 print(f"warning: the engine core may outlive this process: {unarmed[0]}")
         self.set_version(version)
 
+    def dead(self) -> str:
+        """Why the engine can serve nothing more ("" while it can): its loop thread is gone, vLLM
+        reports it errored (its EngineCore exited: out of memory, a watchdog abort, a model it
+        cannot run), or the EngineCore process is gone. Cheap: no call into the engine."""
+        if not self._thread.is_alive():
+            return "its event-loop thread is gone (the engine was shut down or crashed)"
+        llm = self.llm
+        if llm is not None and getattr(llm, "errored", False):
+            return "vLLM reports it errored (its EngineCore process exited)"
+        pid = self.engine_core_pid
+        if pid is not None and pid != os.getpid() and not _alive(pid):
+            return f"its EngineCore process (pid {pid}) is gone"
+        return ""
+
     # ------------------------------------------------------------ running things on the loop
 
     def submit(self, coro: Coroutine) -> concurrent.futures.Future:
@@ -211,6 +225,23 @@ class AsyncEngine:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(30.0)
             self.llm = None  # collected now, not at interpreter exit (its __del__ shuts down)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (Linux /proc; elsewhere: kill -0)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def build_async_engine(

@@ -64,6 +64,13 @@ class GeneratorConfig(Section):
     pi_old and the truncated importance weight correct. Ignored with "between_groups"."""
     weight_poll_s: float = Field(0.5, gt=0)
     """Seconds between two asks of the learner's newest version (one cheap Ray call each)."""
+    max_failed_syncs: int = Field(3, ge=1)
+    """Weight updates that may fail in a row before a generator's loop gives up on its channel.
+    A failed update (learner rank 0 did not answer within learner.sync_timeout_s, the channel
+    broke) is logged, counted (`sync_failures` in the generator's stats) and retried at the next
+    poll while the groups in flight go on; after this many in a row the generator leases nothing
+    more, hands in its groups in flight as they finish and stops its loop with an error naming
+    the peer, and the pool restarts it with a new channel (actors/stream.py)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Engine precision; auto = float32 on CPU (matches the learner), bfloat16 on GPU."""
     kv_cache_gib: float = Field(2.0, gt=0)
@@ -99,7 +106,8 @@ class GeneratorSettings:
     device: str = "auto"
     """`cluster.device` (auto, cpu, cuda); resolved on the actor's own node."""
     seed: int = 0
-    """The run's seed (the engine's sampling seed)."""
+    """The engine's sampling seed: this replica's own, derived from the run's seed and its index
+    (launch/actor_settings.py `generator_seed`), so no two generators sample alike."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
 

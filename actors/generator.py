@@ -13,6 +13,14 @@ at most every `generator.weight_poll_s`): with `weight_update = "inflight"` the 
 with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.
+
+A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
+the launcher shows), counted (`sync_failures`) and retried at the next poll; after
+`generator.max_failed_syncs` failures in a row the loop hands in its groups in flight and ends
+with an error naming the peer, and the pool restarts it (actors/stream.py). A load that failed
+after it began leaves the engine's weights mixed (the worker loads bucket by bucket): the loop
+ends at once (its groups in flight handed back to the buffer), and until a sync completes no
+group is sampled (`_mixed`: every later update failure ends the loop too).
 """
 
 from __future__ import annotations
@@ -53,18 +61,21 @@ class Generator:
         from microcoder.device import resolve_device
 
         self.name, self.settings, self.weights = name, settings, weights
-        redirect_to_run_dir(name)
+        self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
-        self.engine = build_async_engine(
+        self._build_engine = lambda: build_async_engine(
             model_path,
             settings.generator,
             self.device,
             seed=settings.seed,
             rpc_timeout_s=settings.learner.sync_timeout_s,
-            version=self.version,
+            version=0,
             worker_extension_cls=WORKER_EXTENSION,
         )
+        self.engine = self._build_engine()
+        self.engine_rebuilds = 0
+        """Times `ready()` replaced an engine that had died inside this live actor."""
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.renderer = PromptRenderer(
             self.tokenizer, settings.prompt, settings.chat_template_kwargs
@@ -85,6 +96,10 @@ class Generator:
         """Seconds the engine was paused for each weight update (pause to resume), newest last."""
         self.failed_prompts = 0
         """Prompts reported failed because the engine raised on them (see `_group_failed`)."""
+        self.sync_failures = 0
+        """Weight updates that failed (each logged in `errors`; the loop went on)."""
+        self._mixed = False
+        """A load failed after it began: the engine's weights may be part new, part old."""
         self.errors: list[tuple[float, str]] = []
         """The newest generation errors: (unix time, message), at most 20."""
         self._stop = threading.Event()
@@ -97,7 +112,32 @@ class Generator:
     # ------------------------------------------------------------ control (other threads)
 
     def ready(self) -> dict[str, Any]:
+        """Ready to run: the engine serves. The pool supervisor asks before every (re)start of
+        `run()`. An engine that died inside this live actor (its EngineCore ran out of memory, a
+        watchdog aborted it, the model is one it cannot run) is replaced here by a new one, which
+        syncs to the newest weights at its loop's first lease (version 0 until then); a new
+        engine that cannot start raises its own error, which the pool reports."""
+        why = self.engine.dead()
+        if why:
+            self._rebuild_engine(why)
         return {"name": self.name, "device": self.device, "version": self.version}
+
+    def _rebuild_engine(self, why: str) -> None:
+        root = engine_root_cause(self.log_path)
+        print(
+            f"{self.name}: its vLLM engine is dead ({why}; the engine's own error: "
+            f"{root or 'none in this log'}); starting a new engine",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            self.engine.shutdown()
+        except Exception:
+            pass
+        with self._weights:
+            self.version, self._channel, self._mixed = 0, {}, False
+            self.engine = self._build_engine()
+        self.engine_rebuilds += 1
 
     def stop(self) -> None:
         self._stop.set()
@@ -126,6 +166,8 @@ class Generator:
             **self.timer.summary(),
             "last_sync": self.syncs[-1] if self.syncs else {},
             "failed_prompts": self.failed_prompts,
+            "sync_failures": self.sync_failures,
+            "engine_rebuilds": self.engine_rebuilds,
             "errors": [list(e) for e in self.errors],
         }
 
@@ -138,9 +180,17 @@ class Generator:
             max_groups = max_waves * self.settings.generator.max_inflight_prompts
         try:
             return self._run(max_groups)
-        except BaseException:
+        except BaseException as err:
             traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
             sys.stderr.flush()
+            why = self.engine.dead()
+            if why or _caused_by_dead_engine(err):
+                # vLLM says only EngineDeadError here; its own error is in this actor's log
+                raise EngineDiedError(
+                    f"{self.name}: its vLLM engine died ({why or type(err).__name__}); the "
+                    f"engine's own error: {engine_root_cause(self.log_path) or 'see the log'} "
+                    f"(log {self.log_path or 'RUN_DIR/logs'})"
+                ) from err
             raise
 
     def _run(self, max_groups: int | None) -> dict[str, Any]:
@@ -161,8 +211,20 @@ class Generator:
             on_error=self._group_failed,
             max_groups=max_groups,
             owner=self.name,
+            max_failed_updates=self.settings.generator.max_failed_syncs,
+            on_update_error=self._sync_failed,
         )
         return self.stats()
+
+    def _sync_failed(self, err: BaseException, in_a_row: int) -> None:
+        """A weight update failed and the loop goes on (actors/stream.py): log and count it."""
+        self.sync_failures += 1
+        limit = self.settings.generator.max_failed_syncs
+        self._error(
+            err,
+            f"weight update failed ({in_a_row} of {limit} in a row; retried at the "
+            "next poll, the groups in flight go on)",
+        )
 
     def _count(self, groups: list) -> None:
         self.tokens += count_tokens(groups)
@@ -259,6 +321,8 @@ class Generator:
         weights (the next tick asks again)."""
         if self.weights is None:
             return False
+        if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
+            return self.maybe_sync_weights()
         now = time.monotonic()
         if throttled and now - self._last_poll < self.settings.generator.weight_poll_s:
             return False
@@ -281,6 +345,23 @@ class Generator:
         """inflight: pause("keep"), between_groups: pause("wait") (vLLM finishes the requests in
         flight on the old weights; nothing is leased meanwhile, the loop is here); then the load
         (actors/weight_sync.py `update_engine`). The engine resumes even when the load fails."""
+        from microcoder.actors.weight_sync import WeightsMixedError
+
+        try:
+            updated = self._update_unchecked()
+        except Exception as err:
+            if not (self._mixed or _caused_by(err, WeightsMixedError)):
+                raise
+            self._mixed = True
+            raise WeightsMixedError(
+                f"{self.name}: a weight load failed after it began, so the engine's weights may "
+                "be part new, part old; nothing is sampled on them until a sync completes (the "
+                "pool restarts this generator's loop, which syncs first)"
+            ) from err
+        self._mixed = False
+        return updated
+
+    def _update_unchecked(self) -> bool:
         from microcoder.actors.deadline import get_within
         from microcoder.actors.weight_sync import (
             LEARNER0,
@@ -391,6 +472,40 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
+
+
+class EngineDiedError(RuntimeError):
+    """The generator's vLLM engine died; the message carries the engine's own error (from the
+    actor's log, where its EngineCore printed it)."""
+
+
+def engine_root_cause(log_path: str | None) -> str:
+    """The engine's own error: the last exception line of the actor's log other than the
+    EngineDeadError / EngineDiedError that only say the engine is gone."""
+    from microcoder.actors.logs import last_error_line
+
+    return last_error_line(log_path, skip=("EngineDeadError", "EngineDiedError"))
+
+
+def _caused_by_dead_engine(err: BaseException | None) -> bool:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if _engine_dead(err):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _caused_by(err: BaseException | None, kind: type) -> bool:
+    """Whether `err` or an exception it was raised from (or during) is a `kind`."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _engine_dead(err: BaseException) -> bool:

@@ -4,6 +4,7 @@ vLLM, torch, the judge) go to `<run_dir>/logs/<name>.log` when the launcher set 
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 
@@ -22,3 +23,28 @@ def redirect_to_run_dir(name: str) -> str | None:
     os.close(fd)
     print(f"=== {name} (pid {os.getpid()}) ===", flush=True)
     return path
+
+
+_ERROR_LINE = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception|Exit))(:\s.*)?$")
+"""An exception line, possibly behind a prefix (vLLM's "(EngineCore_DP0 pid=7) ERROR ... ")."""
+
+
+def last_error_line(path: str | None, skip: tuple[str, ...] = (), tail_bytes: int = 1 << 16) -> str:
+    """The last `XxxError: message` line in the last `tail_bytes` of the log at `path` whose
+    type is not one of `skip` ("" when none, or no log): an engine's own root cause, which its
+    EngineCore process printed to the actor's log before the actor saw only EngineDeadError."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        match = _ERROR_LINE.search(line)
+        if match and match.group(1).rsplit(".", 1)[-1] not in skip:
+            return line[match.start() :][:500]
+    return ""

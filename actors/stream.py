@@ -14,6 +14,18 @@ Two halves on two threads (docs: notes/issue-17-design.md §3-4):
 
 There are no waves: a short group is handed in while a longer one that started earlier is still
 being sampled, and the engine never idles while one long response finishes.
+
+A weight update that fails (rank 0 did not answer in time, the channel broke, the load raised)
+costs the groups in flight nothing: the loop logs and counts it (`StreamStats.update_failures`,
+`on_update_error`) and goes on sampling on the weights it has; the next poll tries again. After
+`max_failed_updates` failures in a row it gives up on the weights, not on the work: it leases
+no more prompts, hands in every group in flight as it finishes, and only then raises
+`WeightUpdatesFailed` (the last failure's text names the peer), so the pool supervisor restarts
+the generator's loop, which opens a new channel. Two failures still end the loop at once, its
+groups in flight cancelled and their leases handed back to the buffer by the supervisor (counted
+in its "returned its leases" line): an engine that died (EngineDeadError), and a load that failed
+after it began (`WeightsMixedError`: the worker loads bucket by bucket, so the engine may hold
+part of the new weights, and no token may be sampled on them).
 """
 
 from __future__ import annotations
@@ -60,6 +72,8 @@ class StreamStats:
     """Groups in flight now (at the end: those cancelled by stop)."""
     max_inflight: int = 0
     """The most groups in flight at once."""
+    update_failures: int = 0
+    """Weight updates (`maybe_update` / `after_lease` calls) that raised; the loop went on."""
 
     @property
     def busy_fraction(self) -> float:
@@ -177,6 +191,83 @@ def _engine_dead(err: BaseException) -> bool:
     return type(err).__name__ == "EngineDeadError"
 
 
+_FATAL_UPDATE_ERRORS = ("EngineDeadError", "WeightsMixedError")
+"""A weight update that failed with one of these (or from one) ends the loop at once: the engine
+is gone, or its weights may be part new, part old (actors/weight_sync.py `WeightsMixedError`)."""
+
+
+def _fatal_update_error(err: BaseException | None) -> bool:
+    """Whether `err` or an exception it was raised from (or during) is one no retry can mend."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if type(err).__name__ in _FATAL_UPDATE_ERRORS:
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+MAX_FAILED_UPDATES = 3
+"""`streaming_loop`'s default for `max_failed_updates` (the generator passes
+`generator.max_failed_syncs`)."""
+
+
+class WeightUpdatesFailed(RuntimeError):
+    """`max_failed_updates` weight updates in a row failed; the loop handed in its groups in
+    flight and ended (the last failure is the `__cause__`)."""
+
+
+class _Updates:
+    """The loop's weight updates: a failure is counted, reported and retried at the next poll
+    instead of ending the loop; `gave_up` after `limit` failures in a row. A call that returns
+    a truthy value (new weights loaded) ends a run of failures."""
+
+    def __init__(self, maybe_update, after_lease, limit: int, on_error, owner: str, stats):
+        self.maybe_update, self.after_lease = maybe_update, after_lease or maybe_update
+        self.limit, self.on_error, self.owner, self.stats = max(1, limit), on_error, owner, stats
+        self.in_row = 0
+        self.last: BaseException | None = None
+
+    @property
+    def gave_up(self) -> bool:
+        return self.in_row >= self.limit
+
+    def __call__(self, leased: bool = False) -> None:
+        # Right after a lease the update is unthrottled, unless the last one failed: then it
+        # waits for the next poll like any retry (a failing peer is not asked on every lease).
+        update = self.after_lease if leased and not self.in_row else self.maybe_update
+        try:
+            loaded = update()
+        except Exception as err:
+            if _fatal_update_error(err):
+                raise
+            self.in_row += 1
+            self.stats.update_failures += 1
+            self.last = err
+            if self.on_error is not None:
+                self.on_error(err, self.in_row)
+            else:
+                print(
+                    f"{self.owner}: weight update failed ({self.in_row} in a row; the groups in "
+                    f"flight go on): {type(err).__name__}: {err}",
+                    file=sys.stderr,
+                )
+            return
+        if loaded:
+            self.in_row = 0
+
+    def error(self, handed_in: int) -> WeightUpdatesFailed:
+        err = self.last
+        return WeightUpdatesFailed(
+            f"{self.owner}: {self.in_row} weight updates in a row failed, the last: "
+            f"{type(err).__name__}: {str(err).strip()[:600]}. It leased no more prompts, handed in "
+            f"the {handed_in} group(s) it had in flight and stopped its loop, so that it is "
+            "restarted with a new weight channel. Check the peer named above (learner rank 0: "
+            "RUN_DIR/logs/learner-0.log): if it is only slow, raise learner.sync_timeout_s; "
+            "generator.max_failed_syncs sets how many failures in a row end the loop"
+        )
+
+
 def streaming_loop(
     client,
     engine,
@@ -193,6 +284,8 @@ def streaming_loop(
     max_groups: int | None = None,
     owner: str = "generator",
     after_lease: Callable[[], object] | None = None,
+    max_failed_updates: int = MAX_FAILED_UPDATES,
+    on_update_error: Callable[[BaseException, int], None] | None = None,
 ) -> StreamStats:
     """The generator's loop, run on the actor's control thread (the only user of `client`, a
     BufferClient, and of `maybe_update`); `engine` an AsyncEngine (`submit`, `llm`). Each tick:
@@ -204,14 +297,24 @@ def streaming_loop(
     pauses/loads/resumes the engine itself) once per tick, and `after_lease()` (default:
     `maybe_update`; the Generator's skips its poll throttle there) right after a lease that
     returned prompts, before their tasks are submitted (so new groups start on the newest
-    weights: the lease may have waited while the learner stepped). Ends when `stop` is set, the buffer says done
+    weights: the lease may have waited while the learner stepped). `maybe_update` returns a
+    truthy value when it loaded new weights. Ends when `stop` is set, the buffer says done
     (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
     finished). A group whose task raises is given to `on_error` (re-raised without one; an
     EngineDeadError is always re-raised: only a restart helps). On stop, in-flight tasks are
     cancelled (vLLM aborts their requests) and their leases are left to the caller's
-    `client.release()`."""
+    `client.release()`.
+
+    A weight update that raises does not end the loop: it is counted (`update_failures`), given
+    to `on_update_error(err, failures_in_a_row)` (printed without one) and retried at the next
+    tick, while the groups in flight go on. After `max_failed_updates` failures in a row the
+    loop leases nothing more, hands in the groups in flight as they finish and then raises
+    `WeightUpdatesFailed` (from the last failure). An update that failed because the engine
+    died, or after its load began (`WeightsMixedError`), is re-raised at once."""
     stats, flight = StreamStats(), _InFlight()
+    updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)
     t_start, source_done, next_lease = time.monotonic(), False, 0.0
+    groups_at_give_up = 0  # groups handed in before the loop gave up on the weights
     try:
         while not stop.is_set():
             wait = _TICK_S if flight.futures else 0.0
@@ -222,6 +325,11 @@ def streaming_loop(
                 break
             if source_done and not flight.futures:
                 break
+            if updates.gave_up:  # lease nothing more; end once the groups in flight are in
+                if not flight.futures:
+                    raise updates.error(stats.groups - groups_at_give_up) from updates.last
+                continue
+            groups_at_give_up = stats.groups
             free = capacity - len(flight.futures)
             if max_groups is not None:
                 free = min(free, max_groups - stats.leased)
@@ -234,7 +342,7 @@ def streaming_loop(
                     # Update after the lease, before sampling (as the wave loop synced): a lease
                     # may wait while the learner steps, and new groups must start on the newest
                     # weights, else admission control's staleness budget is overrun.
-                    (after_lease or maybe_update)()
+                    updates(leased=True)
                     _submit(
                         engine, flight, reply.assignments, params_for, prompt_ids, version, owner
                     )
@@ -243,7 +351,7 @@ def streaming_loop(
                     continue
                 if not idle:
                     next_lease = time.monotonic() + max(_LEASE_RETRY_S, reply.retry_after_s)
-            maybe_update()
+            updates()
     finally:
         stats.inflight = flight.cancel_all()
         stats.busy_s = flight.busy_s

@@ -39,19 +39,41 @@ def node_ip() -> str:
     return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
 
 
+class _Channel:
+    """One opening of generator `name`'s channel: the thread that builds its `WeightSender`, and
+    then the sender or the error that build ended with. Each `open_channel` makes a new one, so
+    whatever happens to an old opening (its build fails late, its send fails) stays with it."""
+
+    def __init__(self, name: str, port: int):
+        self.name, self.port = name, port
+        self.sender: Any = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def close(self) -> None:
+        sender, self.sender = self.sender, None
+        if sender is not None:
+            try:
+                sender.close()
+            except Exception:
+                pass
+
+
 class WeightPublisher:
     """Learner rank 0: the newest weights, and one WeightSender channel per generator.
 
     `host`: the address the channels bind and publish to the generators; None = the IP of the
-    node this process runs on, as Ray reports it (127.0.0.1 on a local run, loopback outside Ray)."""
+    node this process runs on, as Ray reports it (127.0.0.1 on a local run, loopback outside Ray).
+
+    A generator whose sync failed reopens its channel while rank 0's old send may still be
+    waiting on the old one: every opening is its own `_Channel`, and a send that fails closes
+    and forgets only the channel it used, never a newer one opened meanwhile."""
 
     def __init__(self, timeout_s: float, host: str | None = None, device: str = "cpu"):
         self.timeout_s, self.host, self.device = timeout_s, host or node_ip(), device
         self.version = -1
         self._state: dict = {}
-        self._channels: dict[str, Any] = {}
-        self._opening: dict[str, threading.Thread] = {}
-        self._errors: dict[str, BaseException] = {}
+        self._channels: dict[str, _Channel] = {}
         self._lock = threading.Lock()
 
     def publish(self, version: int, state: dict) -> None:
@@ -60,31 +82,39 @@ class WeightPublisher:
             self._state, self.version = state, version
 
     def open_channel(self, name: str, receivers: int | None = None) -> dict[str, Any]:
-        """Start a sender for generator `name` (it completes when the generator's workers join).
+        """Start a sender for generator `name` (it completes when the generator's workers join);
+        the channel it replaces, if any, is closed.
 
         `receivers`: the engine's worker count when known; None lets the workers declare it."""
         from microcoder.learner.distributed import free_port
         from microcoder.learner.weight_sync import WeightSender
 
-        self._drop(name)
-        port = free_port(self.host)
+        channel = _Channel(name, free_port(self.host))
 
         def build() -> None:
             try:
                 sender = WeightSender(
-                    self.host, port, receivers, timeout_s=self.timeout_s, device=self.device
+                    self.host, channel.port, receivers, timeout_s=self.timeout_s, device=self.device
                 )
-                with self._lock:
-                    self._channels[name] = sender
             except BaseException as err:  # noqa: BLE001 - reported to the generator on send
-                self._errors[name] = err
+                channel.error = err
+                return
+            with self._lock:
+                current = self._channels.get(name) is channel
+                if current:
+                    channel.sender = sender
+            if not current:  # replaced while it was built: nobody will send on it
+                sender.close()
 
-        thread = threading.Thread(target=build, name=f"weights-{name}", daemon=True)
-        self._opening[name] = thread
-        thread.start()
+        channel.thread = threading.Thread(target=build, name=f"weights-{name}", daemon=True)
+        with self._lock:
+            old, self._channels[name] = self._channels.get(name), channel
+        if old is not None:
+            old.close()
+        channel.thread.start()
         return {
             "host": self.host,
-            "port": port,
+            "port": channel.port,
             "first_rank": 1,
             "world_size": None if receivers is None else receivers + 1,
             "name": name,
@@ -92,26 +122,31 @@ class WeightPublisher:
             "device": self.device,
         }
 
+    def _built(self, name: str) -> _Channel | None:
+        """Generator `name`'s current channel once its build ended (waits up to timeout_s)."""
+        with self._lock:
+            channel = self._channels.get(name)
+        if channel is not None and channel.thread is not None:
+            channel.thread.join(self.timeout_s)
+        return channel
+
     def sends_from_device(self, name: str) -> bool:
         """Whether generator `name`'s channel broadcasts from the learner's GPU (NCCL), i.e. is a
         collective on the device FSDP2's own NCCL group uses. A gloo channel sends the CPU copy
         `publish` keeps and touches no device. Waits for the channel to be built, as `send` does."""
-        opening = self._opening.get(name)
-        if opening is not None:
-            opening.join(self.timeout_s)
-        sender = self._channels.get(name)
+        channel = self._built(name)
+        sender = None if channel is None else channel.sender
         return sender is not None and sender.device.type != "cpu"
 
     def send(self, name: str) -> dict[str, Any]:
-        """Broadcast the newest weights to generator `name` over its channel."""
-        opening = self._opening.pop(name, None)
-        if opening is not None:
-            opening.join(self.timeout_s)
-        if name in self._errors:
-            raise RuntimeError(
-                f"weight channel to generator {name} failed: {self._errors.pop(name)}"
-            )
-        sender = self._channels.get(name)
+        """Broadcast the newest weights to generator `name` over its current channel. When the
+        send fails, that channel (and only that one) is closed and forgotten: the generator
+        reopens; a channel opened while this send ran is left alone."""
+        channel = self._built(name)
+        if channel is not None and channel.error is not None:
+            self._forget(channel)
+            raise RuntimeError(f"weight channel to generator {name} failed: {channel.error}")
+        sender = None if channel is None else channel.sender
         if sender is None:
             raise RuntimeError(
                 f"no weight channel to generator {name}: it did not join within "
@@ -122,17 +157,17 @@ class WeightPublisher:
         try:
             stats = sender.send(state.items(), version)
         except Exception:
-            self._drop(name)
+            self._forget(channel)
             raise
         return {"version": version, "bytes": stats.bytes, "send_s": stats.seconds}
 
-    def _drop(self, name: str) -> None:
-        sender = self._channels.pop(name, None)
-        if sender is not None:
-            try:
-                sender.close()
-            except Exception:
-                pass
+    def _forget(self, channel: _Channel) -> None:
+        """Close `channel`; drop it from the table only while it is still its generator's
+        current one."""
+        with self._lock:
+            if self._channels.get(channel.name) is channel:
+                del self._channels[channel.name]
+        channel.close()
 
 
 def channel_rank(spec: dict[str, Any], worker_rank: int, engine_workers: int) -> tuple[int, int]:
@@ -159,11 +194,21 @@ LEARNER0_REMEDY = (
 """What to do when learner rank 0 does not answer a weight-sync call in time."""
 
 
+class WeightsMixedError(RuntimeError):
+    """A weight load failed after it may have begun: the worker loads bucket by bucket as they
+    arrive (actors/worker_ext.py), so the engine may hold some tensors of the new version and the
+    rest of the old. Nothing may be sampled on such weights: the generator's loop ends (its
+    groups in flight are handed back to the buffer) and only a completed sync clears it."""
+
+
 def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
     """Generator side: if rank 0 has newer weights, receive and load them into the engine.
 
     `channel` is this generator's dict of channel state (kept across calls). Returns the sync's
-    timings and new version, or None when already current.
+    timings and new version, or None when already current. A failure once the workers started
+    receiving raises `WeightsMixedError` (the load streams, so the engine's weights may be
+    mixed); any failure after the send was asked for marks the channel closed, so the next try
+    opens a new one (rank 0 forgets a channel whose send failed).
     """
     from microcoder.actors.deadline import get_within
 
@@ -181,16 +226,24 @@ def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, 
     sent = learner0.send_weights.remote(name)
     try:
         version, count, receive_s, reload_s = llm.collective_rpc("mc_receive_and_load")[0]
-    except Exception:
+    except Exception as err:
         channel["open"] = False
-        raise
-    info = ask(sent, f"send_weights for {name}")
+        raise WeightsMixedError(
+            f"{name}: the weight load failed after it may have begun, so the engine may hold "
+            f"part of the new weights: {type(err).__name__}: {err}"
+        ) from err
+    try:  # the workers received and loaded all of `version`: the load stands
+        info = ask(sent, f"send_weights for {name}")
+    except Exception as err:
+        channel["open"] = False
+        info = {"bytes": 0, "send_s": 0.0, "send_error": f"{type(err).__name__}: {err}"}
     t1 = time.perf_counter()
     return {
         "version": int(version),
         "tensors": int(count),
         "bytes": info["bytes"],
         "send_s": info["send_s"],  # learner rank 0's side of the broadcast
+        **({"send_error": info["send_error"]} if "send_error" in info else {}),
         "receive_s": receive_s,
         "reload_s": reload_s,
         "sync_s": t1 - t0,

@@ -11,6 +11,8 @@ engine, actors/weight_sync.py `channel_rank`), receives the full tensors and loa
 shard through vLLM's checkpoint-format weight loaders.
 `mc_check_api` reports what of the vLLM API these methods call the running worker lacks
 (actors/vllm_api.py); actors/engine.py calls it once the engine has started.
+Weights are loaded as they arrive, bucket by bucket (`mc_receive_and_load`): a worker never
+holds a second copy of the model, only the bucket being loaded and the next.
 `mc_die_with_parent` makes the async engine's EngineCore process die with the generator actor
 (kill -9 included), which vLLM does not do by itself (actors/async_engine.py).
 
@@ -26,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -35,11 +38,14 @@ PR_SET_PDEATHSIG = 1
 class WeightLoaderExtension:
     """Methods added to vLLM's Worker; `self` is the worker (has `model_runner`)."""
 
-    def mc_load_weights(self, named_tensors: list) -> int:
-        """Load [(name, tensor), ...] in place; returns how many tensors were loaded."""
-        self.reload_weights(weights_iterator=named_tensors, is_checkpoint_format=True)
+    def mc_load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> int:
+        """Load (name, tensor) pairs in place, as they come (a list, or a stream such as
+        `WeightReceiver.receive()`: each tensor is loaded before the next is asked for); returns
+        how many tensors were loaded."""
+        counted = _Counted(named_tensors)
+        self.reload_weights(weights_iterator=counted, is_checkpoint_format=True)
         self._mc_fix_tied_lm_head()
-        return len(named_tensors)
+        return counted.n
 
     def mc_check_api(self) -> list[str]:
         """What of the vLLM worker API the methods below call this worker lacks (empty: all)."""
@@ -102,18 +108,26 @@ class WeightLoaderExtension:
         )
 
     def mc_receive_and_load(self) -> tuple[int, int, float, float]:
-        """Receive one round of weights on the open channel and load them;
-        (version, tensors, receive seconds, reload seconds)."""
+        """Receive one round of weights on the open channel and load them bucket by bucket, as
+        they arrive: the receiver's tensors are views into its bucket buffers, each loaded into
+        the model before the next bucket is waited for, so the memory above the loaded model is
+        at most two buckets (the one being loaded and the next, already posted), never a second
+        copy of the model. vLLM's checkpoint-format reload may hold a layer's tensors until the
+        layer is complete; the names come in the learner's state-dict order, layer by layer.
+        A failure mid-round leaves the model part new, part old: the caller must not sample on
+        it (actors/weight_sync.py `WeightsMixedError`).
+        Returns (version, tensors, seconds waiting for the wire, the rest of the load's seconds)."""
         receiver = getattr(self, "_mc_receiver", None)
         if receiver is None:
             raise RuntimeError(
                 "no weight channel is open in this worker; call mc_open_channel first"
             )
         t0 = time.perf_counter()
-        named = list(receiver.receive())
-        t1 = time.perf_counter()
-        count = self.mc_load_weights(named)
-        return int(receiver.version), count, t1 - t0, time.perf_counter() - t1
+        stream = _TimedStream(receiver.receive())
+        count = self.mc_load_weights(stream)
+        stream.drain()  # the round is confirmed to the sender only once the stream is consumed
+        total = time.perf_counter() - t0
+        return int(receiver.version), count, stream.wait_s, total - stream.wait_s
 
     def _mc_fix_tied_lm_head(self) -> None:
         model = self.model_runner.model
@@ -124,6 +138,42 @@ class WeightLoaderExtension:
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+
+
+class _Counted:
+    """An iterable of (name, tensor) that counts what was taken from it."""
+
+    def __init__(self, items: Iterable[tuple[str, Any]]):
+        self.items, self.n = items, 0
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        for item in self.items:
+            self.n += 1
+            yield item
+
+
+class _TimedStream:
+    """Wraps the receiver's stream: `wait_s` is the time spent waiting for the next tensor
+    (the wire), the rest of a load's time is the model's."""
+
+    def __init__(self, stream: Iterator[tuple[str, Any]]):
+        self.stream, self.wait_s = stream, 0.0
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(self.stream)
+            except StopIteration:
+                self.wait_s += time.perf_counter() - t0
+                return
+            self.wait_s += time.perf_counter() - t0
+            yield item
+
+    def drain(self) -> None:
+        """Receive what the loader did not ask for (the round ends only at the stream's end)."""
+        for _ in self:
+            pass
 
 
 def _parent_of(pid: int) -> int:

@@ -25,6 +25,11 @@ class BufferDied(RuntimeError):
     the run cannot go on and writes no checkpoint; resume from the newest complete one."""
 
 
+class ReplicaFailed(RuntimeError):
+    """A generator or executor kept failing after its restarts (launch/pools.py `RestartBudget`):
+    the run cannot go on as configured; the message names the last error and the fix."""
+
+
 LOOPBACK = "127.0.0.1"
 """The one address of a local run: Ray's node IP, the buffer and the weight channels."""
 
@@ -94,6 +99,8 @@ class Run:
         self.problems = None
         """The run's RunProblems (launch/problems.py): training prompts and the held-out set."""
         self.fatal = ""
+        self.fatal_error: type[Exception] = BufferDied
+        """What `raise_if_stopped` raises once `fatal` is set."""
         """Why the run cannot go on (the supervisor sets it: the buffer died); "" while it can."""
 
     def log(self, msg: str) -> None:
@@ -114,6 +121,16 @@ class Run:
         self.metrics.log("event", event="buffer_died", message=why)
         self._kill_learners()  # whatever the main thread waits on them for ends now
 
+    def stop_for_replica(self, why: str) -> None:
+        """A replica was given up on after too many restarts (`why`, from launch/pools.py): say
+        so once; the training loop raises ReplicaFailed at its next look. The learner and the
+        buffer are alive, so the run's exit path can still checkpoint."""
+        if self.fatal:
+            return
+        self.fatal, self.fatal_error = why, ReplicaFailed
+        self.log(f"stopping the run: {why}")
+        self.metrics.log("event", event="replica_failed", message=why)
+
     def _kill_learners(self) -> None:
         """Without the buffer nothing since the last checkpoint can be saved, and a rank may wait
         on the dead buffer (publish's version announce): killing them ends every wait at once."""
@@ -127,7 +144,7 @@ class Run:
 
     def raise_if_stopped(self) -> None:
         if self.fatal:
-            raise BufferDied(self.fatal)
+            raise getattr(self, "fatal_error", BufferDied)(self.fatal)  # set in __init__
 
     def buffer_gone(self) -> str:
         """Why the buffer is dead, asked now (the supervisor's look, once: for an error the
@@ -172,7 +189,7 @@ class Run:
 
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
-        from microcoder.launch.actor_settings import generator_settings
+        from microcoder.launch.actor_settings import generator_settings, replica_index
         from microcoder.launch.learner_group import LearnerGroup
         from microcoder.launch.placement import replica_options
         from microcoder.launch.pools import Pool
@@ -244,7 +261,6 @@ class Run:
             return f"{r.prompts} prompts, {r.groups} groups"
 
         ex_cls, gen_cls = executor_cls(cfg.executor), generator_cls(cfg.generator)
-        gen_settings = generator_settings(cfg)
         self.executors = Pool(
             "executor",
             lambda n: ex_cls.options(
@@ -274,7 +290,13 @@ class Run:
                     n,
                     resources=cfg.generator.resources,
                 ),
-            ).remote(n, gen_settings, model_path, self.buffer_address, self.learners.rank0),
+            ).remote(
+                n,
+                generator_settings(cfg, replica_index(n)),  # its own engine seed
+                model_path,
+                self.buffer_address,
+                self.learners.rank0,
+            ),
             release,
             self.log,
             cfg.cluster.ready_timeout_s,

@@ -63,7 +63,6 @@ class EvalCluster:
             self.executors[name] = ex_cls.remote(name, cfg.executor)  # no buffer, no run data
         if gens:
             gen_cls = generator_cls(cfg.generator)
-            settings = generator_settings(cfg)
             g = cfg.generator
             for i in range(gens):
                 name = f"generator-{i}"
@@ -71,7 +70,7 @@ class EvalCluster:
                     g.cpus_per_engine, g.gpus_per_engine, cfg.cluster.device, name
                 )
                 self.generators[name] = gen_cls.options(**opts).remote(
-                    name, settings, model_path, None
+                    name, generator_settings(cfg, i), model_path, None
                 )
             log(
                 f"starting {gens} generator(s) and {n_executors} executor(s) "

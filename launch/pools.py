@@ -14,6 +14,13 @@ given up on, shut down) is killed and its group removed, so its GPUs are free fo
 Readiness has a deadline (`ready_timeout_s`, the run's cluster.ready_timeout_s): a replica that
 neither becomes ready nor fails within it (a stuck engine start) is given up on, named, with
 its log file and the field to raise, never left pending for ever.
+Restarts are bounded (`RestartBudget`): a replica that dies, or whose `ready()` raises (a
+generator whose replacement engine cannot start), more than `max_restarts` times within
+`restart_window_s` is not restarted again; the pool's `fatal` then says why, with the last
+error (a generator's carries its vLLM engine's own error) and the remedy, and the supervisor
+stops the run (launch/supervisor.py). A failure that comes back after every restart (a model
+the engine cannot run, an out-of-memory at start) is not transient: restarting it for ever
+would only hide it.
 """
 
 from __future__ import annotations
@@ -51,6 +58,19 @@ def error_summary(err: BaseException, limit: int = 300) -> str:
     return (lines[0] if lines else type(err).__name__)[:limit]
 
 
+def _raised_by_the_actor(err: BaseException) -> bool:
+    """Whether a call failed because of the actor's own code: its method raised (Ray's
+    RayTaskError), or its constructor did (an ActorDiedError from its creation task, which Ray
+    does not retry); not because the process is gone or being restarted."""
+    try:
+        from ray.exceptions import ActorDiedError, RayTaskError
+    except ImportError:
+        return False
+    if isinstance(err, ActorDiedError):
+        return "creation task" in str(err)
+    return isinstance(err, RayTaskError)
+
+
 CONTROL_S = 60.0
 """How long a control call to a live replica (set a temperature) may take: the actors are
 threaded, so it answers at once however busy the replica is; past this it is stuck."""
@@ -69,6 +89,25 @@ def with_log(name: str) -> str:
     return f"{name} (log {_log_of(name)})"
 
 
+MAX_RESTARTS = 5
+"""Restarts of one replica allowed within RESTART_WINDOW_S before the pool gives up on it."""
+RESTART_WINDOW_S = 600.0
+
+
+@dataclass
+class RestartBudget:
+    """At most `max_restarts` failures of one replica within `window_s` seconds: `spend(now)`
+    records one and says whether the budget still allows a restart."""
+
+    max_restarts: int = MAX_RESTARTS
+    window_s: float = RESTART_WINDOW_S
+    failures: list[float] = field(default_factory=list)
+
+    def spend(self, now: float) -> bool:
+        self.failures = [t for t in self.failures if now - t < self.window_s] + [now]
+        return len(self.failures) <= self.max_restarts
+
+
 @dataclass
 class Replica:
     name: str
@@ -77,6 +116,7 @@ class Replica:
     ready: Any = None
     restarts: int = 0
     started: float = field(default_factory=time.time)
+    budget: RestartBudget = field(default_factory=RestartBudget)
 
 
 class Pool:
@@ -89,8 +129,14 @@ class Pool:
         release: Callable[[str], Any],
         log=print,
         ready_timeout_s: float = 900.0,
+        max_restarts: int = MAX_RESTARTS,
+        restart_window_s: float = RESTART_WINDOW_S,
     ):
         self.kind, self.make, self.release, self.log = kind, make, release, log
+        self.max_restarts, self.restart_window_s = max_restarts, restart_window_s
+        self.fatal = ""
+        """Why a replica was given up on after too many restarts ("" while none was): the run
+        cannot go on as configured (launch/supervisor.py stops it)."""
         self._lock = threading.RLock()
         self.replicas: dict[str, Replica] = {}
         self.pending: list[Replica] = []
@@ -119,7 +165,11 @@ class Pool:
         for _ in range(n):
             name = f"{self.kind}-{self._next}"
             self._next += 1
-            r = Replica(name, self.make(name))
+            r = Replica(
+                name,
+                self.make(name),
+                budget=RestartBudget(self.max_restarts, self.restart_window_s),
+            )
             r.ready = r.handle.ready.remote()
             new.append(r)
         if not wait:
@@ -168,8 +218,13 @@ class Pool:
             try:
                 ray.get(r.ready)
             except Exception as err:
+                if _raised_by_the_actor(err) and not r.budget.spend(time.time()):
+                    self.pending.remove(r)  # its ready() itself failed, time after time
+                    started.append(self._give_up(r, error_summary(err), "its restarts"))
+                    continue
                 # A call made while Ray restarts the process fails at once ("temporarily
-                # unavailable"): ask again until the start deadline, then give up loudly.
+                # unavailable"), and a replica may fail once to start: ask again until the start
+                # deadline, then give up loudly.
                 if time.time() - r.started < self.ready_timeout_s:
                     r.ready = r.handle.ready.remote()
                     continue
@@ -237,6 +292,10 @@ class Pool:
             except Exception as err:
                 reason = error_summary(err)
             released = self.release(r.name)
+            if not r.budget.spend(time.time()):
+                del self.replicas[r.name]
+                self.log(self._give_up(r, reason, f"returned its leases ({released})"))
+                continue
             r.restarts += 1
             msg = f"{r.name} died ({reason}); returned its leases ({released}); restarting (restart #{r.restarts})"
             self.log(msg)
@@ -246,6 +305,25 @@ class Pool:
             del self.replicas[r.name]
             self.pending.append(r)
         return events
+
+    def _give_up(self, r: Replica, reason: str, done: str) -> str:
+        """`r` failed more often than its restart budget allows: kill it for good and set
+        `fatal` (the run stops); returns the message, which names the last error and the fix."""
+        budget = r.budget
+        msg = (
+            f"{r.name} failed {len(budget.failures)} times within {budget.window_s:.0f} s "
+            f"(more than the {budget.max_restarts} restarts allowed), the last: {reason}; {done}; "
+            "not restarting it again: a failure that comes back after every restart is not "
+            f"transient. Fix its cause, named above and in its log ({_log_of(r.name)}): for a "
+            "vLLM engine that cannot run the model (an unsupported configuration) or runs out of "
+            "memory, change the model or the generator settings (generator.kv_cache_gib, "
+            "gpu_memory_utilization, max_prompt_tokens + max_response_tokens); then launch again "
+            "(--resume keeps the steps trained)"
+        )
+        self.errors.append(msg)
+        self.fatal = self.fatal or msg
+        self.discard(r)
+        return msg
 
     def call_all(self, method: str, *args: Any, timeout_s: float = CONTROL_S) -> list[Any]:
         """Call `method(*args)` on every running replica and wait for all, within `timeout_s`;

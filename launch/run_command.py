@@ -157,7 +157,8 @@ def launch(cfg: Config, args) -> int:
         return 130
     except Exception as err:  # e.g. a learner rank or the buffer died: the run cannot go on
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
-        if run.buffer_gone() and run.fatal not in why:  # the main thread saw a symptom first
+        replica = type(err).__name__ == "ReplicaFailed"  # its message was logged in full
+        if not replica and run.buffer_gone() and run.fatal not in why:  # a symptom seen first
             why = f"BufferDied: {run.fatal} (seen as {why})"
         say_stopped(run, why)
         try:

@@ -14,6 +14,9 @@ supervisor's `ControlInbox` picks requests up, `apply_control` applies them and 
 rename), so a reader never sees half a request. Both sides are here so the format lives in one
 file.
 
+A replica that keeps failing after its restarts (launch/pools.py `RestartBudget`: a vLLM engine
+that dies again after every restart) stops the run too (`Run.stop_for_replica`: the training
+loop raises `ReplicaFailed`, whose message names the engine's own error and the fix).
 A dead buffer stops the run (`Run.stop_for`; the training loop raises `BufferDied` within a
 second, launch/run_command.py names the checkpoint to resume from). It is not restarted from its
 snapshot while the run goes on: the snapshot is written only with a checkpoint, so restoring it
@@ -199,6 +202,9 @@ class Supervisor:
             for event in pool.check(before_loop=hook):
                 run.log(event)
                 run.metrics.log("event", event=event, step=run.learners.version)
+            if getattr(pool, "fatal", ""):  # a replica kept failing after its restarts
+                run.stop_for_replica(pool.fatal)
+                return
             if self._ticks % self.errors_every == 0:  # errors replicas survived (a failed wave)
                 for error in pool.report_errors(pool.stats()):
                     run.log(error)

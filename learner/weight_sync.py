@@ -14,8 +14,11 @@ Protocol of one sync round n (keys in the store, data over the process group):
      each tensor name/dtype/shape/bucket/offset), then each bucket as one uint8 buffer;
   3. every receiver sets `done/{rank}/{n}` after its last bucket; the sender waits for all.
 Buckets pack tensors up to `bucket_bytes` (a bigger tensor travels alone, without a copy); the
-sender packs bucket i+1 while bucket i is on the wire, and a receiver posts bucket i+1 before it
-hands out the tensors of bucket i. No pickle: the header is JSON and tensors are raw bytes.
+sender packs bucket i+1 while bucket i is on the wire, and a receiver posts bucket i+1 once the
+caller took the first tensor of bucket i (by then it let go of bucket i-1's), so bucket i+1
+crosses the wire while the rest of bucket i is loaded, and a caller that loads each tensor as
+it comes holds at most two bucket buffers at once (actors/worker_ext.py `mc_receive_and_load`).
+No pickle: the header is JSON and tensors are raw bytes.
 
 Bring-up is collective: `WeightSender(...)` returns once all N receivers have constructed their
 `WeightReceiver` (either may start first, within the timeout). Each receiver declares the world
@@ -353,7 +356,8 @@ class WeightReceiver:
     def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
         """One sync round: yields every (name, tensor) the sender broadcasts, in its order.
 
-        Tensors are views into per-bucket buffers owned by the caller once yielded (no copies).
+        Tensors are views into per-bucket buffers owned by the caller once yielded (no copies);
+        a caller that keeps none of them past the next one holds at most two buckets at once.
         Consume the iterator to the end: the round is confirmed to the sender only then.
         """
         n = self.round
@@ -373,12 +377,16 @@ class WeightReceiver:
             nxt = self._post(sizes, 0)
             for k in range(len(sizes)):
                 buf, work = nxt
+                nxt = None
                 work.wait()
-                nxt = self._post(sizes, k + 1)
-                for name, dtype, shape, _, offset in by_bucket[k]:
+                for i, (name, dtype, shape, _, offset) in enumerate(by_bucket[k]):
+                    if i == 1:  # the caller has let go of bucket k - 1's last tensor by now
+                        nxt = self._post(sizes, k + 1)
                     dt = getattr(torch, dtype)
                     nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
                     yield name, buf[offset : offset + nbytes].view(dt).view(shape)
+                if nxt is None:  # a bucket of one tensor: post the next once it was taken
+                    nxt = self._post(sizes, k + 1)
         except RuntimeError as err:  # the sender stopped sending, or died, mid-transfer
             raise WeightSyncError(
                 f"weight sync round {n}: receiving from the learner (rank 0) failed or waited "

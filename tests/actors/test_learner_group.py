@@ -118,8 +118,10 @@ def test_only_a_channel_built_on_a_gpu_counts_as_sending_from_the_device():
     from microcoder.actors.weight_sync import WeightPublisher
 
     publisher = WeightPublisher(timeout_s=1.0)
-    publisher._channels["cpu-gen"] = SimpleNamespace(device=SimpleNamespace(type="cpu"))
-    publisher._channels["gpu-gen"] = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+    for name, device in (("cpu-gen", "cpu"), ("gpu-gen", "cuda")):
+        publisher._channels[name] = SimpleNamespace(
+            thread=None, sender=SimpleNamespace(device=SimpleNamespace(type=device))
+        )
     assert not publisher.sends_from_device("cpu-gen")
     assert publisher.sends_from_device("gpu-gen")
     assert not publisher.sends_from_device("never-opened")

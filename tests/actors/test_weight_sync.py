@@ -180,7 +180,7 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
         loaded = llm.collective_rpc("mc_receive_and_load")
         thread.join(300)
         llm.reset_prefix_cache()
-        sender = publisher._channels["gen-tp"]  # stored once its bring-up completed
+        sender = publisher._channels["gen-tp"].sender  # stored once its bring-up completed
         assert sender.world == 3
         assert sender.names == {1: "gen-tp tp-worker 0", 2: "gen-tp tp-worker 1"}
         assert [(v, n) for v, n, _, _ in loaded] == [(1, len(state))] * 2 and sent["version"] == 1

@@ -1,0 +1,125 @@
+"""actors/stream.py: a weight update that fails costs the groups in flight nothing (issue 33,
+fault 6). A unit test: the engine is a stand-in whose group tasks are futures this test
+finishes, the buffer client records what it is given; the loop itself is the product's."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+from microcoder.actors.stream import WeightUpdatesFailed, streaming_loop
+from microcoder.actors.timing import PoolTimer
+from microcoder.actors.weight_sync import WeightsMixedError
+from microcoder.buffer.groups import Group
+from microcoder.buffer.messages import PromptAssignment, Prompts
+
+
+class HeldEngine:
+    """Each submitted group is a future the test finishes (`finish_all`) or the loop cancels."""
+
+    llm = None
+    cache_salt = "w0"
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[int, concurrent.futures.Future]] = []
+
+    def submit(self, coro):
+        group_id = coro.cr_frame.f_locals["assignment"].group_id
+        coro.close()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.tasks.append((group_id, future))
+        return future
+
+    def finish_all(self) -> None:
+        for gid, f in self.tasks:
+            if not f.done():
+                f.set_result(Group(group_id=gid, problem_id=f"p{gid}"))
+
+
+class Client:
+    def __init__(self, n: int):
+        self.todo = [
+            PromptAssignment(group_id=i, problem_id=f"p{i}", prompt=f"p{i}") for i in range(n)
+        ]
+        self.leases = 0
+        self.put: list[int] = []
+
+    def get_prompts(self, n: int, wait_s: float = 0.0) -> Prompts:
+        got, self.todo = self.todo[:n], self.todo[n:]
+        self.leases += bool(got)
+        return Prompts(assignments=got, done=not got)
+
+    def put_unscored(self, groups) -> None:
+        self.put += [g.group_id for g in groups]
+
+
+def loop(client, engine, maybe_update, **kw):
+    return streaming_loop(
+        client,
+        engine,
+        capacity=3,
+        params_for=lambda a: None,
+        prompt_ids=lambda text: [1, 2, 3],
+        version=lambda: 0,
+        maybe_update=maybe_update,
+        timer=PoolTimer(),
+        stop=threading.Event(),
+        **kw,
+    )
+
+
+@pytest.mark.timeout(30)
+def test_failed_updates_are_counted_and_retried_while_the_groups_in_flight_go_on():
+    client, engine, calls, reported = Client(3), HeldEngine(), [], []
+
+    def maybe_update():
+        calls.append(len(calls))
+        if len(calls) <= 2:  # rank 0 did not answer, twice
+            raise TimeoutError("learner rank 0 did not answer latest_version within 1 s")
+        engine.finish_all()  # the groups finish once the third try loaded the weights
+        return True
+
+    stats = loop(client, engine, maybe_update, on_update_error=lambda e, n: reported.append(n))
+    assert sorted(client.put) == [0, 1, 2]
+    assert stats.groups == 3 and stats.inflight == 0
+    assert stats.update_failures == 2 and reported == [1, 2]
+    assert not any(f.cancelled() for _, f in engine.tasks)
+
+
+@pytest.mark.timeout(30)
+def test_after_k_failures_in_a_row_the_loop_hands_in_its_groups_then_names_the_peer():
+    client, engine = Client(10), HeldEngine()
+
+    def maybe_update():
+        if len(engine.tasks) == 3 and not hasattr(maybe_update, "timer"):
+            maybe_update.timer = threading.Timer(0.3, engine.finish_all)
+            maybe_update.timer.start()
+        raise TimeoutError("learner rank 0 (log RUN_DIR/logs/learner-0.log) did not answer")
+
+    with pytest.raises(WeightUpdatesFailed) as caught:
+        loop(client, engine, maybe_update, max_failed_updates=2, on_update_error=lambda e, n: None)
+    text = str(caught.value)
+    assert "2 weight updates in a row failed" in text
+    assert "learner rank 0 (log RUN_DIR/logs/learner-0.log)" in text
+    assert "learner.sync_timeout_s" in text and "generator.max_failed_syncs" in text
+    assert "handed in the 3 group(s)" in text
+    assert client.leases == 1 and sorted(client.put) == [0, 1, 2]  # kept, none leased after
+    assert not any(f.cancelled() for _, f in engine.tasks)
+
+
+@pytest.mark.timeout(30)
+def test_a_load_that_failed_after_it_began_ends_the_loop_at_once():
+    client, engine = Client(3), HeldEngine()
+
+    def maybe_update():
+        if engine.tasks:
+            try:
+                raise WeightsMixedError("gen-0: the weight load failed after it may have begun")
+            except WeightsMixedError as err:
+                raise RuntimeError("gen-0: weight update to version 2 failed") from err
+
+    with pytest.raises(RuntimeError, match="version 2 failed"):
+        loop(client, engine, maybe_update)
+    assert client.put == [] and all(f.cancelled() for _, f in engine.tasks)
