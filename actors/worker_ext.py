@@ -16,7 +16,8 @@ shard through vLLM's checkpoint-format weight loaders.
 
 CPU pitfalls handled (docs/vllm-cpu.md §4): weights are loaded with `reload_weights` (plain
 `load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
-reload, and the caller resets the prefix cache.
+reload, fused-MoE experts are prepacked again after it (`_mc_prepack_cpu_experts`), and the
+caller resets the prefix cache.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class WeightLoaderExtension:
         """Load [(name, tensor), ...] in place; returns how many tensors were loaded."""
         self.reload_weights(weights_iterator=named_tensors, is_checkpoint_format=True)
         self._mc_fix_tied_lm_head()
+        self._mc_prepack_cpu_experts()
         return len(named_tensors)
 
     def mc_check_api(self) -> list[str]:
@@ -124,6 +126,44 @@ class WeightLoaderExtension:
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+
+
+    def _mc_prepack_cpu_experts(self) -> int:
+        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts`) prepack w13/w2 into the
+        kernel's layout when the model is first loaded, but a `reload_weights` (a weight
+        update: the MoE kernel is not set up again) leaves the new weights in checkpoint
+        layout, so the fused-MoE kernel reads them scrambled (measured on a tiny qwen3_moe:
+        reloading the folder's own checkpoint changed greedy tokens; prepacking the reloaded
+        tensors gave back the initial load's exactly). Prepack them in place here. Returns
+        how many MoE layers were prepacked."""
+        if self.device_config.device.type != "cpu":
+            return 0
+        done = 0
+        for name, layer in self.model_runner.model.named_modules():
+            if not hasattr(layer, "w13_weight"):
+                continue
+            kernel = getattr(getattr(layer, "quant_method", None), "moe_kernel", None)
+            experts = getattr(getattr(kernel, "impl", None), "fused_experts", None)
+            if type(experts).__name__ != "CPUUnquantizedExperts":
+                continue
+            if getattr(experts, "_use_zentorch", False):
+                continue
+            padded = experts._padded_intermediate_size(experts.moe_config)
+            if padded != experts.moe_config.intermediate_size_per_partition:
+                raise RuntimeError(
+                    f"{name}: the MoE intermediate size "
+                    f"{experts.moe_config.intermediate_size_per_partition} is padded to "
+                    f"{padded} by vLLM's CPU experts, and reloading such a layer is not "
+                    "supported here (weights would load scrambled); use a model whose "
+                    "moe_intermediate_size is a multiple of 32, or CUDA generators"
+                )
+            from vllm._custom_ops import cpu_prepack_moe_weight
+
+            for attr in ("w13_weight", "w2_weight"):
+                weight = getattr(layer, attr)
+                weight.data.copy_(cpu_prepack_moe_weight(weight.data, experts.isa))
+            done += 1
+        return done
 
 
 def _parent_of(pid: int) -> int:

@@ -107,16 +107,24 @@ def family_errors(config: dict, generator_device: str | None = None) -> list[str
             "attention sinks are not implemented in the learner's attention; use a model "
             "without them"
         )
-    if generator_device == "cpu" and "hidden_size" in config:
-        size = head_dim(config)
-        if size not in VLLM_CPU_HEAD_SIZES:
-            errors.append(
-                f"head_dim {size} is not supported by vLLM's CPU attention (it supports "
-                f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}): the generators would restart "
-                "forever; choose a model whose head_dim (or hidden_size / num_attention_heads) "
-                'is one of those, or set cluster.device = "cuda"'
-            )
+    if generator_device == "cpu":
+        errors += vllm_cpu_errors(config)
     return errors
+
+
+def vllm_cpu_errors(config: dict) -> list[str]:
+    """Why vLLM's CPU engine cannot serve the model of this config.json ([] when it can)."""
+    if "hidden_size" not in config:
+        return []
+    size = head_dim(config)
+    if size in VLLM_CPU_HEAD_SIZES:
+        return []
+    return [
+        f"head_dim {size} is not supported by vLLM's CPU attention (it supports "
+        f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}): the generators would restart "
+        "forever; choose a model whose head_dim (or hidden_size / num_attention_heads) "
+        'is one of those, or set cluster.device = "cuda"'
+    ]
 
 
 def model_dir_errors(model_dir: str | Path, generator_device: str | None = None) -> list[str]:
