@@ -129,7 +129,8 @@ class WeightLoaderExtension:
 
 
     def _mc_prepack_cpu_experts(self) -> int:
-        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts`) prepack w13/w2 into the
+        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with its
+        own `isa`) prepack w13/w2 into the
         kernel's layout when the model is first loaded, but a `reload_weights` (a weight
         update: the MoE kernel is not set up again) leaves the new weights in checkpoint
         layout, so the fused-MoE kernel reads them scrambled (measured on a tiny qwen3_moe:
@@ -138,13 +139,15 @@ class WeightLoaderExtension:
         how many MoE layers were prepacked."""
         if self.device_config.device.type != "cpu":
             return 0
+        from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+
         done = 0
         for name, layer in self.model_runner.model.named_modules():
             if not hasattr(layer, "w13_weight"):
                 continue
             kernel = getattr(getattr(layer, "quant_method", None), "moe_kernel", None)
             experts = getattr(getattr(kernel, "impl", None), "fused_experts", None)
-            if type(experts).__name__ != "CPUUnquantizedExperts":
+            if not isinstance(experts, CPUUnquantizedExperts):  # and its x86/Arm/Power kinds
                 continue
             if getattr(experts, "_use_zentorch", False):
                 continue
