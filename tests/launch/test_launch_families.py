@@ -3,8 +3,8 @@ folders (tests/support/family_models.py, with a tokenizer): each run trains its 
 folder it was given, and the final checkpoint's HF folder holds the input folder's checkpoint
 names and shapes (for qwen3_moe the per-expert names, not transformers' fused ones) and loads in
 transformers as the same family. (The generators' greedy equality after the reload is
-test_model_check*.py's.) The three launches run at once in the module fixture: ~4 min on the 2
-shared cores, against ~4.9 min one after the other (notes/issue-32-h7.md)."""
+test_model_check*.py's.) The three launches run at once in the module fixture: 2.7 min on the 2
+cores (4 min under the load of other tests; 4.9 min one after the other), notes/issue-32-h7.md."""
 
 from __future__ import annotations
 
