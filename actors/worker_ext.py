@@ -127,7 +127,6 @@ class WeightLoaderExtension:
 
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
 
-
     def _mc_prepack_cpu_experts(self) -> int:
         """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with its
         own `isa`) prepack w13/w2 into the

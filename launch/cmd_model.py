@@ -1,5 +1,5 @@
 """`microcoder model check DIR [--json] [--dump-logprobs FILE] [--no-vllm]`: will this model
-train here, and correctly? (learner/model_check.py, learner/vllm_check.py; docs/models.md)."""
+train here, and correctly? (learner/model_check.py, actors/vllm_check.py; docs/models.md)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when every check passed, 1 when one failed, 2 when the family is refused."""
+    import functools
     from pathlib import Path
 
+    from microcoder.actors.vllm_check import vllm_stage
     from microcoder.learner.distributed import close_distributed
     from microcoder.learner.model_check import check_model, format_report
 
@@ -59,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
             args.temperature,
             args.seed,
             args.dump_logprobs,
-            vllm=not args.no_vllm,
-            vllm_timeout_s=args.vllm_timeout,
+            vllm=None
+            if args.no_vllm
+            else functools.partial(vllm_stage, timeout_s=args.vllm_timeout),
         )
     finally:
         close_distributed()

@@ -6,13 +6,15 @@ against transformers' forward (learner/logprob_check.py); the names and shapes t
 publishes (what vLLM's reload and the saved folder get) against the checkpoint's; whether
 that published state round-trips through `AutoModelForCausalLM.from_pretrained`; and, where
 vLLM is importable, whether an engine that loads the published state through the project's
-reload path generates transformers' greedy tokens (learner/vllm_check.py).
+reload path generates transformers' greedy tokens (actors/vllm_check.py, passed in as `vllm`
+by launch/cmd_model.py: the learner does not import actors/).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 TOLERANCE = 1e-5
@@ -27,12 +29,13 @@ def check_model(
     temperature: float = 1.0,
     seed: int = 0,
     dump: str | Path | None = None,
-    vllm: bool = True,
-    vllm_timeout_s: float = 900.0,
+    vllm: Callable[[Path, dict, dict, str, int], dict] | None = None,
 ) -> dict:
     """The report (JSON-able; `ok` says whether everything passed); with `dump`, writes the
-    chunked learner's log-probs of the seeded sequences there (see `dump_logprobs`); without
-    `vllm`, the vLLM stage is reported skipped."""
+    chunked learner's log-probs of the seeded sequences there (see `dump_logprobs`). `vllm`:
+    the vLLM stage, called as vllm(model_dir, config, published state, device, seed) and
+    returning {"status": "ok" | "failed" | "skipped", "reason", ...}
+    (actors/vllm_check.py: vllm_stage); None = reported skipped (--no-vllm)."""
     import torch
 
     from microcoder.learner import logprob_check as lc
@@ -62,10 +65,8 @@ def check_model(
     published = learners["unchunked"].full_state_dict(masters=True)
     report["names"] = compare_names(published, _checkpoint_shapes(model_dir))
     report["round_trip"] = round_trip(model_dir, published)
-    if vllm:
-        from microcoder.learner.vllm_check import vllm_stage
-
-        report["vllm"] = vllm_stage(model_dir, config, published, device, seed, vllm_timeout_s)
+    if vllm is not None:
+        report["vllm"] = vllm(model_dir, config, published, device, seed)
     else:
         report["vllm"] = {"status": "skipped", "reason": "--no-vllm"}
     report["ok"] = (

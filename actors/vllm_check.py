@@ -1,7 +1,8 @@
 """`model check`'s vLLM stage: an engine loads the learner's published weights through the
-project's reload path, and its greedy tokens equal transformers' on the folder.
+project's reload path, and its greedy tokens equal transformers' on the folder. (Here in actors/
+because it builds an engine; launch/cmd_model.py hands `vllm_stage` to learner/model_check.py.)
 
-The engine runs in a child process (`python -m microcoder.learner.vllm_check SPEC`) with a
+The engine runs in a child process (`python -m microcoder.actors.vllm_check SPEC`) with a
 deadline, so nothing it does can hang the check, and it never shares torch.distributed with the
 learner ranks of the parent. It is built as the generators build theirs (actors/engine.py:
 `build_engine`, eager, the weight-loading worker extension) but with `load_format="dummy"`:
@@ -132,7 +133,7 @@ def _engine_greedy(model_dir, published: dict, device: str, prompts, timeout_s: 
         }
         t0 = time.monotonic()
         child = subprocess.Popen(
-            [sys.executable, "-m", "microcoder.learner.vllm_check", json.dumps(job)],
+            [sys.executable, "-m", "microcoder.actors.vllm_check", json.dumps(job)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
