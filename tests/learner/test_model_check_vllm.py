@@ -60,3 +60,20 @@ def test_the_stage_is_skipped_with_the_reason_where_vllm_is_not_importable(tmp_p
     assert format_vllm(stage) == (
         "vLLM greedy vs transformers: skipped: vLLM not importable (no module named 'vllm')"
     )
+
+
+def test_an_engine_past_its_deadline_fails_the_stage_instead_of_hanging(tmp_path):
+    """The child is killed at the deadline (1 s: vLLM's import alone takes longer)."""
+    import time
+
+    from safetensors.torch import load_file
+
+    from microcoder.actors.vllm_check import vllm_stage
+
+    folder = build_family("qwen3", tmp_path / "qwen3")
+    state = load_file(folder / "model.safetensors")
+    t0 = time.monotonic()
+    stage = vllm_stage(folder, _config(), state, "cpu", timeout_s=1.0)
+    assert time.monotonic() - t0 < 30
+    assert stage["status"] == "failed", stage
+    assert "did not finish within 1 s" in stage["reason"] and "--vllm-timeout" in stage["reason"]
