@@ -128,14 +128,14 @@ class WeightLoaderExtension:
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
 
     def _mc_prepack_cpu_experts(self) -> int:
-        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with its
-        own `isa`) prepack w13/w2 into the
-        kernel's layout when the model is first loaded, but a `reload_weights` (a weight
-        update: the MoE kernel is not set up again) leaves the new weights in checkpoint
-        layout, so the fused-MoE kernel reads them scrambled (measured on a tiny qwen3_moe:
-        reloading the folder's own checkpoint changed greedy tokens; prepacking the reloaded
-        tensors gave back the initial load's exactly). Prepack them in place here. Returns
-        how many MoE layers were prepacked."""
+        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with
+        its own `isa`) prepack w13/w2 into the kernel's layout when the model is first loaded,
+        but a `reload_weights` (a weight update: the MoE kernel is not set up again) leaves the
+        new weights in checkpoint layout, so the fused-MoE kernel reads them scrambled
+        (measured on a tiny qwen3_moe: reloading the folder's own checkpoint changed greedy
+        tokens; prepacking the reloaded tensors gave back the initial load's exactly; docs/
+        vllm-cpu.md §4). Prepack them in place here. Returns how many MoE layers were
+        prepacked. Raises where a layer cannot be handled rather than serve scrambled experts."""
         if self.device_config.device.type != "cpu":
             return 0
         from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
@@ -146,6 +146,12 @@ class WeightLoaderExtension:
                 continue
             kernel = getattr(getattr(layer, "quant_method", None), "moe_kernel", None)
             experts = getattr(getattr(kernel, "impl", None), "fused_experts", None)
+            if experts is None:
+                raise RuntimeError(
+                    f"{name}: no quant_method.moe_kernel.impl.fused_experts in this vLLM "
+                    f"{_vllm_version()}, so the CPU experts could not be prepacked after the "
+                    "reload (they would compute scrambled); microcoder is tested with vLLM 0.32"
+                )
             if not isinstance(experts, CPUUnquantizedExperts):  # and its x86/Arm/Power kinds
                 continue
             if getattr(experts, "_use_zentorch", False):
@@ -166,6 +172,12 @@ class WeightLoaderExtension:
                 weight.data.copy_(cpu_prepack_moe_weight(weight.data, experts.isa))
             done += 1
         return done
+
+
+def _vllm_version() -> str:
+    import vllm
+
+    return str(getattr(vllm, "__version__", "?"))
 
 
 def _parent_of(pid: int) -> int:
