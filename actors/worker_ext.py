@@ -18,7 +18,8 @@ holds a second copy of the model, only the bucket being loaded and the next.
 
 CPU pitfalls handled (docs/vllm-cpu.md §4): weights are loaded with `reload_weights` (plain
 `load_weights` fails on oneDNN-prepacked linears), a tied `lm_head` is re-dispatched after the
-reload, and the caller resets the prefix cache.
+reload, fused-MoE experts are prepacked again after it (`_mc_prepack_cpu_experts`), and the
+caller resets the prefix cache.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class WeightLoaderExtension:
         counted = _Counted(named_tensors)
         self.reload_weights(weights_iterator=counted, is_checkpoint_format=True)
         self._mc_fix_tied_lm_head()
+        self._mc_prepack_cpu_experts()
         return counted.n
 
     def mc_check_api(self) -> list[str]:
@@ -138,6 +140,58 @@ class WeightLoaderExtension:
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
         dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+
+    def _mc_prepack_cpu_experts(self) -> int:
+        """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with
+        its own `isa`) prepack w13/w2 into the kernel's layout when the model is first loaded,
+        but a `reload_weights` (a weight update: the MoE kernel is not set up again) leaves the
+        new weights in checkpoint layout, so the fused-MoE kernel reads them scrambled
+        (measured on a tiny qwen3_moe: reloading the folder's own checkpoint changed greedy
+        tokens; prepacking the reloaded tensors gave back the initial load's exactly; docs/
+        vllm-cpu.md §4). Prepack them in place here. Returns how many MoE layers were
+        prepacked. Raises where a layer cannot be handled rather than serve scrambled experts."""
+        if self.device_config.device.type != "cpu":
+            return 0
+        from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+
+        done = 0
+        for name, layer in self.model_runner.model.named_modules():
+            if not hasattr(layer, "w13_weight"):
+                continue
+            kernel = getattr(getattr(layer, "quant_method", None), "moe_kernel", None)
+            experts = getattr(getattr(kernel, "impl", None), "fused_experts", None)
+            if experts is None:
+                raise RuntimeError(
+                    f"{name}: no quant_method.moe_kernel.impl.fused_experts in this vLLM "
+                    f"{_vllm_version()}, so the CPU experts could not be prepacked after the "
+                    "reload (they would compute scrambled); microcoder is tested with vLLM 0.32"
+                )
+            if not isinstance(experts, CPUUnquantizedExperts):  # and its x86/Arm/Power kinds
+                continue
+            if getattr(experts, "_use_zentorch", False):
+                continue
+            padded = experts._padded_intermediate_size(experts.moe_config)
+            if padded != experts.moe_config.intermediate_size_per_partition:
+                raise RuntimeError(
+                    f"{name}: the MoE intermediate size "
+                    f"{experts.moe_config.intermediate_size_per_partition} is padded to "
+                    f"{padded} by vLLM's CPU experts, and reloading such a layer is not "
+                    "supported here (weights would load scrambled); use a model whose "
+                    "moe_intermediate_size is a multiple of 32, or CUDA generators"
+                )
+            from vllm._custom_ops import cpu_prepack_moe_weight
+
+            for attr in ("w13_weight", "w2_weight"):
+                weight = getattr(layer, attr)
+                weight.data.copy_(cpu_prepack_moe_weight(weight.data, experts.isa))
+            done += 1
+        return done
+
+
+def _vllm_version() -> str:
+    import vllm
+
+    return str(getattr(vllm, "__version__", "?"))
 
 
 class _Counted:

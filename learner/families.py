@@ -107,15 +107,40 @@ def family_errors(config: dict, generator_device: str | None = None) -> list[str
             "attention sinks are not implemented in the learner's attention; use a model "
             "without them"
         )
-    if generator_device == "cpu" and "hidden_size" in config:
-        size = head_dim(config)
-        if size not in VLLM_CPU_HEAD_SIZES:
-            errors.append(
-                f"head_dim {size} is not supported by vLLM's CPU attention (it supports "
-                f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}): the generators would restart "
-                "forever; choose a model whose head_dim (or hidden_size / num_attention_heads) "
-                'is one of those, or set cluster.device = "cuda"'
-            )
+    if generator_device == "cpu":
+        errors += vllm_cpu_errors(config)
+    return errors
+
+
+VLLM_CPU_MOE_ALIGNMENT = 32
+"""vLLM 0.32's CPU MoE experts pad an intermediate size that is not a multiple of this (the
+largest of their kinds' output alignments, vllm/model_executor/layers/fused_moe/experts/
+cpu_moe.py). The generators' weight reload re-prepacks unpadded layers only
+(actors/worker_ext.py: `_mc_prepack_cpu_experts`)."""
+
+
+def vllm_cpu_errors(config: dict) -> list[str]:
+    """Why vLLM's CPU engine cannot serve the model of this config.json, or load new weights
+    into it ([] when it can)."""
+    if "hidden_size" not in config:
+        return []
+    errors = []
+    size = head_dim(config)
+    if size not in VLLM_CPU_HEAD_SIZES:
+        errors.append(
+            f"head_dim {size} is not supported by vLLM's CPU attention (it supports "
+            f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}): the generators would restart "
+            "forever; choose a model whose head_dim (or hidden_size / num_attention_heads) "
+            'is one of those, or set cluster.device = "cuda"'
+        )
+    moe = config.get("moe_intermediate_size")
+    if moe and int(moe) % VLLM_CPU_MOE_ALIGNMENT:
+        errors.append(
+            f"moe_intermediate_size {moe} is not a multiple of {VLLM_CPU_MOE_ALIGNMENT}: vLLM's "
+            "CPU experts pad such a layer, and loading new weights into a padded layer is not "
+            "supported here (the generators would sample from scrambled experts); choose a "
+            'model whose moe_intermediate_size is a multiple of 32, or set cluster.device = "cuda"'
+        )
     return errors
 
 

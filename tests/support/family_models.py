@@ -49,13 +49,28 @@ FAMILY_ARCH: dict[str, dict] = {
 """Per-family config overrides on COMMON."""
 
 
-def build_family(model_type: str, out: str | Path, seed: int = 0) -> Path:
-    """Save a random-init tiny `model_type` model (fp32, safetensors) in `out`."""
+def build_family(model_type: str, out: str | Path, seed: int = 0, tokenizer: bool = False) -> Path:
+    """Save a random-init tiny `model_type` model (fp32, safetensors) in `out`. With
+    `tokenizer`, the folder is a launchable model: a byte-level BPE tokenizer with ChatML specials
+    and chat template (learner/tiny_model.py's, trained on 20 stdlib files), the vocabulary
+    sized to it, and EOS/pad ids in config.json and generation_config.json."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-    config = AutoConfig.for_model(model_type, **{**COMMON, **FAMILY_ARCH[model_type]})
+    arch = {**COMMON, **FAMILY_ARCH[model_type]}
+    tok = None
+    if tokenizer:
+        from microcoder.learner.tiny_model import stdlib_corpus, train_tokenizer
+
+        tok = train_tokenizer(stdlib_corpus(20), vocab_size=1024)
+        ids = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        arch |= dict(vocab_size=len(tok), bos_token_id=tok.pad_token_id, **ids)
+    config = AutoConfig.for_model(model_type, **arch)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if tok is not None:
+        model.generation_config = GenerationConfig(**ids)
     model.save_pretrained(out)
+    if tok is not None:
+        tok.save_pretrained(out)
     return Path(out)
