@@ -29,11 +29,13 @@ LAYERS = 32  # 32 x 1 MiB = 32 MiB of fp32 weights, 16 or 32 buckets
 
 
 class StandInWorker(WeightLoaderExtension):
-    """What the extension's methods use of vLLM's Worker: `reload_weights` and the model's config."""
+    """What the extension's methods use of vLLM's Worker: `reload_weights`, the device, the
+    model (its config, and its modules: none is a fused-MoE layer to prepack)."""
 
     def __init__(self, model: torch.nn.Module):
-        config = SimpleNamespace(tie_word_embeddings=False)
-        self.model_runner = SimpleNamespace(model=SimpleNamespace(config=config))
+        model.config = SimpleNamespace(tie_word_embeddings=False)
+        self.model_runner = SimpleNamespace(model=model)
+        self.device_config = SimpleNamespace(device=torch.device("cpu"))
         self.params = dict(model.named_parameters())
 
     def reload_weights(self, weights_iterator, is_checkpoint_format: bool) -> None:
