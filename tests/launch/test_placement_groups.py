@@ -25,6 +25,13 @@ def _wait_state(pg, want: str, timeout_s: float = 20.0) -> str:
     return state
 
 
+def _wait_until(condition, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not (met := condition()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return met
+
+
 def _group(options: dict):
     return options["scheduling_strategy"].placement_group
 
@@ -117,9 +124,14 @@ def test_releasing_a_name_without_a_group_does_nothing(groups):
 
 
 def test_scaling_a_pool_down_then_up_reuses_the_freed_resources_and_leaves_no_group(groups):
-    # Each replica's group takes 0.45 of the free CPUs: two fit, a third only once one is gone,
-    # so scaling back up waits for (and fails without) the scaled-down replica's release.
-    cpus = round(0.45 * groups.available_resources()["CPU"], 2)
+    # Each replica's group takes 0.45 of the session's CPUs: two fit, a third only once one is
+    # gone, so scaling back up waits for (and fails without) the scaled-down replica's release.
+    # Sized from the cluster's total: Ray's view of the *available* CPUs lags the removal of
+    # the earlier tests' groups (seen: 3 of 6 right after them; once, under load, none, so the
+    # "CPU" key was missing), while the raylet that places a group sees them free.
+    total = groups.cluster_resources()["CPU"]
+    _wait_until(lambda: groups.available_resources().get("CPU", 0.0) >= 0.9 * total, 30.0)
+    cpus = round(0.45 * total, 2)
     pool = _pool(groups, "pg-scale", cpus)
     pool.add(2)
     assert _live_groups("pg-scale") == ["mc-pg-scale-0", "mc-pg-scale-1"]
