@@ -18,6 +18,6 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest -q -m "not gpu and not slow"
 
-# ruff and every test but the CUDA ones, the multi-minute launches included: ~55 min (goal 35).
+# ruff and every test but the CUDA ones, the multi-minute launches included: ~40 min (goal 35).
 test-all: lint
 	$(BIN)/python -m pytest -q
