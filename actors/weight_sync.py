@@ -77,7 +77,10 @@ class WeightPublisher:
         self._lock = threading.Lock()
 
     def publish(self, version: int, state: dict) -> None:
-        """Keep `state` (full CPU weights) as the weights of `version`."""
+        """Keep `state` (full CPU weights) as the weights of `version`. One tensor under two
+        names (a tied head: `lm_head.weight` is `model.embed_tokens.weight`) is kept once, under
+        its first name (`served_names`)."""
+        state = served_names(state)
         with self._lock:
             self._state, self.version = state, version
 
@@ -289,3 +292,20 @@ def update_engine(
     finally:
         engine.resume()
     return result, time.perf_counter() - t0
+
+
+def served_names(state: dict) -> dict:
+    """`state` without the names that alias an earlier name's tensor (the same storage, shape
+    and dtype): a tied head travels once, as the embedding, which is what vLLM's loaders read
+    for a tied model. Some have no `lm_head` parameter at all and refuse the name (vLLM 0.32's
+    Gemma2ForCausalLM: "There is no module or parameter named 'lm_head'", every sync of a gemma2
+    run failed); the others tie their head to the embedding they load."""
+    seen: set[tuple] = set()
+    out = {}
+    for name, t in state.items():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype)
+        if t.numel() and key in seen:
+            continue
+        seen.add(key)
+        out[name] = t
+    return out

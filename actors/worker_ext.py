@@ -137,9 +137,12 @@ class WeightLoaderExtension:
             return
         if self.device_config.device.type != "cpu":
             return
+        head = getattr(model, "lm_head", None)
+        if head is None:  # the logits use the embedding itself (vLLM's Gemma2): nothing to redo
+            return
         from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
 
-        dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+        dispatch_cpu_unquantized_gemm(head, remove_weight=False)
 
     def _mc_prepack_cpu_experts(self) -> int:
         """vLLM 0.32's CPU MoE experts (`CPUUnquantizedExperts` and its subclasses, each with

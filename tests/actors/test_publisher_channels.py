@@ -66,3 +66,33 @@ def test_a_failed_send_forgets_its_channel_so_the_generator_must_reopen():
         pub.send("gen-1")  # the generator never receives
     with pytest.raises(RuntimeError, match="no weight channel to generator gen-1"):
         pub.send("gen-1")
+
+
+def test_a_tied_head_is_published_once_under_the_embeddings_name():
+    """One tensor under two names (a tied head) travels once, as the embedding: vLLM's Gemma2
+    has no `lm_head` and refused the name, which failed every sync of a gemma2 run."""
+    import torch
+
+    from microcoder.actors.weight_sync import WeightPublisher, served_names
+
+    embed = torch.randn(8, 4)
+    other = torch.randn(8, 4)
+    state = {
+        "model.embed_tokens.weight": embed,
+        "model.norm.weight": torch.ones(4),
+        "lm_head.weight": embed,
+        "untied.weight": other,
+        "same_values_other_storage.weight": embed.clone(),
+    }
+    kept = served_names(state)
+    assert list(kept) == [
+        "model.embed_tokens.weight",
+        "model.norm.weight",
+        "untied.weight",
+        "same_values_other_storage.weight",
+    ]
+    view = {"a": embed, "b": embed.detach().contiguous()}  # a new tensor over the same storage
+    assert list(served_names(view)) == ["a"]
+    publisher = WeightPublisher(timeout_s=5, host="127.0.0.1")  # no channel opened
+    publisher.publish(3, state)
+    assert "lm_head.weight" not in publisher._state and publisher.version == 3
