@@ -63,7 +63,7 @@ def check_model(
         dump_logprobs(dump, seqs, got["chunked"], temperature)
         report["logprobs"]["dumped"] = str(dump)
     published = learners["unchunked"].full_state_dict(masters=True)
-    report["names"] = compare_names(published, _checkpoint_shapes(model_dir))
+    report["names"] = compare_names(published, checkpoint_shapes(model_dir))
     report["round_trip"] = round_trip(model_dir, published)
     if vllm is not None:
         report["vllm"] = vllm(model_dir, config, published, device, seed)
@@ -99,7 +99,7 @@ def dump_logprobs(path, sequences, logprobs, temperature: float) -> None:
     Path(path).write_text(json.dumps({"temperature": temperature, "sequences": rows}))
 
 
-def _checkpoint_shapes(model_dir: Path) -> dict[str, list[int]]:
+def checkpoint_shapes(model_dir: Path) -> dict[str, list[int]]:
     from safetensors import safe_open
 
     out = {}

@@ -8,13 +8,14 @@ cores (4 min under the load of other tests; 4.9 min one after the other), notes/
 
 from __future__ import annotations
 
-import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from family_models import build_family
 from launch_testing.launched import start_launch
+from launch_testing.waiting import records
+
+from microcoder.learner.model_check import checkpoint_shapes
 
 FAMILIES = ["qwen3", "llama", "qwen3_moe"]
 
@@ -62,21 +63,6 @@ def launched(tmp_path_factory):
     return out
 
 
-def records(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["kind"] == kind]
-
-
-def shapes(folder: Path) -> dict[str, list[int]]:
-    from safetensors import safe_open
-
-    out = {}
-    for file in sorted(folder.glob("*.safetensors")):
-        with safe_open(file, framework="pt") as f:
-            out |= {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
-    return out
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_launch_trains_two_steps(launched, family):
     proc, run_dir, _ = launched[family]
@@ -100,9 +86,9 @@ def test_the_final_checkpoint_holds_the_folders_names_and_loads(launched, family
     _, run_dir, folder = launched[family]
     saved = run_dir / "checkpoints" / "step_2"
     assert (saved / "COMPLETE").is_file()
-    assert shapes(saved) == shapes(folder)
+    assert checkpoint_shapes(saved) == checkpoint_shapes(folder)
     if family == "qwen3_moe":
-        assert any(".mlp.experts.3.down_proj.weight" in k for k in shapes(saved))
+        assert any(".mlp.experts.3.down_proj.weight" in k for k in checkpoint_shapes(saved))
     model = AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32)
     assert model.config.model_type == family
     assert all(torch.isfinite(p).all() for p in model.parameters())
