@@ -14,10 +14,16 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# ruff, every fast test and one shared live launch of the tiny config (tests/live): ~9.5 min.
-test: lint
-	$(BIN)/python -m pytest -q -m "not gpu and not slow"
+# Two pytest workers (pytest-xdist): a test module is one unit of work (tests/live one unit), the
+# launch- and engine-driving units start first; a tiny launch waits more than it computes, so two
+# share the 2 cores well (tests/conftest.py, docs/testing.md). PYTEST_WORKERS=0 runs in-process.
+PYTEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
-# ruff and every test but the CUDA ones, the multi-minute launches included: ~40 min (goal 35).
+# ruff, every fast test and one shared live launch of the tiny config (tests/live).
+test: lint
+	$(BIN)/python -m pytest -q $(XDIST) -m "not gpu and not slow"
+
+# ruff and every test but the CUDA ones, the multi-minute launches included.
 test-all: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)

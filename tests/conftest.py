@@ -1,10 +1,17 @@
 """Shared fixtures: the tiny model is built once per test session (no download, ~4 s), so is its
-warm-started twin (~1.5 min, only for the slow tests that need it), and one local Ray instance
-serves every test that starts actors. Helpers that tests of several folders
-share live in tests/support/ (e.g. `engine_testing`), put on sys.path here."""
+warm-started twin (~1.5 min, only for the slow tests that need it; once for all xdist workers),
+and one local Ray instance serves every test that starts actors. Helpers that tests of several
+folders share live in tests/support/ (e.g. `engine_testing`), put on sys.path here.
+
+Under pytest-xdist (`make test` and `make test-all` run two workers, `--dist loadgroup`), every
+test module is one unit of work, so a module's fixtures (a vLLM engine, a launch) are built once;
+tests/live is one unit (its run is shared by the whole folder). The units that drive launches or
+engines go first, longest deadline first, so the fast tests fill the other worker at the end
+(docs/testing.md)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,11 +36,21 @@ def warm_model_dir(tmp_path_factory):
     """The tiny model after the default warm start, built once per session through the real CLI
     (`microcoder tiny-model --warmstart`, seed 0: the model `make run` trains; ~1.5 min) for the
     tests that need a model that already solves some problems (learning, compare, the warm
-    start's window). Its `warmstart.json` holds the warm start's evaluations."""
-    folder = tmp_path_factory.mktemp("warm") / "tiny-model-warm"
-    cmd = [sys.executable, "-m", "microcoder", "tiny-model", "--warmstart", "--out", str(folder)]
-    res = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    start's window). Its `warmstart.json` holds the warm start's evaluations. Under xdist the
+    workers share one build: the first to need it builds it under a file lock in the run's
+    common temp folder, the others wait for it and reuse it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # .../pytest-N/popen-gwK -> .../pytest-N, common to the workers
+    folder = shared / "warm" / "tiny-model-warm"
+    with FileLock(str(shared / "warm.lock"), timeout=900):
+        if not (folder / "warmstart.json").exists():
+            cmd = [sys.executable, "-m", "microcoder", "tiny-model", "--warmstart"]
+            cmd += ["--out", str(folder), "--no-progress"]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return folder
 
 
@@ -52,3 +69,37 @@ def ray_cluster():
     )
     yield ray
     ray.shutdown()
+
+
+LIVE = Path(__file__).with_name("live")
+
+
+def work_unit(item: pytest.Item) -> str:
+    """The xdist group of a test: tests/live as one (its run is shared by the folder), else the
+    test's module (its module-scoped engines and launches are built once)."""
+    return "live" if LIVE in item.path.parents else item.path.relative_to(LIVE.parent).as_posix()
+
+
+def weight(items: list[pytest.Item]) -> float:
+    """How early a unit should start: the longest explicit deadline of its slow or live tests (a
+    proxy for their length); 0 for a unit of fast tests."""
+    heavy = [i for i in items if i.get_closest_marker("slow") or i.get_closest_marker("live")]
+    marks = [m.args[0] for i in heavy for m in i.iter_markers("timeout") if m.args]
+    return max(marks, default=300.0 if heavy else 0.0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    """Under xdist only: one xdist_group per unit (work_unit), and the units ordered longest
+    first (stable: the order inside a unit, e.g. tests/live's, is kept). A plain `pytest` keeps
+    the collection order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(work_unit(item), []).append(item)
+    for name, members in units.items():
+        for item in members:
+            item.add_marker(pytest.mark.xdist_group(name))
+    ordered = sorted(units.values(), key=lambda members: -weight(members))
+    items[:] = [item for members in ordered for item in members]
