@@ -18,7 +18,7 @@ lint: setup
 # launch- and engine-driving units start first; a tiny launch waits more than it computes, so two
 # share the 2 cores well (tests/conftest.py, docs/testing.md). PYTEST_WORKERS=0 runs in-process.
 PYTEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 # ruff, every fast test and one shared live launch of the tiny config (tests/live).
 test: lint

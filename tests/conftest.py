@@ -3,7 +3,7 @@ warm-started twin (~1.5 min, only for the slow tests that need it; once for all 
 and one local Ray instance serves every test that starts actors. Helpers that tests of several
 folders share live in tests/support/ (e.g. `engine_testing`), put on sys.path here.
 
-Under pytest-xdist (`make test` and `make test-all` run two workers, `--dist loadgroup`), every
+Under pytest-xdist (`make test` and `make test-all` run two workers), every
 test module is one unit of work, so a module's fixtures (a vLLM engine, a launch) are built once;
 tests/live is one unit (its run is shared by the whole folder). The units that drive launches or
 engines go first, longest deadline first, so the fast tests fill the other worker at the end
@@ -74,10 +74,11 @@ def ray_cluster():
 LIVE = Path(__file__).with_name("live")
 
 
-def work_unit(item: pytest.Item) -> str:
-    """The xdist group of a test: tests/live as one (its run is shared by the folder), else the
-    test's module (its module-scoped engines and launches are built once)."""
-    return "live" if LIVE in item.path.parents else item.path.relative_to(LIVE.parent).as_posix()
+def unit_of(nodeid: str) -> str:
+    """The unit of work of a test under xdist: tests/live as one (its run is shared by the
+    folder), else the test's module (its module-scoped engines and launches are built once)."""
+    path = nodeid.split("::")[0]
+    return "live" if path.startswith("tests/live/") else path
 
 
 def weight(items: list[pytest.Item]) -> float:
@@ -88,18 +89,28 @@ def weight(items: list[pytest.Item]) -> float:
     return max(marks, default=300.0 if heavy else 0.0)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load-scope scheduling with our units (unit_of) as its scopes: a unit runs whole
+    on one worker; units go out in the order the workers collected them (pytest_collection_
+    modifyitems below puts the longest first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/live's hook has marked and ordered its tests
 def pytest_collection_modifyitems(config, items):
-    """Under xdist only: one xdist_group per unit (work_unit), and the units ordered longest
-    first (stable: the order inside a unit, e.g. tests/live's, is kept). A plain `pytest` keeps
-    the collection order."""
+    """On an xdist worker only: the units ordered longest first (stable: the order inside a unit,
+    e.g. tests/live's, is kept). A plain `pytest` keeps the collection order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        units.setdefault(work_unit(item), []).append(item)
-    for name, members in units.items():
-        for item in members:
-            item.add_marker(pytest.mark.xdist_group(name))
+        units.setdefault(unit_of(item.nodeid), []).append(item)
     ordered = sorted(units.values(), key=lambda members: -weight(members))
     items[:] = [item for members in ordered for item in members]
