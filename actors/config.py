@@ -23,7 +23,9 @@ class GeneratorConfig(Section):
     num_engines: int = Field(1, ge=0)
     """Generator actors, one vLLM engine each. Scale a live run with `microcoder scale generators N`."""
     gpus_per_engine: float = Field(0.0, ge=0)
-    """GPUs per engine (tensor parallel size on CUDA); 0 on CPU machines."""
+    """GPUs per engine (tensor parallel size on CUDA: its whole part); 0 on CPU machines. An
+    engine of 2 or more runs vLLM's "mp" executor, its workers on the GPUs the generator holds
+    in its placement group (actors/engine.py `executor_backend`)."""
     cpus_per_engine: float = Field(1.0, gt=0)
     """Ray CPUs reserved per engine."""
     resources: CustomResources = {}
