@@ -1,6 +1,6 @@
-"""The async engine (actors/async_engine.py) on the tiny model: its blocking generate equals
-transformers' greedy, an in-flight pause labels tokens with both versions, and its EngineCore
-dies with the process that built it, kill -9 included (Linux)."""
+"""The async engine (actors/async_engine.py) on the tiny model: `generator.engine_args` reach it,
+its blocking generate equals transformers' greedy, an in-flight pause labels tokens with both
+versions, and its EngineCore dies with the process that built it, kill -9 included (Linux)."""
 
 from __future__ import annotations
 
