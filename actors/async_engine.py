@@ -255,20 +255,20 @@ def build_async_engine(
     **extra,
 ) -> AsyncEngine:
     """An AsyncEngine for `model_path` with the same engine arguments as actors/engine.py
-    `build_engine` (`engine_kwargs`, plus `disable_log_stats`); `extra` (e.g.
-    `worker_extension_cls=WORKER_EXTENSION`) goes to the engine. Raises `VllmApiError` when the
+    `build_engine` (`engine_kwargs`, plus `disable_log_stats` unless `generator.engine_args` sets
+    it); `extra` (e.g. `worker_extension_cls=WORKER_EXTENSION`) goes to the engine. Raises `VllmApiError` when the
     installed vLLM lacks an API microcoder calls. With the worker extension the EngineCore is
     tied to this process (dies with it) and the version label is set to `version`."""
     if device == "cpu":
         set_cpu_engine_env(cfg.kv_cache_gib)
-    check_vllm_api(device)
-    kwargs = engine_kwargs(model_path, cfg, device, seed, **extra)
+    check_vllm_api(device, engine_args=cfg.engine_args)
+    kwargs = {"disable_log_stats": True, **engine_kwargs(model_path, cfg, device, seed, **extra)}
 
     def build():
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs, disable_log_stats=True))
+        return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
 
     extension = kwargs.get("worker_extension_cls") == WORKER_EXTENSION
     return AsyncEngine(build, rpc_timeout_s=rpc_timeout_s, version=version, extension=extension)

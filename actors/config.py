@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import Section
@@ -23,7 +23,9 @@ class GeneratorConfig(Section):
     num_engines: int = Field(1, ge=0)
     """Generator actors, one vLLM engine each. Scale a live run with `microcoder scale generators N`."""
     gpus_per_engine: float = Field(0.0, ge=0)
-    """GPUs per engine (tensor parallel size on CUDA); 0 on CPU machines."""
+    """GPUs per engine (tensor parallel size on CUDA: its whole part); 0 on CPU machines. An
+    engine of 2 or more runs vLLM's "mp" executor, its workers on the GPUs the generator holds
+    in its placement group (actors/engine.py `executor_backend`)."""
     cpus_per_engine: float = Field(1.0, gt=0)
     """Ray CPUs reserved per engine."""
     resources: CustomResources = {}
@@ -86,6 +88,23 @@ class GeneratorConfig(Section):
     ignore_eos: bool = False
     """Sample past the end-of-sequence token up to max_response_tokens (fixed-size work for
     `microcoder bench generation`; keep false for training)."""
+    engine_args: dict[str, Any] = {}
+    """More vLLM engine arguments, passed as they are to every generator's engine (both the
+    `LLM` and the async engine), e.g. {max_num_seqs = 64, max_num_batched_tokens = 8192}, or
+    `hf_overrides` to change the model's config (the RoPE scaling of a long context: the keys
+    are the model config's, see vLLM's docs). The names are the fields of vLLM's
+    `EngineArgs`, checked when the config loads (against the installed vLLM's source, without
+    importing it) and again at engine start: an unknown name is refused with the nearest one, and
+    a name microcoder sets from this config (model, seed, dtype, max_model_len, enforce_eager,
+    tensor_parallel_size, gpu_memory_utilization, ...) is refused with the field to set instead
+    (actors/engine_args.py). Prefix caching is on unless {enable_prefix_caching = false}."""
+
+    @field_validator("engine_args")
+    @classmethod
+    def _known_engine_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from microcoder.actors.engine_args import check_engine_args
+
+        return check_engine_args(value)
 
 
 @dataclass(frozen=True)

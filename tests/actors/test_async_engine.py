@@ -1,6 +1,6 @@
-"""The async engine (actors/async_engine.py) on the tiny model: its blocking generate equals
-transformers' greedy, an in-flight pause labels tokens with both versions, and its EngineCore
-dies with the process that built it, kill -9 included (Linux)."""
+"""The async engine (actors/async_engine.py) on the tiny model: `generator.engine_args` reach it,
+its blocking generate equals transformers' greedy, an in-flight pause labels tokens with both
+versions, and its EngineCore dies with the process that built it, kill -9 included (Linux)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,11 @@ def engine(tiny_model_dir):
     from microcoder.actors.engine import WORKER_EXTENSION
 
     cfg = GeneratorConfig(
-        max_prompt_tokens=64, max_response_tokens=256, kv_cache_gib=1, enforce_eager=True
+        max_prompt_tokens=64,
+        max_response_tokens=256,
+        kv_cache_gib=1,
+        enforce_eager=True,
+        engine_args={"max_num_seqs": 8},  # reaches the engine (checked below)
     )
     eng = build_async_engine(
         tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
@@ -64,6 +68,15 @@ def test_the_blocking_generate_equals_transformers_greedy_in_prompt_order(engine
         [{"prompt_token_ids": p} for p in PROMPTS], SamplingParams(temperature=0, max_tokens=12)
     )
     assert [list(o.outputs[0].token_ids) for o in outs] == hf_greedy(tiny_model_dir, PROMPTS, 12)
+
+
+def test_generator_engine_args_reach_the_built_engine(engine):
+    """`generator.engine_args` is passed to the engine: its scheduler takes max_num_seqs = 8
+    (vLLM 0.32's own defaults are 256 or more, vllm/engine/arg_utils.py
+    `default_max_num_seqs`); prefix caching stays on by default."""
+    config = engine.llm.vllm_config
+    assert config.scheduler_config.max_num_seqs == 8
+    assert config.cache_config.enable_prefix_caching is True
 
 
 def test_a_request_kept_through_a_pause_carries_the_old_and_the_new_version(engine):

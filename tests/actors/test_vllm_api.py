@@ -121,3 +121,49 @@ def test_engine_kwargs_carry_enforce_eager_from_the_config_and_every_kwarg_is_ch
             assert kw["enforce_eager"] is eager
             assert set(kw) <= fields, set(kw) - fields
     assert "enforce_eager" in ENGINE_ARGS
+
+
+def test_the_cheap_field_reader_sees_exactly_the_engine_args_dataclass_fields():
+    """actors/engine_args.py reads EngineArgs' fields from the source (the config-load check
+    must not import vLLM); it must agree with the imported dataclass."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from microcoder.actors.engine_args import engine_arg_fields
+
+    assert engine_arg_fields() == {f.name for f in dataclasses.fields(EngineArgs)}
+
+
+def test_the_start_check_covers_generator_engine_args():
+    """The engine's own check (on the generator's node) names a bad `generator.engine_args` name
+    the way the config load does, and accepts a real one."""
+    check_vllm_api("cpu", engine_args=["max_num_seqs", "enable_prefix_caching"])
+    with pytest.raises(VllmApiError) as err:
+        check_vllm_api("cpu", engine_args=["max_num_seq", "seed"])
+    msg = str(err.value)
+    assert "generator.engine_args.max_num_seq" in msg and "did you mean 'max_num_seqs'?" in msg
+    assert "generator.engine_args.seed: microcoder sets this engine argument" in msg
+    assert "Rename or remove the generator.engine_args named above" in msg
+    assert "lacks APIs" not in msg
+
+
+def test_a_tensor_parallel_engine_in_a_placement_group_gets_the_mp_executor():
+    """vLLM passes the caller's placement group to its ParallelConfig (EngineArgs
+    `create_engine_config`, in a Ray actor). Left to choose, it then picks the "ray" executor for
+    TP 2, whose cluster set-up refuses the generator's one bundle of 2 GPUs (issue 33, fault 8);
+    with the backend engine_kwargs chooses it stays on "mp"."""
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup
+    from vllm.config import ParallelConfig
+
+    from microcoder.actors.config import GeneratorConfig
+    from microcoder.actors.engine import engine_kwargs
+
+    pg = PlacementGroup(PlacementGroupID.from_random())  # stands for the actor's own group
+    assert ParallelConfig(tensor_parallel_size=2, placement_group=pg).use_ray  # vLLM's choice
+    kw = engine_kwargs("m", GeneratorConfig(gpus_per_engine=2), "cuda")
+    chosen = ParallelConfig(
+        tensor_parallel_size=kw["tensor_parallel_size"],
+        distributed_executor_backend=kw["distributed_executor_backend"],
+        placement_group=pg,
+    )
+    assert chosen.distributed_executor_backend == "mp" and not chosen.use_ray
