@@ -68,7 +68,14 @@ class JudgePool:
         self.restarts = 0
         self._channels: weakref.WeakSet[JudgeChannel] = weakref.WeakSet()
         self._channels_lock = threading.Lock()
-        self.workers = [WorkerProcess(cfg, slot) for slot in range(self.size)]
+        self.workers: list[WorkerProcess] = []
+        try:
+            for slot in range(self.size):
+                self.workers.append(WorkerProcess(cfg, slot))  # as root: claims a host uid
+        except BaseException:
+            for w in self.workers:
+                w.close()
+            raise
         started: queue.Queue = queue.Queue()
         self._threads = [
             threading.Thread(target=self._serve, args=(w, started), daemon=True, name=f"judge-{i}")
