@@ -163,4 +163,3 @@ class Executor:
         if self._eval_judge is not None:
             self._eval_judge.close()
         self.pool.close()
-

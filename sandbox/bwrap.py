@@ -118,9 +118,7 @@ def needs_host_uid(cfg: ExecutorConfig) -> bool:
     return cfg.isolation == "bwrap" and os.geteuid() == 0
 
 
-def sandbox_command(
-    cfg: ExecutorConfig, host_uid: int | None
-) -> tuple[list[str], tuple[int, ...]]:
+def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str], tuple[int, ...]]:
     """argv and fds to pass for one worker's fork server (the fds are closed by the caller);
     `host_uid`: its programs' host uid (sandbox/uids.py), needed when `needs_host_uid(cfg)`."""
     python = interpreter(cfg)

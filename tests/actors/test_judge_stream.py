@@ -17,7 +17,9 @@ from microcoder.data.problem import validate_problem
 from microcoder.sandbox import JudgePool
 from microcoder.sandbox import pool as pool_module
 
-SLEEPER = validate_problem({"id": "sleep", "kind": "stdin", "tests": [{"input": "", "output": "ok\n"}]})
+SLEEPER = validate_problem(
+    {"id": "sleep", "kind": "stdin", "tests": [{"input": "", "output": "ok\n"}]}
+)
 SLEEP_1S = "```python\nimport time\ntime.sleep(1.0)\nprint('ok')\n```"
 
 

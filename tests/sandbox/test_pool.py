@@ -140,3 +140,10 @@ def test_channels_get_their_own_verdicts_on_shared_workers(pool):
     assert got_a == [("a", i) for i in range(3)] and got_b == [("b", i) for i in range(3)]
     assert [v.tag for v in pool.as_completed(timeout=60)] == [("pool", 0)]
     assert a.pending == b.pending == pool.pending == 0
+
+
+def test_workers_0_outside_ray_means_the_cores_this_process_may_use():
+    from microcoder.sandbox.pool import resolve_workers
+
+    assert resolve_workers(3) == 3
+    assert resolve_workers(0) == len(os.sched_getaffinity(0))
