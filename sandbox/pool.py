@@ -93,8 +93,9 @@ class JudgePool:
         self, problem: Problem, code: str | None, solution_id: str = "", tag: Any = None
     ) -> int:
         """Queue one solution (code None = nothing extracted: scored WA); returns its job id."""
+        job_id = self._enqueue(problem, code, solution_id, tag, self._done)
         self._pending += 1
-        return self._enqueue(problem, code, solution_id, tag, self._done)
+        return job_id
 
     def _enqueue(self, problem, code, solution_id, tag, done: queue.Queue) -> int:
         if self._closed:
