@@ -113,13 +113,14 @@ def test_executor_keeps_judging_after_a_hostile_program(exec_setup, actor_cfg):
 
 
 def test_workers_0_follows_the_cpus_ray_granted_the_executor(ray_cluster, actor_cfg):
-    """Not the host's cores: a 2-CPU executor runs 2 sandbox workers (the cluster has 6 CPUs)."""
+    """Not the host's cores (2 here, 6 CPUs in the test cluster): a 1-CPU executor runs 1 sandbox
+    worker."""
     from microcoder.actors.remote import executor_cls
 
-    cfg = actor_cfg.executor.model_copy(update={"workers": 0, "cpus_per_executor": 2.0})
+    cfg = actor_cfg.executor.model_copy(update={"workers": 0, "cpus_per_executor": 1.0})
     ex = executor_cls(cfg).remote("exec-cpus", cfg)
     try:
-        assert ray_cluster.get(ex.ready.remote(), timeout=120)["workers"] == 2
+        assert ray_cluster.get(ex.ready.remote(), timeout=120)["workers"] == 1
     finally:
         ray_cluster.get(ex.shutdown.remote(), timeout=60)
         ray_cluster.kill(ex)
