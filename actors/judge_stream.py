@@ -17,8 +17,9 @@ to learn G.
 Leases are the buffer's, unchanged: a group is held from its lease until its scores (or its
 failure) are handed in, and the buffer still returns it after `buffer.lease_timeout_s`. On stop
 the loop leases nothing more, hands in the groups in flight as they finish, for at most
-`drain_s` seconds; the groups still unjudged then stay leased, and the caller's
-`client.release()` returns them to the unscored queue.
+`drain_s` seconds; the groups still unjudged then, and those whose judge raised after stop
+(its pool closed under it), stay leased, and the caller's `client.release()` returns them to
+the unscored queue.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class JudgeStats:
     """The most responses leased and not yet handed in at once (the lease bound: at most
     slots + 2G - 1)."""
     left_leased: int = 0
-    """Groups still in flight when the loop ended (stop, after drain_s): left to release()."""
+    """Groups left leased for the caller's release(): still in flight when the loop ended (stop,
+    after drain_s), or whose judge raised after stop."""
 
 
 class _InFlight:
@@ -129,7 +131,7 @@ def judging_loop(
             with timer.busy() if flight.futures else timer.idle():
                 finished = flight.take(TICK_S)
             if finished:
-                _hand_in(client, finished, record, timer, stats)
+                _hand_in(client, finished, record, timer, stats, stopping=stop_at is not None)
             want = lease_count(slots, group_size, flight.responses) if leasing else 0
             if max_groups is not None:
                 want = min(want, max_groups - stats.leased)
@@ -147,15 +149,20 @@ def judging_loop(
             if not got and not idle:
                 next_lease = time.monotonic() + LEASE_RETRY_S
     finally:
-        stats.left_leased = flight.close()
+        stats.left_leased += flight.close()
     return stats
 
 
-def _hand_in(client, finished, record, timer: PoolTimer, stats: JudgeStats) -> None:
-    """One put for every scored group that finished, a fail_group per failed one, then record."""
-    out = ScoringOutcome()
+def _hand_in(client, finished, record, timer: PoolTimer, stats: JudgeStats, stopping: bool) -> None:
+    """One put for every scored group that finished, a fail_group per failed one, then record.
+    A judge that raised while `stopping` (most likely its pool was closed under it) leaves its
+    group leased for the caller's release(): the group is judged again elsewhere."""
+    out, left = ScoringOutcome(), 0
     for group, future in finished:
         err = future.exception()
+        if err is not None and stopping:
+            left += 1
+            continue
         if err is None:
             part = future.result()
             out.scored += part.scored
@@ -170,5 +177,6 @@ def _hand_in(client, finished, record, timer: PoolTimer, stats: JudgeStats) -> N
             client.put_scored(out.scored)
         for gid, reason in out.failed:
             client.fail_group(gid, reason)
-    stats.groups += len(finished)
+    stats.groups += len(finished) - left
+    stats.left_leased += left
     record(out)

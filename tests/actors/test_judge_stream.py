@@ -157,3 +157,28 @@ def test_on_stop_it_hands_in_the_groups_in_flight_and_leases_no_more():
     loop.join(5)
     leased = sum(got for _, got in client.leases)
     assert not loop.is_alive() and len(client.scored) == leased < 10
+
+
+def test_a_judge_that_raises_after_stop_leaves_its_group_leased_for_release():
+    """After stop, a raise most likely means the pool was closed under the judge: the group is
+    not failed (counted against the problem) but left to release(), to be judged elsewhere."""
+    stop, started = threading.Event(), threading.Event()
+
+    def judge(gs):
+        started.set()
+        time.sleep(0.3)
+        raise RuntimeError("JudgePool was closed while this channel waited for verdicts")
+
+    client = ListClient(groups(1, 2, "x", problem_id="p"))
+    out = {}
+    loop = threading.Thread(
+        target=lambda: out.update(
+            stats=judging_loop(client, judge, lambda o: None, PoolTimer(), stop, slots=2)
+        )
+    )
+    loop.start()
+    assert started.wait(5)
+    stop.set()
+    loop.join(5)
+    assert client.failed == [] and client.scored == []
+    assert (out["stats"].groups, out["stats"].left_leased) == (0, 1)
