@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.timing import PoolTimer
@@ -27,7 +26,6 @@ class Executor:
         buffer_address: str | None = None,
         data: DataConfig | None = None,
         seed: int = 0,
-        max_groups: int = 4,
     ):
         """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
         run problems (an evaluation registers its own with `add_problems`), else the problems of
@@ -37,14 +35,14 @@ class Executor:
         from microcoder.data.sources import load_run_problems
         from microcoder.sandbox import JudgePool
 
-        self.name, self.max_groups = name, max_groups
+        self.name = name
         redirect_to_run_dir(name)
         problems = []
         if data is not None:
             problems = load_run_problems(data, seed, "train")
             problems += load_run_problems(data, seed, "heldout")
         self.problems = {p.id: p for p in problems}
-        self.pool = JudgePool(executor)
+        self.pool = JudgePool(executor)  # workers = 0: the CPUs Ray granted this actor
         self.client = (
             BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None
         )
@@ -54,7 +52,8 @@ class Executor:
         self.groups = self.responses = self.tests = self.failed = 0
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
-        self._pool_lock = threading.Lock()  # the judge pool is used from one thread at a time
+        self._pool_lock = threading.Lock()  # guards the pool's own submit/as_completed (eval)
+        self.stream = None  # the last run's JudgeStats (actors/judge_stream.py)
 
     def ready(self) -> dict[str, Any]:
         return {"name": self.name, "workers": self.pool.size, "problems": len(self.problems)}
@@ -76,29 +75,34 @@ class Executor:
             "tests_per_s": self.tests / busy if busy else 0.0,
             "failed_groups": self.failed,
             "verdicts": dict(self.verdicts),
+            "workers": self.pool.size,
+            "max_inflight_responses": self.stream.max_inflight_responses if self.stream else 0,
             **self.timer.summary(),
         }
 
-    def run(self, max_waves: int | None = None) -> dict[str, Any]:
-        """Judge until stopped or the run is over (`max_waves` bounds it for tests)."""
-        judging_loop(
+    def run(self, max_groups: int | None = None) -> dict[str, Any]:
+        """Judge as a stream (actors/judge_stream.py) until stopped (`max_groups`: after that
+        many groups, for tests), one program per sandbox worker at a time."""
+        from microcoder.actors.judge_stream import judging_loop
+
+        self.stream = judging_loop(
             self.client,
-            self.max_groups,
             self._judge,
             self._count,
             self.timer,
             self._stop,
-            max_waves,
+            slots=self.pool.size,
+            max_groups=max_groups,
         )
         return self.stats()
 
     def _judge(self, groups: list) -> ScoringOutcome:
+        """Judge `groups` on a channel of the pool (called from several threads at once)."""
         from microcoder.actors.scoring import score_groups
 
-        with self._pool_lock:
-            return score_groups(self.pool, self.problems, groups, self.name)
+        return score_groups(self.pool.channel(), self.problems, groups, self.name)
 
-    def _count(self, out: ScoringOutcome) -> None:
+    def _count(self, out: ScoringOutcome) -> None:  # the loop's thread only
         self.groups += len(out.scored)
         self.failed += len(out.failed)
         self.tests += out.tests_run
@@ -159,36 +163,3 @@ class Executor:
         if self._eval_judge is not None:
             self._eval_judge.close()
         self.pool.close()
-
-
-def judging_loop(
-    client,
-    max_groups: int,
-    judge: Callable[[list], ScoringOutcome],
-    record: Callable[[ScoringOutcome], None],
-    timer: PoolTimer,
-    stop: threading.Event,
-    max_waves: int | None = None,
-) -> int:
-    """The executor's loop; returns the number of waves. Per wave: lease up to `max_groups`
-    unscored groups from `client` (a BufferClient) -> `judge(groups)` (a ScoringOutcome,
-    actors/scoring.py) -> hand in the scores and report the groups that failed ->
-    `record(outcome)`. Ends when `stop` is set or after `max_waves` waves. `Executor.run` runs it
-    with the sandbox pool; `microcoder bench pipeline` (bench/pipeline/actors.py) runs it with a
-    sleep as `judge`, so the bench measures this very loop."""
-    waves = 0
-    while not stop.is_set() and (max_waves is None or waves < max_waves):
-        with timer.idle():
-            groups = client.get_unscored(max_groups, wait_s=0.5)
-        if not groups:
-            continue
-        with timer.busy():
-            out = judge(groups)
-        with timer.io():
-            if out.scored:
-                client.put_scored(out.scored)
-            for gid, reason in out.failed:
-                client.fail_group(gid, reason)
-        record(out)
-        waves += 1
-    return waves

@@ -5,8 +5,9 @@ at once (Ray threads), and judging one call after another would leave sandbox wo
 the end of every call. So calls hand their jobs to one serving thread, which submits each
 call's jobs as soon as it arrives (keeping every worker busy across calls), routes the verdicts
 back, and wakes each caller when its last verdict is in. The pool lock is held only while eval
-jobs are outstanding, so an executor's training loop (which takes the same lock) judges between
-evaluation bursts.
+jobs are outstanding. An executor's training loop judges through channels of the same pool
+(`JudgePool.channel`, actors/judge_stream.py), so its groups and these jobs share the workers'
+queue in the order they were submitted.
 """
 
 from __future__ import annotations

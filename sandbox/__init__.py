@@ -9,6 +9,7 @@ Python API (for the executor actor; use from one thread):
     for v in pool.as_completed(timeout=None):   # Verdict records as they finish
         v.verdict, v.reward, v.passed, v.total, v.first_failed, v.tag, ...
     pool.judge(problem, code) -> Verdict;  pool.judge_many([(problem, code), ...]) -> [Verdict]
+    ch = pool.channel()                       # submit/as_completed of its own for another thread
     pool.close()                              # or `with JudgePool(cfg) as pool:`
     extract_code(response) -> str | None      # None: submit it anyway, it is scored WA
 
@@ -28,8 +29,9 @@ files, the judge's environment, the host's home or project directories. Limits p
 (= the test's output cap, also bounds /tmp files; the fork server reads at most the cap of a
 run's stdout and of a functional program's returned values, and sends the judge nothing of an
 output over its cap), open files, and a process count that holds for root
-(programs run as a dedicated host uid per worker, `sandbox_uid_base + slot`, via a user namespace
-mapping; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
+(programs run as a dedicated host uid per worker via a user namespace mapping, claimed host-wide
+from `sandbox_uid_base` through lock files, sandbox/uids.py, so no two workers of any pools on the
+host share one; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
 program cannot kill it), non-dumpable (no ptrace or /proc/1/mem) and runs as another uid; after
 every run it kills every process left in the namespace, so daemons do not outlive their test;
 before the next solution it empties the private /tmp if anything was written there (files a

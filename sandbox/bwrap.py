@@ -6,11 +6,13 @@ mounted read-only; fresh /proc, minimal /dev, a private size-capped /tmp; no env
 PATH/HOME/LANG; a new session (no terminal); dies with the judge. The fork server is PID 1.
 
 Process bound: as root, each worker gets its own user namespace mapping in-sandbox uid 1000 to
-host uid `sandbox_uid_base + slot`; programs run as that uid (RLIMIT_NPROC counts per real uid and
-is ignored only for host root, so it holds), cannot signal or trace the fork server (uid 0 of the
-namespace with only the capabilities it needs), and are each slot's only processes. Not root:
-bwrap's own unprivileged user namespace; programs keep the caller's uid, and RLIMIT_NPROC counts
-the processes of that uid inside the sandbox's namespace.
+a host uid of its own, claimed host-wide from [sandbox_uid_base, sandbox_uid_base + 4096) through
+a lock file (sandbox/uids.py: no two workers of any pools on the host share one); programs run as
+that uid (RLIMIT_NPROC counts per real uid and is ignored only for host root, so it holds),
+cannot signal or trace the fork server (uid 0 of the namespace with only the capabilities it
+needs), and are their worker's only processes. Not root: bwrap's own unprivileged user
+namespace; programs keep the caller's uid, no host uid is claimed, and RLIMIT_NPROC counts the
+processes of that uid inside the sandbox's namespace.
 """
 
 from __future__ import annotations
@@ -111,8 +113,14 @@ def _root_binds(cfg: ExecutorConfig) -> list[str]:
     return args
 
 
-def sandbox_command(cfg: ExecutorConfig, slot: int) -> tuple[list[str], tuple[int, ...]]:
-    """argv and fds to pass for one worker's fork server (the fds are closed by the caller)."""
+def needs_host_uid(cfg: ExecutorConfig) -> bool:
+    """Whether a worker's programs run as a host uid of their own (bwrap isolation as root)."""
+    return cfg.isolation == "bwrap" and os.geteuid() == 0
+
+
+def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str], tuple[int, ...]]:
+    """argv and fds to pass for one worker's fork server (the fds are closed by the caller);
+    `host_uid`: its programs' host uid (sandbox/uids.py), needed when `needs_host_uid(cfg)`."""
     python = interpreter(cfg)
     if cfg.isolation == "none":
         import tempfile
@@ -123,7 +131,9 @@ def sandbox_command(cfg: ExecutorConfig, slot: int) -> tuple[list[str], tuple[in
     args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
     fds: tuple[int, ...] = ()
     if os.geteuid() == 0:
-        fd = make_userns(cfg.sandbox_uid_base + slot)
+        if host_uid is None:
+            raise ValueError("a root host's sandbox needs the programs' host uid (sandbox/uids.py)")
+        fd = make_userns(host_uid)
         fds = (fd,)
         args += ["--userns", str(fd), "--cap-drop", "ALL"]
         for cap in SERVER_CAPS:

@@ -21,7 +21,9 @@ class ExecutorConfig(Section):
     which pins the pool to those nodes; the placement plan checks the cluster has enough.
     Empty = any node."""
     workers: int = Field(0, ge=0)
-    """Sandbox worker processes per executor; 0 means one per CPU core of the machine."""
+    """Sandbox worker processes per executor (programs judged at once). 0 means one per CPU
+    granted: in a Ray actor, the CPUs Ray gave it (`cpus_per_executor`, rounded down, at least
+    1); outside Ray (`microcoder judge`, benches), the cores this process may run on."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """`bwrap`: every worker runs inside bubblewrap (no network, read-only root, private /tmp).
     `none`: no isolation at all (only for trusted code; the judge warns loudly)."""
@@ -52,8 +54,11 @@ class ExecutorConfig(Section):
     open_files: int = Field(64, ge=8)
     """Open file descriptors a program may hold (RLIMIT_NOFILE)."""
     sandbox_uid_base: int = Field(61000, ge=1000)
-    """Programs run as host uid sandbox_uid_base + worker slot (root hosts, bwrap only), so the
-    per-uid process limit holds and they cannot signal or trace their fork server."""
+    """Root hosts, bwrap only: each worker's programs run as a host uid of their own, the lowest
+    free one in [sandbox_uid_base, sandbox_uid_base + 4096), claimed host-wide through a lock
+    file (sandbox/uids.py), so no two workers of any pools on the host share one: the per-uid
+    process limit holds and programs cannot signal or trace their fork server. Containers that
+    share the host's uids but not its /run and /tmp need bases 4096 apart."""
     max_code_kb: int = Field(512, ge=1)
     """Source larger than this is rejected as CE without being compiled."""
     retries: int = Field(1, ge=0)

@@ -3,6 +3,10 @@
 One host thread per worker drives its fork server (blocking pipe I/O releases the GIL, and the
 host does only framing and comparison). A worker that dies, hangs or breaks the protocol is
 replaced and the solution re-run (`retries`); only then is it reported as SE.
+
+Every worker takes jobs from one FIFO queue. The pool's own `submit`/`as_completed` are for one
+thread; `channel()` gives another thread (e.g. one executor thread per group being judged) its
+own submit/as_completed on the same workers: a channel's verdicts go to that channel only.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import queue
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +44,8 @@ class _Job:
     code: str | None
     solution_id: str
     tag: Any
+    done: queue.Queue
+    """Where its verdict goes: the pool's queue, or a channel's."""
 
 
 class JudgePool:
@@ -52,14 +59,23 @@ class JudgePool:
             warnings.warn(NO_ISOLATION_WARNING, stacklevel=2)
             print(f"microcoder judge: WARNING: {NO_ISOLATION_WARNING}", file=sys.stderr)
         self.cfg = cfg
-        self.size = cfg.workers or os.cpu_count() or 1
+        self.size = resolve_workers(cfg.workers)
         self._jobs: queue.Queue = queue.Queue()
         self._done: queue.Queue = queue.Queue()
         self._ids = itertools.count()
         self._pending = 0
         self._closed = False
         self.restarts = 0
-        self.workers = [WorkerProcess(cfg, slot) for slot in range(self.size)]
+        self._channels: weakref.WeakSet[JudgeChannel] = weakref.WeakSet()
+        self._channels_lock = threading.Lock()
+        self.workers: list[WorkerProcess] = []
+        try:
+            for slot in range(self.size):
+                self.workers.append(WorkerProcess(cfg, slot))  # as root: claims a host uid
+        except BaseException:
+            for w in self.workers:
+                w.close()
+            raise
         started: queue.Queue = queue.Queue()
         self._threads = [
             threading.Thread(target=self._serve, args=(w, started), daemon=True, name=f"judge-{i}")
@@ -77,12 +93,23 @@ class JudgePool:
         self, problem: Problem, code: str | None, solution_id: str = "", tag: Any = None
     ) -> int:
         """Queue one solution (code None = nothing extracted: scored WA); returns its job id."""
+        job_id = self._enqueue(problem, code, solution_id, tag, self._done)
+        self._pending += 1
+        return job_id
+
+    def _enqueue(self, problem, code, solution_id, tag, done: queue.Queue) -> int:
         if self._closed:
             raise RuntimeError("JudgePool is closed")
-        job = _Job(next(self._ids), problem, code, solution_id, tag)
-        self._pending += 1
+        job = _Job(next(self._ids), problem, code, solution_id, tag, done)
         self._jobs.put(job)
         return job.job_id
+
+    def channel(self) -> JudgeChannel:
+        """A submit/as_completed of its own on this pool's workers, for one other thread."""
+        ch = JudgeChannel(self)
+        with self._channels_lock:
+            self._channels.add(ch)
+        return ch
 
     @property
     def pending(self) -> int:
@@ -115,6 +142,10 @@ class JudgePool:
         if self._closed:
             return
         self._closed = True
+        with self._channels_lock:
+            channels = list(self._channels)
+        for ch in channels:
+            ch._done.put(None)  # a channel still waiting learns that its jobs are dropped
         for _ in self._threads:
             self._jobs.put(None)
         for t in self._threads:
@@ -137,7 +168,7 @@ class JudgePool:
         started.put(None)
         try:
             while (job := self._jobs.get()) is not None:
-                self._done.put(self._run(worker, job))
+                job.done.put(self._run(worker, job))
         finally:
             worker.close()
 
@@ -179,3 +210,62 @@ class JudgePool:
             job.tag,
         )
         return v
+
+
+class JudgeChannel:
+    """`submit`, `pending` and `as_completed` as on the pool, for one thread's own jobs; the
+    pool's workers and queue are shared (FIFO with every other user of the pool)."""
+
+    def __init__(self, pool: JudgePool):
+        self.pool, self._pending = pool, 0
+        self._done: queue.Queue = queue.Queue()
+
+    def submit(
+        self, problem: Problem, code: str | None, solution_id: str = "", tag: Any = None
+    ) -> int:
+        job_id = self.pool._enqueue(problem, code, solution_id, tag, self._done)
+        self._pending += 1
+        return job_id
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def as_completed(self, timeout: float | None = None) -> Iterator[Verdict]:
+        """This channel's verdicts as they finish (queue.Empty after `timeout` s idle; raises
+        RuntimeError when the pool is closed meanwhile: its jobs were dropped)."""
+        while self._pending:
+            verdict = self._done.get(timeout=timeout)
+            if verdict is None:
+                self._done.put(None)
+                raise RuntimeError("JudgePool was closed while this channel waited for verdicts")
+            self._pending -= 1
+            yield verdict
+
+
+def resolve_workers(workers: int) -> int:
+    """`executor.workers`, where 0 means the CPUs this process may use: inside a Ray actor or
+    task, the CPUs Ray granted it (`get_assigned_resources()["CPU"]`, rounded down, at least
+    1); outside Ray, the cores of the host this process may run on (its CPU affinity)."""
+    if workers > 0:
+        return workers
+    granted = ray_granted_cpus()
+    if granted is not None:
+        return max(1, int(granted))
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def ray_granted_cpus() -> float | None:
+    """CPUs Ray granted this worker process (an actor's num_cpus), or None outside a Ray worker
+    or when it was granted none. Reads Ray only when the process already imported it."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    except AssertionError:  # the driver: Ray grants resources to workers only
+        return None
+    return cpus or None

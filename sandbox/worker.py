@@ -7,7 +7,7 @@ import select
 import subprocess
 import tempfile
 
-from microcoder.sandbox.bwrap import sandbox_command
+from microcoder.sandbox.bwrap import needs_host_uid, sandbox_command
 from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.frames import FrameError, read_frame, write_frame
 
@@ -23,7 +23,11 @@ class WorkerProcess:
     """One fork server process; not thread-safe (one pool thread owns it)."""
 
     def __init__(self, cfg: ExecutorConfig, slot: int):
+        from microcoder.sandbox.uids import claim_uid
+
         self.cfg, self.slot = cfg, slot
+        # as root, a host uid of its own for its programs, held until close() (sandbox/uids.py)
+        self.uid_claim = claim_uid(cfg.sandbox_uid_base) if needs_host_uid(cfg) else None
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile()
         self.starts = 0
@@ -34,7 +38,7 @@ class WorkerProcess:
 
     def start(self) -> None:
         self.stop()
-        argv, fds = sandbox_command(self.cfg, self.slot)
+        argv, fds = sandbox_command(self.cfg, self.host_uid)
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -99,6 +103,13 @@ class WorkerProcess:
             except OSError:
                 pass
 
+    @property
+    def host_uid(self) -> int | None:
+        """The host uid its programs run as (root hosts, bwrap), else None."""
+        return self.uid_claim.uid if self.uid_claim else None
+
     def close(self) -> None:
         self.stop()
         self.log.close()
+        if self.uid_claim is not None:
+            self.uid_claim.release()

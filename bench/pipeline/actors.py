@@ -12,8 +12,10 @@ actor, with its admission control and staleness gate); only the work inside a wa
   engine's label.
   `sync_before_lease=True` also learns the version right before each lease (the order the
   wave loop had until issue 7; with streaming the label, not the lease, decides the version);
-- SimExecutor: `judging_loop` of actors/executor.py (lease up to `max_groups` unscored groups ->
-  judge -> hand in the scores); its judge sleeps `per_group_s` per group;
+- SimExecutor: `judging_loop` of actors/judge_stream.py (lease unscored groups as judging frees
+  up, judge each on a thread, hand in its scores as it finishes); its judge is serial (a lock)
+  and sleeps `per_group_s` per group, so its throughput is exactly 1 / per_group_s groups/s,
+  the cost model of the waves it replaces;
 - SimLearner: get_batch(batch_size) at its version -> sleep `train_s` -> version + 1 ->
   announce_version (one optimizer step of actors/learner_rank.py + learner_group.py; a loop of
   three calls, so it is written out here rather than shared with the learner rank).
@@ -152,21 +154,22 @@ class _SyncFirst:
 
 
 class SimExecutor(_Sim):
-    def __init__(self, name: str, address: str, per_group_s: float, max_groups: int = 4):
+    def __init__(self, name: str, address: str, per_group_s: float, slots: int = 4):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
-        self.name, self.per_group_s, self.max_groups = name, per_group_s, max_groups
+        self.name, self.per_group_s, self.slots = name, per_group_s, slots
         self.client = BufferClient(address, owner=name)
         self.groups = 0
+        self._serial = threading.Lock()  # one group judged at a time
 
     def run(self) -> dict[str, Any]:
-        from microcoder.actors.executor import judging_loop
+        from microcoder.actors.judge_stream import judging_loop
         from microcoder.actors.timing import PoolTimer
 
         self.timer = PoolTimer()
         judging_loop(
-            self.client, self.max_groups, self._judge, self._record, self.timer, self._stop
+            self.client, self._judge, self._record, self.timer, self._stop, slots=self.slots
         )
         return {"name": self.name, "groups": self.groups, **self.summary()}
 
@@ -174,7 +177,8 @@ class SimExecutor(_Sim):
         from microcoder.actors.scoring import ScoringOutcome
         from microcoder.buffer.groups import GroupScores, Score
 
-        time.sleep(self.per_group_s * len(groups))
+        with self._serial:
+            time.sleep(self.per_group_s * len(groups))
         scored = [
             GroupScores(
                 g.group_id,

@@ -86,7 +86,7 @@ def test_correct_wrong_hostile_and_empty_responses_get_the_right_rewards(exec_se
             "",
         ],
     )
-    ray.get(ex.run.remote(max_waves=1))
+    ray.get(ex.run.remote(max_groups=1))
     sg = take_batch(address)
     assert sg.group.problem_id == pid
     assert sg.rewards.tolist() == [1.0, 0.0, 0.0, 0.0]
@@ -106,7 +106,21 @@ def test_executor_keeps_judging_after_a_hostile_program(exec_setup, actor_cfg):
         actor_cfg,
         [f"```python\n{HOSTILE}```", f"```python\n{solution_of(actor_cfg, pid)}\n```"],
     )
-    ray.get(ex.run.remote(max_waves=1))
+    ray.get(ex.run.remote(max_groups=1))
     assert take_batch(address).rewards.tolist() == [0.0, 1.0]
     stats = ray.get(ex.stats.remote())
     assert stats["groups"] == 2 and stats["failed_groups"] == 0
+
+
+def test_workers_0_follows_the_cpus_ray_granted_the_executor(ray_cluster, actor_cfg):
+    """Not the host's cores (2 here, 6 CPUs in the test cluster): a 1-CPU executor runs 1 sandbox
+    worker."""
+    from microcoder.actors.remote import executor_cls
+
+    cfg = actor_cfg.executor.model_copy(update={"workers": 0, "cpus_per_executor": 1.0})
+    ex = executor_cls(cfg).remote("exec-cpus", cfg)
+    try:
+        assert ray_cluster.get(ex.ready.remote(), timeout=120)["workers"] == 1
+    finally:
+        ray_cluster.get(ex.shutdown.remote(), timeout=60)
+        ray_cluster.kill(ex)

@@ -1,5 +1,5 @@
 """The simulated pipeline actors run the product's loops (actors/stream.py: streaming_loop on a
-simulated engine, actors/executor.py: judging_loop): the order of the calls, on a recording
+simulated engine, actors/judge_stream.py: judging_loop): the order of the calls, on a recording
 client."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from microcoder.actors.executor import judging_loop
+from microcoder.actors.judge_stream import judging_loop
 from microcoder.actors.scoring import ScoringOutcome
 from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
@@ -39,7 +39,7 @@ class RecordingClient:
 
     def get_unscored(self, n: int, wait_s: float):
         self.log.append(f"lease {n}")
-        return ["g1", "g2"]
+        return [SimpleNamespace(group_id=i, responses=[0, 0]) for i in range(min(n, 2))]
 
     def put_scored(self, scores) -> None:
         self.log.append(f"scored {len(scores)}")
@@ -118,23 +118,23 @@ def test_sync_before_lease_runs_the_sync_ahead_of_every_lease():
     assert leases and all(log[i - 1] == "sync" for i in leases)
 
 
-def test_the_judging_loop_hands_in_scores_and_failures_before_recording_the_wave():
+def test_the_judging_loop_hands_in_scores_and_failures_before_recording_the_group():
     log: list[str] = []
 
     def judge(groups):
         log.append(f"judge {len(groups)}")
         return ScoringOutcome(scored=["s"], failed=[(7, "SE")], tests_run=3)
 
-    waves = judging_loop(
+    stats = judging_loop(
         RecordingClient(log),
-        4,
         judge,
         lambda out: log.append(f"record {out.tests_run}"),
         PoolTimer(),
         threading.Event(),
-        max_waves=1,
+        slots=4,
+        max_groups=1,
     )
-    assert (waves, log) == (1, ["lease 4", "judge 2", "scored 1", "failed 7", "record 3"])
+    assert (stats.groups, log) == (1, ["lease 1", "judge 1", "scored 1", "failed 7", "record 3"])
 
 
 def test_after_lease_runs_before_the_leased_groups_are_submitted():

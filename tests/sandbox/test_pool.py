@@ -127,3 +127,23 @@ def test_a_host_side_error_mid_solution_is_retried_and_the_pool_keeps_judging(mo
         got = {v.job_id: v for v in p.as_completed(timeout=60)}  # a dead worker thread: Empty
     first, second = got[ids[0]], got[ids[1]]
     assert (first.verdict, first.attempts, second.verdict) == ("AC", 2, "AC")
+
+
+def test_channels_get_their_own_verdicts_on_shared_workers(pool):
+    a, b = pool.channel(), pool.channel()
+    for i in range(3):
+        a.submit(SUM, OK, tag=("a", i))
+        b.submit(SUM, None, tag=("b", i))
+    pool.submit(SUM, OK, tag=("pool", 0))
+    got_b = sorted(v.tag for v in b.as_completed(timeout=60))
+    got_a = sorted(v.tag for v in a.as_completed(timeout=60))
+    assert got_a == [("a", i) for i in range(3)] and got_b == [("b", i) for i in range(3)]
+    assert [v.tag for v in pool.as_completed(timeout=60)] == [("pool", 0)]
+    assert a.pending == b.pending == pool.pending == 0
+
+
+def test_workers_0_outside_ray_means_the_cores_this_process_may_use():
+    from microcoder.sandbox.pool import resolve_workers
+
+    assert resolve_workers(3) == 3
+    assert resolve_workers(0) == len(os.sched_getaffinity(0))
