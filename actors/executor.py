@@ -28,16 +28,19 @@ class Executor:
         data: DataConfig | None = None,
         seed: int = 0,
         max_groups: int = 4,
+        reasoning: str = "none",
     ):
         """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
         run problems (an evaluation registers its own with `add_problems`), else the problems of
-        `data` with the run's `seed` (data/sources.py), the training and held-out splits."""
+        `data` with the run's `seed` (data/sources.py), the training and held-out splits.
+        `reasoning`: the run's resolved `prompt.reasoning` (launch/cluster.py resolves `auto`
+        from the model's chat template), which tells extraction where the final answer starts."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
         from microcoder.sandbox import JudgePool
 
-        self.name, self.max_groups = name, max_groups
+        self.name, self.max_groups, self.reasoning = name, max_groups, reasoning
         redirect_to_run_dir(name)
         problems = []
         if data is not None:
@@ -96,7 +99,7 @@ class Executor:
         from microcoder.actors.scoring import score_groups
 
         with self._pool_lock:
-            return score_groups(self.pool, self.problems, groups, self.name)
+            return score_groups(self.pool, self.problems, groups, self.name, self.reasoning)
 
     def _count(self, out: ScoringOutcome) -> None:
         self.groups += len(out.scored)
