@@ -82,7 +82,7 @@ def test_truncated_thinking_replies_are_unfinished_with_pass_at_1_zero(
         tmp_path, HUMANEVAL, tmp_path / "g.jsonl", "--set", "prompt.reasoning=think"
     )
     n = len(humaneval)
-    assert report["verdicts"] == {"WA": n, "unfinished": 2 * n}  # "ok" is no code: WA
+    assert report["verdicts"] == {"RE": n, "unfinished": 2 * n}  # the answer "ok" ran: NameError
     assert report["pass_at_k"] == {"1": 0.0}
 
 
