@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from microcoder.sandbox.extract import MARKER_PREFIX, THINK_END, check_reasoning
-
-REASONING_MARKERS = {THINK_END: "think", "[/THINK]": f"{MARKER_PREFIX}[/THINK]"}
-"""End marker a chat template names -> the `prompt.reasoning` it implies."""
+REASONING_MARKERS = {"</think>": "think", "[/THINK]": "marker:[/THINK]"}
+"""End marker a chat template names -> the `prompt.reasoning` it implies (the values
+sandbox/extract.py reads; sandbox/ is imported inside functions only: docs/architecture.md)."""
 
 _PROBE = "microcoder reasoning probe"
 
@@ -39,6 +38,8 @@ def resolve_reasoning(
     value: str, tokenizer, chat_template_kwargs: dict[str, Any] | None = None
 ) -> str:
     """The concrete `prompt.reasoning` for this tokenizer (see the module docstring)."""
+    from microcoder.sandbox.extract import check_reasoning
+
     check_reasoning(value)
     if value != "auto":
         return value

@@ -67,3 +67,10 @@ def test_prompt_config_refuses_an_unknown_value_naming_the_choices():
     assert PromptConfig(reasoning="marker:[/THINK]").reasoning == "marker:[/THINK]"
     with pytest.raises(ValueError, match='"none", "think"'):
         PromptConfig(reasoning="yes")
+
+
+def test_each_known_marker_maps_to_a_mode_whose_end_is_that_marker():
+    from microcoder.data.reasoning import REASONING_MARKERS
+    from microcoder.sandbox.extract import reasoning_end
+
+    assert all(reasoning_end(mode) == end for end, mode in REASONING_MARKERS.items())
