@@ -2,7 +2,8 @@
 
 Extraction follows the run's resolved `prompt.reasoning` (sandbox/extract.py). A response with
 no code is submitted as code None (the judge scores it WA). A response cut inside its reasoning
-or its final code block is not submitted: its verdict is `unfinished`, reward 0. A sandbox
+or its final code block (or truncated before any closed block) is not submitted: its verdict
+is `unfinished`, reward 0. A sandbox
 fault (SE, already retried by the pool) is never the model's fault, so a group with an SE is
 not scored at all: it is reported as failed (the buffer counts it) instead of training on it.
 """
@@ -46,7 +47,7 @@ def score_groups(
             continue
         verdicts[g.group_id] = [None] * len(g.responses)
         for i, r in enumerate(g.responses):
-            found = extract(r.text, reasoning)
+            found = extract(r.text, reasoning, r.truncated)
             if found.status == "unfinished":
                 verdicts[g.group_id][i] = unfinished_verdict(len(problem.tests), found.reason)
                 continue

@@ -312,7 +312,7 @@ class Driver:
 def _view(v: dict, reasoning: str) -> dict:
     from microcoder.sandbox import extract
 
-    found = extract(v["text"], reasoning)
+    found = extract(v["text"], reasoning, v["finish_reason"] == "length")
     return {
         "max_tokens": v["max_tokens"],
         "code": found.code,

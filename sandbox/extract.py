@@ -1,6 +1,6 @@
 """Pull the program out of a model response: the final answer after the reasoning, its fence.
 
-    extract(response, reasoning) -> Extraction(code, status, reason)
+    extract(response, reasoning, truncated=False) -> Extraction(code, status, reason)
     extract_code(response, reasoning) -> str | None      (the code of `extract`, else None)
 
 `reasoning` is the resolved `prompt.reasoning` (data/config.py; `auto` is resolved from the
@@ -18,9 +18,11 @@ The rule, in order:
    language (```python, ```py, ```cpp, bare ```) opens a block; a line of only backticks
    closes it. A block still open at the end (the response was cut inside it) makes the
    response `unfinished`: an earlier closed block is never judged in its place.
-3. Otherwise the code is the last ```python/```py block of the answer, else its last block of
+3. A response known to be truncated (`truncated`: it hit the token cap) whose answer has no
+   closed block is `unfinished` too: its answer (unfenced code, or nothing yet) was cut.
+4. Otherwise the code is the last ```python/```py block of the answer, else its last block of
    any language, else (no fence at all) the whole answer text.
-4. Nothing left (empty answer or empty block): `no_code` (scored WA by the judge).
+5. Nothing left (empty answer or empty block): `no_code` (scored WA by the judge).
 An `unfinished` response is not judged: its verdict is `unfinished`, reward 0
 (sandbox/verdict.py).
 """
@@ -96,8 +98,9 @@ def _blocks(answer: str) -> tuple[list[tuple[str, str]], bool]:
     return blocks, ticks > 0
 
 
-def extract(response: str, reasoning: str = "none") -> Extraction:
-    """The final answer's program under the rule of the module docstring."""
+def extract(response: str, reasoning: str = "none", truncated: bool = False) -> Extraction:
+    """The final answer's program under the rule of the module docstring; `truncated`: the
+    response hit the token cap (rule 3; unknown = False)."""
     end = reasoning_end(reasoning, response)
     answer = response
     if end is not None:
@@ -107,6 +110,8 @@ def extract(response: str, reasoning: str = "none") -> Extraction:
     blocks, left_open = _blocks(answer)
     if left_open:
         return Extraction(None, "unfinished", "the final code block is not closed")
+    if truncated and not blocks:
+        return Extraction(None, "unfinished", "cut at the token cap before a closed code block")
     python = [body for lang, body in blocks if lang in _PYTHON]
     if python:
         code = python[-1]

@@ -129,3 +129,17 @@ def test_bad_reasoning_value_names_the_choices():
         check_reasoning("thinking")
     with pytest.raises(ValueError):
         check_reasoning("marker:")
+
+
+# ------------------------------------------------------------------ known truncation
+
+
+def test_truncated_without_a_closed_block_is_unfinished():
+    assert extract("print(input())", truncated=True).status == "unfinished"
+    assert extract("<think>x</think>\n", "think", truncated=True).status == "unfinished"
+    assert extract("print(input())", truncated=False).code == "print(input())"
+
+
+def test_truncated_after_a_closed_final_block_is_judged():
+    text = "<think>\n" + fenced(DRAFT) + "</think>\n" + fenced(FINAL) + "This reads all inp"
+    assert extract(text, "think", truncated=True) == Extraction(FINAL, "ok")

@@ -18,21 +18,22 @@ WRONG = "a, b = map(int, input().split())\nprint(a - b)\n"
 DRAFT_IN_REASONING = f"<think>\nRead two ints and add them:\n```python\n{SUM_OK}```\nIt works. Now"
 
 
-def group(texts: list[str]) -> Group:
+def group(texts: list[str], truncated: list[bool] | None = None) -> Group:
+    cut = truncated if truncated is not None else [True] * len(texts)
     return Group(
         group_id=7,
         problem_id=SUM.id,
         prompt="p",
         prompt_ids=np.array([1], np.int32),
         responses=[
-            Response(np.array([1], np.int32), np.array([-1.0], np.float32), text=t, truncated=True)
-            for t in texts
+            Response(np.array([1], np.int32), np.array([-1.0], np.float32), text=t, truncated=c)
+            for t, c in zip(texts, cut, strict=True)
         ],
     )
 
 
-def scores(pool, texts: list[str], reasoning: str = "think"):
-    out = score_groups(pool, {SUM.id: SUM}, [group(texts)], "exec-test", reasoning)
+def scores(pool, texts: list[str], reasoning: str = "think", truncated=None):
+    out = score_groups(pool, {SUM.id: SUM}, [group(texts, truncated)], "exec-test", reasoning)
     assert out.failed == []
     return [(s.verdict, s.reward) for s in out.scored[0].scores]
 
@@ -51,4 +52,18 @@ def test_unclosed_final_fence_without_reasoning_is_unfinished(pool):
     assert scores(pool, [draft_then_cut, f"```python\n{SUM_OK}```\n"], "none") == [
         ("unfinished", 0.0),
         ("AC", 1.0),
+    ]
+
+
+def test_a_truncated_reply_without_a_closed_block_is_unfinished_whatever_it_holds(pool):
+    """The executor knows the reply hit the cap (Response.truncated): unfenced code, or an
+    empty answer after the reasoning, was cut. The same text, not truncated, is judged."""
+    empty_answer = "<think>\nadd them\n</think>\n\n"
+    assert scores(pool, [SUM_OK, SUM_OK], "none", [True, False]) == [
+        ("unfinished", 0.0),
+        ("AC", 1.0),
+    ]
+    assert scores(pool, [empty_answer, empty_answer], "think", [True, False]) == [
+        ("unfinished", 0.0),
+        ("WA", 0.0),  # finished with no code: WA, as before
     ]
