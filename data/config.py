@@ -28,7 +28,8 @@ class PromptConfig(Section):
     distills) unless the rendered prompt already closes the reasoning (Qwen3 with
     {enable_thinking = false}), `marker:[/THINK]` for `[/THINK]` templates, else `none` (the
     tiny model, Qwen2.5, Llama 3, Mistral, Gemma 2). A response cut inside its reasoning or its
-    final code block gets the verdict `unfinished`, reward 0."""
+    final code block (or at the token cap before a closed block) gets the verdict `unfinished`,
+    reward 0, and is not judged."""
 
     @field_validator("template")
     @classmethod

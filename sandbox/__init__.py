@@ -18,7 +18,8 @@ Python API (for the executor actor; use from one thread):
 AC WA TLE MLE OLE RE CE SE unfinished (OLE = more output than the test's cap, which grows with
 the expected output, see ExecutorConfig.output_limit_kb; SE = sandbox fault, already retried `retries` times,
 reward None: do not score it; `unfinished` = the response was cut inside its reasoning or its
-final code block, never sent to the pool: sandbox/extract.py). A crashed or hung worker is replaced transparently. JudgePool raises
+final code block, or at the token cap before a closed block; never sent to the pool:
+sandbox/extract.py). A crashed or hung worker is replaced transparently. JudgePool raises
 SandboxUnavailable (with the fix) when bwrap is missing and isolation is not "none".
 
 Threat model. Covered (isolation = "bwrap", the default): programs run in forked children of a

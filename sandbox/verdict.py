@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 UNFINISHED = "unfinished"
-"""The verdict of a response cut inside its reasoning or its final code block (sandbox/extract.py):
-never judged, reward 0. For the conditional truncation mask it is non-incorrect
+"""The verdict of a response cut inside its reasoning or its final code block, or at the token
+cap before a closed block (sandbox/extract.py): never judged, reward 0. For the conditional truncation mask it is non-incorrect
 (learner/grpo.py: INCORRECT_VERDICTS, docs/architecture.md §5)."""
 
 VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE", UNFINISHED)
