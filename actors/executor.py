@@ -26,16 +26,19 @@ class Executor:
         buffer_address: str | None = None,
         data: DataConfig | None = None,
         seed: int = 0,
+        reasoning: str = "none",
     ):
         """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
         run problems (an evaluation registers its own with `add_problems`), else the problems of
-        `data` with the run's `seed` (data/sources.py), the training and held-out splits."""
+        `data` with the run's `seed` (data/sources.py), the training and held-out splits.
+        `reasoning`: the run's resolved `prompt.reasoning` (launch/cluster.py resolves `auto`
+        from the model's chat template), which tells extraction where the final answer starts."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
         from microcoder.sandbox import JudgePool
 
-        self.name = name
+        self.name, self.reasoning = name, reasoning
         redirect_to_run_dir(name)
         problems = []
         if data is not None:
@@ -100,7 +103,7 @@ class Executor:
         """Judge `groups` on a channel of the pool (called from several threads at once)."""
         from microcoder.actors.scoring import score_groups
 
-        return score_groups(self.pool.channel(), self.problems, groups, self.name)
+        return score_groups(self.pool.channel(), self.problems, groups, self.name, self.reasoning)
 
     def _count(self, out: ScoringOutcome) -> None:  # the loop's thread only
         self.groups += len(out.scored)

@@ -1,6 +1,9 @@
 """Judge groups of responses with a JudgePool: code extraction, verdicts -> per-response Scores.
 
-A response with no code block is submitted as code None (the judge scores it WA). A sandbox
+Extraction follows the run's resolved `prompt.reasoning` (sandbox/extract.py). A response with
+no code is submitted as code None (the judge scores it WA). A response cut inside its reasoning
+or its final code block (or truncated before any closed block) is not submitted: its verdict
+is `unfinished`, reward 0. A sandbox
 fault (SE, already retried by the pool) is never the model's fault, so a group with an SE is
 not scored at all: it is reported as failed (the buffer counts it) instead of training on it.
 """
@@ -23,10 +26,15 @@ class ScoringOutcome:
 
 
 def score_groups(
-    pool, problems: Mapping[str, Problem], groups: Sequence[Group], owner: str
+    pool,
+    problems: Mapping[str, Problem],
+    groups: Sequence[Group],
+    owner: str,
+    reasoning: str = "none",
 ) -> ScoringOutcome:
-    """Judge every response of `groups` on `pool`; one GroupScores per scorable group."""
-    from microcoder.sandbox import extract_code
+    """Judge every response of `groups` on `pool`; one GroupScores per scorable group.
+    `reasoning`: the resolved `prompt.reasoning` (none, think or marker:END)."""
+    from microcoder.sandbox import extract, unfinished_verdict
 
     out = ScoringOutcome()
     verdicts: dict[int, list] = {}
@@ -39,9 +47,11 @@ def score_groups(
             continue
         verdicts[g.group_id] = [None] * len(g.responses)
         for i, r in enumerate(g.responses):
-            pool.submit(
-                problem, extract_code(r.text), solution_id=f"{g.group_id}/{i}", tag=(g.group_id, i)
-            )
+            found = extract(r.text, reasoning, r.truncated)
+            if found.status == "unfinished":
+                verdicts[g.group_id][i] = unfinished_verdict(len(problem.tests), found.reason)
+                continue
+            pool.submit(problem, found.code, solution_id=f"{g.group_id}/{i}", tag=(g.group_id, i))
     for v in pool.as_completed():
         gid, i = v.tag
         verdicts[gid][i] = v

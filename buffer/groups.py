@@ -86,7 +86,7 @@ class Score:
     reward: float
     """Scalar reward (1.0 all tests pass; partial credit if configured)."""
     verdict: str
-    """AC, WA, TLE, MLE, RE, OLE, CE or SE (microcoder.sandbox.VERDICTS)."""
+    """AC, WA, TLE, MLE, RE, OLE, CE, SE or unfinished (microcoder.sandbox.VERDICTS)."""
     tests_passed: int = 0
     """Tests passed."""
     tests_total: int = 0

@@ -20,6 +20,16 @@ class PromptConfig(Section):
     system: dict[str, str] = {}
     """Per-kind system prompt replacing the template's, e.g. {stdin = "..."}; kinds: stdin,
     functional, assert; an empty string drops the system message."""
+    reasoning: str = "auto"
+    """Where the final answer starts (sandbox/extract.py): `none` (the whole response is the
+    answer), `think` (the answer follows `</think>`), `marker:END` (it follows the string END,
+    e.g. `marker:[/THINK]`), or `auto`: the model's family decides, read from its chat template
+    (data/reasoning.py): `think` when the template knows `</think>` (Qwen3, DeepSeek-R1 and its
+    distills) unless the rendered prompt already closes the reasoning (Qwen3 with
+    {enable_thinking = false}), `marker:[/THINK]` for `[/THINK]` templates, else `none` (the
+    tiny model, Qwen2.5, Llama 3, Mistral, Gemma 2). A response cut inside its reasoning or its
+    final code block (or at the token cap before a closed block) gets the verdict `unfinished`,
+    reward 0, and is not judged."""
 
     @field_validator("template")
     @classmethod
@@ -29,6 +39,13 @@ class PromptConfig(Section):
         except PromptTemplateError as e:
             raise ValueError(str(e)) from None
         return value
+
+    @field_validator("reasoning")
+    @classmethod
+    def _known_reasoning(cls, value: str) -> str:
+        from microcoder.sandbox.extract import check_reasoning
+
+        return check_reasoning(value)
 
     @field_validator("system")
     @classmethod

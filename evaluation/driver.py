@@ -2,8 +2,9 @@
 
 Generation is cut into calls of about `sequences_per_call` sequences, sent round-robin to the
 generators with `calls_in_flight` queued per generator. As each call's samples come back their
-programs are extracted (microcoder.sandbox.extract_code, as in training) and sent to the
-executors at once, `judge_calls_in_flight` calls per executor, so judging runs while the
+programs are extracted (microcoder.sandbox.extract under `settings.reasoning`, as in training)
+and sent to the executors at once (a reply cut inside its reasoning or its final code block is
+not sent: verdict `unfinished`, as in training), `judge_calls_in_flight` calls per executor, so judging runs while the
 generators go on. A sample is written (samples.jsonl) as soon as all its budgets are judged.
 Every call has a deadline; an actor error stops the evaluation with the actor's name and the
 remedy (what was written is kept for --resume).
@@ -29,6 +30,14 @@ NO_CODE = {
     "first_failed": None,
     "message": "no code found in the response",
 }
+UNFINISHED = {
+    "verdict": "unfinished",
+    "passed": False,
+    "tests_passed": 0,
+    "first_failed": None,
+    "message": "unfinished",
+}
+"""The verdict of a reply cut inside its reasoning or its final code block (never judged)."""
 
 
 @dataclass
@@ -38,7 +47,8 @@ class PendingSample:
     problem: Problem
     index: int
     views: list[dict[str, Any]]
-    """{"max_tokens", "code", "tokens", "finish_reason", "key"} per budget still to record."""
+    """{"max_tokens", "code", "tokens", "finish_reason", "key", "unfinished"} per budget still
+    to record ("unfinished": why the reply is unfinished, "" when it is not)."""
     waiting: int = 0
 
 
@@ -190,7 +200,9 @@ class Driver:
                     self._count_done(passed=False)
                     continue
                 views = [
-                    _view(v) for v in sample["views"] if v["max_tokens"] in todo.budgets[index]
+                    _view(v, self.s.reasoning)
+                    for v in sample["views"]
+                    if v["max_tokens"] in todo.budgets[index]
                 ]
                 self._arrive(PendingSample(todo.problem, index, views))
 
@@ -198,6 +210,9 @@ class Driver:
         if self.stats.first_sample_s is None:
             self.stats.first_sample_s = time.monotonic() - self._start
         for view in sample.views:
+            if view.get("unfinished"):
+                view["verdict"] = {**UNFINISHED, "message": f"unfinished: {view['unfinished']}"}
+                continue
             if view["code"] is None:
                 view["verdict"] = NO_CODE
                 continue
@@ -294,14 +309,16 @@ class Driver:
         )
 
 
-def _view(v: dict) -> dict:
-    from microcoder.sandbox import extract_code
+def _view(v: dict, reasoning: str) -> dict:
+    from microcoder.sandbox import extract
 
+    found = extract(v["text"], reasoning, v["finish_reason"] == "length")
     return {
         "max_tokens": v["max_tokens"],
-        "code": extract_code(v["text"]),
+        "code": found.code,
         "tokens": v["tokens"],
         "finish_reason": v["finish_reason"],
+        "unfinished": found.reason if found.status == "unfinished" else "",
     }
 
 

@@ -132,7 +132,15 @@ def evaluate(
             PendingSample(
                 by_id[g.problem_id],
                 g.sample_index,
-                [{"max_tokens": None, "code": g.code, "tokens": None, "finish_reason": None}],
+                [
+                    {
+                        "max_tokens": None,
+                        "code": g.code,
+                        "tokens": None,
+                        "finish_reason": None,
+                        "unfinished": g.unfinished,
+                    }
+                ],
             )
             for g in generations
             if g.problem_id in by_id and (g.problem_id, g.sample_index, None) not in done

@@ -2,6 +2,7 @@
 
 JSONL, one sample per line:
     {"problem_id": ..., "sample_index": 0, "text": "...reply..."}   code extracted as in training
+                                                   (under EvalSettings.reasoning)
     {"problem_id": ..., "sample_index": 0, "code": "..."}           code used as is (null: none)
 LiveCodeBench's own output files are read too (a JSON array or JSONL of rows with
 `question_id` and `code_list`): sample i of a problem is `code_list[i]`.
@@ -26,9 +27,12 @@ class Generation:
     problem_id: str
     sample_index: int
     code: str | None
-    """The code to judge (None: the reply has none; a failed sample)."""
+    """The code to judge (None: the reply has none, or is unfinished; a failed sample)."""
     line: int
     """Line (or array index + 1) it came from."""
+    unfinished: str = ""
+    """Why the reply is unfinished (cut inside its reasoning or final code block: verdict
+    `unfinished`, sandbox/extract.py); "" when it is not."""
 
 
 def _rows(path: Path):
@@ -75,9 +79,12 @@ def _expand(row, src: str, n: int) -> list[tuple[str, int, str | None, bool]]:
     return [(str(pid), idx, row["text"], True)]
 
 
-def read_generations(path: str | Path, problem_ids: Collection[str]) -> list[Generation]:
-    """Every sample of the file (code extracted from `text` with the training extractor)."""
-    from microcoder.sandbox import extract_code
+def read_generations(
+    path: str | Path, problem_ids: Collection[str], reasoning: str = "auto"
+) -> list[Generation]:
+    """Every sample of the file (code extracted from `text` with the training extractor under
+    `reasoning`, the resolved `prompt.reasoning`; `auto`: decided per reply)."""
+    from microcoder.sandbox import extract
 
     path = Path(path)
     if not path.is_file():
@@ -98,8 +105,10 @@ def read_generations(path: str | Path, problem_ids: Collection[str]) -> list[Gen
                     f"({pid!r}, {idx}) already given on line {seen[(pid, idx)]}; indices must be unique",
                 )
             seen[(pid, idx)] = n
-            code = extract_code(body) if is_text else body
+            found = extract(body, reasoning) if is_text else None
+            code = found.code if found is not None else body
             if code is not None and not code.strip():
                 code = None  # an empty program: nothing to run, a failed sample
-            out.append(Generation(pid, idx, code, n))
+            unfinished = found.reason if found is not None and found.status == "unfinished" else ""
+            out.append(Generation(pid, idx, code, n, unfinished))
     return out

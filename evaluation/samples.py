@@ -26,13 +26,14 @@ class SampleRecord:
     max_tokens: int | None
     """The budget this record is at; None for precomputed generations (--generations)."""
     verdict: str
-    """AC WA TLE MLE RE CE SE (OLE where the judge has it); WA with no code."""
+    """AC WA TLE MLE RE CE SE (OLE where the judge has it); WA with no code; `unfinished` when
+    the reply was cut inside its reasoning or its final code block (not judged)."""
     passed: bool
     """True iff the verdict is AC."""
     first_failed: int | None
     """Index of the first failing test (None when accepted or nothing ran)."""
     code: str | None
-    """The extracted code that was judged (None: the reply had no code)."""
+    """The extracted code that was judged (None: the reply had no code, or was unfinished)."""
     tokens: int | None
     """Response tokens at this budget (None when unknown: precomputed generations)."""
     finish_reason: str | None

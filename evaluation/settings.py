@@ -48,6 +48,11 @@ class EvalSettings:
     reuse_verdicts: bool = True
     """Judge each distinct (problem, program) once: identical programs (common at low T, and a
     sample not cut at a smaller budget) reuse the verdict."""
+    reasoning: str = "auto"
+    """Where a reply's final answer starts: the resolved `prompt.reasoning` (none, think,
+    marker:END; sandbox/extract.py). The run and `microcoder eval --model` resolve `auto` from
+    the model's chat template; left `auto` (a generations file without a model) it is decided
+    per reply (`think` when the reply holds <think> or </think>)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -97,6 +97,7 @@ class Run:
         self.controller = None
         self.start_time = time.time()
         self.problems = None
+        self.reasoning = "none"  # prompt.reasoning resolved for the model (bring_up)
         """The run's RunProblems (launch/problems.py): training prompts and the held-out set."""
         self.fatal = ""
         self.fatal_error: type[Exception] = BufferDied
@@ -189,6 +190,7 @@ class Run:
 
         from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
+        from microcoder.data.reasoning import resolve_reasoning
         from microcoder.launch.actor_settings import generator_settings, replica_index
         from microcoder.launch.learner_group import LearnerGroup
         from microcoder.launch.placement import replica_options
@@ -199,6 +201,10 @@ class Run:
         ckpt = self.resume_from
         self.log("loading the problems and measuring their prompts")
         tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.reasoning = resolve_reasoning(
+            cfg.prompt.reasoning, tokenizer, cfg.model.chat_template_kwargs
+        )
+        self.log(f"extraction: prompt.reasoning = {cfg.prompt.reasoning!r} -> {self.reasoning!r}")
         self.problems = prepare_run_problems(cfg, tokenizer, self.run_dir, self.log)
         self.log(
             f"{len(self.problems.prompts)} training prompts ({self.problems.skipped} skipped as "
@@ -273,7 +279,15 @@ class Run:
                     n,
                     resources=cfg.executor.resources,
                 ),
-            ).remote(n, cfg.executor, cfg.buffer, self.buffer_address, cfg.data, cfg.seed),
+            ).remote(
+                n,
+                cfg.executor,
+                cfg.buffer,
+                self.buffer_address,
+                cfg.data,
+                cfg.seed,
+                reasoning=self.reasoning,
+            ),
             release,
             self.log,
             cfg.cluster.ready_timeout_s,

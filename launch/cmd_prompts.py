@@ -105,7 +105,23 @@ def run_show(args: argparse.Namespace) -> int:
             print(m.text)
     summary = _summary(cfg, [m.tokens for m in ordered], len(measured.skipped), limit)
     print(summary, file=sys.stderr if args.json else sys.stdout)
+    print(_extraction(cfg, tokenizer), file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _extraction(cfg, tokenizer) -> str:
+    """Where the judged answer starts for this model (data/reasoning.py), as a run resolves it."""
+    from microcoder.data.reasoning import resolve_reasoning
+
+    kwargs = cfg.model.chat_template_kwargs
+    resolved = resolve_reasoning(cfg.prompt.reasoning, tokenizer, kwargs)
+    where = (
+        "the whole reply" if resolved == "none" else f"the reply after the reasoning ({resolved})"
+    )
+    return (
+        f"extraction: prompt.reasoning = {cfg.prompt.reasoning!r} -> {resolved!r}: the final "
+        f"answer is {where}; a reply cut inside it gets the verdict `unfinished`"
+    )
 
 
 def _summary(cfg, tokens: list[int], over: int, limit: int) -> str:

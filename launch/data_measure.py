@@ -33,7 +33,9 @@ def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -
         for start in range(0, len(kept), max(1, args.chunk)):
             chunk = kept[start : start + max(1, args.chunk)]
             progress = ProgressLine()
-            rates = measure_chunk(args, cluster, chunk, texts, identity, progress)
+            rates = measure_chunk(
+                args, cluster, chunk, texts, identity, progress, cfg.prompt.reasoning
+            )
             progress.close()
             append_rates(args.rates, rates)
             written += len(rates)
@@ -53,9 +55,11 @@ def measure_chunk(
     texts: dict,
     identity: dict,
     progress=None,
+    reasoning: str = "auto",
 ) -> list[PassRate]:
     """One `evaluate` call over `chunk` (resuming the work folder's samples, reporting to
-    `progress`, e.g. evaluation/progress.py's ProgressLine); the rates."""
+    `progress`, e.g. evaluation/progress.py's ProgressLine); the rates. `reasoning`: the
+    resolved `prompt.reasoning` (render_prompts resolved it)."""
     from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.report import per_problem_counts
     from microcoder.evaluation.samples import read_samples
@@ -70,6 +74,7 @@ def measure_chunk(
         top_p=args.top_p,
         resume=True,
         label="measure",
+        reasoning=reasoning,
     )
     evaluate(
         chunk,

@@ -59,6 +59,7 @@ def _settings(args, cfg):
         call_timeout_s=args.timeout,
         sequences_per_call=args.sequences_per_call,
         resume=args.resume,
+        reasoning=cfg.prompt.reasoning,  # `auto` is resolved once the model's tokenizer is read
     )
 
 
@@ -113,7 +114,7 @@ def _given(args, all_problems, problems, settings):
 
     from microcoder.evaluation.generations import read_generations
 
-    gens = read_generations(args.generations, {p.id for p in all_problems})
+    gens = read_generations(args.generations, {p.id for p in all_problems}, settings.reasoning)
     wanted = {p.id for p in problems}
     per = Counter(g.problem_id for g in gens if g.problem_id in wanted)
     lacking = [p.id for p in problems if not per[p.id]]
@@ -142,6 +143,7 @@ def _prompts(args, cfg, problems, settings, context):
     limit = args.max_prompt_tokens or DEFAULT_PROMPT_TOKENS
     _drop_ks(settings, settings.samples)
     measured = render_prompts(args.model, cfg, problems, limit, settings.budgets[-1])
+    settings.reasoning = cfg.prompt.reasoning  # resolved for the model by render_prompts
     skipped = [{"problem_id": m.problem.id, "tokens": m.tokens} for m in measured.skipped]
     context["skipped_prompts"] = {"count": len(skipped), "max_prompt_tokens": limit, "ids": skipped}
     if skipped:

@@ -129,16 +129,20 @@ def check_model(model_path: str | None, prompt_tokens: int, budget: int) -> None
 def render_prompts(model_path: str, cfg, problems, prompt_tokens: int, budget: int):
     """Check the model fits `prompt_tokens` + `budget`, point `cfg` (model.path,
     generator.max_prompt_tokens / max_response_tokens) at them, and render every problem's
-    prompt with the run's template: data/prompts.py's `measure_prompts` result (kept, skipped)."""
+    prompt with the run's template: data/prompts.py's `measure_prompts` result (kept, skipped).
+    `cfg.prompt.reasoning` is resolved for the model's chat template (data/reasoning.py), as a
+    run does, so the extraction of its replies is the run's."""
     from transformers import AutoTokenizer
 
     from microcoder.data.prompts import PromptRenderer, measure_prompts
+    from microcoder.data.reasoning import resolve_reasoning
 
     check_model(model_path, prompt_tokens, budget)
     cfg.model.path = model_path
     cfg.generator.max_prompt_tokens = prompt_tokens
     cfg.generator.max_response_tokens = budget
-    renderer = PromptRenderer(
-        AutoTokenizer.from_pretrained(model_path), cfg.prompt, cfg.model.chat_template_kwargs
-    )
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    kwargs = cfg.model.chat_template_kwargs
+    cfg.prompt.reasoning = resolve_reasoning(cfg.prompt.reasoning, tokenizer, kwargs)
+    renderer = PromptRenderer(tokenizer, cfg.prompt, kwargs)
     return measure_prompts(renderer, problems, prompt_tokens)

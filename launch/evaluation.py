@@ -31,6 +31,7 @@ def settings_for(run: Run, mode: str):
         temperature=0.0 if greedy else ev.temperature,
         top_p=1.0 if greedy else ev.top_p,
         progress_every_s=1e9,  # the run prints one line per evaluation instead
+        reasoning=run.reasoning,  # extraction as in training
     )
 
 

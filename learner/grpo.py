@@ -31,11 +31,15 @@ import torch.nn.functional as F
 
 INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
-SE, no code, not judged) is "non-incorrect" for the truncation mask (docs/architecture.md §5)."""
+SE, no code, `unfinished`, not judged) is "non-incorrect" for the truncation mask
+(docs/architecture.md §5). `unfinished` (cut inside its reasoning or its final code block,
+sandbox/extract.py) ran no test: it was shown neither right nor wrong, only out of tokens, which
+is the case the paper's mask exists for; so a truncated unfinished response may be masked."""
 
 
 def is_non_incorrect(verdict: str) -> bool:
-    """True when the response did not fail a test it ran (its verdict is not WA/TLE/MLE/RE/OLE)."""
+    """True when the response did not fail a test it ran (its verdict is not WA/TLE/MLE/RE/OLE;
+    `unfinished` is non-incorrect)."""
     return verdict.upper() not in INCORRECT_VERDICTS
 
 

@@ -1,14 +1,16 @@
 """Held-out pass rate: sample one reply per problem, judge it in the sandbox, count passes.
 
-    heldout_pass_rate(generate, problems, judge) -> float
-    heldout_eval(generate, problems, judge) -> HeldoutResult     (the same, with details)
+    heldout_pass_rate(generate, problems, judge, reasoning="none") -> float
+    heldout_eval(generate, problems, judge, reasoning="none") -> HeldoutResult   (with details)
 
 Generation is abstracted (`generate(problems) -> list of reply texts`, one per problem, in
 order) so the SFT loop can sample with transformers and the RL run with its vLLM engine (at
 T = 1.0 for the sampled rate, T = 0 for the greedy one). Model output is untrusted: the code is
-pulled out with the sandbox's `extract_code` and judged ONLY by `judge`, which is expected to
-run it in the sandbox (`microcoder.sandbox`). A reply with no code counts as a failure; a
-sandbox fault (reward None, verdict SE) is not the model's fault and is left out of the rate.
+pulled out with the sandbox's `extract` (under `reasoning`, the resolved `prompt.reasoning`, as
+in training) and judged ONLY by `judge`, which is expected to run it in the sandbox
+(`microcoder.sandbox`). A reply with no code, or unfinished (cut inside its reasoning or its
+final code block), counts as a failure without reaching the judge; a sandbox fault (reward
+None, verdict SE) is not the model's fault and is left out of the rate.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from microcoder.data.problem import Problem
-from microcoder.sandbox import extract_code
+from microcoder.sandbox import extract
 
 GenerateFn = Callable[[Sequence[Problem]], list[str]]
 """Sample one reply text per problem (same order)."""
@@ -38,6 +40,8 @@ class HeldoutResult:
     """Problems that count (all minus sandbox faults)."""
     no_code: int
     """Replies with nothing to run (scored as failures without judging)."""
+    unfinished: int
+    """Replies cut inside their reasoning or final code block (failures, not judged)."""
     sandbox_faults: int
     """Judgements the sandbox could not complete (left out of the rate)."""
     generate_s: float
@@ -49,7 +53,7 @@ class HeldoutResult:
 
 
 def heldout_eval(
-    generate: GenerateFn, problems: Sequence[Problem], judge: JudgeFn
+    generate: GenerateFn, problems: Sequence[Problem], judge: JudgeFn, reasoning: str = "none"
 ) -> HeldoutResult:
     """Sample, extract, judge; see the module docstring."""
     if not problems:
@@ -59,7 +63,8 @@ def heldout_eval(
     t1 = time.perf_counter()
     if len(replies) != len(problems):
         raise ValueError(f"generate returned {len(replies)} replies for {len(problems)} problems")
-    codes = [extract_code(r) for r in replies]
+    found = [extract(r, reasoning) for r in replies]
+    codes = [f.code for f in found]
     to_judge = [(p, c) for p, c in zip(problems, codes, strict=True) if c is not None]
     rewards = list(judge(to_judge)) if to_judge else []
     t2 = time.perf_counter()
@@ -77,7 +82,8 @@ def heldout_eval(
         pass_rate=passed / scored,
         passed=passed,
         scored=scored,
-        no_code=codes.count(None),
+        no_code=sum(f.status == "no_code" for f in found),
+        unfinished=sum(f.status == "unfinished" for f in found),
         sandbox_faults=faults,
         generate_s=t1 - t0,
         judge_s=t2 - t1,
@@ -85,6 +91,8 @@ def heldout_eval(
     )
 
 
-def heldout_pass_rate(generate: GenerateFn, problems: Sequence[Problem], judge: JudgeFn) -> float:
+def heldout_pass_rate(
+    generate: GenerateFn, problems: Sequence[Problem], judge: JudgeFn, reasoning: str = "none"
+) -> float:
     """Fraction of held-out problems whose sampled reply passes all tests (see heldout_eval)."""
-    return heldout_eval(generate, problems, judge).pass_rate
+    return heldout_eval(generate, problems, judge, reasoning).pass_rate

@@ -27,7 +27,8 @@ class TrainSample:
     truncated: bool
     """The response stopped at max_response_tokens instead of ending on its own."""
     verdict: str
-    """Judge verdict (AC/WA/TLE/MLE/RE/OLE/CE/SE or "" if not judged); see grpo.INCORRECT_VERDICTS."""
+    """Judge verdict (AC/WA/TLE/MLE/RE/OLE/CE/SE/unfinished or "" if not judged); see
+    grpo.INCORRECT_VERDICTS."""
     policy_version: int
     """Learner version of the weights that sampled the response's first token (for staleness)."""
     last_policy_version: int | None = None

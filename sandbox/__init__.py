@@ -2,7 +2,7 @@
 
 Python API (for the executor actor; use from one thread):
 
-    from microcoder.sandbox import JudgePool, Verdict, extract_code
+    from microcoder.sandbox import JudgePool, Verdict, extract, extract_code
     pool = JudgePool(cfg)                    # cfg: ExecutorConfig (section [executor]); or
     pool = JudgePool(workers=4, early_exit=True)   # defaults + field overrides
     job = pool.submit(problem, code, solution_id="s1", tag=anything)   # -> int job id
@@ -11,12 +11,16 @@ Python API (for the executor actor; use from one thread):
     pool.judge(problem, code) -> Verdict;  pool.judge_many([(problem, code), ...]) -> [Verdict]
     ch = pool.channel()                       # submit/as_completed of its own for another thread
     pool.close()                              # or `with JudgePool(cfg) as pool:`
-    extract_code(response) -> str | None      # None: submit it anyway, it is scored WA
+    extract(response, reasoning) -> Extraction(code, status, reason)   # the final answer's code
+    extract_code(response, reasoning) -> str | None   # None: submit it anyway, it is scored WA
+    unfinished_verdict(total, reason)          # status "unfinished": not judged, reward 0
 
 `problem` is a microcoder.data.problem.Problem (kinds stdin / functional / assert). Verdicts:
-AC WA TLE MLE OLE RE CE SE (OLE = more output than the test's cap, which grows with the expected
-output, see ExecutorConfig.output_limit_kb; SE = sandbox fault, already retried `retries` times,
-reward None: do not score it). A crashed or hung worker is replaced transparently. JudgePool raises
+AC WA TLE MLE OLE RE CE SE unfinished (OLE = more output than the test's cap, which grows with
+the expected output, see ExecutorConfig.output_limit_kb; SE = sandbox fault, already retried `retries` times,
+reward None: do not score it; `unfinished` = the response was cut inside its reasoning or its
+final code block, or at the token cap before a closed block; never sent to the pool:
+sandbox/extract.py). A crashed or hung worker is replaced transparently. JudgePool raises
 SandboxUnavailable (with the fix) when bwrap is missing and isolation is not "none".
 
 Threat model. Covered (isolation = "bwrap", the default): programs run in forked children of a
@@ -49,15 +53,19 @@ interpreter prefix; a program may use up to `max_processes` processes and `tmpfs
 
 from microcoder.sandbox.bwrap import SandboxUnavailable
 from microcoder.sandbox.config import ExecutorConfig
-from microcoder.sandbox.extract import extract_code
+from microcoder.sandbox.extract import Extraction, extract, extract_code
 from microcoder.sandbox.pool import JudgePool
-from microcoder.sandbox.verdict import VERDICTS, Verdict
+from microcoder.sandbox.verdict import UNFINISHED, VERDICTS, Verdict, unfinished_verdict
 
 __all__ = [
+    "UNFINISHED",
     "VERDICTS",
     "ExecutorConfig",
+    "Extraction",
     "JudgePool",
     "SandboxUnavailable",
     "Verdict",
+    "extract",
     "extract_code",
+    "unfinished_verdict",
 ]

@@ -1,26 +1,129 @@
-"""Pull the program out of a model response."""
+"""Pull the program out of a model response: the final answer after the reasoning, its fence.
+
+    extract(response, reasoning, truncated=False) -> Extraction(code, status, reason)
+    extract_code(response, reasoning) -> str | None      (the code of `extract`, else None)
+
+`reasoning` is the resolved `prompt.reasoning` (data/config.py; `auto` is resolved from the
+model's chat template by data/reasoning.py where a tokenizer is at hand):
+- `none`: the model does not reason; the whole response is the final answer.
+- `think`: the model reasons first and ends its reasoning with `</think>` (Qwen3, DeepSeek-R1
+  and its distills); the final answer is what follows the first `</think>`.
+- `marker:END`: the same with another end marker, e.g. `marker:[/THINK]`.
+- `auto` (unresolved, e.g. a generations file judged without a model): per response, `think`
+  when it holds `<think>` or `</think>`, else `none`.
+
+The rule, in order:
+1. With reasoning, a response whose reasoning never ended (no end marker) is `unfinished`.
+2. In the final answer, fences are read line by line: a line of 3+ backticks with an optional
+   language (```python, ```py, ```cpp, bare ```) opens a block; a line of only backticks
+   closes it. A block still open at the end (the response was cut inside it) makes the
+   response `unfinished`: an earlier closed block is never judged in its place.
+3. A response known to be truncated (`truncated`: it hit the token cap) whose answer has no
+   closed block is `unfinished` too: its answer (unfenced code, or nothing yet) was cut.
+4. Otherwise the code is the last ```python/```py block of the answer, else its last block of
+   any language, else (no fence at all) the whole answer text.
+5. Nothing left (empty answer or empty block): `no_code` (scored WA by the judge).
+An `unfinished` response is not judged: its verdict is `unfinished`, reward 0
+(sandbox/verdict.py).
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
 
-_BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)^[ \t]*```", re.S | re.M)
-_OPEN = re.compile(r"^[ \t]*```[ \t]*(python3?|py)?[^\n]*\n", re.M | re.I)
+THINK_END = "</think>"
+MARKER_PREFIX = "marker:"
+REASONING_HELP = (
+    '"auto", "none", "think" (reasoning ends with </think>) or "marker:END" (reasoning ends '
+    'with the string END, e.g. "marker:[/THINK]")'
+)
+
+_OPEN = re.compile(r"^[ \t]*(`{3,})[ \t]*([\w+.#-]*)")
+_CLOSE = re.compile(r"^[ \t]*(`{3,})[ \t]*$")
 _PYTHON = ("python", "python3", "py")
 
 
-def extract_code(response: str) -> str | None:
-    """The code to judge: the last fenced ```python block, else the last fenced block of any
-    language, else (no fence at all) the whole text. An unclosed last fence (a truncated
-    response) yields what follows it. None when nothing is left: the caller scores that as WA.
-    """
-    blocks = _BLOCK.findall(response)
-    python = [body for lang, body in blocks if lang.lower() in _PYTHON]
+@dataclass(frozen=True)
+class Extraction:
+    """What one response gives the judge."""
+
+    code: str | None
+    """The program to judge (None unless status is "ok")."""
+    status: Literal["ok", "no_code", "unfinished"]
+    """`ok`: judge `code`; `no_code`: nothing to run (WA); `unfinished`: the response was cut
+    inside its reasoning or its final code block (verdict `unfinished`, reward 0)."""
+    reason: str = ""
+    """Why it is not `ok`, for the verdict's message."""
+
+
+def check_reasoning(value: str) -> str:
+    """`value` if it is a valid `prompt.reasoning`, else ValueError naming the choices."""
+    if value in ("auto", "none", "think"):
+        return value
+    if value.startswith(MARKER_PREFIX) and value[len(MARKER_PREFIX) :].strip():
+        return value
+    raise ValueError(f"prompt.reasoning = {value!r}: set it to {REASONING_HELP}")
+
+
+def reasoning_end(reasoning: str, response: str = "") -> str | None:
+    """The string that ends the reasoning under `reasoning` (None: no reasoning)."""
+    check_reasoning(reasoning)
+    if reasoning == "auto":
+        return THINK_END if ("<think>" in response or THINK_END in response) else None
+    if reasoning == "think":
+        return THINK_END
+    if reasoning.startswith(MARKER_PREFIX):
+        return reasoning[len(MARKER_PREFIX) :]
+    return None
+
+
+def _blocks(answer: str) -> tuple[list[tuple[str, str]], bool]:
+    """([(language, body)] of the closed blocks in order, whether a block is left open)."""
+    blocks: list[tuple[str, str]] = []
+    lang, body, ticks = "", [], 0
+    for line in answer.splitlines(keepends=True):
+        if not ticks:
+            m = _OPEN.match(line)
+            if m:
+                lang, body, ticks = m.group(2).lower(), [], len(m.group(1))
+            continue
+        m = _CLOSE.match(line.rstrip("\r\n"))
+        if m and len(m.group(1)) >= ticks:
+            blocks.append((lang, "".join(body)))
+            ticks = 0
+        else:
+            body.append(line)
+    return blocks, ticks > 0
+
+
+def extract(response: str, reasoning: str = "none", truncated: bool = False) -> Extraction:
+    """The final answer's program under the rule of the module docstring; `truncated`: the
+    response hit the token cap (rule 3; unknown = False)."""
+    end = reasoning_end(reasoning, response)
+    answer = response
+    if end is not None:
+        _, found, answer = response.partition(end)
+        if not found:
+            return Extraction(None, "unfinished", f"the reasoning never ended (no {end})")
+    blocks, left_open = _blocks(answer)
+    if left_open:
+        return Extraction(None, "unfinished", "the final code block is not closed")
+    if truncated and not blocks:
+        return Extraction(None, "unfinished", "cut at the token cap before a closed code block")
+    python = [body for lang, body in blocks if lang in _PYTHON]
     if python:
         code = python[-1]
     elif blocks:
         code = blocks[-1][1]
     else:
-        opened = list(_OPEN.finditer(response))
-        code = response[opened[-1].end() :] if opened else response
-    return code if code.strip() else None
+        code = answer
+    if not code.strip():
+        return Extraction(None, "no_code", "no code found in the response")
+    return Extraction(code, "ok")
+
+
+def extract_code(response: str, reasoning: str = "none") -> str | None:
+    """The code `extract` finds, or None (no code, or an unfinished response)."""
+    return extract(response, reasoning).code

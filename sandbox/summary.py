@@ -42,11 +42,11 @@ def summary_table(verdicts: list[Verdict], elapsed_s: float, problems=None) -> s
     counts = Counter(v.verdict for v in verdicts)
     n = len(verdicts)
     tests = sum(v.passed + (1 if v.first_failed is not None else 0) for v in verdicts)
-    lines = [f"{'verdict':<8} {'count':>7} {'share':>7}"]
+    lines = [f"{'verdict':<10} {'count':>7} {'share':>7}"]
     for k in VERDICTS:
         if counts[k]:
-            lines.append(f"{k:<8} {counts[k]:>7} {100 * counts[k] / max(1, n):>6.1f}%")
-    lines.append(f"{'total':<8} {n:>7}")
+            lines.append(f"{k:<10} {counts[k]:>7} {100 * counts[k] / max(1, n):>6.1f}%")
+    lines.append(f"{'total':<10} {n:>7}")
     lines.append(
         f"{n} solutions, {tests} tests run in {elapsed_s:.2f} s: "
         f"{n / max(elapsed_s, 1e-9):.1f} solutions/s, {tests / max(elapsed_s, 1e-9):.1f} tests/s"

@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE")
+UNFINISHED = "unfinished"
+"""The verdict of a response cut inside its reasoning or its final code block, or at the token
+cap before a closed block (sandbox/extract.py): never judged, reward 0. For the conditional truncation mask it is non-incorrect
+(learner/grpo.py: INCORRECT_VERDICTS, docs/architecture.md §5)."""
+
+VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE", UNFINISHED)
 """AC accepted; WA wrong answer (also: no code); TLE time limit; MLE memory limit; OLE output
 limit (the program wrote more than the test's output cap, see ExecutorConfig.output_limit_kb);
 RE runtime error; CE does not compile; SE sandbox/system fault (never the program's fault: do
-not score it)."""
+not score it); `unfinished` the response was cut before its answer was complete (UNFINISHED)."""
 
 
 @dataclass
@@ -35,7 +40,8 @@ class Verdict:
     stderr: str = ""
     """Excerpt (≤ 300 chars, the tail) of the program's stderr on the failing / last test."""
     reward: float | None = 0.0
-    """1.0 for AC else 0.0, or passed/total with partial credit; None for SE (do not score)."""
+    """1.0 for AC else 0.0, or passed/total with partial credit; None for SE (do not score);
+    0.0 for `unfinished` (no test ran)."""
     problem_id: str = ""
     solution_id: str = ""
     job_id: int = -1
@@ -59,3 +65,8 @@ def score(verdict: str, passed: int, total: int, partial_credit: bool) -> float 
     if partial_credit:
         return passed / total if total else 0.0
     return 1.0 if verdict == "AC" else 0.0
+
+
+def unfinished_verdict(total: int, reason: str) -> Verdict:
+    """The verdict of an unfinished response (sandbox/extract.py): no test run, reward 0."""
+    return Verdict(UNFINISHED, 0, total, message=f"unfinished: {reason}", reward=0.0)

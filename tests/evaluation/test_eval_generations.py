@@ -67,6 +67,25 @@ def test_a_corrupted_copy_gives_zero(ray_local, tmp_path, humaneval):
     assert report["pass_at_k"] == {"1": 0.0}
 
 
+def test_truncated_thinking_replies_are_unfinished_with_pass_at_1_zero(
+    ray_local, tmp_path, humaneval
+):
+    """As in training: a reply cut in its reasoning or final fence is not judged on the closed
+    (passing) draft of its reasoning; a finished one passes."""
+    with open(tmp_path / "g.jsonl", "w") as f:
+        for p in humaneval:
+            draft = f"<think>\nDraft:\n```python\n{p.meta['solution']}```\nCheck it"
+            texts = [draft, draft + ".\n</think>\n```python\ndef ", draft + ".\n</think>\nok"]
+            for i, text in enumerate(texts):
+                f.write(json.dumps({"problem_id": p.id, "sample_index": i, "text": text}) + "\n")
+    _, report = run_eval(
+        tmp_path, HUMANEVAL, tmp_path / "g.jsonl", "--set", "prompt.reasoning=think"
+    )
+    n = len(humaneval)
+    assert report["verdicts"] == {"RE": n, "unfinished": 2 * n}  # the answer "ok" ran: NameError
+    assert report["pass_at_k"] == {"1": 0.0}
+
+
 def test_mixed_kinds_reference_solutions_all_pass_and_filters_apply(ray_local, tmp_path):
     problems = load_problems(MIXED)
     gens = write_generations(tmp_path / "g.jsonl", problems, 1)

@@ -66,3 +66,16 @@ def test_a_repeated_sample_index_names_the_first_line(tmp_path):
     path = write(tmp_path / "g.jsonl", [row, row])
     with pytest.raises(ProblemFormatError, match="line 1"):
         read_generations(path, IDS)
+
+
+def test_a_text_cut_in_its_reasoning_or_final_fence_is_unfinished(tmp_path):
+    draft = "<think>\n```python\nprint(1)\n```\n"
+    rows = [
+        {"problem_id": "a", "sample_index": 0, "text": draft},
+        {"problem_id": "a", "sample_index": 1, "text": draft + "</think>\n```python\nprint("},
+        {"problem_id": "a", "sample_index": 2, "text": draft + "</think>\n```py\nprint(2)\n```"},
+    ]
+    for reasoning in ("think", "auto"):
+        gens = read_generations(write(tmp_path / "g.jsonl", rows), IDS, reasoning)
+        assert [g.code for g in gens] == [None, None, "print(2)\n"]
+        assert [bool(g.unfinished) for g in gens] == [True, True, False]

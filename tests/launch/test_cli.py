@@ -118,6 +118,9 @@ def test_prompts_show_text_prints_the_first_n_with_the_template_asked_for(small_
     )
     assert res.stdout.count("--- [") == 1
     assert "--- [1/5] sum (stdin, " in res.stdout and "### Question:\n" in res.stdout
+    assert "extraction: prompt.reasoning = 'auto' -> 'none': the final answer is the whole" in (
+        res.stdout.replace("\n", " ")
+    )
 
 
 def test_prompts_show_missing_file_exits_2_saying_what_to_give():

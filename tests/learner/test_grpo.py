@@ -83,6 +83,36 @@ def test_incorrect_verdicts_are_the_ones_that_failed_a_test():
     assert all(grpo.is_non_incorrect(v) for v in ["AC", "CE", "SE", ""])
 
 
+def test_unfinished_is_non_incorrect_so_a_truncated_unfinished_response_may_be_masked():
+    """The rule of docs/architecture.md §5: `unfinished` ran no test (cut inside its reasoning
+    or final code block), so it is non-incorrect; the mask still needs truncated, ¬looping and
+    U < rho. Checked from the scored group the learner receives (actors/convert.py)."""
+    import numpy as np
+
+    from microcoder.actors.convert import to_group_arrays
+    from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
+    from microcoder.sandbox import UNFINISHED, VERDICTS
+
+    assert UNFINISHED in VERDICTS and grpo.is_non_incorrect(UNFINISHED)
+    verdicts = [UNFINISHED, "WA", UNFINISHED]
+    truncated = [True, True, False]  # the last one stopped inside an open fence (EOS): no mask
+    group = Group(
+        group_id=1,
+        problem_id="p",
+        prompt="p",
+        prompt_ids=np.array([1], np.int32),
+        responses=[
+            Response(np.array([1, 2], np.int32), np.array([-1, -1], np.float32), truncated=t)
+            for t in truncated
+        ],
+    )
+    scores = GroupScores(1, [Score(reward=0.0, verdict=v) for v in verdicts])
+    arrays = to_group_arrays(ScoredGroup(group, scores))
+    assert arrays.non_incorrect.tolist() == [True, False, True]
+    masked = _mask(arrays.truncated.tolist(), arrays.non_incorrect.tolist(), [False] * 3, [0.0] * 3)
+    assert masked.tolist() == [True, False, False]
+
+
 def test_token_logprobs_use_the_temperature():
     logits = torch.tensor([[2.0, 0.0], [2.0, 0.0]])
     logp, ent = grpo.token_logprobs(logits, torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))

@@ -29,6 +29,24 @@ def test_unit_no_code_counts_as_failure_without_reaching_the_judge():
     assert [c for _, c in judged] == ["print(1)\n"]
 
 
+def test_unit_unfinished_replies_fail_without_reaching_the_judge():
+    judged = []
+
+    def judge(pairs):
+        judged.extend(pairs)
+        return [1.0] * len(pairs)
+
+    draft = "<think>\n```python\nprint(1)\n```\n"
+    replies = [
+        draft,
+        draft + "</think>\n```python\nprint(",
+        draft + "</think>\n```py\nprint(2)\n```",
+    ]
+    r = heldout_eval(lambda ps: replies, PROBLEMS[:3], judge, reasoning="think")
+    assert (r.passed, r.scored, r.unfinished, r.no_code) == (1, 3, 2, 0)
+    assert [c for _, c in judged] == ["print(2)\n"]
+
+
 def test_unit_sandbox_faults_are_left_out_of_the_rate():
     r = heldout_eval(lambda ps: ["x = 1"] * 4, PROBLEMS[:4], lambda pairs: [1.0, None, 0.0, 1.0])
     assert (r.sandbox_faults, r.scored, r.pass_rate) == (1, 3, pytest.approx(2 / 3))
