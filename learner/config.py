@@ -232,7 +232,12 @@ class AlgorithmConfig(Section):
         if not (isinstance(data, dict) and "use_tis" in data):
             return handler(data)
         data = dict(data)
-        use = bool(data.pop("use_tis"))
+        use = data.pop("use_tis")
+        if not isinstance(use, bool):
+            raise ValueError(
+                f"algorithm.use_tis = {use!r} is not true or false; better, replace it with "
+                'algorithm.off_policy ("tis" for true, "none" for false)'
+            )
         given = data.get("off_policy")
         if not use and given not in (None, "none"):
             raise ValueError(

@@ -165,6 +165,8 @@ def test_use_tis_still_loads_as_off_policy_with_a_note():
     assert not load_config(None, ["algorithm.off_policy=mask"]).notes()
     with pytest.raises(ConfigError, match="delete use_tis"):
         load_config(None, ["algorithm.use_tis=false", "algorithm.off_policy=mask"])
+    with pytest.raises(ConfigError, match="not true or false"):
+        load_config(None, ["algorithm.use_tis=yes"])
 
 
 def test_a_correction_without_recomputed_old_logprobs_is_an_error_that_says_what_to_set():
@@ -174,3 +176,12 @@ def test_a_correction_without_recomputed_old_logprobs_is_an_error_that_says_what
     assert cfg.algorithm.off_policy == "none"
     with pytest.raises(ValueError, match="recompute_old_logprobs = true"):  # before any model load
         Learner("no-model-here", LearnerConfig(recompute_old_logprobs=False), AlgorithmConfig())
+
+
+def test_an_old_runs_config_toml_with_use_tis_still_loads_for_resume(tmp_path):
+    old = load_config(None, ["algorithm.off_policy=none"]).to_toml()
+    old = old.replace('off_policy = "none"', "use_tis = false")  # what a run before wrote
+    path = tmp_path / "config.toml"
+    path.write_text(old)
+    cfg = load_config(path)
+    assert cfg.algorithm.off_policy == "none" and "use_tis" in cfg.notes()[0]
