@@ -32,6 +32,7 @@ def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
         non_incorrect=np.array([is_non_incorrect(s.verdict) for _, s in pairs], np.bool_),
         policy_versions=np.array([r.policy_version for r, _ in pairs], np.int64),
         last_policy_versions=np.array([_last_version(r) for r, _ in pairs], np.int64),
+        generator=sg.group.generator,
     )
 
 

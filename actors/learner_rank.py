@@ -188,9 +188,10 @@ class LearnerRank:
         from microcoder.actors.convert import to_group_arrays
         from microcoder.buffer.client import BufferTimeout, BufferUnreachable
         from microcoder.learner.diversity import batch_diversity
-        from microcoder.learner.intake import IntakeStats, pack, signal_filter
+        from microcoder.learner.intake import IntakeStats, drop_nonfinite, pack, signal_filter
 
         want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
+        nonfinite = 0
         responses = []
         t0 = time.perf_counter()
         deadline = None if timeout_s is None else t0 + timeout_s
@@ -219,11 +220,14 @@ class LearnerRank:
             for g in groups:
                 rewards += g.rewards.tolist()
                 responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
+            groups, bad, emptied = drop_nonfinite(groups)  # NaN/Inf log-probs: logged, dropped
+            nonfinite += len(bad)
             good, dropped = signal_filter(groups, self.dynamic_filtering)
             kept += good
             staleness += [stale[g.group_id] for g in good]
             filtered += len(dropped)
-            self.client.report_filtered([g.group_id for g in dropped])
+            # untrained groups give their capacity back (admission control)
+            self.client.report_filtered([g.group_id for g in dropped] + emptied)
         t1 = time.perf_counter()
         self._batch = pack(kept) if kept else None  # broadcast by the next train
         stats = IntakeStats(
@@ -233,6 +237,7 @@ class LearnerRank:
             staleness_max=max(staleness) if staleness else None,
             diversity=batch_diversity(responses),
             pack_s=time.perf_counter() - t1,
+            nonfinite_dropped=nonfinite,
         )
         return {
             "n_groups": len(kept),

@@ -18,7 +18,7 @@ from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import DataConfig, PromptConfig
-from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.sft_config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig
 
@@ -170,12 +170,13 @@ class Config(Section):
             self.learner.activation_checkpointing = checkpointing_by_default(self)
         elif self.learner.activation_checkpointing is None and checkpointing_by_default(self):
             self.learner.activation_checkpointing = True  # long responses: on whatever the device
+        check_off_policy_rule(self.algorithm.off_policy, self.learner.recompute_old_logprobs)
         return self
 
     def notes(self) -> list[str]:
         """Settings that are valid but cannot act as their names say, each with what to set
         (`config show` prints them, a launch logs them at its start)."""
-        out = []
+        out = list(self.algorithm._legacy_notes)
         a, cap = self.algorithm, self.generator.max_response_tokens
         if a.truncation_mask == "conditional" and 2 * a.repeat_window > cap:
             out.append(

@@ -5,6 +5,7 @@
     microcoder_buffer_groups_total{outcome="consumed"} 120    the accounting counters
     microcoder_buffer_consumed_by_staleness_total{staleness="1"} 40
     microcoder_eval_heldout_pass_rate 0.3                     the newest "eval" record
+    microcoder_mismatch_by_staleness_kl{staleness="1"} 2e-4  the learner's mismatch by staleness
 
 Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/dashboard_server.py
 serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
@@ -102,6 +103,20 @@ def _buffer_metrics(page: _Page, buf: dict[str, Any]) -> None:
         page.metric(metric_name(key), "gauge", f"Buffer {key[7:]}.", [({}, value)])
 
 
+def _mismatch_metrics(page: _Page, by: dict[str, dict[str, float]]) -> None:
+    """The learner's mismatch metrics per staleness bucket (learner/mismatch.py), one gauge per
+    metric labelled by staleness ("0", "1", ..., the last one "8+")."""
+    names = sorted({n for values in by.values() for n in values})
+    for n in names:
+        page.metric(
+            metric_name(f"mismatch_by_staleness_{n}"),
+            "gauge",
+            f"Newest learner step: mismatch {n} over the tokens of responses that many versions "
+            "behind.",
+            [({"staleness": k}, v[n]) for k, v in by.items() if n in v],
+        )
+
+
 def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
     """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
     page = _Page()
@@ -114,7 +129,9 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
             [({}, latest_step["time"])],
         )
     _buffer_metrics(page, latest_step.get("buffer") or {})
-    step = {k: v for k, v in latest_step.items() if k not in ("buffer", "time")}
+    _mismatch_metrics(page, latest_step.get("mismatch_by_staleness") or {})
+    skip = ("buffer", "time", "mismatch_by_staleness")
+    step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():
         page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])
     ev = {k: v for k, v in (latest_eval or {}).items() if k != "time"}

@@ -62,11 +62,14 @@ def model_family_errors(cfg: Config, model_path: str) -> list[str]:
 
 
 def progress_line(rec: dict, max_steps: int) -> str:
+    """The step line; `mismatch k3`: the learner's KL estimate between the generators' and its own
+    log-probs at the sampled tokens (learner/mismatch.py)."""
     return (
         f"step {rec['step']:>4}/{max_steps} | reward {rec.get('reward_mean', 0):.3f} "
         f"| loss {rec.get('loss', 0):+.4f} | gen {rec.get('gen_tokens_per_s', 0):7.0f} tok/s "
         f"| train {rec.get('tokens_per_s', 0):7.0f} tok/s | judge {rec.get('tests_per_s', 0):6.0f} tests/s "
-        f"| stale {rec.get('staleness_mean', 0):.2f} | T {rec.get('temperature', 0):.2f} "
+        f"| stale {rec.get('staleness_mean', 0):.2f} | mismatch k3 {rec.get('mismatch_kl', 0):.1e} "
+        f"| T {rec.get('temperature', 0):.2f} "
         f"| {rec.get('step_s', 0):.1f} s"
     )
 

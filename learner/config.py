@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
@@ -78,7 +78,8 @@ class LearnerConfig(Section):
     (params × 4 bytes) until then; only for a slow interconnect with memory to spare."""
     recompute_old_logprobs: bool = True
     """Recompute pi_old with the learner's weights before the update (off: pi_old = the
-    generator's behaviour log-probs, and the IS weight is then 1)."""
+    generator's behaviour log-probs, so every off-policy weight would be 1: it then needs
+    algorithm.off_policy = "none", and the config says so)."""
     max_filtered_batches: int = Field(4, ge=1)
     """With dynamic filtering, fetch at most this many batches' worth of groups per step; if all
     of them had equal rewards, the step is skipped (no update) and the run says so."""
@@ -141,6 +142,9 @@ class TemperatureConfig(Section):
     """Online monitor: step T up one stage after this many consecutive steps below target (0 = off)."""
 
 
+OffPolicy = Literal["tis", "seq-tis", "mask", "geo-reject", "none"]
+"""The off-policy corrections; each names a function in learner/off_policy.py: OFF_POLICY."""
+
 TruncationMask = Literal["none", "all", "conditional"]
 """The truncation arms; each names a mask function in learner/grpo.py: TRUNCATION_MASKS."""
 
@@ -152,6 +156,7 @@ class AlgorithmConfig(Section):
         "mask_prob": "renamed: set algorithm.rho (the probability a qualifying truncated "
         "response is masked)",
     }
+    legacy_keys = {"use_tis": 'algorithm.off_policy ("tis" for true, "none" for false)'}
 
     preset: str = ""
     """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo` or
@@ -168,10 +173,17 @@ class AlgorithmConfig(Section):
     """Upper clip range (clip-higher): ratio is clipped at 1 + eps_high."""
     kl_coef: float = Field(0.0, ge=0)
     """KL penalty coefficient; MicroCoder-GRPO uses none (0)."""
-    tis_cap: float = Field(2.0, gt=0)
-    """Truncated importance weight cap C on pi_old/pi_behaviour."""
-    use_tis: bool = True
-    """Apply the truncated importance weight for off-policy (stale) samples."""
+    off_policy: OffPolicy = "tis"
+    """The off-policy correction of each token's surrogate by rho = pi_old / pi_behaviour
+    (learner/off_policy.py, docs/architecture.md §5): `tis` (token-level truncated IS, min(rho,
+    C)), `seq-tis` (one truncated weight per sequence, min(Π rho, C)), `mask` (IcePop-style:
+    tokens with rho outside [1/C, C] get no gradient, the others rho), `geo-reject` (sequences
+    whose geometric-mean rho leaves [1/C, C] are dropped whole) or `none`. Every one but `none`
+    needs learner.recompute_old_logprobs = true. Replaces the old `use_tis` (true = "tis",
+    false = "none"; still read, with a note)."""
+    tis_cap: float = Field(2.0, gt=1)
+    """C: the cap of `tis` and `seq-tis`, and the band [1/C, C] of `mask` and `geo-reject` (and
+    of the `mismatch_out_of_band_frac` metric)."""
     aggregation: Literal["token-mean", "seq-mean-token-mean", "constant-normaliser"] = "token-mean"
     """Loss aggregation over tokens: DAPO token mean, per-sequence mean, or Dr.GRPO constant."""
     loss_constant: int = Field(0, ge=0)
@@ -209,6 +221,39 @@ class AlgorithmConfig(Section):
     temperature: TemperatureConfig = TemperatureConfig()
     """Diversity-determined temperature."""
 
+    _legacy_notes: list[str] = PrivateAttr(default_factory=list)
+    """Notes about legacy_keys this config set (Config.notes() prints them)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _legacy_use_tis(cls, data: Any, handler: Any) -> Any:
+        """use_tis (a bool, before off_policy existed) still loads: false becomes off_policy =
+        "none", true the default "tis"; a note says to replace it."""
+        if not (isinstance(data, dict) and "use_tis" in data):
+            return handler(data)
+        data = dict(data)
+        use = data.pop("use_tis")
+        if not isinstance(use, bool):
+            raise ValueError(
+                f"algorithm.use_tis = {use!r} is not true or false; better, replace it with "
+                'algorithm.off_policy ("tis" for true, "none" for false)'
+            )
+        given = data.get("off_policy")
+        if not use and given not in (None, "none"):
+            raise ValueError(
+                f'algorithm.use_tis = false contradicts algorithm.off_policy = "{given}": use_tis '
+                "became off_policy; delete use_tis"
+            )
+        if not use:
+            data["off_policy"] = "none"
+        self = handler(data)
+        now = f'off_policy = "{self.off_policy}"'
+        self._legacy_notes = [
+            f"algorithm.use_tis = {str(use).lower()} is read as algorithm.{now} (use_tis became "
+            f"off_policy: tis, seq-tis, mask, geo-reject or none); replace it with {now}"
+        ]
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
@@ -240,3 +285,15 @@ class AlgorithmConfig(Section):
                 "set it to a fraction of L_max, e.g. a fifth as in DAPO"
             )
         return self
+
+
+def check_off_policy_rule(off_policy: str, recompute_old_logprobs: bool) -> None:
+    """The rule: a correction needs pi_old recomputed by the learner. Without it pi_old is the
+    behaviour policy itself, every ratio pi_old / pi_behaviour is 1 and no correction can act."""
+    if off_policy != "none" and not recompute_old_logprobs:
+        raise ValueError(
+            f'algorithm.off_policy = "{off_policy}" needs learner.recompute_old_logprobs = true '
+            "(without it pi_old is the behaviour policy and every off-policy weight is 1); set "
+            'learner.recompute_old_logprobs = true, or algorithm.off_policy = "none" to train '
+            "with the clipped ratio against the behaviour log-probs alone"
+        )

@@ -11,7 +11,8 @@ The objective, per response token t of response i (group of G responses to one p
     r_i      ← r_i + overlong_penalty(|y_i|)                  (DAPO soft overlong punishment, off by default)
     A_i      ← 0  if truncated_i ∧ non_incorrect_i ∧ ¬looping_i ∧ U_i < rho   (conditional truncation mask)
     ratio_t  = exp(log pi_theta(o_t | T_i) − log pi_old(o_t | T_i))       log-probs at temperature T_i
-    w_t      = min(exp(log pi_old − log pi_behaviour), C)                 truncated importance weight
+    w_t      = min(exp(log pi_old − log pi_behaviour), C)     off-policy weight (algorithm.off_policy
+                                                              = tis; the others: learner/off_policy.py)
     l_t      = w_t · max(−A_i · ratio_t, −A_i · clip(ratio_t, 1 − eps_low, 1 + eps_high))
     loss     = Σ_t weight_t · l_t        weight_t from the aggregation mode (AGGREGATIONS)
 
@@ -241,15 +242,6 @@ def chunked_token_logprobs(
     return logp, entropy
 
 
-def tis_weight(
-    old_logp: torch.Tensor,  # [T] log pi_old (recomputed by the learner)
-    behaviour_logp: torch.Tensor,  # [T] log pi_behaviour (reported by the generator)
-    cap: float,
-) -> torch.Tensor:  # [T] detached weight in (0, cap]
-    """Truncated importance weight min(pi_old / pi_behaviour, C), per token, no gradient."""
-    return torch.exp(old_logp.detach() - behaviour_logp).clamp(max=cap)
-
-
 def clipped_policy_loss(
     logp: torch.Tensor,  # [T] log pi_theta (with gradient)
     old_logp: torch.Tensor,  # [T] log pi_old (no gradient)
@@ -282,27 +274,25 @@ class TokenLoss(NamedTuple):
 
     loss: torch.Tensor  # w_is · clipped surrogate (+ kl_coef · kl), with gradient
     clipped: torch.Tensor  # bool: the clipped branch was active
-    is_weight: torch.Tensor  # truncated importance weight (1 when TIS is off)
+    is_weight: torch.Tensor  # the off-policy correction's weight (1 with none)
     kl: torch.Tensor  # k3 estimate against the reference (0 when there is none)
 
 
 def token_loss(
     logp: torch.Tensor,  # [T] log pi_theta
     old_logp: torch.Tensor,  # [T] log pi_old
-    behaviour_logp: torch.Tensor,  # [T] log pi_behaviour from the generator
     advantages: torch.Tensor,  # [T]
     eps_low: float,
     eps_high: float,
-    tis_cap: float | None = None,  # None = TIS off (weight 1)
+    is_weight: torch.Tensor | None = None,  # [T] the correction's weight (off_policy.py); None = 1
     ref_logp: torch.Tensor | None = None,  # [T] log pi_ref; None = no KL term
     kl_coef: float = 0.0,
 ) -> TokenLoss:
-    """l_t = w_t · max(−A·ratio, −A·clip(ratio)) + kl_coef · k3(t), before aggregation."""
+    """l_t = w_t · max(−A·ratio, −A·clip(ratio)) + kl_coef · k3(t), before aggregation.
+
+    w_t: the off-policy correction's weight (learner/off_policy.py: OFF_POLICY), detached."""
     surrogate, clipped = clipped_policy_loss(logp, old_logp, advantages, eps_low, eps_high)
-    if tis_cap is None:
-        w = torch.ones_like(surrogate)
-    else:
-        w = tis_weight(old_logp, behaviour_logp, tis_cap)
+    w = torch.ones_like(surrogate) if is_weight is None else is_weight.detach().to(surrogate.dtype)
     loss = w * surrogate
     kl = torch.zeros_like(surrogate)
     if ref_logp is not None:

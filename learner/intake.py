@@ -15,8 +15,9 @@ list-based `SampleGroup`s that benchmarks and tests build.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -24,6 +25,8 @@ import torch.distributed as dist
 
 from microcoder.learner import grpo
 from microcoder.learner.sample import SampleGroup
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class GroupArrays:
     """[G] int64: the version that sampled each response's first token."""
     last_policy_versions: np.ndarray
     """[G] int64: the version that sampled its last token (= first when not recorded)."""
+    generator: str = ""
+    """The generator that sampled the group (its owner id; "" when not known), for logs."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,76 @@ def signal_filter(
     return kept, dropped
 
 
+@dataclass(frozen=True)
+class DroppedSample:
+    """A response the non-finite guard took out of its group (`drop_nonfinite`)."""
+
+    group_id: int
+    index: int
+    """Its position in the group."""
+    generator: str
+    policy_version: int
+    token: int
+    """The response token of the first non-finite behaviour log-prob."""
+    value: float
+    """That log-prob (NaN, +inf or −inf)."""
+
+    def describe(self) -> str:
+        return (
+            f"group {self.group_id} response {self.index} (generator {self.generator or '?'}, "
+            f"policy version {self.policy_version}): behaviour log-prob {self.value} at response "
+            f"token {self.token}; the response is dropped (a generator reporting NaN/Inf "
+            "log-probs points at its engine: a weight update racing generation, or bad weights)"
+        )
+
+
+def drop_nonfinite(
+    groups: Sequence[GroupArrays],
+) -> tuple[list[GroupArrays], list[DroppedSample], list[int]]:
+    """The non-finite guard at intake: a response with a NaN or infinite behaviour log-prob never
+    reaches the loss (a NaN would make its importance weight NaN, a −inf one would be capped
+    silently). Returns (the groups without those responses, each dropped response, logged as a
+    warning, and the ids of the groups left with none: they are dropped whole). The group's
+    advantages are then taken over the responses that remain."""
+    kept: list[GroupArrays] = []
+    dropped: list[DroppedSample] = []
+    emptied: list[int] = []
+    for g in groups:
+        bad = [i for i, lp in enumerate(g.logprobs) if not np.isfinite(lp).all()]
+        if not bad:
+            kept.append(g)
+            continue
+        for i in bad:
+            t = int(np.flatnonzero(~np.isfinite(g.logprobs[i]))[0])
+            d = DroppedSample(
+                g.group_id, i, g.generator, int(g.policy_versions[i]), t, g.logprobs[i][t]
+            )
+            log.warning("non-finite guard: %s", d.describe())
+            dropped.append(d)
+        good = [i for i in range(len(g.response_ids)) if i not in bad]
+        if not good:
+            emptied.append(g.group_id)
+            continue
+        kept.append(_select(g, good))
+    return kept, dropped, emptied
+
+
+def _select(g: GroupArrays, keep: list[int]) -> GroupArrays:
+    """The group with only the responses at `keep`."""
+    per_response = {
+        f.name: getattr(g, f.name)
+        for f in fields(g)
+        if f.name not in ("group_id", "prompt_ids", "generator")
+    }
+    return replace(
+        g,
+        **{
+            k: (v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep])
+            for k, v in per_response.items()
+        },
+    )
+
+
 def pack(groups: Sequence[GroupArrays]) -> PackedBatch:
     """The groups as one PackedBatch: each field one `np.concatenate`, then `torch.from_numpy`."""
     n = [len(g.response_ids) for g in groups]
@@ -161,6 +236,8 @@ class IntakeStats:
     """Mean n-gram diversity over the fetched groups (learner/diversity.py)."""
     pack_s: float
     """Seconds rank 0 spent packing the kept groups into the PackedBatch."""
+    nonfinite_dropped: int = 0
+    """Responses the non-finite guard dropped (a NaN/Inf behaviour log-prob: `drop_nonfinite`)."""
 
     def metrics(self) -> dict[str, float]:
         """The step's metrics, under the field names (None fields left out)."""

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from microcoder.learner import attention, grpo
+from microcoder.learner import attention, grpo, mismatch, off_policy
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
-from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.distributed import (
     full_state_dict,
     init_distributed,
@@ -32,26 +32,20 @@ from microcoder.learner.distributed import (
     resolve_dtype,
 )
 from microcoder.learner.families import head_transform
-from microcoder.learner.intake import PackedBatch, pack, sample_group_arrays, signal_filter
+from microcoder.learner.forward import target_logprobs
+from microcoder.learner.intake import (
+    PackedBatch,
+    drop_nonfinite,
+    pack,
+    sample_group_arrays,
+    signal_filter,
+)
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
 from microcoder.learner.sample import SampleGroup
+from microcoder.learner.step_sums import SUMS, log_nonfinite, micro_batch_sums, off_policy_metrics
 
 log = logging.getLogger(__name__)
-
-# Sums all-reduced over ranks at the end of a step, in this order.
-# "nonfinite": parameter shards holding NaN/Inf after the step (learner.weights_finite).
-_SUMS = [
-    "loss",
-    "tokens",
-    "response_tokens",
-    "clipped",
-    "entropy",
-    "is_weight",
-    "is_capped",
-    "kl",
-    "nonfinite",
-]
 
 
 class Learner:
@@ -67,6 +61,7 @@ class Learner:
         device: str = "auto",
         total_steps: int = 1,
     ) -> None:
+        check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
         self.cfg, self.algo, self.seed = learner, algorithm, seed
         self.model_path = Path(model_path)
         self.device = pick_device(device)
@@ -112,15 +107,15 @@ class Learner:
         A PackedBatch (a run: rank 0 filtered it while fetching, learner/intake.py) is trained on
         as it is; a caller's SampleGroups (benchmarks, tests) pass the one dynamic filter first.
         """
+        extra = {}
         if not isinstance(batch, PackedBatch):
-            kept, _ = signal_filter(
-                [sample_group_arrays(g, k) for k, g in enumerate(batch)],
-                self.algo.dynamic_filtering,
+            groups, bad, _ = drop_nonfinite(
+                [sample_group_arrays(g, k) for k, g in enumerate(batch)]
             )
-            batch = pack(kept)
-        return self.train_on_batch(
-            build_batch(batch, self.algo, mask_generator(self.seed, self.version))
-        )
+            kept, _ = signal_filter(groups, self.algo.dynamic_filtering)
+            batch, extra = pack(kept), {"nonfinite_dropped": float(len(bad))}
+        built = build_batch(batch, self.algo, mask_generator(self.seed, self.version))
+        return {**self.train_on_batch(built), **extra}
 
     def train_on_batch(self, batch: TrainBatch) -> dict[str, float]:
         """`mini_batches` optimizer steps over `batch`, then version += 1. Collective.
@@ -152,23 +147,31 @@ class Learner:
             if len(minis) > 1 and self.cfg.recompute_old_logprobs
             else None
         )
-        acc = torch.zeros(len(_SUMS) + 1, dtype=torch.float64, device=self.device)  # + IS max
+        size = len(SUMS) + mismatch.SIZE
+        acc = torch.zeros(size + 1, dtype=torch.float64, device=self.device)  # + IS max
         grad_norms, skipped_before = [], self.updates_skipped
+        # staleness of each sequence (the buffer's: learner version − its policy version), and the
+        # sequences the non-finite guard dropped, per mini-batch
+        stale = [(self.version - m.policy_versions).clamp(min=0).to(self.device) for m in minis]
+        bad = [torch.zeros(len(m), dtype=torch.bool, device=self.device) for m in minis]
         for k, micros in enumerate(plans):
             for j, mb in enumerate(micros):
                 self._set_sync(j == len(micros) - 1)
                 old_logp = None if old is None else old[k][j]
-                part, m = self._loss_and_stats(mb, old_logp)
+                part, m = self._loss_and_stats(mb, old_logp, len(minis[k]), stale[k], bad[k])
                 (part * self.world).backward()
                 acc[:-1] += m[:-1]
                 torch.maximum(acc[-1:], m[-1:], out=acc[-1:])
             grad_norms.append(self._clip_and_step())
         self.version += 1
-        acc[_SUMS.index("nonfinite")] = self._nonfinite_shards()
-        totals = self._reduce_over_ranks(acc).tolist()  # the step's one host sync
+        acc[SUMS.index("nonfinite")] = self._nonfinite_shards()
+        reduced = self._reduce_over_ranks(acc).cpu()  # the step's one host sync
+        totals = reduced.tolist()
         grad_norms = torch.stack(grad_norms).tolist()
-        s = dict(zip(_SUMS, totals[:-1], strict=True))
+        s = dict(zip(SUMS, totals[: len(SUMS)], strict=True))
         self.weights_finite = s["nonfinite"] == 0
+        if s["nonfinite_seqs"]:
+            log_nonfinite(self.rank, self.version, [m.policy_versions for m in minis], bad)
         rt = max(s["response_tokens"], 1.0)
         elapsed = time.perf_counter() - start
         return {
@@ -177,10 +180,9 @@ class Learner:
             "loss": s["loss"] / len(plans),
             "clip_frac": s["clipped"] / rt,
             "entropy": s["entropy"] / rt,
-            "is_weight_mean": s["is_weight"] / rt,
-            "is_weight_max": totals[-1],
-            "is_capped_frac": s["is_capped"] / rt,
             "kl": s["kl"] / rt,
+            **off_policy_metrics(s, totals[-1]),
+            **mismatch.mismatch_metrics(reduced[len(SUMS) : size]),
             "grad_norm": sum(grad_norms) / len(grad_norms),
             "update_skipped": float(self.updates_skipped - skipped_before),
             "skipped_in_a_row": float(self.skipped_in_a_row),
@@ -212,96 +214,68 @@ class Learner:
         ]
 
     def _logp(self, model: torch.nn.Module, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs of the targets at their sampling temperature, and the entropy (detached).
-
-        With `learner.logprob_chunk_tokens` > 0 the model runs only to its final hidden states and
-        the head runs chunk by chunk (grpo.chunked_token_logprobs); 0 = the head on every position
-        at once, [n, V] logits.
-        """
-        if mb.packed:
-            cu = mb.cu_seq_lens
-            inputs = dict(
-                input_ids=mb.input_ids,
-                position_ids=mb.position_ids,
-                cu_seq_lens_q=cu,
-                cu_seq_lens_k=cu,
-                max_length_q=mb.max_len,
-                max_length_k=mb.max_len,
-            )
-            if self.attn == attention.NAME:  # boundaries from the host: no sync in the layers
-                inputs["varlen"] = attention.plan(mb.seq_lens, self.device)
-        else:
-            mask = (mb.position_ids > 0) | (
-                torch.arange(mb.input_ids.shape[1], device=self.device) == 0
-            )
-            inputs = dict(
-                input_ids=mb.input_ids, attention_mask=mask.long(), position_ids=mb.position_ids
-            )
-        chunk = self.cfg.logprob_chunk_tokens
-        if chunk > 0:
-            hidden = final_hidden_states(model, inputs).flatten(0, 1)[mb.logit_index]  # [n, H]
-            head = model.get_output_embeddings()
-            scale, softcap = self.head_transform
-            return grpo.chunked_token_logprobs(
-                hidden, head.weight, mb.targets, mb.temperature, chunk, head.bias, scale, softcap
-            )
-        if mb.packed:
-            logits = model(**inputs, logits_to_keep=mb.logit_index).logits[0]  # [n, V]
-        else:
-            logits = model(**inputs).logits.flatten(0, 1)[mb.logit_index]  # [n, V]
-        return grpo.token_logprobs(logits, mb.targets, mb.temperature)
+        """Log-probs of the targets at their sampling temperature, and the entropy (detached):
+        learner/forward.py: `target_logprobs` with this learner's attention, device, chunking."""
+        chunk, transform = self.cfg.logprob_chunk_tokens, self.head_transform
+        return target_logprobs(model, mb, self.attn, self.device, chunk, transform)
 
     @torch.no_grad()
     def _old_logprobs(self, plans: list[list[MicroBatch]]) -> list[list[torch.Tensor]]:
         return [[self._logp(self.model, mb)[0] for mb in micros] for micros in plans]
 
     def _loss_and_stats(
-        self, mb: MicroBatch, old_logp: torch.Tensor | None
+        self,
+        mb: MicroBatch,
+        old_logp: torch.Tensor | None,
+        num_seqs: int | None = None,
+        staleness: torch.Tensor | None = None,
+        bad_out: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """This micro-batch's share of the loss, and its metric sums (_SUMS order, then IS max)."""
+        """This micro-batch's share of the loss, and its metric sums (SUMS order, the mismatch
+        vector, then IS max). `num_seqs`: sequences in the mini-batch (mb.seq_index's range;
+        None = from mb, one host sync); `staleness` [num_seqs] of each (None = 0); `bad_out`
+        [num_seqs] bool: the sequences the non-finite guard drops are or-ed into it."""
         algo = self.algo
         logp, entropy = self._logp(self.model, mb)
+        learner_logp = logp.detach() if old_logp is None else old_logp  # the step's start policy
         if old_logp is None:
             # One optimizer step per batch: pi_old is the current policy, identical to this forward.
             old_logp = logp.detach() if self.cfg.recompute_old_logprobs else mb.behaviour_logp
-        use_tis = algo.use_tis and self.cfg.recompute_old_logprobs
+        if num_seqs is None:
+            num_seqs = int(mb.seq_index.max()) + 1
+        seq = mb.seq_index
+        # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
+        keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)
+        if bad_out is not None:
+            bad_out |= bad
+        logp, old_logp = logp.where(keep, 0.0), old_logp.where(keep, 0.0)
+        behaviour, learner_logp = mb.behaviour_logp.where(keep, 0.0), learner_logp.where(keep, 0.0)
+        corr = off_policy.correct(
+            algo.off_policy, old_logp - behaviour, seq, num_seqs, algo.tis_cap
+        )
         ref_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp = self._logp(self.ref_model, mb)[0]
+                ref_logp = self._logp(self.ref_model, mb)[0].where(keep, 0.0)
         terms = grpo.token_loss(
             logp,
             old_logp,
-            mb.behaviour_logp,
             mb.advantages,
             algo.eps_low,
             algo.eps_high,
-            tis_cap=algo.tis_cap if use_tis else None,
+            is_weight=corr.weight,
             ref_logp=ref_logp,
             kl_coef=algo.kl_coef,
         )
-        loss = (terms.loss * mb.weight.to(terms.loss.dtype)).sum()
-        real = (mb.seq_index >= 0).double()  # 0 only for a dummy micro-batch's token
+        loss = (terms.loss * (mb.weight * keep).to(terms.loss.dtype)).sum()
         with torch.no_grad():
-            capped = (
-                (terms.is_weight >= algo.tis_cap).double() if use_tis else torch.zeros_like(real)
-            )
-            stats = torch.stack(
-                [
-                    loss.detach().double(),
-                    torch.zeros((), dtype=torch.float64, device=real.device),  # tokens, set below
-                    real.sum(),
-                    (terms.clipped.double() * real).sum(),
-                    (entropy.double() * real).sum(),
-                    (terms.is_weight.double() * real).sum(),
-                    (capped * real).sum(),
-                    (terms.kl.detach().double() * real).sum(),
-                    torch.zeros((), dtype=torch.float64, device=real.device),  # nonfinite
-                    (terms.is_weight.double() * real).max(),
-                ]
-            )
-            stats[1] = float(mb.tokens)  # a fill on the device: no host sync
-        return loss, stats
+            real = (seq >= 0) & keep  # False for a dummy micro-batch's token and a dropped one
+            if staleness is None:
+                staleness = torch.zeros(num_seqs, dtype=torch.long, device=seq.device)
+            stale_tok = staleness[seq.clamp(min=0)] if num_seqs else torch.zeros_like(seq)
+            shift = mismatch.mismatch_sums(learner_logp, behaviour, stale_tok, real, algo.tis_cap)
+            sums = micro_batch_sums(loss, terms, corr, entropy, real, bad, seq, num_seqs, mb.tokens)
+        return loss, torch.cat([sums[:-1], shift, sums[-1:]])
 
     def _set_sync(self, last: bool) -> None:
         """Reduce-scatter this micro-batch's gradients: always with learner.grad_sync =
@@ -394,22 +368,3 @@ class Learner:
 
 class NonFiniteWeights(RuntimeError):
     """The learner's weights hold a NaN or Inf: they are neither published nor saved."""
-
-
-def final_hidden_states(model: torch.nn.Module, inputs: dict) -> torch.Tensor:  # [R, L, H]
-    """The body's last (normed) hidden states from one forward of the whole model.
-
-    The call goes through the root module, so FSDP2's hooks gather the root's parameters (which
-    it keeps unsharded after the forward: the head can be applied to these states afterwards)
-    and reduce their gradients after backward. The head itself runs on one position only
-    (`logits_to_keep=1`); a forward hook on the body keeps its output.
-    """
-    kept: list[torch.Tensor] = []
-    hook = model.get_decoder().register_forward_hook(
-        lambda _m, _args, out: kept.append(out.last_hidden_state)
-    )
-    try:
-        model(**inputs, logits_to_keep=1)
-    finally:
-        hook.remove()
-    return kept[0]

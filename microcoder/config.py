@@ -25,6 +25,10 @@ class Section(BaseModel):
     removed_keys: ClassVar[dict[str, str]] = {}
     """Keys this section once had -> what to do instead; a config that still sets one is told so
     (instead of the nearest-key guess, which could point at an unrelated key)."""
+    legacy_keys: ClassVar[dict[str, str]] = {}
+    """Keys this section once had that still load (old configs, the config.toml of a run to
+    resume) -> what they became; the section's own validator maps each onto its successor and
+    the root Config's notes() says what to set instead."""
 
 
 class ConfigError(ValueError):
@@ -43,6 +47,8 @@ def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str 
     fields = model.model_fields
     for key, value in raw.items():
         path = f"{prefix}{key}"
+        if key in getattr(model, "legacy_keys", {}):
+            continue
         if key not in fields:
             instead = getattr(model, "removed_keys", {}).get(key)
             if instead:

@@ -327,3 +327,41 @@ def test_rank_0_filters_once_while_fetching_and_returns_only_statistics():
     m = out["metrics"]
     assert m["filtered_groups"] == 1 and m["reward_mean"] == 4 / 6  # over every fetched group
     assert (m["staleness_mean"], m["staleness_max"]) == (1.5, 2)  # over the trained groups
+
+
+def test_rank_0_drops_a_response_with_a_nan_log_prob_and_names_its_generator(caplog):
+    """The non-finite guard at the fetch: the response leaves its group before the filter, the
+    step's `nonfinite_dropped` counts it, the log names its generator; a group left with no
+    response is reported like a filtered one (admission control gets its capacity back)."""
+    import dataclasses
+    import logging
+
+    from microcoder.buffer.client import LearnerBatch
+
+    def poisoned(sg, which):
+        responses = list(sg.group.responses)
+        for i in which:
+            lp = responses[i].logprobs.copy()
+            lp[1] = np.nan
+            responses[i] = dataclasses.replace(responses[i], logprobs=lp)
+        group = dataclasses.replace(sg.group, responses=responses, generator="generator-1")
+        return dataclasses.replace(sg, group=group)
+
+    rank = LearnerRank(0, 1)
+    rank.settings = SimpleNamespace(learner=LearnerConfig(batch_size=2, max_filtered_batches=4))
+    rank.learner, rank.dynamic_filtering = SimpleNamespace(version=3), True
+    three = poisoned(scored(1, [0.0, 1.0, 0.0]), [2])  # keeps its signal without response 2
+    gone = poisoned(scored(2, [0.0, 1.0]), [0, 1])
+    rank.client = ScriptedBuffer(
+        [
+            LearnerBatch([three, gone], 3, [0, 0], False),
+            LearnerBatch([scored(3, [0.0, 1.0])], 3, [0], False),
+        ]
+    )
+    with caplog.at_level(logging.WARNING):
+        out = rank.fetch_batch(timeout_s=10)
+    assert out["metrics"]["nonfinite_dropped"] == 3
+    assert rank._batch.group_ids.tolist() == [1, 3] and len(rank._batch) == 4
+    assert bool(rank._batch.behaviour_logprobs.isfinite().all())
+    assert rank.client.filtered == [2]
+    assert "group 1 response 2 (generator generator-1, policy version 0)" in caplog.text

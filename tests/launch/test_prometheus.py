@@ -48,6 +48,16 @@ def test_step_fields_are_gauges_with_their_values():
     assert "# TYPE microcoder_staleness_mean gauge" in prometheus_text(rec)
 
 
+def test_the_mismatch_by_staleness_is_labelled_by_staleness():
+    by = {"0": {"kl": 1e-4, "ratio_p99": 1.02}, "1": {"kl": 3e-4, "ratio_p99": 1.1}}
+    rec = {**synthetic_step(6), "mismatch_kl": 2e-4, "mismatch_by_staleness": by}
+    got = parse(prometheus_text(rec))
+    assert got["microcoder_mismatch_kl"] == 2e-4
+    assert got['microcoder_mismatch_by_staleness_kl{staleness="1"}'] == 3e-4
+    assert got['microcoder_mismatch_by_staleness_ratio_p99{staleness="0"}'] == 1.02
+    assert not any(k.startswith("microcoder_mismatch_by_staleness_0") for k in got)
+
+
 def test_buffer_depths_and_counters_are_labelled():
     rec = synthetic_step(6)
     text = prometheus_text(rec)

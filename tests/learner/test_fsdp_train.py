@@ -101,7 +101,7 @@ def test_checkpoint_is_a_loadable_hf_folder(resumed):
 
 @pytest.mark.slow
 def test_mini_batches_kl_and_tis_off_train_one_version_per_batch(small_model, tmp_path):
-    extra = {"learner": {"mini_batches": 2}, "algorithm": {"kl_coef": 0.1, "use_tis": False}}
+    extra = {"learner": {"mini_batches": 2}, "algorithm": {"kl_coef": 0.1, "off_policy": "none"}}
     metrics = run_ranks(small_model, tmp_path, 1, extra=extra)
     assert [m["version"] for m in metrics] == [1, 2]
     assert all(m["is_weight_mean"] == 1.0 for m in metrics)

@@ -97,7 +97,13 @@ def test_building_the_batch_filters_nothing_again():
 
 def test_intake_stats_leave_out_the_staleness_when_no_group_was_trained():
     stats = IntakeStats(3, 0.5, None, None, 0.2, 0.01)
-    assert set(stats.metrics()) == {"filtered_groups", "reward_mean", "diversity", "pack_s"}
+    assert set(stats.metrics()) == {
+        "filtered_groups",
+        "reward_mean",
+        "diversity",
+        "pack_s",
+        "nonfinite_dropped",
+    }
 
 
 BROADCAST_WORKER = """

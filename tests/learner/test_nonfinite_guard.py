@@ -2,8 +2,9 @@
 the AdamW state bit-equal and the next good step trains; learner.max_skipped_steps in a row stop
 the training loop with why; weights holding NaN are neither published nor saved.
 
-One in-process rank (a gloo world of 1); the NaN enters as a real run's would, through a NaN
-behaviour log-prob of the batch (the truncated IS weight is then NaN)."""
+One in-process rank (a gloo world of 1); the NaN enters through a NaN reward of the batch (its
+group's advantages are then NaN). A NaN behaviour log-prob no longer reaches the loss: the
+intake's guard drops its response (tests/learner/test_off_policy_guard.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from microcoder.learner.trainer import Learner, NonFiniteWeights
 
 
 def groups(step: int, nan: bool = False) -> list[SampleGroup]:
-    """Two groups with mixed rewards; with `nan` one behaviour log-prob is NaN."""
+    """Two groups with mixed rewards; with `nan` one reward is NaN."""
     rng = random.Random(step)
     out = []
     for k in range(2):
@@ -32,9 +33,8 @@ def groups(step: int, nan: bool = False) -> list[SampleGroup]:
         for i in range(4):
             resp = [rng.randrange(250) for _ in range(rng.randint(3, 12))]
             logp = [-rng.uniform(3.0, 6.0) for _ in resp]
-            if nan and k == 0 and i == 1:
-                logp[0] = math.nan
-            samples.append(TrainSample([1, 2, 3], resp, logp, 1.0, float(i % 2), False, "WA", 0))
+            reward = math.nan if nan and k == 0 and i == 1 else float(i % 2)
+            samples.append(TrainSample([1, 2, 3], resp, logp, 1.0, reward, False, "WA", 0))
         out.append(SampleGroup(f"{step}-{k}", samples))
     return out
 
