@@ -40,7 +40,11 @@ from microcoder.actors.timing import PoolTimer
 
 class Generator:
     """One generator replica (Ray actor body). `settings`: the sections it reads
-    (actors/config.py); `weights` is the learner's weight publisher."""
+    (actors/config.py); `learner0`: the Ray actor name of learner rank 0, the weight publisher
+    (launch/learner_group.py `LearnerGroup.rank0_name`; None: no weight syncs). The generator
+    looks rank 0 up by that name when it first asks for weights: a handle passed to the
+    constructor would sit in Ray's object store, which Ray warns against for an actor it
+    restarts (max_restarts, launch/cluster.py)."""
 
     def __init__(
         self,
@@ -48,7 +52,7 @@ class Generator:
         settings: GeneratorSettings,
         model_path: str,
         buffer_address: str | None,
-        weights=None,
+        learner0: str | None = None,
     ):
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
@@ -60,7 +64,8 @@ class Generator:
         from microcoder.data.prompts import PromptRenderer
         from microcoder.device import resolve_device
 
-        self.name, self.settings, self.weights = name, settings, weights
+        self.name, self.settings, self.learner0 = name, settings, learner0
+        self._learner0_handle = None  # rank 0's handle, looked up by name at the first sync
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
@@ -319,7 +324,7 @@ class Generator:
         `throttled`: right after a lease, whose prompts must start on the newest weights), ask
         the learner's version and take newer weights. Skips while eval sampling holds the
         weights (the next tick asks again)."""
-        if self.weights is None:
+        if self.learner0 is None:
             return False
         if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
             return self.maybe_sync_weights()
@@ -336,7 +341,7 @@ class Generator:
 
     def maybe_sync_weights(self) -> bool:
         """Take the learner's newest weights now if they are newer than ours (any thread)."""
-        if self.weights is None:
+        if self.learner0 is None:
             return False
         with self._weights:
             return self._update_locked()
@@ -371,7 +376,8 @@ class Generator:
         )
 
         cfg = self.settings.learner
-        ref = self.weights.latest_version.remote()
+        publisher = self._publisher()
+        ref = publisher.latest_version.remote()
         latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, LEARNER0_REMEDY)
         if latest <= self.version:
             return False
@@ -381,7 +387,7 @@ class Generator:
                 self.engine,
                 mode,
                 lambda: pull_weights(
-                    self.engine, self.weights, self.version, self.name, cfg, self._channel
+                    self.engine, publisher, self.version, self.name, cfg, self._channel
                 ),
                 f"{self.name}: weight update to version {latest}",
                 self.settings.generator.inflight_kv,
@@ -393,6 +399,22 @@ class Generator:
         self.version = result["version"]
         self.syncs.append({**result, "pause_s": pause_s, "mode": mode})
         return True
+
+    def _publisher(self):
+        """Learner rank 0's actor handle, looked up by its name once (within
+        learner.sync_timeout_s, naming rank 0 when it is not found)."""
+        from microcoder.actors.deadline import actor_by_name
+        from microcoder.actors.weight_sync import LEARNER0
+
+        if self._learner0_handle is None:
+            self._learner0_handle = actor_by_name(
+                self.learner0,
+                self.settings.learner.sync_timeout_s,
+                LEARNER0,
+                "it is not running (it failed to start or died: see its log), or this generator "
+                "was given another name than LearnerGroup.rank0_name",
+            )
+        return self._learner0_handle
 
     # ------------------------------------------------------------ probes
 
