@@ -35,6 +35,7 @@ from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.rollout import count_tokens, sampling_params
+from microcoder.actors.stream import caused_by, engine_dead
 from microcoder.actors.timing import PoolTimer
 
 
@@ -189,7 +190,7 @@ class Generator:
             traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
             sys.stderr.flush()
             why = self.engine.dead()
-            if why or _caused_by_dead_engine(err):
+            if why or caused_by(err, engine_dead):
                 # vLLM says only EngineDeadError here; its own error is in this actor's log
                 raise EngineDiedError(
                     f"{self.name}: its vLLM engine died ({why or type(err).__name__}); the "
@@ -245,22 +246,6 @@ class Generator:
             self.client.fail_group(a.group_id, reason)
         except Exception as lost:  # e.g. the lease expired meanwhile: say so, go on
             print(f"{self.name}: could not report group {a.group_id}: {lost}", file=sys.stderr)
-
-    def generate_wave(self, assignments) -> list:
-        """Sample these leased assignments now, one group each, all in flight at once (tools and
-        tests; the loop streams). A group the engine raises on is reported failed (as in the
-        loop) and left out; a dead engine still kills the actor."""
-        futures = [(a, self._submit(self._sample_coro(a, self.temperature))) for a in assignments]
-        groups = []
-        for a, f in futures:
-            try:
-                groups.append(f.result())
-            except Exception as err:
-                if _engine_dead(err):
-                    raise
-                self._group_failed(a, err)
-        self._count(groups)
-        return groups
 
     def _error(self, err: BaseException, what: str) -> None:
         msg = f"{self.name}: {what}: {type(err).__name__}: {str(err).strip()[:500]}"
@@ -355,7 +340,7 @@ class Generator:
         try:
             updated = self._update_unchecked()
         except Exception as err:
-            if not (self._mixed or _caused_by(err, WeightsMixedError)):
+            if not (self._mixed or caused_by(err, lambda e: isinstance(e, WeightsMixedError))):
                 raise
             self._mixed = True
             raise WeightsMixedError(
@@ -507,29 +492,3 @@ def engine_root_cause(log_path: str | None) -> str:
     from microcoder.actors.logs import last_error_line
 
     return last_error_line(log_path, skip=("EngineDeadError", "EngineDiedError"))
-
-
-def _caused_by_dead_engine(err: BaseException | None) -> bool:
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if _engine_dead(err):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _caused_by(err: BaseException | None, kind: type) -> bool:
-    """Whether `err` or an exception it was raised from (or during) is a `kind`."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, kind):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _engine_dead(err: BaseException) -> bool:
-    """vLLM's engine process is gone: nothing but a restart helps."""
-    return type(err).__name__ == "EngineDeadError"
