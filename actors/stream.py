@@ -75,11 +75,6 @@ class StreamStats:
     update_failures: int = 0
     """Weight updates (`maybe_update` / `after_lease` calls) that raised; the loop went on."""
 
-    @property
-    def busy_fraction(self) -> float:
-        """busy_s / wall_s: the share of the run the engine had work."""
-        return self.busy_s / self.wall_s if self.wall_s > 0 else 0.0
-
 
 def _span_versions(completion) -> tuple[int, int] | None:
     """(first, last) version from a completion's weight_versions spans; None when there are no
@@ -187,8 +182,20 @@ class _InFlight:
         return n
 
 
-def _engine_dead(err: BaseException) -> bool:
+def engine_dead(err: BaseException) -> bool:
+    """vLLM's engine process is gone: nothing but a restart helps."""
     return type(err).__name__ == "EngineDeadError"
+
+
+def caused_by(err: BaseException | None, test: Callable[[BaseException], bool]) -> bool:
+    """Whether `test` holds for `err` or for an exception it was raised from (or during)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if test(err):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 _FATAL_UPDATE_ERRORS = ("EngineDeadError", "WeightsMixedError")
@@ -198,13 +205,7 @@ is gone, or its weights may be part new, part old (actors/weight_sync.py `Weight
 
 def _fatal_update_error(err: BaseException | None) -> bool:
     """Whether `err` or an exception it was raised from (or during) is one no retry can mend."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if type(err).__name__ in _FATAL_UPDATE_ERRORS:
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
+    return caused_by(err, lambda e: type(e).__name__ in _FATAL_UPDATE_ERRORS)
 
 
 MAX_FAILED_UPDATES = 3
@@ -379,7 +380,7 @@ def _hand_in(client, finished, stats: StreamStats, timer: PoolTimer, on_groups, 
             groups.append(f.result())
             continue
         stats.failed += 1
-        if _engine_dead(err) or on_error is None:
+        if engine_dead(err) or on_error is None:
             raise err
         try:
             on_error(a, err)

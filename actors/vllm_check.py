@@ -118,7 +118,7 @@ def _engine_greedy(model_dir, published: dict, device: str, prompts, timeout_s: 
     def send() -> None:
         try:
             sent.update(publisher.send(CHANNEL))
-        except Exception as err:  # noqa: BLE001 - reported with the child's result
+        except Exception as err:  # reported with the child's result
             sent["error"] = f"{type(err).__name__}: {err}"
 
     with tempfile.TemporaryDirectory(prefix="microcoder-vllm-check-") as tmp:
@@ -173,7 +173,7 @@ def _child(job: dict) -> dict:
     channel, greedy again."""
     try:
         from vllm import SamplingParams
-    except Exception as err:  # noqa: BLE001 - the parent reports the stage skipped
+    except Exception as err:  # the parent reports the stage skipped
         return {"import_error": f"{type(err).__name__}: {err}"}
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engine import WORKER_EXTENSION, build_engine
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
     job = json.loads(argv[0])
     try:
         result = _child(job)
-    except Exception as err:  # noqa: BLE001 - the parent reports it as the stage's failure
+    except Exception as err:  # the parent reports it as the stage's failure
         result = {"error": f"{type(err).__name__}: {err}"}
     Path(job["result"]).write_text(json.dumps(result))
     return 0

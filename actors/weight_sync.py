@@ -99,7 +99,7 @@ class WeightPublisher:
                 sender = WeightSender(
                     self.host, channel.port, receivers, timeout_s=self.timeout_s, device=self.device
                 )
-            except BaseException as err:  # noqa: BLE001 - reported to the generator on send
+            except BaseException as err:  # reported to the generator on send
                 channel.error = err
                 return
             with self._lock:

@@ -133,20 +133,12 @@ class IntakeRank:
         self.rank, self.world, self.groups, self.packed = rank, world, [], None
 
     def setup(self, master: tuple[str, int], args: dict) -> None:
-        import os
-
         import torch
 
         from microcoder.learner.config import AlgorithmConfig
-        from microcoder.learner.distributed import init_distributed
+        from microcoder.learner.distributed import init_distributed, set_rank_env
 
-        os.environ.update(
-            RANK=str(self.rank),
-            WORLD_SIZE=str(self.world),
-            LOCAL_RANK="0",
-            MASTER_ADDR=master[0],
-            MASTER_PORT=str(master[1]),
-        )
+        set_rank_env(self.rank, self.world, master)
         init_distributed(torch.device("cpu"), 120)
         self.algo = AlgorithmConfig()
         if self.rank == 0:

@@ -117,26 +117,36 @@ def make_tests(combo: Combo, solution: str, rng: random.Random, n: int = N_TESTS
     return tests_from(lambda r: random_input(combo.op.family, r, combo.const), solution, rng, n)
 
 
-def make_problem(combo: Combo, seed: int) -> Problem:
-    """The Problem for one combination; its tests depend only on (seed, task id)."""
-    prompt, solution = render(combo)
+def make_problem(
+    combo,
+    seed: int,
+    render_one=render,
+    tests_of=make_tests,
+    source: str = "synthetic",
+    meta: dict | None = None,
+) -> Problem:
+    """The Problem of one task of either synthetic family; its tests depend only on (seed, task
+    id). The defaults are the short family's; the long one (data/synthetic_long.py) passes its
+    renderer, tests, source and `meta` (the fields between "solution" and "split"; None: a
+    short combination's family, op, const and names)."""
+    prompt, solution = render_one(combo)
     rng = random.Random(f"{seed}:{combo.task_id}")
-    return Problem(
-        id=combo.task_id,
-        kind="stdin",
-        prompt=prompt,
-        tests=make_tests(combo, solution, rng),
-        difficulty="synthetic",
-        platform="synthetic",
-        source="synthetic",
-        meta={
-            "solution": solution,
+    if meta is None:
+        meta = {
             "family": combo.op.family,
             "op": combo.op.name,
             "const": combo.const,
             "names": list(combo.names),
-            "split": split_of(combo.key),
-        },
+        }
+    return Problem(
+        id=combo.task_id,
+        kind="stdin",
+        prompt=prompt,
+        tests=tests_of(combo, solution, rng),
+        difficulty="synthetic",
+        platform="synthetic",
+        source=source,
+        meta={"solution": solution, **meta, "split": split_of(combo.key)},
     )
 
 

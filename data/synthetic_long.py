@@ -33,6 +33,7 @@ from microcoder.data.synthetic import (
     N_TESTS,
     Combo,
     corpus_of,
+    make_problem,
     of_split,
     pick,
     render,
@@ -118,27 +119,6 @@ def make_tests(combo: LongCombo, solution: str, rng: random.Random, n: int = N_T
     return tests_from(draw, solution, rng, n)
 
 
-def make_problem(combo: LongCombo, seed: int) -> Problem:
-    """The Problem for one long task; its tests depend only on (seed, task id)."""
-    prompt, solution = render_long(combo)
-    rng = random.Random(f"{seed}:{combo.task_id}")
-    return Problem(
-        id=combo.task_id,
-        kind="stdin",
-        prompt=prompt,
-        tests=make_tests(combo, solution, rng),
-        difficulty="synthetic",
-        platform="synthetic",
-        source=SOURCE,
-        meta={
-            "solution": solution,
-            "family": "long",
-            "parts": [p.key for p in combo.parts],
-            "split": split_of(combo.key),
-        },
-    )
-
-
 def combos_for(split: str) -> list[LongCombo]:
     """All long tasks of one split, in the pool's order."""
     return of_split(all_combos(), split)
@@ -150,7 +130,17 @@ def generate_tasks(seed: int, split: str = "train", n: int | None = None) -> lis
     Same seed → same tasks, same order, same tests; a smaller `n` gives a prefix of a larger one.
     """
     combos = pick(combos_for(split), f"order:{seed}:{SOURCE}:{split}", n, f"{SOURCE} {split}")
-    return [make_problem(c, seed) for c in combos]
+    return [
+        make_problem(
+            c,
+            seed,
+            render_long,
+            make_tests,
+            SOURCE,
+            {"family": "long", "parts": [p.key for p in c.parts]},
+        )
+        for c in combos
+    ]
 
 
 def tokenizer_corpus() -> list[str]:

@@ -184,7 +184,7 @@ class Driver:
         self._load[call.actor] -= 1
         try:
             result = ray.get(ref, timeout=60)
-        except Exception as err:  # noqa: BLE001 - named and re-raised with the remedy
+        except Exception as err:  # named and re-raised with the remedy
             raise EvalError(_actor_failure(call, err)) from err
         if call.kind == "judge":
             for key, verdict in zip(call.payload, result, strict=True):

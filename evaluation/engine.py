@@ -56,7 +56,7 @@ def register_problems(executors: Sequence[tuple[str, Any]], problems, timeout_s:
         try:
             ray.get(added, timeout=timeout_s)
             workers.append(int(ray.get(ready, timeout=timeout_s).get("workers", 1)))
-        except Exception as err:  # noqa: BLE001 - named with the remedy
+        except Exception as err:  # named with the remedy
             raise EvalError(
                 f"{name} could not take the problems: {str(err).splitlines()[-1]}; see its log "
                 "(logs/<actor>.log); is the sandbox available (`microcoder judge`)?"

@@ -68,7 +68,7 @@ class SharedJudge:
                     for i, (problem, code) in enumerate(call.jobs):
                         self.pool.submit(problem, code, tag=(call, i))
                         outstanding += 1
-                except Exception as e:  # noqa: BLE001 - the caller gets it
+                except Exception as e:  # the caller gets it
                     call.error = e
                     call.done.set()
             pending = []

@@ -309,7 +309,7 @@ class Run:
                 generator_settings(cfg, replica_index(n)),  # its own engine seed
                 model_path,
                 self.buffer_address,
-                self.learners.rank0,
+                self.learners.rank0_name,  # looked up by name: no handle in the object store
             ),
             release,
             self.log,

@@ -81,7 +81,7 @@ class EvalCluster:
             left = max(1.0, ready_timeout_s - (time.monotonic() - t0))
             try:
                 ray.get(handle.ready.remote(), timeout=left)
-            except Exception as err:  # noqa: BLE001 - named, with the remedy
+            except Exception as err:  # named, with the remedy
                 lines = [ln for ln in str(err).splitlines() if ln.strip()]
                 raise EvalError(
                     f"{name} did not start: {lines[-1] if lines else type(err).__name__}. See "
@@ -103,12 +103,12 @@ class EvalCluster:
         calls = [h.shutdown.remote() for h in {**self.generators, **self.executors}.values()]
         try:
             ray.get(calls, timeout=60)
-        except Exception:  # noqa: BLE001 - best effort: the process is going away anyway
+        except Exception:  # best effort: the process is going away anyway
             pass
         for h in {**self.generators, **self.executors}.values():
             try:
                 ray.kill(h)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         from microcoder.launch.placement import release
 

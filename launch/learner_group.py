@@ -20,6 +20,7 @@ group is broken: `save` refuses at once and `shutdown` kills the ranks instead o
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from microcoder.actors.deadline import PeerFailed, PeerTimeout, get_within
@@ -53,7 +54,14 @@ class LearnerGroup:
         options, self.group_names = learner_rank_options(
             W, 1, lc.gpus_per_rank, cfg.cluster.device, lc.resources
         )
-        self.ranks = [cls.options(**options[r]).remote(r, W) for r in range(W)]
+        self.rank0_name = f"mc-learner-0-{uuid.uuid4().hex[:8]}"
+        """Rank 0's Ray actor name: generators look the weight publisher up by it
+        (actors/generator.py), so no actor handle is a generator's constructor argument. Unique
+        per group, so a new group never meets the name of one still being torn down."""
+        self.ranks = [
+            cls.options(**options[r], **({"name": self.rank0_name} if r == 0 else {})).remote(r, W)
+            for r in range(W)
+        ]
         self.names = [f"learner rank {r}" for r in range(W)]
         self.broken = ""  # why the group can no longer run a collective ("" = it can)
         try:

@@ -347,7 +347,7 @@ class PlacementGroups:
                 if ray.is_initialized():
                     try:
                         ray.util.remove_placement_group(pg)
-                    except Exception:  # noqa: BLE001 - Ray already gone: its groups went with it
+                    except Exception:  # Ray already gone: its groups went with it
                         pass
         return [n for n, _ in gone]
 

@@ -113,7 +113,7 @@ def build_batch(
         # Only a truncated response can be masked, so only its loop check matters.
         looping = torch.tensor(
             [
-                bool(t) and _is_looping(r, algo.repeat_window)
+                bool(t) and grpo.is_looping(r, algo.repeat_window)
                 for r, t in zip(responses, batch.truncated.tolist(), strict=True)
             ],
             dtype=torch.bool,
@@ -145,8 +145,3 @@ def build_batch(
         policy_versions=batch.policy_versions,
         stats=stats,
     )
-
-
-def _is_looping(response: torch.Tensor, m: int) -> bool:
-    """grpo.is_looping on a tensor: the last m tokens equal the m before them (needs 2·m)."""
-    return len(response) >= 2 * m and torch.equal(response[-m:], response[-2 * m : -m])

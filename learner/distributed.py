@@ -39,6 +39,18 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device("cuda", index)
 
 
+def set_rank_env(rank: int, world_size: int, master: tuple[str, int]) -> None:
+    """The env `init_distributed` joins a group from, for a rank in a Ray actor (one device per
+    actor: LOCAL_RANK 0); `master`: rank 0's (address, port)."""
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK="0",
+        MASTER_ADDR=master[0],
+        MASTER_PORT=str(master[1]),
+    )
+
+
 def init_distributed(device: torch.device, timeout_s: float = 600.0) -> tuple[int, int]:
     """Join (or create) the default process group; returns (rank, world_size).
 

@@ -68,15 +68,18 @@ def group_advantages(
     return (centred / (std[group_index] + eps)).to(torch.float32)
 
 
-def is_looping(response_ids: Sequence[int], m: int) -> bool:
+def is_looping(response_ids: Sequence[int] | torch.Tensor, m: int) -> bool:
     """True when the last m tokens are identical to the m tokens before them (a repeat loop).
 
-    A response shorter than 2·m cannot show a full repeat and is not looping.
+    A response shorter than 2·m cannot show a full repeat and is not looping. `response_ids`: a
+    sequence of ints (a list, a numpy array) or a 1-D tensor (compared on its own device).
     """
     if len(response_ids) < 2 * m:
         return False
-    tail = list(response_ids[-m:])
-    return tail == list(response_ids[-2 * m : -m])
+    tail, before = response_ids[-m:], response_ids[-2 * m : -m]
+    if isinstance(tail, torch.Tensor):
+        return torch.equal(tail, before)
+    return list(tail) == list(before)
 
 
 def conditional_truncation_mask(

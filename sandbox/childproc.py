@@ -125,15 +125,15 @@ def finish(status: int) -> None:
             threading._shutdown()
         if atexit._ncallbacks():
             atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001 - a program's atexit must not escape the child
+    except BaseException:  # a program's atexit must not escape the child
         pass
     try:
         sys.stdout.flush()
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         status = status or 120
     try:
         sys.stderr.flush()
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         pass
     os._exit(status)
 
@@ -146,7 +146,7 @@ def run_program(code) -> None:
         exec(code, namespace)
     except SystemExit as exc:
         status = _exit_code(exc)
-    except BaseException:  # noqa: BLE001 - report like the interpreter does
+    except BaseException:  # report like the interpreter does
         traceback.print_exc()
         status = 1
     finish(status)
@@ -190,7 +190,7 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
             exec(prelude, namespace)
         exec(code, namespace)
         entry = _entry(namespace, fn_name) if kind == "functional" else None
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         _report(-1, "ERR", time.process_time() - c0, time.perf_counter() - w0, _error_text(exc))
         finish(1)
     for i, test in enumerate(tests):
@@ -208,7 +208,7 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
                 exec(compile(test, f"<test {i}>", "exec"), namespace)
         except AssertionError as exc:
             tag, text = "FAIL", _error_text(exc)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             tag, text = "ERR", _error_text(exc)
         _report(i, tag, time.process_time() - c0, time.perf_counter() - w0, text)
         if early_exit and tag != "OK":

@@ -172,7 +172,7 @@ class Server:
             try:
                 childproc.enter(rlimits, uid, result_w)
                 target(*args)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 traceback.print_exc()
             finally:
                 os._exit(70)

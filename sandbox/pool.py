@@ -161,7 +161,7 @@ class JudgePool:
     def _serve(self, worker: WorkerProcess, started: queue.Queue) -> None:
         try:
             worker.start()
-        except Exception as e:  # noqa: BLE001 - reported to the constructor
+        except Exception as e:  # reported to the constructor
             started.put(f"{type(e).__name__}: {e}")
             worker.close()
             return
@@ -191,7 +191,7 @@ class JudgePool:
                     if worker.proc is None:
                         worker.start()
                     v = judge_solution(worker, job.problem, job.code, self.cfg)
-                except Exception as e:  # noqa: BLE001 - WorkerCrash, OSError, or a host-side bug
+                except Exception as e:  # WorkerCrash, OSError, or a host-side bug
                     # (e.g. a problem's checker raising): the protocol may be mid-request, so the
                     # worker is replaced either way; never let the worker thread die.
                     if not isinstance(e, (WorkerCrash, OSError)):

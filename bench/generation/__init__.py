@@ -201,7 +201,7 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
         address = ray.get(host.get_address.remote())
         group = LearnerGroup(cfg, model_path, address)
         gen = generator_cls(cfg.generator).remote(
-            "gen-bench", generator_settings(cfg), model_path, address, group.rank0
+            "gen-bench", generator_settings(cfg), model_path, address, group.rank0_name
         )
         ray.get(gen.ready.remote())
         bare, actor = [], []

@@ -10,7 +10,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def gen_setup(ray_cluster, actor_cfg, actor_prompts):
-    from microcoder.actors.remote import buffer_host_cls, generator_cls
+    """The buffer host and one generator: the product's Generator with the tests' one more
+    method, `generate_wave` (tests/support/engine_testing/wave.py), and nothing else changed."""
+    from engine_testing.wave import wave_generator_cls
+
+    from microcoder.actors.remote import buffer_host_cls
     from microcoder.launch.actor_settings import generator_settings
 
     ray = ray_cluster
@@ -18,7 +22,7 @@ def gen_setup(ray_cluster, actor_cfg, actor_prompts):
         actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
     )
     address = ray.get(host.get_address.remote())
-    gen = generator_cls(actor_cfg.generator).remote(
+    gen = wave_generator_cls(actor_cfg.generator).remote(
         "gen-0", generator_settings(actor_cfg), actor_cfg.model.path, address
     )
     ray.get(gen.ready.remote())

@@ -80,7 +80,7 @@ def in_thread(fn, *args) -> tuple[threading.Thread, dict]:
     def run():
         try:
             out["value"] = fn(*args)
-        except Exception as err:  # noqa: BLE001 - the test inspects it
+        except Exception as err:  # the test inspects it
             out["error"] = err
 
     thread = threading.Thread(target=run, daemon=True)

@@ -20,7 +20,7 @@ def in_thread(fn) -> tuple[threading.Thread, dict]:
     def body() -> None:
         try:
             out["result"] = fn()
-        except BaseException as err:  # noqa: BLE001 - the test looks at it
+        except BaseException as err:  # the test looks at it
             out["error"] = err
 
     thread = threading.Thread(target=body, daemon=True)

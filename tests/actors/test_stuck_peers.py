@@ -245,3 +245,34 @@ def test_a_rank_0_that_stops_answering_while_it_waits_without_a_limit_is_named(r
     assert "did not finish latest_version (asked while it waits for a batch) within 1 s" in str(
         info.value
     )
+
+
+@pytest.mark.timeout(60)
+def test_learner_rank_0_is_found_by_its_name_as_generators_look_it_up(ray_cluster):
+    """Generators get rank 0's name, not its handle (no handle among a restartable actor's
+    constructor arguments): the name finds the group's rank 0."""
+    from microcoder.actors.deadline import actor_by_name
+    from microcoder.launch.learner_group import LearnerGroup
+
+    ray = ray_cluster
+    group = LearnerGroup(_cfg(), "model", "tcp://x", rank_cls=_rank_class(ray, "", 0))
+    try:
+        found = actor_by_name(group.rank0_name, 5.0, "learner rank 0", "")
+        assert ray.get(found.where.remote())["pid"] == ray.get(group.rank0.where.remote())["pid"]
+        assert ray.get(found.where.remote())["pid"] != ray.get(group.ranks[1].where.remote())["pid"]
+    finally:
+        group.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_not_found_by_name_ends_the_look_up_naming_it_and_the_remedy(ray_cluster):
+    from microcoder.actors.deadline import actor_by_name
+
+    t0 = time.monotonic()
+    with pytest.raises(PeerTimeout) as info:
+        actor_by_name("mc-learner-0-absent", 1.0, "learner rank 0", "see its log")
+    assert 1.0 <= time.monotonic() - t0 < 10.0
+    assert str(info.value) == (
+        "learner rank 0 (Ray actor 'mc-learner-0-absent') was not found within 1 s: see its log"
+    )
+    assert info.value.peers == ["learner rank 0"]

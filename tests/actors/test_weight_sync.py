@@ -25,7 +25,7 @@ def trio(ray_cluster, actor_cfg, actor_prompts):
     group = LearnerGroup(actor_cfg, actor_cfg.model.path, address)
     assert group.version == 0
     gen = generator_cls(actor_cfg.generator).remote(
-        "gen-w", generator_settings(actor_cfg), actor_cfg.model.path, address, group.rank0
+        "gen-w", generator_settings(actor_cfg), actor_cfg.model.path, address, group.rank0_name
     )
     ray.get(gen.ready.remote())
     yield ray, host, group, gen, address
@@ -86,7 +86,8 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
     import dataclasses
     import time
 
-    from microcoder.actors.remote import generator_cls
+    from engine_testing.wave import wave_generator_cls
+
     from microcoder.buffer.messages import PromptAssignment
     from microcoder.launch.actor_settings import generator_settings
 
@@ -102,7 +103,9 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
         update={"max_response_tokens": 1800, "ignore_eos": True, "max_inflight_prompts": 2}
     )
     settings = dataclasses.replace(settings, generator=long)
-    gen2 = generator_cls(long).remote("gen-long", settings, actor_cfg.model.path, None, group.rank0)
+    gen2 = wave_generator_cls(long).remote(
+        "gen-long", settings, actor_cfg.model.path, None, group.rank0_name
+    )
     try:
         assert ray.get(gen2.ready.remote())["version"] == 0
         texts = [render_statement(p) for p in PROMPTS]

@@ -15,7 +15,7 @@ ROOT = Path(__file__).parents[2]
 RULES = {
     "buffer": ("torch", "vllm", "microcoder.launch", "microcoder.actors"),
     "sandbox": ("torch", "vllm", "microcoder.launch", "microcoder.actors"),
-    "learner": ("microcoder.launch", "microcoder.actors"),
+    "learner": ("vllm", "microcoder.launch", "microcoder.actors"),
     "data": ("microcoder.launch", "microcoder.actors"),
     "actors": ("microcoder.launch",),
     "evaluation": ("microcoder.launch",),

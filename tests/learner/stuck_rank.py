@@ -16,15 +16,13 @@ import time
 import torch
 import torch.distributed as dist
 
-from microcoder.learner.distributed import init_distributed, named_collective
+from microcoder.learner.distributed import init_distributed, named_collective, set_rank_env
 
 
 def main() -> None:
     role, port, timeout_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
     rank = 0 if role == "waiter" else 1
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, LOCAL_RANK="0"
-    )
+    set_rank_env(rank, 2, ("127.0.0.1", int(port)))  # as a learner rank actor does
     try:
         init_distributed(torch.device("cpu"), timeout_s)
         if role == "stuck":

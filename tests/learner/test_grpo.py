@@ -30,6 +30,18 @@ def test_looping_needs_last_m_equal_to_previous_m():
     assert not grpo.is_looping([1, 2, 3, 1, 2], m=3)  # shorter than 2m
 
 
+@pytest.mark.parametrize(
+    "ids, looping",
+    [([9, 1, 2, 3, 1, 2, 3], True), ([9, 1, 2, 3, 1, 2, 4], False), ([1, 2, 3, 1, 2], False)],
+)
+def test_looping_reads_a_tensor_and_a_numpy_array_as_it_reads_a_list(ids, looping):
+    """One is_looping serves the batch builder (tensors) and the bench (numpy arrays)."""
+    import numpy as np
+
+    assert grpo.is_looping(torch.tensor(ids), m=3) is looping
+    assert grpo.is_looping(np.asarray(ids, np.int32), m=3) is looping
+
+
 def _mask(truncated, non_incorrect, looping, draws, rho=0.1):
     return grpo.conditional_truncation_mask(
         torch.tensor(truncated),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,6 +134,9 @@ def test_a_folder_that_is_not_a_model_is_not_overwritten(tmp_path):
         warm_start(tmp_path, seed=0, cfg=SMALL, progress=False, log=lambda line: None)
 
 
+SUPPORT = Path(__file__).parents[1] / "support"
+"""tests/support: the child process of the vLLM test imports engine_testing from it."""
+
 VLLM_VS_HF = r"""
 import json, sys
 from microcoder.device import set_cpu_engine_env
@@ -143,7 +147,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from vllm import LLM
 from microcoder.data.synthetic import generate_tasks
 from microcoder.learner.hf_sample import sample_replies
-from microcoder.learner.vllm_sample import vllm_replies
+sys.path.insert(0, sys.argv[2])  # tests/support, for engine_testing
+from engine_testing.vllm_replies import vllm_replies
 from microcoder.data.prompts import PromptRenderer
 path = sys.argv[1]
 tok = AutoTokenizer.from_pretrained(path)
@@ -166,7 +171,10 @@ def test_vllm_replies_render_like_the_sft_sampler(small_run):
 
     out, _ = small_run
     res = subprocess.run(
-        [sys.executable, "-c", VLLM_VS_HF, str(out)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", VLLM_VS_HF, str(out), str(SUPPORT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(next(x for x in res.stdout.splitlines() if x.startswith("RESULT"))[6:])

