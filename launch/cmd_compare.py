@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--arms",
         required=True,
-        help="comma list: presets (grpo, dapo, microcoder), no-mask, mask-all, mask-cond, "
+        help="comma list: presets (grpo, dapo, microcoder, paper), no-mask, mask-all, mask-cond, "
         "clip-sym, clip-higher, no-kl, calibrated, T=0.6, kl=0.001, rho=0.3, "
         "or NAME:KEY=VALUE;KEY=VALUE",
     )

@@ -154,9 +154,10 @@ class AlgorithmConfig(Section):
     }
 
     preset: str = ""
-    """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo` or
-    `microcoder` (learner/presets.py: PRESETS; values in docs/architecture.md §5). Empty = the
-    field defaults (MicroCoder-GRPO without the calibrated temperature)."""
+    """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo`,
+    `microcoder` or `paper` (learner/presets.py: PRESETS; values in docs/architecture.md §5,
+    their sources in docs/fidelity.md). Empty = the field defaults (the `microcoder` preset
+    without the calibrated temperature)."""
     preset_values: dict[str, Any] = {}
     """Recorded by the config loader, not set by hand: every value the preset set (dotted keys,
     e.g. `temperature.calibrate`), i.e. the preset's fields the config left unset."""

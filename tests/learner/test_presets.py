@@ -56,6 +56,19 @@ EXPECTED = {
         "temperature.calibrate": True,
         "temperature.monitor_window": 5,
     },
+    "paper": {
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "kl_coef": 0.0,
+        "aggregation": "token-mean",
+        "dynamic_filtering": False,
+        "truncation_mask": "conditional",
+        "rho": 0.1,
+        "repeat_window": 128,
+        "overlong_buffer_tokens": 0,
+        **FIXED_T,
+        "temperature.initial": 1.2,
+    },
 }
 """The values docs/architecture.md §5 documents, written out: a registry change without a docs
 change fails here."""
