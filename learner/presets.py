@@ -69,7 +69,7 @@ PRESETS: dict[str, Preset] = {
         "MicroCoder-GRPO (arXiv 2603.07777) with microcoder's own choices: no KL, clip-higher "
         "0.2/0.28 (DAPO's values), token-level loss, dynamic filtering (DAPO's; not in the "
         "paper), conditional truncation mask (rho 0.1, m 128), the diversity-determined "
-        "temperature (calibrated before step 1, online monitor over 5 steps; ours)",
+        "temperature (calibrated before step 1; an online monitor stepping T up once at most; ours)",
         {
             "eps_low": 0.2,
             "eps_high": 0.28,
@@ -80,7 +80,11 @@ PRESETS: dict[str, Preset] = {
             "rho": 0.1,
             "repeat_window": 128,
             "overlong_buffer_tokens": 0,
-            "temperature": {"calibrate": True, "monitor_window": 5},
+            "temperature": {
+                "calibrate": True,
+                "monitor_window": "auto",
+                "monitor_max_changes": 1,
+            },
         },
     ),
     "paper": Preset(
@@ -102,9 +106,10 @@ PRESETS: dict[str, Preset] = {
         },
     ),
 }
-"""The algorithm presets, name -> Preset. The microcoder monitor window of 5 steps: long enough
-that one noisy batch's diversity (a few groups on the tiny config) does not move T, short
-enough to react within a 20-step run."""
+"""The algorithm presets, name -> Preset. The microcoder monitor: window "auto" (a tenth of
+max_steps, at least 5: long enough that one noisy batch's diversity does not move T, 5 steps in
+the toy recipes, 50 in a 500-step run) and one step-up per run, so a slow decay of diversity
+over a long run gives one stage, not a ramp up the ladder (docs/architecture.md §5)."""
 
 
 def flat_values(name: str) -> dict[str, Any]:
