@@ -63,7 +63,8 @@ class DataConfig(Section):
     """Seed of the per-epoch prompt order. Unset (the default) = the run's `seed`, so runs of
     different seeds (each arm-seed of `microcoder compare`) train on different prompt orders;
     set it to give every seed the same order (then only sampling and the truncation-mask draws
-    vary with `seed`). `order_seed` resolves it."""
+    vary with `seed`). `order_seed` resolves it. A resume keeps the order: it reads the run's
+    config.toml, and a buffer snapshot's cursor refuses another order seed."""
     epochs: int = Field(0, ge=0)
     """Passes over the problems; 0 = endless (the run stops at max_steps)."""
 

@@ -4,6 +4,8 @@ which reloads its saved config.toml, continues the same order."""
 
 from __future__ import annotations
 
+import pytest
+
 from microcoder.actors.buffer_host import prompt_source
 from microcoder.launch.config import load_config
 
@@ -49,3 +51,14 @@ def test_a_resumed_run_continues_the_same_order(tmp_path):
     resumed = prompt_source(again.data, again.seed, PROMPTS)
     resumed.load_state_dict(cursor)
     assert [resumed.next().problem_id for _ in range(50)] == order[30:]
+
+
+def test_a_resume_under_another_order_seed_is_refused_naming_the_fix():
+    """`--resume RUN_DIR --set seed=N` would walk the saved cursor through another order."""
+    cfg = load_config(None, ["seed=3"])
+    cursor = prompt_source(cfg.data, cfg.seed, PROMPTS).state_dict()
+    other = load_config(None, ["seed=4"])
+    with pytest.raises(ValueError, match="data.shuffle_seed = 3 to keep the order"):
+        prompt_source(other.data, other.seed, PROMPTS).load_state_dict(cursor)
+    pinned = load_config(None, ["seed=4", "data.shuffle_seed=3"])
+    prompt_source(pinned.data, pinned.seed, PROMPTS).load_state_dict(cursor)  # same order: fine
