@@ -8,10 +8,22 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
 
 
+def prompt_source(data: DataConfig, seed: int, prompts: list[tuple[str, str]]):
+    """The buffer's prompt source: `prompts` epoch after epoch, each epoch in the order of
+    `data.order_seed(seed)` (`seed`: the run's global seed). A resumed run rebuilds it from its
+    saved config.toml, so the same seed gives the same order and the snapshot's cursor fits."""
+    from microcoder.buffer.prompts import DatasetPrompts
+
+    return DatasetPrompts(
+        [tuple(p) for p in prompts], epochs=data.epochs, seed=data.order_seed(seed)
+    )
+
+
 class BufferHost:
     """Ray actor body. `prompts`: (problem_id, rendered prompt text) of the training problems
     (rendered and measured by the launcher, launch/problems.py); the server holds only those.
-    `data` gives their order (epochs, shuffle seed); `batch_size` is the learner's
+    `data` and `seed` (the run's global seed) give their order (`prompt_source`); `batch_size`
+    is the learner's
     (`learner.batch_size`, admission control). `keys_dir`: the run's CurveZMQ keys (the
     published address names the folder, so every client finds them); `snapshot_root`: the run
     directory, the only place Snapshot/Restore requests may name."""
@@ -25,9 +37,9 @@ class BufferHost:
         restore_from: str | None = None,
         keys_dir: str | None = None,
         snapshot_root: str | None = None,
+        seed: int = 0,
     ):
         from microcoder.actors.logs import redirect_to_run_dir
-        from microcoder.buffer.prompts import DatasetPrompts
         from microcoder.buffer.server import BufferServer, dedicate_process
 
         redirect_to_run_dir("buffer")
@@ -36,12 +48,9 @@ class BufferHost:
         buffer = buffer.model_copy(
             update={"host": buffer.bind_host(ray.util.get_node_ip_address())}
         )
-        prompts = DatasetPrompts(
-            [tuple(p) for p in prompts], epochs=data.epochs, seed=data.shuffle_seed
-        )
         self.server = BufferServer(
             buffer,
-            prompts,
+            prompt_source(data, seed, prompts),
             batch_size,
             keys_dir=keys_dir,
             restore_from=restore_from,

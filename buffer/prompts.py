@@ -104,6 +104,7 @@ class DatasetPrompts:
             "epoch": self._epoch,
             "index": self._index,
             "fingerprint": self.fingerprint(),
+            "seed": self.seed,
             "returned": [[i.problem_id, i.prompt, i.epoch] for i in self._returned],
         }
 
@@ -112,6 +113,13 @@ class DatasetPrompts:
             raise ValueError(
                 "the snapshot's prompt cursor belongs to a different dataset (problem ids differ); "
                 "restore with the same data.source, or start the run without the buffer snapshot"
+            )
+        saved = state.get("seed", self.seed)  # snapshots before issue 35 do not record it
+        if self.shuffle and saved != self.seed:
+            raise ValueError(
+                f"the snapshot's prompt cursor walks the order of seed {saved}, this run's is "
+                f"{self.seed}; resume with the run's own seed (drop --set seed=...), or set "
+                f"data.shuffle_seed = {saved} to keep the order"
             )
         self._epoch, self._index = int(state["epoch"]), int(state["index"])
         self._order = self._order_of(self._epoch)

@@ -76,7 +76,16 @@ class DataConfig(Section):
     ] = "auto"
     """Loader for `source`; auto guesses from the rows. `microcoder` = `jsonl` (our own rows),
     `livecodebench` = `lcb`; the names are data/loaders.py's FORMAT_CHOICES."""
-    shuffle_seed: int = 0
-    """Seed of the per-epoch prompt order."""
+    shuffle_seed: int | None = None
+    """Seed of the per-epoch prompt order. Unset (the default) = the run's `seed`, so runs of
+    different seeds (each arm-seed of `microcoder compare`) train on different prompt orders;
+    set it to give every seed the same order (then only sampling and the truncation-mask draws
+    vary with `seed`). `order_seed` resolves it. A resume keeps the order: it reads the run's
+    config.toml, and a buffer snapshot's cursor refuses another order seed."""
     epochs: int = Field(0, ge=0)
     """Passes over the problems; 0 = endless (the run stops at max_steps)."""
+
+    def order_seed(self, seed: int) -> int:
+        """The seed of the prompt order in a run of global `seed`: `shuffle_seed` when set,
+        else `seed`."""
+        return seed if self.shuffle_seed is None else self.shuffle_seed

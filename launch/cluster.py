@@ -228,6 +228,7 @@ class Run:
                 restore_from=snapshot,
                 keys_dir=keys_dir,
                 snapshot_root=str(self.run_dir.resolve()),
+                seed=cfg.seed,
             )
         )
         self.buffer_address = get_within(  # the buffer is up once it has bound its socket

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--arms",
         required=True,
-        help="comma list: presets (grpo, dapo, microcoder), no-mask, mask-all, mask-cond, "
+        help="comma list: presets (grpo, dapo, microcoder, paper), no-mask, mask-all, mask-cond, "
         "clip-sym, clip-higher, no-kl, calibrated, T=0.6, kl=0.001, rho=0.3, "
         "or NAME:KEY=VALUE;KEY=VALUE",
     )
@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         f"compare: {len(arms)} arm(s) x {len(seeds)} seed(s) = {len(grid.jobs)} runs into {out}, "
         f"{grid.why}"
     )
+    for spread in grid.variance:
+        say(f"compare: {spread}")
     for note in grid.notes:
         say(f"compare: note: {note}")
 
@@ -140,7 +142,14 @@ def finish(args, grid, arms, seeds, out, results, interrupted: bool) -> int:
 
     by_label = {f"{r.arm} seed{r.seed}": r for r in results}
     report = build_report(
-        Path(args.config), arms, grid.overrides, seeds, args.overrides, grid.jobs, by_label
+        Path(args.config),
+        arms,
+        grid.overrides,
+        seeds,
+        args.overrides,
+        grid.jobs,
+        by_label,
+        variance=grid.variance,
     )
     paths = write_report(out, report)
     md = (out / "compare.md").read_text()

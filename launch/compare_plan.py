@@ -39,6 +39,8 @@ class Grid:
     models: list
     """One arm's Config per distinct model.path: what `prepare_models` builds before runs start
     side by side."""
+    variance: list[str]
+    """What the ± over seeds covers and what not (`seed_variance`), each naming its arms."""
 
 
 def plan_grid(
@@ -88,7 +90,32 @@ def plan_grid(
         for note, names in notes.items()
     ]
     models = {c.model.path: c for c in configs.values()}
-    return Grid(jobs, overrides, envs, why, said, list(models.values()))
+    variance: dict[str, list[str]] = {}
+    for arm in arms:
+        variance.setdefault(seed_variance(configs[arm.name]), []).append(arm.name)
+    spread = [
+        text if len(names) == len(arms) else f"arm {', '.join(names)}: {text}"
+        for text, names in variance.items()
+    ]
+    return Grid(jobs, overrides, envs, why, said, list(models.values()), spread)
+
+
+def seed_variance(cfg) -> str:
+    """What differs between two seeds of one arm (so what its ± over seeds measures), and what
+    stays the same, for the arm's resolved Config."""
+    from microcoder.data.sources import is_synthetic
+
+    covered = ["the generators' sampling", "the truncation-mask draws"]
+    same = ["the initial weights (every seed starts from model.path)"]
+    if cfg.data.shuffle_seed is None:
+        covered.append("the prompt order")
+    else:
+        same.append(f"the prompt order (data.shuffle_seed = {cfg.data.shuffle_seed} fixes it)")
+    if is_synthetic(cfg.data.source):
+        covered.append("the synthetic training and held-out tasks")
+    else:
+        same.append("the problems and the held-out set")
+    return f"the ± over seeds covers {', '.join(covered)}; not {', '.join(same)}"
 
 
 def prepare_models(grid: Grid, say) -> None:

@@ -109,8 +109,10 @@ def build_report(
     sets: list[str],
     jobs: list[Job],
     results: dict[str, JobResult],
+    variance: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The content of compare.json."""
+    """The content of compare.json. `variance`: what the ± over seeds covers
+    (compare_plan.seed_variance, one line per group of arms)."""
     runs = [run_record(job, results.get(job.label)) for job in jobs]
     return {
         "recipe": str(recipe),
@@ -121,6 +123,7 @@ def build_report(
         ],
         "seeds": seeds,
         "sets": sets,
+        "variance": list(variance or []),
         "metrics": {
             k: {"title": m.title, "label": m.label, "kind": m.kind} for k, m in METRICS.items()
         },
@@ -145,6 +148,7 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
         f"{report['created']}; seeds {report['seeds']}; --set {report['sets'] or 'none'}. "
         "Finals are each run's last point, shown as mean ± sample std over the seeds that "
         "finished (n); the range is min – max.",
+        *(f"{line[0].upper()}{line[1:]}." for line in report.get("variance", [])),
         "",
         "## Final held-out pass@1",
         "",

@@ -125,7 +125,8 @@ class Config(Section):
     max_steps: int = Field(20, ge=1)
     """Learner steps (policy versions) after which the run stops cleanly."""
     seed: int = 0
-    """Global seed (data order, sampling, the truncation-mask draws). Each generator replica's
+    """Global seed (the synthetic families' tasks, the prompt order unless data.shuffle_seed is
+    set, sampling, the truncation-mask draws). Each generator replica's
     vLLM engine samples with its own seed derived from it: generator i gets
     (seed + i * 65536) mod 2**32, so generator 0 keeps this seed and no two replicas, nor two
     runs of seeds below 65536, share a sampling stream (launch/actor_settings.py

@@ -42,6 +42,7 @@ def summary_table(
             f"{sum(rewards[-k:]) / k:.3f}, max {max(rewards):.3f}",
             f"reward curve (mean per fifth of the run): {curve}",
         ]
+        lines += temperature_lines(steps, history)
     gen_busy = sum(g.get("busy_s", 0.0) for g in pools.get("generators", []))
     judge_busy = sum(e.get("busy_s", 0.0) for e in pools.get("executors", []))
     lines += [
@@ -70,3 +71,57 @@ def _by_group(first: dict, last: dict) -> list[str]:
         a_text = f"{a:.3f}" if a is not None else "-"
         out.append(f"{name:<28}{a_text:>18}{b:>18.3f}{r['problems']:>10}")
     return out
+
+
+def temperature_spans(steps: list[dict[str, Any]]) -> list[tuple[float | None, list[dict]]]:
+    """The step records cut where the sampling temperature changes: (T, its steps) in order."""
+    spans: list[tuple[float | None, list[dict]]] = []
+    for r in steps:
+        t = r.get("temperature")
+        if spans and spans[-1][0] == t:
+            spans[-1][1].append(r)
+        else:
+            spans.append((t, [r]))
+    return spans
+
+
+def temperature_lines(steps: list[dict[str, Any]], history: list[dict[str, Any]]) -> list[str]:
+    """When T changed and why, and the batch reward compared at equal T.
+
+    A higher T samples more diverse responses, often of lower reward, so a first-vs-last reward
+    across a change mixes two temperatures: a run whose monitor raised T can read as a failure
+    while its held-out pass rate (sampled at eval.temperature) rose."""
+    spans = temperature_spans(steps)
+    if len(spans) < 2:
+        t = spans[0][0] if spans else None
+        return [] if t is None else [f"temperature: {t:g} throughout"]
+    causes = {
+        int(r["step"]): r.get("cause", "")
+        for r in history
+        if r.get("kind") == "event" and r.get("event") == "temperature" and "step" in r
+    }
+    changes = []
+    for t, span in spans[1:]:
+        done = int(span[0]["step"]) - 1  # learner steps done when it changed
+        why = f" ({causes[done]})" if causes.get(done) else ""
+        changes.append(f"{t:g} from step {span[0]['step']}{why}")
+    lines = [
+        f"temperature: {_fmt_t(spans[0][0])} at step {spans[0][1][0]['step']}, then "
+        + ", ".join(changes),
+        "batch reward at equal T (rewards sampled at different T do not compare: read each row;"
+        " the held-out pass rate is sampled at eval.temperature throughout):",
+    ]
+    for t, span in spans:
+        rewards = [float(r.get("reward_mean") or 0.0) for r in span]
+        k = min(5, len(rewards))
+        first, last = span[0]["step"], span[-1]["step"]
+        where = f"step {first}" if first == last else f"steps {first}-{last}"
+        lines.append(
+            f"  T={_fmt_t(t):<6}{where:<16}first {k} {sum(rewards[:k]) / k:.3f}, "
+            f"last {k} {sum(rewards[-k:]) / k:.3f}"
+        )
+    return lines
+
+
+def _fmt_t(t: float | None) -> str:
+    return "?" if t is None else f"{t:g}"

@@ -23,13 +23,14 @@ supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 
 def build_controller(run: Run, generator=None):
-    """Temperature controller from the config's ladder, target, window and schedule, at: the
+    """Temperature controller from the config's ladder, target, window (resolved against
+    max_steps), step-up budget and schedule, at: the
     temperature saved in the checkpoint being resumed (with the monitor's count; no calibration),
     else the one calibrated on `generator` (default: the first running one) when
     algorithm.temperature.calibrate, else algorithm.temperature.initial. Logs an "event" record:
     event="calibration" (table, chosen, target, reached_target, calibration_s) or
     event="temperature" with cause="resume"."""
-    from microcoder.learner.temperature import TemperatureController
+    from microcoder.learner.temperature import controller_for
 
     t = run.cfg.algorithm.temperature
     ckpt = run.resume_from
@@ -38,13 +39,7 @@ def build_controller(run: Run, generator=None):
     temperature = t.initial
     if t.calibrate and not resuming:
         temperature = calibrate_on(run, generator)
-    c = TemperatureController(
-        temperature=temperature,
-        candidates=list(t.candidates),
-        target=t.target_diversity,
-        window=t.monitor_window,
-        schedule=[tuple(s) for s in t.schedule],
-    )
+    c = controller_for(t, temperature, run.cfg.max_steps)
     if not resuming:
         return c
     c = c.resumed(json.loads(saved.read_text()))

@@ -138,8 +138,24 @@ class TemperatureConfig(Section):
     """Staged schedule: [[step, temperature], ...]; from each step on, that temperature."""
     probe_prompts: int = Field(8, ge=1)
     """Prompts in the calibration probe batch (each sampled G times per candidate)."""
-    monitor_window: int = Field(0, ge=0)
-    """Online monitor: step T up one stage after this many consecutive steps below target (0 = off)."""
+    monitor_window: int | Literal["auto"] = 0
+    """Online monitor: step T up one stage after this many consecutive steps below target (0 =
+    off). "auto" = a tenth of max_steps, at least 5 (learner/temperature.py: resolve_window):
+    5 in the toy recipes' 16-40 steps, 50 in a 500-step run."""
+    monitor_max_changes: int = Field(0, ge=0)
+    """Step-ups the online monitor may make in a run (0 = no limit); after the last it only
+    watches. Diversity falls at any fixed T over a long run, so without a limit the monitor
+    ramps T up the whole ladder; the paper recommends staged steps, rarely."""
+
+    @field_validator("monitor_window")
+    @classmethod
+    def _window_not_negative(cls, v: int | str) -> int | str:
+        if v != "auto" and v < 0:
+            raise ValueError(
+                f"algorithm.temperature.monitor_window = {v} is negative; set it to a number of "
+                'steps, 0 (monitor off) or "auto" (a tenth of max_steps)'
+            )
+        return v
 
 
 OffPolicy = Literal["tis", "seq-tis", "mask", "geo-reject", "none"]
@@ -159,9 +175,10 @@ class AlgorithmConfig(Section):
     legacy_keys = {"use_tis": 'algorithm.off_policy ("tis" for true, "none" for false)'}
 
     preset: str = ""
-    """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo` or
-    `microcoder` (learner/presets.py: PRESETS; values in docs/architecture.md §5). Empty = the
-    field defaults (MicroCoder-GRPO without the calibrated temperature)."""
+    """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo`,
+    `microcoder` or `paper` (learner/presets.py: PRESETS; values in docs/architecture.md §5,
+    their sources in docs/fidelity.md). Empty = the field defaults (the `microcoder` preset
+    without the calibrated temperature)."""
     preset_values: dict[str, Any] = {}
     """Recorded by the config loader, not set by hand: every value the preset set (dotted keys,
     e.g. `temperature.calibrate`), i.e. the preset's fields the config left unset."""

@@ -1,11 +1,13 @@
-"""Algorithm presets (`algorithm.preset`): GRPO, DAPO and MicroCoder-GRPO as sets of values.
+"""Algorithm presets (`algorithm.preset`): GRPO, DAPO, microcoder's MicroCoder-GRPO and the
+paper's own runs as sets of values.
 
 Registered once, in PRESETS: name -> Preset(description, values), the values keyed by
 AlgorithmConfig field names (`temperature` holds a dict of TemperatureConfig fields). Layering is
 defaults < preset < TOML / --set: a preset fills only the fields the user did not set
 (`apply_preset`, called by AlgorithmConfig's before-validator), and records what it filled in
 `algorithm.preset_values` (dotted keys), so the resolved config (`microcoder config show`, the
-run's config.toml) names the preset and every value it set. docs/architecture.md §5 has the table.
+run's config.toml) names the preset and every value it set. docs/architecture.md §5 has the table;
+docs/fidelity.md says where each value comes from (the paper, DAPO, or microcoder's own choice).
 
 No torch here: this runs at config-load time.
 """
@@ -64,9 +66,10 @@ PRESETS: dict[str, Preset] = {
         },
     ),
     "microcoder": Preset(
-        "MicroCoder-GRPO (arXiv 2603.07777): no KL, clip-higher 0.2/0.28, token-level loss, "
-        "dynamic filtering, conditional truncation mask (rho 0.1, m 128), the "
-        "diversity-determined temperature (calibrated before step 1, online monitor over 5 steps)",
+        "MicroCoder-GRPO (arXiv 2603.07777) with microcoder's own choices: no KL, clip-higher "
+        "0.2/0.28 (DAPO's values), token-level loss, dynamic filtering (DAPO's; not in the "
+        "paper), conditional truncation mask (rho 0.1, m 128), the diversity-determined "
+        "temperature (calibrated before step 1; an online monitor stepping T up once at most; ours)",
         {
             "eps_low": 0.2,
             "eps_high": 0.28,
@@ -77,13 +80,36 @@ PRESETS: dict[str, Preset] = {
             "rho": 0.1,
             "repeat_window": 128,
             "overlong_buffer_tokens": 0,
-            "temperature": {"calibrate": True, "monitor_window": 5},
+            "temperature": {
+                "calibrate": True,
+                "monitor_window": "auto",
+                "monitor_max_changes": 1,
+            },
+        },
+    ),
+    "paper": Preset(
+        "the paper's main runs (arXiv 2603.07777) as far as it states them: the MicroCoder-GRPO "
+        "objective (no KL, clip-higher, conditional truncation mask rho 0.1, m 128), no dynamic "
+        "filtering, a fixed T = 1.2 (no calibration, no monitor); what it does not state is "
+        "microcoder's (docs/fidelity.md)",
+        {
+            "eps_low": 0.2,
+            "eps_high": 0.28,
+            "kl_coef": 0.0,
+            "aggregation": "token-mean",
+            "dynamic_filtering": False,
+            "truncation_mask": "conditional",
+            "rho": 0.1,
+            "repeat_window": 128,
+            "overlong_buffer_tokens": 0,
+            "temperature": {**_FIXED_TEMPERATURE, "initial": 1.2},
         },
     ),
 }
-"""The algorithm presets, name -> Preset. The microcoder monitor window of 5 steps: long enough
-that one noisy batch's diversity (a few groups on the tiny config) does not move T, short
-enough to react within a 20-step run."""
+"""The algorithm presets, name -> Preset. The microcoder monitor: window "auto" (a tenth of
+max_steps, at least 5: long enough that one noisy batch's diversity does not move T, 5 steps in
+the toy recipes, 50 in a 500-step run) and one step-up per run, so a slow decay of diversity
+over a long run gives one stage, not a ramp up the ladder (docs/architecture.md §5)."""
 
 
 def flat_values(name: str) -> dict[str, Any]:

@@ -13,7 +13,12 @@ engine inside (the generator actor supplies measurements):
 (c) an online monitor: after `window` consecutive steps with diversity below the target, step
     the temperature up to the next higher candidate (bounded by the highest), then wait another
     full window before the next step-up. It climbs from whatever is in force (the calibrated T, a
-    stage's T, or its own last step-up); a later stage still overrides it.
+    stage's T, or its own last step-up); a later stage still overrides it. It steps up at most
+    `max_changes` times in a run (0 = no limit), after which it only watches: diversity falls
+    at any fixed T over a long run (the paper's finding), so an unbounded monitor would climb
+    to the top of the ladder in a continuous ramp, which the paper warns against; staged steps,
+    rarely, are what it recommends. The window "auto" (`resolve_window`) scales with the run:
+    a tenth of max_steps, at least AUTO_MIN_WINDOW steps.
 
 Every change is returned as a `TemperatureChange` (the launcher logs it as an event record).
 
@@ -76,7 +81,23 @@ class TemperatureChange:
     """The human-readable line (also in `TemperatureController.events`)."""
 
 
-RESUMED_FIELDS = ("temperature", "below", "events")
+AUTO_MIN_WINDOW = 5
+"""The shortest window "auto" gives: one noisy batch's diversity (a few groups on the tiny
+config) must not move T."""
+
+AUTO_WINDOW_SHARE = 10
+"""The window "auto" is max_steps // this many steps (at least AUTO_MIN_WINDOW)."""
+
+
+def resolve_window(window: int | str, max_steps: int) -> int:
+    """The monitor window in steps: `window` itself, or for "auto" a tenth of the run's
+    `max_steps`, at least AUTO_MIN_WINDOW (5 up to a 59-step run, 50 in a 500-step one)."""
+    if window == "auto":
+        return max(AUTO_MIN_WINDOW, max_steps // AUTO_WINDOW_SHARE)
+    return int(window)
+
+
+RESUMED_FIELDS = ("temperature", "below", "changes", "events")
 """What a resumed run takes from the checkpoint's state; the ladder, target, window and schedule
 come from the resumed run's config (so `--resume RUN_DIR --set algorithm.temperature.X=...`
 acts)."""
@@ -103,8 +124,12 @@ class TemperatureController:
     """Consecutive below-target steps before a step-up; 0 disables the monitor."""
     schedule: list[tuple[int, float]] = field(default_factory=list)
     """Staged schedule [(step, T)], applied when `step` is reached."""
+    max_changes: int = 0
+    """Step-ups the monitor may make in a run (0 = no limit); then it only watches."""
     below: int = 0
     """Consecutive steps observed below target so far."""
+    changes: int = 0
+    """Step-ups the monitor made so far (a step-up at the top of the ladder is no change)."""
     events: list[str] = field(default_factory=list)
     """Human-readable log of every change (also returned by `observe`)."""
 
@@ -125,7 +150,7 @@ class TemperatureController:
 
     def observe(self, step: int, diversity: float) -> TemperatureChange | None:
         """Record the step's diversity; step the temperature up when the window is exhausted."""
-        if self.window <= 0:
+        if self.window <= 0 or 0 < self.max_changes <= self.changes:
             return None
         self.below = self.below + 1 if diversity < self.target else 0
         if self.below < self.window:
@@ -139,7 +164,10 @@ class TemperatureController:
         if not higher:
             msg = f"{head} but temperature {self.temperature:g} is the highest candidate"
             return self._record(step, "monitor", self.temperature, msg)
+        self.changes += 1
         msg = f"{head}: temperature {self.temperature:g} -> {higher[0]:g}"
+        if self.changes == self.max_changes:
+            msg += f" (the monitor's last step-up: monitor_max_changes = {self.max_changes})"
         return self._record(step, "monitor", higher[0], msg)
 
     def _record(self, step: int, cause: str, after: float, msg: str) -> TemperatureChange:
@@ -156,3 +184,16 @@ class TemperatureController:
         """This controller (built from the config) continuing the saved `state`: its
         RESUMED_FIELDS from `state`, the rest from here."""
         return replace(self, **{k: state[k] for k in RESUMED_FIELDS if k in state})
+
+
+def controller_for(settings, temperature: float, max_steps: int) -> TemperatureController:
+    """The controller of a run: `settings` is its TemperatureConfig (`algorithm.temperature`),
+    sampling at `temperature` first, the window resolved against the run's `max_steps`."""
+    return TemperatureController(
+        temperature=temperature,
+        candidates=list(settings.candidates),
+        target=settings.target_diversity,
+        window=resolve_window(settings.monitor_window, max_steps),
+        schedule=[tuple(s) for s in settings.schedule],
+        max_changes=settings.monitor_max_changes,
+    )

@@ -100,9 +100,9 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
 def _prompt_batches(cfg, prompts: list[tuple[str, str]], n: int, batches: int) -> list[list]:
     """The buffer's first `batches` x `n` prompts (rendered prompt texts), in the order it will
     hand them out: the same source over the same (problem_id, text) pairs the host serves."""
-    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.actors.buffer_host import prompt_source
 
-    source = DatasetPrompts(prompts, epochs=cfg.data.epochs, seed=cfg.data.shuffle_seed)
+    source = prompt_source(cfg.data, cfg.seed, prompts)
     return [[source.next() for _ in range(n)] for _ in range(batches)]
 
 
@@ -197,7 +197,9 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
 
         bare_engine = bare_engine_cls(cfg).remote(model_path, cfg, device)
         ray.get(bare_engine.generate.remote(ids[0][:1]))  # engine up before the actor starts
-        host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, prompts)
+        host = buffer_host_cls().remote(
+            cfg.buffer, cfg.data, cfg.learner.batch_size, prompts, seed=cfg.seed
+        )
         address = ray.get(host.get_address.remote())
         group = LearnerGroup(cfg, model_path, address)
         gen = generator_cls(cfg.generator).remote(

@@ -89,7 +89,9 @@ def run_point(
     cfg = load_config(None, overrides)
     # The simulated actors never tokenize: the statements themselves are the prompts they lease.
     prompts = [(p.id, p.prompt) for p in load_run_problems(cfg.data, cfg.seed)]
-    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, prompts)
+    host = buffer_host_cls().remote(
+        cfg.buffer, cfg.data, cfg.learner.batch_size, prompts, seed=cfg.seed
+    )
     address = ray.get(host.get_address.remote())
     learner = _remote(SimLearner, 4).remote(address, batch_size, costs.train_s)
     wave = default_wave(batch_size, generators)

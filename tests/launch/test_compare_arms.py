@@ -188,3 +188,20 @@ def test_runs_side_by_side_get_each_model_built_once_before_they_start(tmp_path,
     assert built == []  # one at a time: the first launch builds it, as by hand
     plan.prepare_models(plan_grid(RECIPE, arms, [0], [], tmp_path, 2), say=lambda _: None)
     assert built == ["runs/tiny-model-warm", "elsewhere"]
+
+
+def test_the_grid_says_the_seeds_vary_the_prompt_order_unless_a_shuffle_seed_is_set():
+    (free,) = plan_grid(RECIPE, parse_arms("no-mask"), [0], [], Path("unused"), 1).variance
+    assert free.startswith("the ± over seeds covers") and "the prompt order" in free
+    assert "synthetic training and held-out tasks" in free
+    assert "not the initial weights" in free
+    sets = ["data.shuffle_seed=3"]
+    (pinned,) = plan_grid(RECIPE, parse_arms("no-mask"), [0], sets, Path("unused"), 1).variance
+    covered, _, same = pinned.partition("; not ")
+    assert "prompt order" not in covered and "data.shuffle_seed = 3 fixes it" in same
+
+
+def test_a_problem_file_recipe_says_the_problems_stay_the_same(tmp_path):
+    sets = ["data.source=data/x.jsonl"]
+    (text,) = plan_grid(RECIPE, parse_arms("no-mask"), [0], sets, tmp_path, 1).variance
+    assert "not the initial weights (every seed starts from model.path), the problems" in text

@@ -62,8 +62,18 @@ def written(tmp_path_factory):
     said.close()
     by_label = {f"{r.arm} seed{r.seed}": r for r in results}
     overrides = {a.name: list(a.overrides) for a in arms}
-    report = build_report(recipe, arms, overrides, [0, 1, 2], [], jobs, by_label)
+    variance = ["the ± over seeds covers the prompt order; not the initial weights"]
+    report = build_report(recipe, arms, overrides, [0, 1, 2], [], jobs, by_label, variance=variance)
     return out, write_report(out, report)
+
+
+def test_the_report_says_what_the_spread_over_seeds_covers(written):
+    out, _ = written
+    assert json.loads((out / "compare.json").read_text())["variance"] == [
+        "the ± over seeds covers the prompt order; not the initial weights"
+    ]
+    head = (out / "compare.md").read_text().split("## Final held-out pass@1")[0]
+    assert "The ± over seeds covers the prompt order; not the initial weights." in head
 
 
 def test_compare_json_has_the_arms_seeds_runs_versions_and_summary(written):

@@ -54,7 +54,21 @@ EXPECTED = {
         "repeat_window": 128,
         "overlong_buffer_tokens": 0,
         "temperature.calibrate": True,
-        "temperature.monitor_window": 5,
+        "temperature.monitor_window": "auto",
+        "temperature.monitor_max_changes": 1,
+    },
+    "paper": {
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "kl_coef": 0.0,
+        "aggregation": "token-mean",
+        "dynamic_filtering": False,
+        "truncation_mask": "conditional",
+        "rho": 0.1,
+        "repeat_window": 128,
+        "overlong_buffer_tokens": 0,
+        **FIXED_T,
+        "temperature.initial": 1.2,
     },
 }
 """The values docs/architecture.md §5 documents, written out: a registry change without a docs
@@ -109,7 +123,7 @@ def test_a_nested_temperature_value_beats_the_preset_and_the_rest_is_filled():
     cfg = load_config(
         None, ["algorithm.preset=microcoder", "algorithm.temperature.calibrate=false"]
     ).algorithm
-    assert cfg.temperature.calibrate is False and cfg.temperature.monitor_window == 5
+    assert cfg.temperature.calibrate is False and cfg.temperature.monitor_window == "auto"
 
 
 def test_the_resolved_config_records_every_value_the_preset_set():

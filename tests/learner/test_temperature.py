@@ -121,3 +121,60 @@ def test_a_resume_keeps_the_saved_temperature_and_count_but_the_configs_window()
     saved.observe(1, 0.1), saved.observe(2, 0.1), saved.observe(3, 0.1), saved.observe(4, 0.1)
     again = controller(window=0).resumed(saved.state_dict())
     assert (again.temperature, again.below, again.window) == (1.2, 1, 0)
+
+
+def decaying(steps: int = 100, start: float = 0.9, end: float = 0.1) -> list[float]:
+    """A slow, steady fall of diversity, as at a fixed T over a long run (the paper's finding):
+    it never recovers, whatever T the monitor sets (the series does not react)."""
+    return [start + (end - start) * i / (steps - 1) for i in range(steps)]
+
+
+def changes_over(c: TemperatureController, series: list[float]) -> list:
+    out = [c.observe(step, d) for step, d in enumerate(series, start=1)]
+    return [x for x in out if x is not None and x.after != x.before]
+
+
+def test_the_microcoder_preset_changes_t_at_most_once_over_100_decaying_steps():
+    from microcoder.launch.config import load_config
+    from microcoder.learner.temperature import controller_for
+
+    cfg = load_config(None, ["algorithm.preset=microcoder", "max_steps=100"])
+    c = controller_for(cfg.algorithm.temperature, 1.0, cfg.max_steps)
+    assert c.window == 10  # a tenth of the run
+    changes = changes_over(c, decaying())
+    assert len(changes) == 1 and (changes[0].before, changes[0].after) == (1.0, 1.2)
+    assert "the monitor's last step-up" in changes[0].message
+    assert c.temperature == 1.2
+
+
+def test_without_a_budget_the_same_series_ramps_t_up_the_ladder():
+    """What the budget prevents: the old rule (window 5, no limit) climbs every few steps."""
+    c = controller(window=5, candidates=[0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8])
+    assert len(changes_over(c, decaying())) == 4 and c.temperature == 1.8
+
+
+def test_the_auto_window_is_a_tenth_of_the_run_and_at_least_5():
+    from microcoder.learner.temperature import resolve_window
+
+    assert [resolve_window("auto", n) for n in (16, 40, 59, 100, 500)] == [5, 5, 5, 10, 50]
+    assert resolve_window(2, 500) == 2 and resolve_window(0, 500) == 0
+
+
+def test_a_spent_budget_leaves_the_monitor_watching_only():
+    c = controller(window=2, max_changes=1)
+    changes_over(c, [0.1, 0.1])
+    assert (c.temperature, c.changes) == (1.2, 1)
+    assert changes_over(c, [0.1] * 10) == [] and c.temperature == 1.2
+
+
+def test_a_step_up_at_the_top_of_the_ladder_spends_no_budget():
+    c = controller(temperature=1.4, window=2, max_changes=1)
+    (top,) = [x for x in (c.observe(s, 0.1) for s in (1, 2)) if x is not None]
+    assert top.after == top.before == 1.4 and c.changes == 0
+
+
+def test_a_resumed_controller_keeps_the_spent_budget():
+    c = controller(window=2, max_changes=1)
+    changes_over(c, [0.1, 0.1])
+    again = controller(window=2, max_changes=1).resumed(c.state_dict())
+    assert again.changes == 1 and changes_over(again, [0.1] * 4) == []
