@@ -359,11 +359,12 @@ class LearnerRank:
         return self.publisher.open_channel(name)
 
     def send_weights(self, name: str) -> dict[str, Any]:
-        """Rank 0, called for a generator (in another actor thread). A channel that broadcasts
-        from the GPU (NCCL) first waits until no train, publish or save runs (WorkLock): two
-        streams of NCCL collectives on one GPU can deadlock. A gloo channel sends the CPU copy
-        of the published weights, no collective on the learner's device, so it goes at once and
-        the generator does not idle for a step. `lock_wait_s`: how long it waited for the learner."""
+        """Rank 0, called for a generator (in a thread of the "weights" group). A channel that
+        broadcasts from the GPU (NCCL) first waits until no train, publish or save runs
+        (WorkLock): two streams of NCCL collectives on one GPU can deadlock. A gloo channel sends
+        the CPU copy of the published weights, no collective on the learner's device, so it goes
+        at once and the generator does not idle for a step. `lock_wait_s`: how long it waited
+        for the learner."""
         if not self.publisher.sends_from_device(name):
             return {**self.publisher.send(name), "lock_wait_s": 0.0}
         with self._work.send(self.settings.learner.sync_timeout_s, name) as waited:
