@@ -8,7 +8,10 @@ Step time is reported split into wait-for-data / compute / sync.
 
 The actor is threaded (generators call `send_weights` while the driver calls `train`), and
 `WorkLock` keeps the learner's collectives (train, publish, save) and weight sends over an
-NCCL channel apart; a gloo channel sends the CPU copy and overlaps training.
+NCCL channel apart; a gloo channel sends the CPU copy and overlaps training. Its threads come
+in Ray concurrency groups (`CONCURRENCY_GROUPS`, applied in actors/remote.py), so no kind of
+call can take the threads another kind needs: sends that wait for the lock never leave
+`publish` or the driver's liveness probe without a thread.
 """
 
 from __future__ import annotations
@@ -21,6 +24,51 @@ from contextlib import contextmanager
 from typing import Any
 
 from microcoder.actors.config import LearnerRankSettings
+
+CONCURRENCY_GROUPS: dict[str, tuple[str, ...]] = {
+    "control": (
+        "where",
+        "rendezvous",
+        "latest_version",
+        "weight_channel_host",
+        "open_weight_channel",
+        "batch_digest",
+    ),
+    "data": ("fetch_batch",),
+    "weights": ("send_weights",),
+}
+"""Rank 0's threads, by kind of call (Ray concurrency groups; each group has its own threads).
+- "control": the calls that answer at once and never wait for a lock or a peer: the driver's
+  liveness probe and the generators' version polls (`latest_version`), opening a channel.
+- "data": `fetch_batch`, which may wait for the buffer up to `learner.batch_wait_s`.
+- "weights": `send_weights`, one per generator syncing; over NCCL each waits for `WorkLock`
+  up to `learner.sync_timeout_s`.
+- Every other method (setup, train, publish, save, get_version, set_dynamic_filtering,
+  shutdown: the driver's learner calls, one at a time) runs in Ray's default group of
+  `LEARNER_THREADS`. So a publish always has a thread, whatever the sends do.
+A new method that may wait must not go into "control"."""
+
+LEARNER_THREADS = 2
+"""The default group: the driver's one learner call at a time, and a `shutdown` beside it."""
+
+MIN_WEIGHT_GENERATORS = 16
+"""The generator count the "weights" group is sized for at least (`scale` may add generators
+to a live run, and Ray cannot resize a group)."""
+
+
+def group_sizes(generators: int) -> dict[str, int]:
+    """Threads per concurrency group for a run of `generators` generators (`num_engines`).
+
+    "weights" has two threads per generator, for max(generators, MIN_WEIGHT_GENERATORS): each
+    generator waits for one send at a time, and may have left one more behind (a send whose
+    reply it stopped waiting for, still running to its own deadline on rank 0). A send beyond
+    that (a run scaled past the bound) waits in Ray's queue behind other sends only, never
+    behind a control, data or learner call."""
+    return {
+        "control": 4,
+        "data": 1,
+        "weights": 2 * max(int(generators), MIN_WEIGHT_GENERATORS),
+    }
 
 
 class WorkLock:
@@ -310,11 +358,12 @@ class LearnerRank:
         return self.publisher.open_channel(name)
 
     def send_weights(self, name: str) -> dict[str, Any]:
-        """Rank 0, called for a generator (in another actor thread). A channel that broadcasts
-        from the GPU (NCCL) first waits until no train, publish or save runs (WorkLock): two
-        streams of NCCL collectives on one GPU can deadlock. A gloo channel sends the CPU copy
-        of the published weights, no collective on the learner's device, so it goes at once and
-        the generator does not idle for a step. `lock_wait_s`: how long it waited for the learner."""
+        """Rank 0, called for a generator (in a thread of the "weights" group). A channel that
+        broadcasts from the GPU (NCCL) first waits until no train, publish or save runs
+        (WorkLock): two streams of NCCL collectives on one GPU can deadlock. A gloo channel sends
+        the CPU copy of the published weights, no collective on the learner's device, so it goes
+        at once and the generator does not idle for a step. `lock_wait_s`: how long it waited
+        for the learner."""
         if not self.publisher.sends_from_device(name):
             return {**self.publisher.send(name), "lock_wait_s": 0.0}
         with self._work.send(self.settings.learner.sync_timeout_s, name) as waited:

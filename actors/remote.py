@@ -37,9 +37,27 @@ def executor_cls(executor: ExecutorConfig):
     return ray.remote(num_cpus=executor.cpus_per_executor, max_concurrency=4)(Executor)
 
 
-def learner_rank_cls(learner: LearnerConfig):
+def learner_rank_cls(learner: LearnerConfig, generators: int, body: type | None = None):
+    """A learner rank's Ray class, with rank 0's concurrency groups sized for `generators`
+    generators (actors/learner_rank.py: `CONCURRENCY_GROUPS`, `group_sizes`). `body`: the
+    actor's class (default LearnerRank; a subclass keeps the groups of the methods it
+    inherits)."""
     import ray
 
-    from microcoder.actors.learner_rank import LearnerRank
+    from microcoder.actors.learner_rank import (
+        CONCURRENCY_GROUPS,
+        LEARNER_THREADS,
+        LearnerRank,
+        group_sizes,
+    )
 
-    return ray.remote(num_cpus=1, num_gpus=learner.gpus_per_rank, max_concurrency=4)(LearnerRank)
+    body = body or LearnerRank
+    for group, methods in CONCURRENCY_GROUPS.items():
+        for method in methods:
+            ray.method(concurrency_group=group)(getattr(body, method))
+    return ray.remote(
+        num_cpus=1,
+        num_gpus=learner.gpus_per_rank,
+        max_concurrency=LEARNER_THREADS,
+        concurrency_groups=group_sizes(generators),
+    )(body)

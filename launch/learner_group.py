@@ -46,7 +46,7 @@ class LearnerGroup:
         from microcoder.launch.learner_placement import learner_rank_options
 
         self.cfg, W = cfg, cfg.learner.world_size
-        cls = rank_cls or learner_rank_cls(cfg.learner)
+        cls = rank_cls or learner_rank_cls(cfg.learner, cfg.generator.num_engines)
         settings = learner_rank_settings(cfg)
 
         lc = cfg.learner
@@ -123,7 +123,7 @@ class LearnerGroup:
             if on_wait is not None:
                 on_wait(waited)
             # Waiting is legitimate (also with no limit), a rank 0 that stopped answering is not:
-            # the call generators make answers at once from another thread of a live rank 0.
+            # latest_version runs in rank 0's "control" threads, which no send or fetch can hold.
             self._wait(
                 "latest_version (asked while it waits for a batch)",
                 [self.rank0.latest_version.remote()],

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from buffer_testing import put_scored_groups
 
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.learner.config import LearnerConfig
@@ -154,42 +155,6 @@ def test_a_send_that_waits_longer_than_the_sync_timeout_fails_naming_the_setting
     rank.learner.release.set()
     train.join(10)
     assert "send -1" not in log
-
-
-def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> dict:
-    """Act as generator and executor: n groups with differing rewards, response lengths and
-    log-probs; returns {group_id: Group} as put."""
-    from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.groups import Group, GroupScores, Response, Score
-
-    rng = np.random.default_rng(seed)
-    put = {}
-    with BufferClient(address, owner="test-pipeline") as c:
-        for a in c.get_prompts(n, wait_s=5).assignments:
-            lengths = rng.integers(4, 20, group_size)
-            responses = [
-                Response(
-                    response_ids=rng.integers(5, 300, k).astype(np.int32),
-                    logprobs=-rng.random(k).astype(np.float32),
-                    text="x",
-                )
-                for k in lengths
-            ]
-            put[a.group_id] = Group(
-                group_id=a.group_id,
-                problem_id=a.problem_id,
-                prompt=a.prompt,
-                prompt_ids=rng.integers(1, 300, 8).astype(np.int32),
-                responses=responses,
-            )
-            c.put_unscored(put[a.group_id])
-        for g in c.get_unscored(n, wait_s=5):
-            scores = [
-                Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")
-                for i in range(group_size)
-            ]
-            c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
-    return put
 
 
 @pytest.fixture(scope="module")
@@ -365,3 +330,25 @@ def test_rank_0_drops_a_response_with_a_nan_log_prob_and_names_its_generator(cap
     assert bool(rank._batch.behaviour_logprobs.isfinite().all())
     assert rank.client.filtered == [2]
     assert "group 1 response 2 (generator generator-1, policy version 0)" in caplog.text
+
+
+def test_rank_0_has_a_thread_for_each_generators_send_and_its_groups_name_real_methods():
+    from microcoder.actors.learner_rank import (
+        CONCURRENCY_GROUPS,
+        LEARNER_THREADS,
+        MIN_WEIGHT_GENERATORS,
+        group_sizes,
+    )
+
+    for methods in CONCURRENCY_GROUPS.values():
+        assert all(callable(getattr(LearnerRank, m, None)) for m in methods), methods
+    grouped = [m for methods in CONCURRENCY_GROUPS.values() for m in methods]
+    assert len(grouped) == len(set(grouped))
+    assert not {"train", "publish", "save", "get_version"} & set(grouped)  # the default group
+    assert LEARNER_THREADS >= 2  # a learner call and a shutdown beside it
+    for generators in (1, 8, MIN_WEIGHT_GENERATORS, 64):
+        sizes = group_sizes(generators)
+        assert sizes.keys() == CONCURRENCY_GROUPS.keys()
+        assert sizes["weights"] >= 2 * generators  # a live and an abandoned send each
+        assert sizes["data"] >= 1 and sizes["control"] >= 2
+    assert group_sizes(1)["weights"] == 2 * MIN_WEIGHT_GENERATORS  # room to scale up

@@ -1,0 +1,43 @@
+"""Test helpers for tests that feed a real buffer (tests/actors): `put_scored_groups` acts as
+generator and executor. Importable as `buffer_testing` because tests/conftest.py puts
+tests/support on sys.path."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> dict:
+    """Act as generator and executor: n groups with differing rewards, response lengths and
+    log-probs; returns {group_id: Group} as put."""
+    from microcoder.buffer.client import BufferClient
+    from microcoder.buffer.groups import Group, GroupScores, Response, Score
+
+    rng = np.random.default_rng(seed)
+    put = {}
+    with BufferClient(address, owner="test-pipeline") as c:
+        for a in c.get_prompts(n, wait_s=5).assignments:
+            lengths = rng.integers(4, 20, group_size)
+            responses = [
+                Response(
+                    response_ids=rng.integers(5, 300, k).astype(np.int32),
+                    logprobs=-rng.random(k).astype(np.float32),
+                    text="x",
+                )
+                for k in lengths
+            ]
+            put[a.group_id] = Group(
+                group_id=a.group_id,
+                problem_id=a.problem_id,
+                prompt=a.prompt,
+                prompt_ids=rng.integers(1, 300, 8).astype(np.int32),
+                responses=responses,
+            )
+            c.put_unscored(put[a.group_id])
+        for g in c.get_unscored(n, wait_s=5):
+            scores = [
+                Score(reward=float(i % 2), verdict="AC" if i % 2 else "WA")
+                for i in range(group_size)
+            ]
+            c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
+    return put
