@@ -148,3 +148,7 @@ class LearnerRankSettings:
     """The run's seed."""
     total_steps: int = 1
     """`max_steps`: the length of the learning-rate schedule."""
+    rollouts_every: int = 0
+    """`monitor.rollouts_every`: rank 0 returns the rollouts rows of every N-th step (0 = off)."""
+    rollouts_max: int = 64
+    """`monitor.rollouts_max`: the most rows of one step's rollouts."""

@@ -11,16 +11,14 @@ import numpy as np
 from microcoder.buffer.groups import ScoredGroup
 from microcoder.learner.grpo import is_non_incorrect
 from microcoder.learner.intake import GroupArrays
+from microcoder.learner.verdict_stats import NO_CODE
 
 
 def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
     """One scored group as the learner's GroupArrays; empty responses are dropped (nothing to
     train on; they still counted in the judge's verdicts)."""
-    pairs = [
-        (r, s)
-        for r, s in zip(sg.group.responses, sg.result.scores, strict=True)
-        if len(r.response_ids)
-    ]
+    kept = [i for i, r in enumerate(sg.group.responses) if len(r.response_ids)]
+    pairs = [(sg.group.responses[i], sg.result.scores[i]) for i in kept]
     return GroupArrays(
         group_id=int(sg.group.group_id),
         prompt_ids=sg.group.prompt_ids,
@@ -32,6 +30,7 @@ def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
         non_incorrect=np.array([is_non_incorrect(s.verdict) for _, s in pairs], np.bool_),
         policy_versions=np.array([r.policy_version for r, _ in pairs], np.int64),
         last_policy_versions=np.array([_last_version(r) for r, _ in pairs], np.int64),
+        response_index=np.array(kept, np.int64),
         generator=sg.group.generator,
     )
 
@@ -40,3 +39,21 @@ def _last_version(response) -> int:
     """The version of its last token, or of its first where the producer did not record it."""
     last = response.last_policy_version
     return response.policy_version if last is None else last
+
+
+def verdict_label(score) -> str:
+    """A Score's label in the step's verdict metrics: `no_code` when extraction found nothing to
+    run (judged WA), else its verdict (learner/verdict_stats.py)."""
+    return NO_CODE if score.extraction == NO_CODE else score.verdict
+
+
+def verdict_inputs(groups: list[ScoredGroup]) -> list[tuple[list[str], list[int]]]:
+    """(labels, response token counts) per group, every response of it (empty ones too): the
+    input of learner/verdict_stats.py `step_verdict_metrics`."""
+    return [
+        (
+            [verdict_label(s) for s in sg.result.scores],
+            [len(r.response_ids) for r in sg.group.responses],
+        )
+        for sg in groups
+    ]

@@ -226,15 +226,22 @@ class LearnerRank:
         here: groups whose rewards are all equal are dropped and more are fetched until the batch
         is full (DAPO); they count as consumed by the buffer and in `filtered_groups`, and are
         reported to the buffer (with the next get_batch) so admission control does not count them
-        as trained: a weak model whose groups are all filtered must not starve the generators."""
-        from microcoder.actors.convert import to_group_arrays
+        as trained: a weak model whose groups are all filtered must not starve the generators.
+        The step's verdict metrics (learner/verdict_stats.py) are taken here over the groups
+        kept; on a `monitor.rollouts_every` step the groups come with their texts and the reply
+        carries the step's rollouts rows (actors/rollouts.py) under "rollouts"."""
+        from microcoder.actors import rollouts
+        from microcoder.actors.convert import to_group_arrays, verdict_inputs
         from microcoder.buffer.client import BufferTimeout, BufferUnreachable
         from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.intake import IntakeStats, drop_nonfinite, pack, signal_filter
+        from microcoder.learner.verdict_stats import step_verdict_metrics
 
         want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
         nonfinite = 0
-        responses = []
+        responses, scored = [], {}  # scored: group id -> ScoredGroup (verdicts, texts)
+        step = self.learner.version + 1  # the step this batch trains
+        texts = rollouts.due(step, self.settings.rollouts_every)
         t0 = time.perf_counter()
         deadline = None if timeout_s is None else t0 + timeout_s
         budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
@@ -245,6 +252,7 @@ class LearnerRank:
                     min(want - len(kept), budget - len(responses)),
                     self.learner.version,
                     timeout_s=1.0,
+                    text=texts,
                 )
             except BufferUnreachable:
                 raise  # the buffer itself does not answer: no batch will come from waiting
@@ -258,6 +266,7 @@ class LearnerRank:
                 continue
             done = batch.done
             groups = [to_group_arrays(sg) for sg in batch.groups]
+            scored.update((sg.group.group_id, sg) for sg in batch.groups)
             stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
             for g in groups:
                 rewards += g.rewards.tolist()
@@ -281,12 +290,28 @@ class LearnerRank:
             pack_s=time.perf_counter() - t1,
             nonfinite_dropped=nonfinite,
         )
-        return {
+        trained = [scored[g.group_id] for g in kept]
+        out = {
             "n_groups": len(kept),
             "done": done,
             "wait_s": t1 - t0,
-            "metrics": stats.metrics(),
+            "metrics": stats.metrics() | step_verdict_metrics(verdict_inputs(trained)),
         }
+        if texts and kept:
+            out["rollouts"] = self._rollout_rows(step, kept, trained)
+        return out
+
+    def _rollout_rows(self, step: int, kept, trained) -> list[dict[str, Any]]:
+        """Rank 0: the rollouts rows of the batch it just packed (actors/rollouts.py), with the
+        advantages and mask decisions `train` will compute: the same batch, algorithm and
+        seeded mask draws (learner/batch.py: `build_batch`, `mask_generator`)."""
+        from microcoder.actors import rollouts
+        from microcoder.learner.batch import build_batch, mask_generator
+
+        lrn = self.learner
+        built = build_batch(self._batch, lrn.algo, mask_generator(lrn.seed, lrn.version))
+        done = rollouts.trained_responses(kept, built.advantages, built.masked)
+        return rollouts.rollout_rows(step, trained, done, self.settings.rollouts_max)
 
     # ------------------------------------------------------------ all ranks
 

@@ -38,6 +38,7 @@ def score_groups(
 
     out = ScoringOutcome()
     verdicts: dict[int, list] = {}
+    statuses: dict[int, list[str]] = {}
     for g in groups:
         problem = problems.get(g.problem_id)
         if problem is None:
@@ -46,8 +47,10 @@ def score_groups(
             )
             continue
         verdicts[g.group_id] = [None] * len(g.responses)
+        statuses[g.group_id] = [""] * len(g.responses)
         for i, r in enumerate(g.responses):
             found = extract(r.text, reasoning, r.truncated)
+            statuses[g.group_id][i] = found.status
             if found.status == "unfinished":
                 verdicts[g.group_id][i] = unfinished_verdict(len(problem.tests), found.reason)
                 continue
@@ -71,8 +74,9 @@ def score_groups(
                 tests_passed=v.passed,
                 tests_total=v.total,
                 detail=v.message[:200],
+                extraction=x,
             )
-            for v in vs
+            for v, x in zip(vs, statuses[g.group_id], strict=True)
         ]
         out.scored.append(GroupScores(group_id=g.group_id, scores=scores, executor=owner))
     return out

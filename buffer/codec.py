@@ -14,7 +14,9 @@ A Group travels as three frames:
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
 
 GroupScores travels as one frame: a msgpack map {"group_id", "executor"} plus one list per
-Score field ("reward", "verdict", "tests_passed", "tests_total", "detail").
+Score field ("reward", "verdict", "tests_passed", "tests_total", "detail", "extraction"; the
+verdict is a short string per response, e.g. "AC" or "unfinished"; "extraction" entries are
+strings, and a map without that column, as older executors send, decodes with "" for each).
 
 Why this layout: the server checks a group by parsing one small map (type checks per column,
 not per record object) and comparing the other frames' sizes with what the map declares, then
@@ -71,6 +73,9 @@ _SCORE_COLUMNS = {
     "tests_passed": frozenset((int,)),
     "tests_total": frozenset((int,)),
     "detail": frozenset((str,)),
+}
+_OPTIONAL_SCORE_COLUMNS = {  # per-score column that may be absent
+    "extraction": frozenset((str,)),
 }
 
 
@@ -146,7 +151,7 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
 
 def check_scores(data: dict) -> ScoresInfo:
     """Check a decoded GroupScores map -> ScoresInfo."""
-    n = _check("GroupScores", data, _SCORES_FIELDS, _SCORE_COLUMNS)
+    n = _check("GroupScores", data, _SCORES_FIELDS, _SCORE_COLUMNS, _OPTIONAL_SCORE_COLUMNS)
     return ScoresInfo(data["group_id"], n)
 
 
@@ -254,6 +259,7 @@ def scores_frame(result: GroupScores) -> bytes:
             "tests_passed": [s.tests_passed for s in ss],
             "tests_total": [s.tests_total for s in ss],
             "detail": [s.detail for s in ss],
+            "extraction": [s.extraction for s in ss],
         }
     )
 
@@ -261,15 +267,16 @@ def scores_frame(result: GroupScores) -> bytes:
 def read_scores(frame: Any) -> GroupScores:
     """A GroupScores from its frame (checked)."""
     d = unpack(frame)
-    check_scores(d)
+    n = check_scores(d).n_scores
     scores = [
-        Score(float(r), v, p, t, detail)
-        for r, v, p, t, detail in zip(
+        Score(float(r), v, p, t, detail, x)
+        for r, v, p, t, detail, x in zip(
             d["reward"],
             d["verdict"],
             d["tests_passed"],
             d["tests_total"],
             d["detail"],
+            d.get("extraction") or [""] * n,
             strict=True,
         )
     ]

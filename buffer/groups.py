@@ -93,6 +93,10 @@ class Score:
     """Tests of the problem (tests actually run may be fewer with early exit)."""
     detail: str = ""
     """Short diagnostic (first differing line, error tail)."""
+    extraction: str = ""
+    """What extraction gave the judge (sandbox/extract.py `Extraction.status`): `ok`, `no_code`
+    (nothing to run, judged WA) or `unfinished`; "" when the executor did not say (older ones).
+    The step's verdict metrics count `no_code` apart from WA (learner/verdict_stats.py)."""
 
 
 @dataclass

@@ -61,4 +61,6 @@ def learner_rank_settings(cfg: Config) -> LearnerRankSettings:
         device=cfg.cluster.device,
         seed=cfg.seed,
         total_steps=cfg.max_steps,
+        rollouts_every=cfg.monitor.rollouts_every,
+        rollouts_max=cfg.monitor.rollouts_max,
     )

@@ -119,6 +119,13 @@ class MonitorConfig(Section):
     """Write TensorBoard event files into the run directory."""
     wandb_project: str = ""
     """Weights & Biases project; empty = W&B off."""
+    rollouts_every: int = Field(0, ge=0)
+    """Every N learner steps, write that step's rollouts to RUN_DIR/rollouts/step-<S>.jsonl
+    (prompt id, response text, verdict, reward, advantage, mask decision, policy version,
+    generator: actors/rollouts.py); 0 = off. Those steps fetch the groups' texts too."""
+    rollouts_max: int = Field(64, ge=1)
+    """The most responses one rollouts file holds (whole groups first, in batch order); each
+    response's text is clipped to 4,000 characters (actors/rollouts.py: ROLLOUT_CHARS)."""
 
 
 class Config(Section):

@@ -110,7 +110,8 @@ class LearnerGroup:
         While rank 0 waits for its batch, `on_wait(seconds waited)` is called every `notice_s`;
         `timeout_s` bounds the wait (BufferTimeout from rank 0); each notice also checks that
         rank 0 still answers (within learner.sync_timeout_s), so a stuck rank 0 is named even
-        with no batch limit."""
+        with no batch limit. On a `monitor.rollouts_every` step the metrics carry rank 0's
+        rollouts rows under "rollouts" (the caller writes them: actors/rollouts.py)."""
         import ray
 
         t0 = time.perf_counter()
@@ -166,6 +167,7 @@ class LearnerGroup:
             "compute_s": t2 - t1,
             "sync_s": t3 - t2,
             "gather_s": gather["gather_s"],
+            **({"rollouts": batch["rollouts"]} if "rollouts" in batch else {}),
         }
 
     def set_dynamic_filtering(self, on: bool) -> None:

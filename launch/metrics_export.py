@@ -3,7 +3,9 @@ and to Weights & Biases (launch/monitor.py attaches them; launch/metrics_log.py 
 records; the Prometheus page, which is scraped rather than pushed, is launch/prometheus.py).
 
 Both receive every record; "step" records are logged at global step `step` under tags made from
-the dotted keys (`buffer.depths.scored` -> `buffer/depths/scored`), "eval" records under `eval/`.
+the dotted keys (`buffer.depths.scored` -> `buffer/depths/scored`, `verdict_counts/AC`), "eval"
+records under `eval/`; the group pass-rate histogram list as one tag per bin
+(`group_pass_hist/(0%,25%]`, learner/verdict_stats.py: GROUP_PASS_BINS).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]] | None:
     if kind not in ("step", "eval") or not isinstance(step, (int, float)):
         return None
     body = {k: v for k, v in record.items() if k not in ("kind", "time", "step")}
+    if isinstance(body.get("group_pass_hist"), list):
+        from microcoder.learner.verdict_stats import GROUP_PASS_BINS
+
+        body["group_pass_hist"] = dict(zip(GROUP_PASS_BINS, body["group_pass_hist"], strict=False))
     prefix = "eval." if kind == "eval" else ""
     return int(step), {k.replace(".", "/"): v for k, v in flatten(body, prefix).items()}
 

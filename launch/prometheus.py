@@ -6,6 +6,8 @@
     microcoder_buffer_consumed_by_staleness_total{staleness="1"} 40
     microcoder_eval_heldout_pass_rate 0.3                     the newest "eval" record
     microcoder_mismatch_by_staleness_kl{staleness="1"} 2e-4  the learner's mismatch by staleness
+    microcoder_verdict_counts{verdict="AC"} 12                the step's verdicts (and _rates)
+    microcoder_group_pass_hist{bin="(0%,25%]"} 3              groups by pass rate
 
 Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/dashboard_server.py
 serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
@@ -117,6 +119,31 @@ def _mismatch_metrics(page: _Page, by: dict[str, dict[str, float]]) -> None:
         )
 
 
+VERDICT_KEYS = ("verdict_counts", "verdict_rates")
+"""Step fields of {verdict: value}, exported as one gauge each with a `verdict` label."""
+
+
+def _verdict_metrics(page: _Page, step: dict[str, Any]) -> None:
+    """The step's verdict counts and rates by `verdict`, and its group pass-rate histogram by
+    `bin` (learner/verdict_stats.py: GROUP_PASS_BINS)."""
+    from microcoder.learner.verdict_stats import GROUP_PASS_BINS
+
+    for key in VERDICT_KEYS:
+        page.metric(
+            metric_name(key),
+            "gauge",
+            f"Newest learner step: {key.replace('_', ' ')} of the responses trained on, by verdict.",
+            [({"verdict": k}, v) for k, v in (step.get(key) or {}).items()],
+        )
+    hist = step.get("group_pass_hist") or []
+    page.metric(
+        metric_name("group_pass_hist"),
+        "gauge",
+        "Newest learner step: groups trained on, by pass rate (fraction AC).",
+        [({"bin": b}, v) for b, v in zip(GROUP_PASS_BINS, hist, strict=False)],
+    )
+
+
 def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
     """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
     page = _Page()
@@ -130,7 +157,8 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
         )
     _buffer_metrics(page, latest_step.get("buffer") or {})
     _mismatch_metrics(page, latest_step.get("mismatch_by_staleness") or {})
-    skip = ("buffer", "time", "mismatch_by_staleness")
+    _verdict_metrics(page, latest_step)
+    skip = ("buffer", "time", "mismatch_by_staleness", *VERDICT_KEYS)
     step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():
         page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])

@@ -160,6 +160,7 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 
 def _train_steps(run: Run, progress) -> dict[str, Any]:
 
+    from microcoder.actors.rollouts import write_rollouts
     from microcoder.launch.evaluation import evaluate
 
     cfg, controller = run.cfg, run.controller
@@ -206,6 +207,8 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             apply_change(run, change)
         for k in sums:
             sums[k] += m[k]
+        if "rollouts" in m:  # monitor.rollouts_every: rank 0's rows of this step
+            write_rollouts(run.run_dir, step, m.pop("rollouts"))
         record = run.metrics.log(
             "step",
             step=step,

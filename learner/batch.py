@@ -47,6 +47,7 @@ class TrainBatch:
     behaviour_logprobs: list[torch.Tensor]  # S × [R_s] float32
     policy_versions: torch.Tensor  # [S] long
     stats: BatchStats
+    masked: torch.Tensor | None = None  # [S] bool: the truncation mask took the sequence
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -67,6 +68,7 @@ class TrainBatch:
             behaviour_logprobs=[self.behaviour_logprobs[i] for i in indices],
             policy_versions=self.policy_versions[idx],
             stats=self.stats,
+            masked=None if self.masked is None else self.masked[idx],
         )
 
 
@@ -144,4 +146,5 @@ def build_batch(
         behaviour_logprobs=list(batch.behaviour_logprobs.split(batch.response_lens.tolist())),
         policy_versions=batch.policy_versions,
         stats=stats,
+        masked=masked,
     )

@@ -53,6 +53,10 @@ class GroupArrays:
     """[G] int64: the version that sampled each response's first token."""
     last_policy_versions: np.ndarray
     """[G] int64: the version that sampled its last token (= first when not recorded)."""
+    response_index: np.ndarray
+    """[G] int64: each response's position in its buffer group (responses left out before,
+    such as empty ones, leave gaps): what ties a trained sequence back to its text and verdict
+    (the rollouts log, actors/rollouts.py)."""
     generator: str = ""
     """The generator that sampled the group (its owner id; "" when not known), for logs."""
 
@@ -259,6 +263,7 @@ def sample_group_arrays(group: SampleGroup, position: int) -> GroupArrays:
         non_incorrect=np.array([grpo.is_non_incorrect(x.verdict) for x in s], np.bool_),
         policy_versions=np.array([x.policy_version for x in s], np.int64),
         last_policy_versions=np.array([_last(x) for x in s], np.int64),
+        response_index=np.arange(len(s), dtype=np.int64),
     )
 
 

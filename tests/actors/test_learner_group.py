@@ -251,13 +251,22 @@ class ScriptedBuffer:
     """Stand-in BufferClient for rank 0's fetch: hands out the batches given, in order."""
 
     def __init__(self, batches: list):
-        self.batches, self.filtered = list(batches), []
+        self.batches, self.filtered, self.texts = list(batches), [], []
 
-    def get_batch(self, n, version, timeout_s=None):
+    def get_batch(self, n, version, timeout_s=None, text=False):
+        self.texts.append(text)
         return self.batches.pop(0)
 
     def report_filtered(self, group_ids):
         self.filtered += list(group_ids)
+
+
+def fetch_settings(**rollouts):
+    """What rank 0's fetch reads of its settings (rollouts off unless given)."""
+    learner = LearnerConfig(batch_size=2, max_filtered_batches=4)
+    return SimpleNamespace(
+        learner=learner, **({"rollouts_every": 0, "rollouts_max": 64} | rollouts)
+    )
 
 
 def scored(group_id: int, rewards: list[float], version: int = 0):
@@ -277,7 +286,7 @@ def test_rank_0_filters_once_while_fetching_and_returns_only_statistics():
     from microcoder.buffer.client import LearnerBatch
 
     rank = LearnerRank(0, 1)
-    rank.settings = SimpleNamespace(learner=LearnerConfig(batch_size=2, max_filtered_batches=4))
+    rank.settings = fetch_settings()
     rank.learner, rank.dynamic_filtering = SimpleNamespace(version=3), True
     rank.client = ScriptedBuffer(
         [
@@ -313,7 +322,7 @@ def test_rank_0_drops_a_response_with_a_nan_log_prob_and_names_its_generator(cap
         return dataclasses.replace(sg, group=group)
 
     rank = LearnerRank(0, 1)
-    rank.settings = SimpleNamespace(learner=LearnerConfig(batch_size=2, max_filtered_batches=4))
+    rank.settings = fetch_settings()
     rank.learner, rank.dynamic_filtering = SimpleNamespace(version=3), True
     three = poisoned(scored(1, [0.0, 1.0, 0.0]), [2])  # keeps its signal without response 2
     gone = poisoned(scored(2, [0.0, 1.0]), [0, 1])

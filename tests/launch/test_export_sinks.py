@@ -124,3 +124,18 @@ def test_live_status_before_the_pools_exist(tmp_path):
         )
     finally:
         handle.stop()
+
+
+def test_verdict_metrics_become_one_tag_per_verdict_and_per_pass_rate_bin():
+    rec = {
+        "kind": "step",
+        "step": 2,
+        "verdict_counts": {"AC": 3, "unfinished": 1},
+        "group_pass_hist": [1, 0, 2, 0, 0, 1],
+        "response_len_p90": 40.0,
+    }
+    step, values = scalars(rec)
+    assert step == 2 and values["verdict_counts/AC"] == 3 and values["response_len_p90"] == 40
+    assert values["verdict_counts/unfinished"] == 1
+    assert values["group_pass_hist/0%"] == 1 and values["group_pass_hist/(25%,50%]"] == 2
+    assert values["group_pass_hist/100%"] == 1 and rec["group_pass_hist"] == [1, 0, 2, 0, 0, 1]

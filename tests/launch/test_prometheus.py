@@ -95,3 +95,20 @@ def test_endpoint_serves_the_newest_step(tmp_path):
     finally:
         server.stop()
         logger.close()
+
+
+def test_verdicts_and_the_pass_rate_histogram_are_labelled():
+    counts = {"AC": 3, "WA": 1, "no_code": 0}
+    rec = {
+        **synthetic_step(6),
+        "verdict_counts": counts,
+        "verdict_rates": {k: v / 4 for k, v in counts.items()},
+        "group_pass_hist": [1, 0, 2, 0, 0, 1],
+    }
+    got = parse(prometheus_text(rec))
+    assert got['microcoder_verdict_counts{verdict="AC"}'] == 3
+    assert got['microcoder_verdict_counts{verdict="no_code"}'] == 0
+    assert got['microcoder_verdict_rates{verdict="WA"}'] == 0.25
+    assert got['microcoder_group_pass_hist{bin="(25%,50%]"}'] == 2
+    assert got['microcoder_group_pass_hist{bin="100%"}'] == 1
+    assert not any(k.startswith("microcoder_verdict_counts_") for k in got)

@@ -67,3 +67,17 @@ def test_a_truncated_reply_without_a_closed_block_is_unfinished_whatever_it_hold
         ("unfinished", 0.0),
         ("WA", 0.0),  # finished with no code: WA, as before
     ]
+
+
+def test_each_score_says_what_extraction_gave_the_judge(pool):
+    """The extraction outcome travels with the score (Score.extraction), so the step's verdict
+    metrics count a response with no code apart from a wrong program (both are WA)."""
+    out = score_groups(
+        pool,
+        {SUM.id: SUM},
+        [group([DRAFT_IN_REASONING, "</think>\n\n", "</think>\n" + WRONG], [True, False, False])],
+        "exec-test",
+        "think",
+    )
+    got = [(s.verdict, s.extraction) for s in out.scored[0].scores]
+    assert got == [("unfinished", "unfinished"), ("WA", "no_code"), ("WA", "ok")]

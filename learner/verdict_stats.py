@@ -1,0 +1,98 @@
+"""Every verdict visible: the step's verdict counts, extraction failures, response-length
+percentiles and group pass-rate histogram, from the responses of the groups trained on.
+
+Rank 0 computes them once per step while it fetches (actors/learner_rank.py: `fetch_batch`,
+through actors/convert.py: `verdict_inputs`); they go into the step record under these keys
+(metrics.jsonl, Prometheus with a `verdict` / `bin` label, TensorBoard and W&B flattened,
+the dashboard):
+
+    verdict_counts     {label: count} for every label of VERDICT_LABELS (zeros included)
+    verdict_rates      the same divided by the responses counted (all 0 when none)
+    extraction_failed  responses with nothing judged: `no_code` + `unfinished`
+    response_len_p50, response_len_p90, response_len_max   response tokens
+    group_pass_hist    [count of groups per bin of GROUP_PASS_BINS]
+
+A response's label is its verdict, except that a response the extractor found no code in
+(sandbox/extract.py: status `no_code`, which the judge scores WA) is counted as `no_code`, not
+WA. learner/ does not import buffer/: the inputs are plain lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from microcoder.sandbox.verdict import UNFINISHED, VERDICTS
+
+NO_CODE = "no_code"
+"""The label of a response with nothing to run (judged WA, counted apart from WA)."""
+VERDICT_LABELS = (*VERDICTS, NO_CODE)
+"""The keys of `verdict_counts` / `verdict_rates`, always all present (0 when unseen)."""
+EXTRACTION_FAILURES = (NO_CODE, UNFINISHED)
+"""The labels counted in `extraction_failed`: the two outcomes where extraction gave no program."""
+GROUP_PASS_BINS = ("0%", "(0%,25%]", "(25%,50%]", "(50%,75%]", "(75%,100%)", "100%")
+"""The bins of `group_pass_hist` (their labels: Prometheus `bin`, TensorBoard tags; no dots, as
+dots nest tags), by a group's pass rate (the fraction of its responses whose verdict is AC):
+exactly 0; (0, 0.25]; (0.25, 0.5]; (0.5, 0.75]; (0.75, 1) open at 1; exactly 1. The first and
+last hold the groups with no signal (every response failed, or every one passed)."""
+_UPPER = (0.25, 0.5, 0.75)  # closed upper edges of the middle bins before (0.75, 1)
+
+
+def verdict_counts(labels: Iterable[str]) -> dict[str, int]:
+    """{label: count} over VERDICT_LABELS (zeros included), plus any unknown label seen."""
+    counts = dict.fromkeys(VERDICT_LABELS, 0)
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def pass_bin(rate: float) -> int:
+    """The index in GROUP_PASS_BINS of a group pass rate in [0, 1]."""
+    if rate <= 0.0:
+        return 0
+    if rate >= 1.0:
+        return len(GROUP_PASS_BINS) - 1
+    for i, upper in enumerate(_UPPER):
+        if rate <= upper:
+            return i + 1
+    return len(GROUP_PASS_BINS) - 2
+
+
+def group_pass_hist(pass_rates: Iterable[float]) -> list[int]:
+    """Counts of groups per bin of GROUP_PASS_BINS."""
+    hist = [0] * len(GROUP_PASS_BINS)
+    for rate in pass_rates:
+        hist[pass_bin(rate)] += 1
+    return hist
+
+
+def length_stats(lengths: Sequence[int]) -> dict[str, float]:
+    """response_len_p50 / _p90 / _max of response token counts ({} when there are none);
+    percentiles by linear interpolation (numpy's default)."""
+    if not len(lengths):
+        return {}
+    a = np.asarray(lengths, dtype=np.float64)
+    return {
+        "response_len_p50": float(np.percentile(a, 50)),
+        "response_len_p90": float(np.percentile(a, 90)),
+        "response_len_max": float(a.max()),
+    }
+
+
+def step_verdict_metrics(groups: Sequence[tuple[Sequence[str], Sequence[int]]]) -> dict:
+    """The module's step metrics over `groups`: (labels, response token counts) per group, one
+    entry per response."""
+    labels = [label for ls, _ in groups for label in ls]
+    counts = verdict_counts(labels)
+    total = len(labels)
+    rates = {k: (v / total if total else 0.0) for k, v in counts.items()}
+    return {
+        "verdict_counts": counts,
+        "verdict_rates": rates,
+        "extraction_failed": sum(counts[k] for k in EXTRACTION_FAILURES),
+        **length_stats([n for _, ns in groups for n in ns]),
+        "group_pass_hist": group_pass_hist(
+            sum(label == "AC" for label in ls) / len(ls) for ls, _ in groups if len(ls)
+        ),
+    }
