@@ -94,8 +94,8 @@ class MetricsStore:
 
     def since(self, index: int, limit: int = MAX_BATCH) -> dict[str, Any]:
         """The `/api/metrics?since=N` answer: records N.. split by kind, and where to ask next;
-        the newest staleness histogram, the newest group pass-rate histogram (None before any
-        step has one) and the temperature's story."""
+        the newest staleness histogram, the group pass-rate histogram of the newest step that has
+        one (None before any does) and the temperature's story."""
         with self._lock:
             index = max(0, min(index, len(self._flat)))
             chunk = self._flat[index : index + limit]
