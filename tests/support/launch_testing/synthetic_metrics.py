@@ -73,6 +73,43 @@ def synthetic_step(step: int, generators: int = 2, executors: int = 2) -> dict[s
     }
 
 
+def synthetic_mismatch(step: int) -> dict[str, Any]:
+    """The mismatch fields of a step record (learner/mismatch.py: mismatch_metrics), with the
+    staleness buckets "0" and "1" at every step and "8+" from step 5 on."""
+
+    def bucket(b: int) -> dict[str, float]:
+        d = 0.01 * (1 + b) * (1 + 0.1 * math.sin(step))
+        return {
+            "tokens": 1000.0 / (1 + b),
+            "abs_dlogp": d,
+            "kl": d * d / 2,
+            "out_of_band_frac": d / 10,
+            "ratio_p1": math.exp(-3 * d),
+            "ratio_p50": 1.0,
+            "ratio_p99": math.exp(3 * d),
+        }
+
+    by = {"0": bucket(0), "1": bucket(1)} | ({"8+": bucket(8)} if step >= 5 else {})
+    overall = {f"mismatch_{k}": v for k, v in bucket(0).items() if k != "tokens"}
+    return overall | {"mismatch_by_staleness": by}
+
+
+def synthetic_verdicts(step: int) -> dict[str, Any]:
+    """The verdict fields of a step record (issue 34): 16 responses, `WA` from step 1, `TLE`
+    from step 3, and a 6-bin group pass-rate histogram over 8 groups."""
+    ac = min(12, 4 + step)
+    counts = {"AC": ac, "WA": 16 - ac - (1 if step >= 3 else 0)} | ({"TLE": 1} if step >= 3 else {})
+    return {
+        "verdict_counts": counts,
+        "verdict_rates": {k: v / 16 for k, v in counts.items()},
+        "extraction_failed": step % 3,
+        "response_len_p50": 30.0 + step,
+        "response_len_p90": 60.0 + 2 * step,
+        "response_len_max": 128.0,
+        "group_pass_hist": [step % 2, 1, 2, 2, 1, 2 - step % 2],
+    }
+
+
 def synthetic_eval(step: int) -> dict[str, Any]:
     """Fields of an "eval" record (held-out pass rates) at `step`."""
     return {
