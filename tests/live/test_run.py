@@ -33,3 +33,23 @@ def test_status_of_a_local_run_publishes_every_address_on_loopback(live):
     assert st["weight_channel_address"] == "127.0.0.1"
     replicas = st["pools"]["generator"]["replicas"] + st["pools"]["executor"]["replicas"]
     assert replicas and {r.get("node_ip") for r in replicas} == {"127.0.0.1"}
+
+
+def test_each_step_counts_its_verdicts_and_every_second_writes_its_rollouts(live):
+    """Issue 34 item 5: the verdict metrics of the responses trained on (learner.batch_size 4 ×
+    group_size 4, no filtering) and, with monitor.rollouts_every = 2, the rollouts files."""
+    recs = live.steps()
+    for r in recs:
+        counts = r["verdict_counts"]
+        assert {"AC", "WA", "unfinished", "no_code"} <= set(counts), counts
+        assert sum(counts.values()) == 16 and sum(r["group_pass_hist"]) == 4
+        assert r["extraction_failed"] == counts["no_code"] + counts["unfinished"]
+        assert r["response_len_p50"] <= r["response_len_p90"] <= r["response_len_max"] <= 32
+    even = [r["policy_version"] for r in recs if r["policy_version"] % 2 == 0]
+    assert even
+    for v in even:
+        rows = [json.loads(x) for x in (live.run_dir / "rollouts" / f"step-{v}.jsonl").open()]
+        assert len(rows) == 16 and {r["step"] for r in rows} == {v}
+        assert {r["mask"] for r in rows} <= {"kept", "masked", "not_trained"}
+        assert all(isinstance(r["response"], str) and r["verdict"] for r in rows)
+    assert not (live.run_dir / "rollouts" / "step-1.jsonl").exists()

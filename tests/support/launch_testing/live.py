@@ -27,6 +27,7 @@ SETTINGS = {
     "model.warmstart": "false",
     "algorithm.dynamic_filtering": "false",
     "eval.every": "0",
+    "monitor.rollouts_every": "2",
     "algorithm.temperature.calibrate": "true",
     "algorithm.temperature.candidates": f"[{LOW}, {HIGH}]",
     "algorithm.temperature.target_diversity": str(TARGET),
