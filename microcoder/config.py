@@ -114,7 +114,10 @@ def load_layers(
         lines = []
         for e in err.errors():
             loc = ".".join(str(x) for x in e["loc"])
-            lines.append(f"  {loc}: {e['msg']} (got {e.get('input')!r})")
+            if loc:
+                lines.append(f"  {loc}: {e['msg']} (got {e.get('input')!r})")
+            else:  # a rule across sections: its message names the keys; the input is everything
+                lines.append(f"  {e['msg']}")
         where = f" in {path}" if path else ""
         raise ConfigError(f"invalid config{where}:\n" + "\n".join(lines)) from err
 

@@ -181,3 +181,14 @@ def test_an_auto_device_decides_activation_checkpointing_once_the_launch_knows_i
     assert cfg.learner.activation_checkpointing is None
     cfg.cluster.device = resolved  # what the launch does after resolving the device
     assert learner_rank_settings(cfg).learner.activation_checkpointing is expected
+
+
+def test_a_rule_across_sections_is_said_once_without_dumping_the_whole_config():
+    """A model-level check has no field location; its error is its own message (which names the
+    keys and the fix), not the message plus `(got {...every key of the config...})`."""
+    sets = ["algorithm.off_policy=mask", "learner.recompute_old_logprobs=false"]
+    with pytest.raises(ConfigError) as err:
+        load_config(Path("configs/tiny-cpu.toml"), sets)
+    text = str(err.value)
+    assert "needs learner.recompute_old_logprobs = true" in text
+    assert "(got {" not in text and "max_steps" not in text
