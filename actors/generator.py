@@ -352,29 +352,24 @@ class Generator:
         return updated
 
     def _update_unchecked(self) -> bool:
-        from microcoder.actors.deadline import get_within
-        from microcoder.actors.weight_sync import (
-            LEARNER0,
-            LEARNER0_REMEDY,
-            pull_weights,
-            update_engine,
-        )
+        from microcoder.actors.weight_sync import request_weights, update_engine
 
         cfg = self.settings.learner
         publisher = self._publisher()
-        ref = publisher.latest_version.remote()
-        latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, LEARNER0_REMEDY)
-        if latest <= self.version:
-            return False
         mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
         with self.timer.sync():
+            # The engine keeps generating until rank 0 is ready to send (over NCCL it waits for
+            # the learner's step first): it pauses only for the transfer.
+            pending = request_weights(
+                self.engine, publisher, self.version, self.name, cfg, self._channel
+            )
+            if pending is None:
+                return False
             result, pause_s = update_engine(
                 self.engine,
                 mode,
-                lambda: pull_weights(
-                    self.engine, publisher, self.version, self.name, cfg, self._channel
-                ),
-                f"{self.name}: weight update to version {latest}",
+                pending.receive,
+                f"{self.name}: weight update to version {pending.latest}",
                 self.settings.generator.inflight_kv,
             )
         self.pause_s.append(pause_s)
