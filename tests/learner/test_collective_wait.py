@@ -104,7 +104,7 @@ def test_the_channel_waits_on_a_device_group_by_polling_and_aborts_it_at_the_dea
     aborted: list = []
     peer = SimpleNamespace(
         device=torch.device("cuda"),
-        timeout_s=0.2,
+        timeout_s=1.0,
         pg=SimpleNamespace(abort=lambda: aborted.append(1)),
     )
     with pytest.raises(CollectiveTimeout, match="rank 1 \\(gen-0\\) did not complete within 1 s"):
