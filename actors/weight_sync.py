@@ -16,9 +16,11 @@ sends to each peer anyway, so N channels cost the same bytes as one group of N+1
 
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
 the collective gather) and never waits for generators; a generator asks rank 0's version every
-`generator.weight_poll_s` and, when it is newer than its own, pulls it into its running engine
-(`update_engine`: pause, `pull_weights`, relabel, reset the prefix cache, resume). Timeouts on
-both sides name the peer.
+`generator.weight_poll_s` and, when it is newer than its own, asks rank 0 to send and waits,
+its engine still generating, until rank 0 is ready to (`request_weights`: over NCCL rank 0 first
+waits for the learner's step, `WorkLock`); only then does it pull the weights into its engine
+(`update_engine`: pause, `PendingSync.receive`, relabel, reset the prefix cache, resume), so the
+pause lasts the transfer, not the step. Timeouts on both sides name the peer.
 """
 
 from __future__ import annotations
@@ -343,7 +345,7 @@ def update_engine(
     engine, mode: str, load: Callable[[], dict | None], what: str, kv: str = "recompute"
 ):
     """Load new weights into a running AsyncEngine (actors/async_engine.py): `pause(mode)` ->
-    `load()` (`pull_weights` on the engine; None when already current) -> `set_version(v)` ->
+    `load()` (`PendingSync.receive`; None when already current) -> `set_version(v)` ->
     `reset_prefix_cache()` (must be True) -> `resume()`. `mode` "keep": the requests in flight
     stay and continue on the new weights; "wait": vLLM finishes them on the old weights first.
     `kv` (`generator.inflight_kv`) "recompute": the pause clears the caches, the kept requests

@@ -8,11 +8,15 @@ shares the sender's GPU (one-GPU machines) the sender picks gloo over CPU copies
 `WeightReceiver` inside the `VLLM::Worker` process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
+  0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
+     asked for the round: it pauses its engine only then (actors/weight_sync.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
   2. broadcast int64 [header length], then the header (JSON as uint8: version, buckets, and for
      each tensor name/dtype/shape/bucket/offset), then each bucket as one uint8 buffer;
   3. every receiver sets `done/{rank}/{n}` after its last bucket; the sender waits for all.
+Every wait is bounded by `timeout_s` on both backends (learner/collective_wait.py: NCCL's own
+`work.wait()` has no deadline, so its works are polled, and the communicator aborted past it).
 Buckets pack tensors up to `bucket_bytes` (a bigger tensor travels alone, without a copy); the
 sender packs bucket i+1 while bucket i is on the wire, and a receiver posts bucket i+1 once the
 caller took the first tensor of bucket i (by then it let go of bucket i-1's), so bucket i+1
