@@ -16,23 +16,21 @@ sends to each peer anyway, so N channels cost the same bytes as one group of N+1
 
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
 the collective gather) and never waits for generators; a generator asks rank 0's version every
-`generator.weight_poll_s` and, when it is newer than its own, asks rank 0 to send and waits,
-its engine still generating, until rank 0 is ready to (`request_weights`: over NCCL rank 0 first
-waits for the learner's step, `WorkLock`); only then does it pull the weights into its engine
-(`update_engine`: pause, `PendingSync.receive`, relabel, reset the prefix cache, resume), so the
-pause lasts the transfer, not the step. Timeouts on both sides name the peer.
+`generator.weight_poll_s` and, when it is newer than its own, asks rank 0 to send and goes on
+generating until rank 0 is ready to (actors/weight_pull.py: over NCCL rank 0 first waits for the
+learner's step, `WorkLock`); only then does it pull the weights into its engine (`update_engine`:
+pause, `PendingSync.receive`, relabel, reset the prefix cache, resume), so the pause lasts the
+transfer, not the step. Timeouts on both sides name the peer.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, get_args
 
 from microcoder.actors.config import InflightKV
-from microcoder.learner.config import LearnerConfig
 
 
 def node_ip() -> str:
@@ -150,7 +148,7 @@ class WeightPublisher:
         reopens; a channel opened while this send ran is left alone.
 
         `ticket`: the generator waits for this send's ready signal before it pauses its engine
-        (`request_weights`); it is given just before the broadcast. `port`: the channel the
+        (actors/weight_pull.py); it is given just before the broadcast. `port`: the channel the
         generator asked on; a send asked on a channel since replaced is refused (the generator
         gave up on it and reopened), so it never takes a newer channel's round."""
         channel = self._built(name)
@@ -217,128 +215,6 @@ class WeightsMixedError(RuntimeError):
     arrive (actors/worker_ext.py), so the engine may hold some tensors of the new version and the
     rest of the old. Nothing may be sampled on such weights: the generator's loop ends (its
     groups in flight are handed back to the buffer) and only a completed sync clears it."""
-
-
-def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
-    """Generator side, in one go: `request_weights`, then the receive (no engine to pause)."""
-    pending = request_weights(llm, learner0, my_version, name, cfg, channel)
-    return None if pending is None else pending.receive()
-
-
-def request_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
-    """Generator side, before its engine pauses: if rank 0 has newer weights, ask it to send
-    them and wait until it is ready to (over NCCL it first waits for `WorkLock`, that is for a
-    whole train and publish): the engine keeps generating meanwhile. Returns a `PendingSync`
-    whose `receive()` (with the engine paused) receives and loads them, or None when already
-    current.
-
-    `channel` is this generator's dict of channel state (kept across calls). Every wait has
-    `sync_timeout_s` (the wait for rank 0's readiness that plus `READY_MARGIN_S`, since rank 0
-    itself waits up to `sync_timeout_s` for the lock) and names rank 0. A failure after the send
-    was asked for marks the channel closed, so the next try opens a new one (rank 0 forgets a
-    channel whose send failed, and refuses a send asked for on a channel it has replaced)."""
-    from microcoder.actors.deadline import get_within
-
-    def ask(ref, what: str):
-        return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
-
-    latest = ask(learner0.latest_version.remote(), "latest_version")
-    if latest <= my_version:
-        return None
-    t0 = time.perf_counter()
-    if not channel.get("open"):
-        spec = ask(learner0.open_weight_channel.remote(name), "open_weight_channel")
-        llm.collective_rpc("mc_open_channel", args=(spec,))
-        channel.update(open=True, spec=spec, store=None)
-    ticket = uuid.uuid4().hex
-    sent = learner0.send_weights.remote(name, ticket, channel["spec"]["port"])
-    try:
-        _wait_sender_ready(channel, ticket, sent, cfg.sync_timeout_s + READY_MARGIN_S, name)
-    except BaseException:
-        channel["open"] = False
-        raise
-    return PendingSync(llm, name, latest, sent, ask, channel, t0)
-
-
-READY_MARGIN_S = 5.0
-"""How much longer than `learner.sync_timeout_s` a generator waits for rank 0 to be ready to
-send: rank 0 may wait that long for `WorkLock` and then signal, and a generator that gave up just
-before would leave rank 0 holding the lock for a receiver that is not coming."""
-
-
-def _wait_sender_ready(channel: dict, ticket: str, sent, timeout_s: float, name: str) -> None:
-    """Wait until rank 0 set `ticket`'s ready key in the channel's store, or its send failed
-    (its error is raised at once), or `timeout_s` passed (an error naming rank 0)."""
-    from datetime import timedelta
-
-    import ray
-    import torch.distributed as dist
-
-    from microcoder.learner.weight_sync import ready_key
-
-    spec = channel["spec"]
-    if channel.get("store") is None:  # a client of the channel's store, rank 0 its host
-        channel["store"] = dist.TCPStore(
-            spec["host"], spec["port"], is_master=False, timeout=timedelta(seconds=timeout_s)
-        )
-    store, key = channel["store"], ready_key(ticket)
-    deadline = time.monotonic() + timeout_s
-    while not store.check([key]):
-        done, _ = ray.wait([sent], timeout=0)
-        if done:  # rank 0's send ended before it signalled: its error says why
-            ray.get(sent)
-            raise RuntimeError(f"{name}: learner rank 0 answered the send without sending")
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"{name}: {LEARNER0} was not ready to send the weights within {timeout_s:.0f} "
-                f"s (its steps hold the weight lock); {LEARNER0_REMEDY}"
-            )
-        time.sleep(READY_POLL_S)
-
-
-READY_POLL_S = 0.02
-"""How often a generator checks whether rank 0 is ready to send (a key in the channel's store)."""
-
-
-class PendingSync:
-    """A send rank 0 is ready to make (`request_weights`): `receive()` takes it into the engine."""
-
-    def __init__(self, llm, name, latest, sent, ask, channel, t0):
-        self.llm, self.name, self.latest, self.sent = llm, name, latest, sent
-        self.ask, self.channel, self.t0 = ask, channel, t0
-        self.ready_s = time.perf_counter() - t0
-
-    def receive(self) -> dict:
-        """Receive and load the round. Returns its timings and new version. A failure once the
-        workers started receiving raises `WeightsMixedError` (the load streams, so the engine's
-        weights may be mixed)."""
-        t1 = time.perf_counter()
-        try:
-            version, count, receive_s, reload_s = self.llm.collective_rpc("mc_receive_and_load")[0]
-        except Exception as err:
-            self.channel["open"] = False
-            raise WeightsMixedError(
-                f"{self.name}: the weight load failed after it may have begun, so the engine may "
-                f"hold part of the new weights: {type(err).__name__}: {err}"
-            ) from err
-        try:  # the workers received and loaded all of `version`: the load stands
-            info = self.ask(self.sent, f"send_weights for {self.name}")
-        except Exception as err:
-            self.channel["open"] = False
-            info = {"bytes": 0, "send_s": 0.0, "send_error": f"{type(err).__name__}: {err}"}
-        t2 = time.perf_counter()
-        return {
-            "version": int(version),
-            "tensors": int(count),
-            "bytes": info["bytes"],
-            "send_s": info["send_s"],  # learner rank 0's side of the broadcast
-            **({"send_error": info["send_error"]} if "send_error" in info else {}),
-            "ready_s": self.ready_s,  # waiting for rank 0 to be ready, the engine running
-            "receive_s": receive_s,
-            "reload_s": reload_s,
-            "transfer_s": t2 - t1,
-            "sync_s": t2 - self.t0,
-        }
 
 
 def update_engine(

@@ -9,7 +9,7 @@ shares the sender's GPU (one-GPU machines) the sender picks gloo over CPU copies
 
 Protocol of one sync round n (keys in the store, data over the process group):
   0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
-     asked for the round: it pauses its engine only then (actors/weight_sync.py);
+     asked for the round: it pauses its engine only then (actors/weight_pull.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
   2. broadcast int64 [header length], then the header (JSON as uint8: version, buckets, and for
@@ -273,7 +273,7 @@ class WeightSender:
 
     def signal_ready(self, ticket: str) -> None:
         """Tell the generator that asked for send `ticket` that this sender is about to send:
-        it pauses its engine only now (actors/weight_sync.py `request_weights`)."""
+        it pauses its engine only now (actors/weight_pull.py)."""
         self.store.set(ready_key(ticket), "1")
 
     def _pack(self, items: list[tuple[str, torch.Tensor]], bucket: dict) -> torch.Tensor:

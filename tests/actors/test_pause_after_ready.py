@@ -6,10 +6,11 @@ Real Ray: rank 0 is the product's LearnerRank in a Ray actor, with its real `Wor
 `WeightPublisher` over a real gloo channel; only its Learner is a stand-in whose train sleeps
 TRAIN_S. The device-channel path is forced on CPU, as in tests/actors/test_rank0_groups.py
 (`GlooAsDevice`), so every send waits for the lock as over NCCL. The generator side is the
-product's `Generator._update_unchecked` (request, pause, receive, relabel, resume); its vLLM
+product's `Generator.maybe_update`, called as the streaming loop's ticks call it (request; the
+ticks go on until rank 0 is ready; then pause, receive, relabel, resume); its vLLM
 engine is a stand-in that records when it was paused and receives on a real WeightReceiver.
-With the old order (pause, then ask rank 0 to send) the engine was paused through the whole
-train and publish: see notes/issue-33-h18.md."""
+With the old order (pause, then ask rank 0 to send, in one blocking tick) the engine was paused
+through the whole train and publish: see notes/issue-33-h18.md."""
 
 from __future__ import annotations
 
@@ -101,13 +102,16 @@ def stand_in_generator(rank0):
     from microcoder.learner.config import LearnerConfig
 
     gen = Generator.__new__(Generator)
-    gen.name, gen.version, gen._channel = "gen-0", -1, {}
-    gen.engine, gen._learner0_handle = PauseRecordingEngine(), rank0
+    gen.name, gen.version, gen._channel, gen._pending = "gen-0", -1, {}, None
+    gen.engine, gen._learner0_handle, gen.learner0 = PauseRecordingEngine(), rank0, "rank-0"
     gen.settings = SimpleNamespace(
         learner=LearnerConfig(sync_timeout_s=DEADLINE_S),
-        generator=SimpleNamespace(weight_update="inflight", inflight_kv="recompute"),
+        generator=SimpleNamespace(
+            weight_update="inflight", inflight_kv="recompute", weight_poll_s=0.5
+        ),
     )
     gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
+    gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
     return gen
 
 
@@ -120,7 +124,7 @@ def test_the_engine_keeps_generating_while_rank_0_trains_and_pauses_only_for_the
     try:
         assert ray.get(rank0.stand_in_setup.remote(), timeout=60) == 0
         gen = stand_in_generator(rank0)
-        gen._update_unchecked()  # the first sync (version 0): opens the channel
+        gen.maybe_sync_weights()  # the first sync (version 0): opens the channel
         assert gen.version == 0 and len(gen.engine.pauses) == 1
         step: dict = {}
 
@@ -134,9 +138,14 @@ def test_the_engine_keeps_generating_while_rank_0_trains_and_pauses_only_for_the
         thread.start()
         time.sleep(0.5)  # the train holds the lock
         t_ask = time.monotonic()
-        # version 0 is published and newer than -1: ask as a generator whose label lags
-        gen.version = -1
-        assert gen._update_unchecked()
+        # version 0 is published and newer than -1: ask as a generator whose label lags, from
+        # the loop's ticks (actors/stream.py calls maybe_update every 50 ms with work in flight)
+        gen.version, ticks = -1, []
+        while gen.version < 1 and time.monotonic() < t_ask + DEADLINE_S:
+            t0 = time.monotonic()
+            updated = gen.maybe_update()
+            ticks.append((time.monotonic() - t0, updated))
+            time.sleep(0.05)
         thread.join(60)
     finally:
         ray.kill(rank0)
@@ -144,5 +153,10 @@ def test_the_engine_keeps_generating_while_rank_0_trains_and_pauses_only_for_the
     assert t_ask < step["t0"] + TRAIN_S  # the generator asked while the train ran ...
     assert start >= step["t0"] + TRAIN_S, (start - t_ask, step)  # ... and paused after it
     assert end - start < TRAIN_S / 2  # the transfer alone
+    waiting = [s for s, updated in ticks if not updated]
+    assert len(waiting) > 10 and max(waiting) < 1.0  # the loop ticked on while rank 0 trained
     assert gen.version == 1 and gen.engine.version == 1  # the step's version, after the lock
-    print(f"asked {t_ask - step['t0']:.2f} s into the step; paused {end - start:.3f} s")
+    print(
+        f"asked {t_ask - step['t0']:.2f} s into the step; {len(waiting)} ticks waited, the "
+        f"longest {max(waiting):.3f} s; paused {end - start:.3f} s"
+    )
