@@ -58,7 +58,7 @@ class PauseRecordingEngine:
         return [(version, len(weights), 0.0, 0.0)]
 
 
-def rank0_actor(ray):
+def rank0_actor(ray, sync_timeout_s: float = DEADLINE_S):
     """Rank 0: the product's LearnerRank with a stand-in Learner, sending as over NCCL."""
     from microcoder.actors.learner_rank import LearnerRank
     from microcoder.actors.weight_sync import WeightPublisher
@@ -85,7 +85,7 @@ def rank0_actor(ray):
 
     class Rank0(LearnerRank):
         def stand_in_setup(self) -> int:
-            self.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=DEADLINE_S))
+            self.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=sync_timeout_s))
             self.learner = SleepyLearner()
             self.client = SimpleNamespace(announce_version=lambda v: None)
             self.publisher = GlooAsDevice(DEADLINE_S, host="127.0.0.1")
@@ -160,3 +160,33 @@ def test_the_engine_keeps_generating_while_rank_0_trains_and_pauses_only_for_the
         f"asked {t_ask - step['t0']:.2f} s into the step; {len(waiting)} ticks waited, the "
         f"longest {max(waiting):.3f} s; paused {end - start:.3f} s"
     )
+
+
+@pytest.mark.timeout(180)
+def test_a_send_that_fails_before_rank_0_is_ready_fails_the_tick_at_once_without_a_pause(
+    ray_cluster,
+):
+    """Rank 0's send gives up on `WorkLock` after its sync_timeout_s (1 s) during a 3 s train:
+    the generator's next tick raises rank 0's own error then, not at its own later deadline,
+    the engine was never paused for it, and the channel is marked closed (the next try reopens)."""
+    ray = ray_cluster
+    rank0 = rank0_actor(ray, sync_timeout_s=1.0)
+    try:
+        assert ray.get(rank0.stand_in_setup.remote(), timeout=60) == 0
+        gen = stand_in_generator(rank0)
+        gen.maybe_sync_weights()  # opens the channel
+        train = rank0.train.remote([])
+        time.sleep(0.5)  # the train holds the lock
+        gen.version, t_ask = -1, time.monotonic()
+        with pytest.raises(Exception) as info:
+            while time.monotonic() < t_ask + DEADLINE_S:
+                assert not gen.maybe_update()
+                time.sleep(0.05)
+        failed_after = time.monotonic() - t_ask
+        ray.get(train, timeout=60)
+    finally:
+        ray.kill(rank0)
+    assert "raise learner.sync_timeout_s above the longest step" in str(info.value)
+    assert failed_after < 3.0, failed_after  # rank 0's 1 s, not the generator's 1 s + 5 s
+    assert len(gen.engine.pauses) == 1  # the first sync's only
+    assert gen._pending is None and not gen._channel["open"]
