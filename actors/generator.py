@@ -222,6 +222,7 @@ class Generator:
             owner=self.name,
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
+            hold_leases=lambda: self._pending is not None,
         )
         return self.stats()
 
