@@ -314,7 +314,8 @@ class Generator:
         the learner's version and take newer weights. Skips while eval sampling holds the
         weights (the next tick asks again). A send asked of rank 0 and not yet ready is checked
         at every tick (a key in the channel's store: no call to rank 0), without waiting: the
-        loop goes on handing in groups and leasing while rank 0 finishes its step."""
+        loop goes on handing in groups while rank 0 finishes its step (and leases none:
+        `hold_leases`)."""
         if self.learner0 is None:
             return False
         if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip

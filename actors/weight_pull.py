@@ -8,7 +8,8 @@ before asking stayed paused for the whole step. Now:
    a ticket and the channel's port); it returns a `PendingSync` at once.
 2. `PendingSync.ready()` checks, without blocking, whether rank 0 set the ticket's key in the
    channel's TCPStore (`WeightSender.signal_ready`, just before its broadcast). The generator's
-   loop checks it at every tick, so it goes on handing in groups and leasing meanwhile; rank 0's
+   loop checks it at every tick, so it goes on handing in the groups that finish meanwhile (it
+   leases none until the weights are loaded: new groups start on the newest weights); rank 0's
    error, if its send failed before it signalled, is raised at once; past
    `learner.sync_timeout_s` + `READY_MARGIN_S` the error names rank 0.
 3. Then the caller pauses the engine and calls `PendingSync.receive()` (actors/weight_sync.py
