@@ -114,6 +114,9 @@ class Generator:
         self._last_poll = float("-inf")
         self._prompt_cache: dict[str, list[int]] = {}
         self._channel: dict[str, Any] = {}
+        self._pending = None
+        """A send asked of learner rank 0 that it is not yet ready to make (actors/weight_pull.py
+        `PendingSync`): the loop's ticks check it, the engine generating meanwhile."""
 
     # ------------------------------------------------------------ control (other threads)
 
@@ -141,7 +144,7 @@ class Generator:
         except Exception:
             pass
         with self._weights:
-            self.version, self._channel, self._mixed = 0, {}, False
+            self.version, self._channel, self._mixed, self._pending = 0, {}, False, None
             self.engine = self._build_engine()
         self.engine_rebuilds += 1
 
@@ -219,6 +222,7 @@ class Generator:
             owner=self.name,
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
+            hold_leases=lambda: self._pending is not None,
         )
         return self.stats()
 
@@ -308,19 +312,23 @@ class Generator:
         """The loop's tick: at most every `generator.weight_poll_s` (every call when not
         `throttled`: right after a lease, whose prompts must start on the newest weights), ask
         the learner's version and take newer weights. Skips while eval sampling holds the
-        weights (the next tick asks again)."""
+        weights (the next tick asks again). A send asked of rank 0 and not yet ready is checked
+        at every tick (a key in the channel's store: no call to rank 0), without waiting: the
+        loop goes on handing in groups while rank 0 finishes its step (and leases none:
+        `hold_leases`)."""
         if self.learner0 is None:
             return False
         if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
             return self.maybe_sync_weights()
         now = time.monotonic()
-        if throttled and now - self._last_poll < self.settings.generator.weight_poll_s:
+        poll_s = self.settings.generator.weight_poll_s
+        if throttled and self._pending is None and now - self._last_poll < poll_s:
             return False
         if not self._weights.acquire(blocking=False):
             return False
         try:
             self._last_poll = now
-            return self._update_locked()
+            return self._update_locked(block=False)
         finally:
             self._weights.release()
 
@@ -331,14 +339,15 @@ class Generator:
         with self._weights:
             return self._update_locked()
 
-    def _update_locked(self) -> bool:
-        """inflight: pause("keep"), between_groups: pause("wait") (vLLM finishes the requests in
-        flight on the old weights; nothing is leased meanwhile, the loop is here); then the load
-        (actors/weight_sync.py `update_engine`). The engine resumes even when the load fails."""
+    def _update_locked(self, block: bool = True) -> bool:
+        """Once rank 0 is ready to send: inflight: pause("keep"), between_groups: pause("wait")
+        (vLLM finishes the requests in flight on the old weights; nothing is leased meanwhile,
+        the loop is here); then the load (actors/weight_sync.py `update_engine`). The engine
+        resumes even when the load fails."""
         from microcoder.actors.weight_sync import WeightsMixedError
 
         try:
-            updated = self._update_unchecked()
+            updated = self._update_unchecked(block)
         except Exception as err:
             if not (self._mixed or caused_by(err, lambda e: isinstance(e, WeightsMixedError))):
                 raise
@@ -351,30 +360,36 @@ class Generator:
         self._mixed = False
         return updated
 
-    def _update_unchecked(self) -> bool:
-        from microcoder.actors.deadline import get_within
-        from microcoder.actors.weight_sync import (
-            LEARNER0,
-            LEARNER0_REMEDY,
-            pull_weights,
-            update_engine,
-        )
+    def _update_unchecked(self, block: bool = True) -> bool:
+        """`block` False (the loop's tick): a sync asked of rank 0 and not yet ready returns
+        False at once, and the next tick checks again (unthrottled); True waits for it."""
+        from microcoder.actors.weight_pull import request_weights
+        from microcoder.actors.weight_sync import update_engine
 
-        cfg = self.settings.learner
-        publisher = self._publisher()
-        ref = publisher.latest_version.remote()
-        latest = get_within(ref, cfg.sync_timeout_s, "latest_version", LEARNER0, LEARNER0_REMEDY)
-        if latest <= self.version:
-            return False
+        if self._pending is None:  # ask rank 0 to send; the engine keeps generating meanwhile
+            cfg, publisher = self.settings.learner, self._publisher()
+            self._pending = request_weights(
+                self.engine, publisher, self.version, self.name, cfg, self._channel
+            )
+            if self._pending is None:
+                return False
+        pending = self._pending
+        try:  # over NCCL rank 0 is ready only after the learner's step: pause only then
+            if block:
+                pending.wait_ready()
+            elif not pending.ready():
+                return False
+        except BaseException:
+            self._pending = None  # failed: the channel is marked closed, the next try reopens
+            raise
+        self._pending = None
         mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
         with self.timer.sync():
             result, pause_s = update_engine(
                 self.engine,
                 mode,
-                lambda: pull_weights(
-                    self.engine, publisher, self.version, self.name, cfg, self._channel
-                ),
-                f"{self.name}: weight update to version {latest}",
+                pending.receive,
+                f"{self.name}: weight update to version {pending.latest}",
                 self.settings.generator.inflight_kv,
             )
         self.pause_s.append(pause_s)

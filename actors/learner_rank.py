@@ -382,17 +382,21 @@ class LearnerRank:
         """Rank 0: open a weight channel for generator `name`; returns what it must join."""
         return self.publisher.open_channel(name)
 
-    def send_weights(self, name: str) -> dict[str, Any]:
+    def send_weights(
+        self, name: str, ticket: str | None = None, port: int | None = None
+    ) -> dict[str, Any]:
         """Rank 0, called for a generator (in a thread of the "weights" group). A channel that
         broadcasts from the GPU (NCCL) first waits until no train, publish or save runs
         (WorkLock): two streams of NCCL collectives on one GPU can deadlock. A gloo channel sends
         the CPU copy of the published weights, no collective on the learner's device, so it goes
         at once and the generator does not idle for a step. `lock_wait_s`: how long it waited
-        for the learner."""
+        for the learner. Only then is the generator told to pause its engine (`ticket`: the
+        ready signal in the channel's store, `WeightPublisher.send`), so its engine keeps
+        generating while this send waits; `port` is the channel it asked on."""
         if not self.publisher.sends_from_device(name):
-            return {**self.publisher.send(name), "lock_wait_s": 0.0}
+            return {**self.publisher.send(name, ticket, port), "lock_wait_s": 0.0}
         with self._work.send(self.settings.learner.sync_timeout_s, name) as waited:
-            return {**self.publisher.send(name), "lock_wait_s": waited}
+            return {**self.publisher.send(name, ticket, port), "lock_wait_s": waited}
 
     def shutdown(self) -> None:
         import torch.distributed as dist

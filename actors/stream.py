@@ -287,6 +287,7 @@ def streaming_loop(
     after_lease: Callable[[], object] | None = None,
     max_failed_updates: int = MAX_FAILED_UPDATES,
     on_update_error: Callable[[BaseException, int], None] | None = None,
+    hold_leases: Callable[[], bool] | None = None,
 ) -> StreamStats:
     """The generator's loop, run on the actor's control thread (the only user of `client`, a
     BufferClient, and of `maybe_update`); `engine` an AsyncEngine (`submit`, `llm`). Each tick:
@@ -311,7 +312,11 @@ def streaming_loop(
     tick, while the groups in flight go on. After `max_failed_updates` failures in a row the
     loop leases nothing more, hands in the groups in flight as they finish and then raises
     `WeightUpdatesFailed` (from the last failure). An update that failed because the engine
-    died, or after its load began (`WeightsMixedError`), is re-raised at once."""
+    died, or after its load began (`WeightsMixedError`), is re-raised at once.
+
+    `hold_leases()` true: lease nothing this tick (the Generator's: a weight send asked of rank 0
+    and not yet ready, actors/weight_pull.py; new groups would start on weights about to be
+    replaced, overrunning the staleness budget); the groups in flight go on and are handed in."""
     stats, flight = StreamStats(), _InFlight()
     updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)
     t_start, source_done, next_lease = time.monotonic(), False, 0.0
@@ -334,7 +339,8 @@ def streaming_loop(
             free = capacity - len(flight.futures)
             if max_groups is not None:
                 free = min(free, max_groups - stats.leased)
-            if free > 0 and not source_done and time.monotonic() >= next_lease:
+            held = hold_leases is not None and hold_leases()
+            if free > 0 and not source_done and not held and time.monotonic() >= next_lease:
                 idle = not flight.futures
                 with timer.idle() if idle else timer.io():
                     reply = client.get_prompts(free, wait_s=0.5 if idle else 0.0)
@@ -352,6 +358,9 @@ def streaming_loop(
                     continue
                 if not idle:
                     next_lease = time.monotonic() + max(_LEASE_RETRY_S, reply.retry_after_s)
+            elif held and not flight.futures:  # nothing to hand in: wait a tick, not spin
+                with timer.idle():
+                    stop.wait(_TICK_S)
             updates()
     finally:
         stats.inflight = flight.cancel_all()

@@ -16,9 +16,11 @@ sends to each peer anyway, so N channels cost the same bytes as one group of N+1
 
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
 the collective gather) and never waits for generators; a generator asks rank 0's version every
-`generator.weight_poll_s` and, when it is newer than its own, pulls it into its running engine
-(`update_engine`: pause, `pull_weights`, relabel, reset the prefix cache, resume). Timeouts on
-both sides name the peer.
+`generator.weight_poll_s` and, when it is newer than its own, asks rank 0 to send and goes on
+generating until rank 0 is ready to (actors/weight_pull.py: over NCCL rank 0 first waits for the
+learner's step, `WorkLock`); only then does it pull the weights into its engine (`update_engine`:
+pause, `PendingSync.receive`, relabel, reset the prefix cache, resume), so the pause lasts the
+transfer, not the step. Timeouts on both sides name the peer.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from collections.abc import Callable
 from typing import Any, get_args
 
 from microcoder.actors.config import InflightKV
-from microcoder.learner.config import LearnerConfig
 
 
 def node_ip() -> str:
@@ -141,11 +142,21 @@ class WeightPublisher:
         sender = None if channel is None else channel.sender
         return sender is not None and sender.device.type != "cpu"
 
-    def send(self, name: str) -> dict[str, Any]:
+    def send(self, name: str, ticket: str | None = None, port: int | None = None) -> dict:
         """Broadcast the newest weights to generator `name` over its current channel. When the
         send fails, that channel (and only that one) is closed and forgotten: the generator
-        reopens; a channel opened while this send ran is left alone."""
+        reopens; a channel opened while this send ran is left alone.
+
+        `ticket`: the generator waits for this send's ready signal before it pauses its engine
+        (actors/weight_pull.py); it is given just before the broadcast. `port`: the channel the
+        generator asked on; a send asked on a channel since replaced is refused (the generator
+        gave up on it and reopened), so it never takes a newer channel's round."""
         channel = self._built(name)
+        if port is not None and (channel is None or channel.port != port):
+            raise RuntimeError(
+                f"weights for generator {name}: asked on channel port {port}, which it has "
+                "replaced since (it gave up on that send and reopened); nothing was sent"
+            )
         if channel is not None and channel.error is not None:
             self._forget(channel)
             raise RuntimeError(f"weight channel to generator {name} failed: {channel.error}")
@@ -158,6 +169,8 @@ class WeightPublisher:
         with self._lock:
             state, version = self._state, self.version
         try:
+            if ticket is not None:
+                sender.signal_ready(ticket)
             stats = sender.send(state.items(), version)
         except Exception:
             self._forget(channel)
@@ -204,60 +217,11 @@ class WeightsMixedError(RuntimeError):
     groups in flight are handed back to the buffer) and only a completed sync clears it."""
 
 
-def pull_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfig, channel: dict):
-    """Generator side: if rank 0 has newer weights, receive and load them into the engine.
-
-    `channel` is this generator's dict of channel state (kept across calls). Returns the sync's
-    timings and new version, or None when already current. A failure once the workers started
-    receiving raises `WeightsMixedError` (the load streams, so the engine's weights may be
-    mixed); any failure after the send was asked for marks the channel closed, so the next try
-    opens a new one (rank 0 forgets a channel whose send failed).
-    """
-    from microcoder.actors.deadline import get_within
-
-    def ask(ref, what: str):
-        return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
-
-    latest = ask(learner0.latest_version.remote(), "latest_version")
-    if latest <= my_version:
-        return None
-    t0 = time.perf_counter()
-    if not channel.get("open"):
-        spec = ask(learner0.open_weight_channel.remote(name), "open_weight_channel")
-        llm.collective_rpc("mc_open_channel", args=(spec,))
-        channel["open"] = True
-    sent = learner0.send_weights.remote(name)
-    try:
-        version, count, receive_s, reload_s = llm.collective_rpc("mc_receive_and_load")[0]
-    except Exception as err:
-        channel["open"] = False
-        raise WeightsMixedError(
-            f"{name}: the weight load failed after it may have begun, so the engine may hold "
-            f"part of the new weights: {type(err).__name__}: {err}"
-        ) from err
-    try:  # the workers received and loaded all of `version`: the load stands
-        info = ask(sent, f"send_weights for {name}")
-    except Exception as err:
-        channel["open"] = False
-        info = {"bytes": 0, "send_s": 0.0, "send_error": f"{type(err).__name__}: {err}"}
-    t1 = time.perf_counter()
-    return {
-        "version": int(version),
-        "tensors": int(count),
-        "bytes": info["bytes"],
-        "send_s": info["send_s"],  # learner rank 0's side of the broadcast
-        **({"send_error": info["send_error"]} if "send_error" in info else {}),
-        "receive_s": receive_s,
-        "reload_s": reload_s,
-        "sync_s": t1 - t0,
-    }
-
-
 def update_engine(
     engine, mode: str, load: Callable[[], dict | None], what: str, kv: str = "recompute"
 ):
     """Load new weights into a running AsyncEngine (actors/async_engine.py): `pause(mode)` ->
-    `load()` (`pull_weights` on the engine; None when already current) -> `set_version(v)` ->
+    `load()` (`PendingSync.receive`; None when already current) -> `set_version(v)` ->
     `reset_prefix_cache()` (must be True) -> `resume()`. `mode` "keep": the requests in flight
     stay and continue on the new weights; "wait": vLLM finishes them on the old weights first.
     `kv` (`generator.inflight_kv`) "recompute": the pause clears the caches, the kept requests

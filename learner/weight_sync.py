@@ -8,11 +8,15 @@ shares the sender's GPU (one-GPU machines) the sender picks gloo over CPU copies
 `WeightReceiver` inside the `VLLM::Worker` process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
+  0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
+     asked for the round: it pauses its engine only then (actors/weight_pull.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
   2. broadcast int64 [header length], then the header (JSON as uint8: version, buckets, and for
      each tensor name/dtype/shape/bucket/offset), then each bucket as one uint8 buffer;
   3. every receiver sets `done/{rank}/{n}` after its last bucket; the sender waits for all.
+Every wait is bounded by `timeout_s` on both backends (learner/collective_wait.py: NCCL's own
+`work.wait()` has no deadline, so its works are polled, and the communicator aborted past it).
 Buckets pack tensors up to `bucket_bytes` (a bigger tensor travels alone, without a copy); the
 sender packs bucket i+1 while bucket i is on the wire, and a receiver posts bucket i+1 once the
 caller took the first tensor of bucket i (by then it let go of bucket i-1's), so bucket i+1
@@ -47,8 +51,15 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from microcoder.learner.collective_wait import wait_work
+
 _PREFIX = "microcoder-weights"
 _ALIGN = 64  # bytes; tensor offsets inside a bucket
+
+
+def ready_key(ticket: str) -> str:
+    """The store key a sender sets when it is ready to send the round asked for as `ticket`."""
+    return f"{_PREFIX}/sender-ready/{ticket}"
 
 
 class WeightSyncError(RuntimeError):
@@ -125,6 +136,14 @@ def _single_thread():
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def _wait(work, peer, what: str) -> None:
+    """One broadcast of `peer` (a sender or receiver), within its timeout_s on gloo and NCCL
+    alike: NCCL's own wait has no deadline (learner/collective_wait.py `wait_work`)."""
+    blocking = peer.device.type == "cpu"
+    abort = getattr(peer.pg, "abort", None)
+    wait_work(work, peer.timeout_s, blocking=blocking, what=what, abort=abort)
 
 
 def _broadcast(pg, tensor: torch.Tensor):
@@ -217,20 +236,19 @@ class WeightSender:
         )
         try:
             raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
-            _broadcast(
-                self.pg, torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
-            ).wait()
-            _broadcast(self.pg, raw.to(self.device)).wait()
+            size = torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
+            self._wait(_broadcast(self.pg, size), n, "header size")
+            self._wait(_broadcast(self.pg, raw.to(self.device)), n, "header")
             pending = None
-            for bucket in buckets:
+            for k, bucket in enumerate(buckets):
                 with _single_thread():
                     buf = self._pack(items, bucket)
                 work = _broadcast(self.pg, buf)
                 if pending is not None:
-                    pending.wait()
+                    self._wait(pending, n, f"bucket {k - 1}")
                 pending = work
             if pending is not None:
-                pending.wait()
+                self._wait(pending, n, f"bucket {len(buckets) - 1}")
         except RuntimeError as err:  # a receiver that stopped receiving, or died, mid-transfer
             who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
             raise WeightSyncError(
@@ -248,6 +266,15 @@ class WeightSender:
         )
         total = sum(b["nbytes"] for b in header["buckets"])
         return SyncStats(version, len(items), len(buckets), total, time.perf_counter() - start)
+
+    def _wait(self, work, n: int, what: str) -> None:
+        who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
+        _wait(work, self, f"the {what} of round {n} to {who}")
+
+    def signal_ready(self, ticket: str) -> None:
+        """Tell the generator that asked for send `ticket` that this sender is about to send:
+        it pauses its engine only now (actors/weight_pull.py)."""
+        self.store.set(ready_key(ticket), "1")
 
     def _pack(self, items: list[tuple[str, torch.Tensor]], bucket: dict) -> torch.Tensor:
         members = bucket["members"]
@@ -365,9 +392,9 @@ class WeightReceiver:
         self.store.set(f"{_PREFIX}/ready/{self.rank}/{n}", "1")
         try:
             size = torch.zeros(1, dtype=torch.int64, device=self.device)
-            _broadcast(self.pg, size).wait()
+            self._wait(_broadcast(self.pg, size), n, "header size")
             raw = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
-            _broadcast(self.pg, raw).wait()
+            self._wait(_broadcast(self.pg, raw), n, "header")
             header = json.loads(bytes(raw.cpu().numpy()).decode())
             self.version = int(header["version"])
             sizes = [b["nbytes"] for b in header["buckets"]]
@@ -378,7 +405,7 @@ class WeightReceiver:
             for k in range(len(sizes)):
                 buf, work = nxt
                 nxt = None
-                work.wait()
+                self._wait(work, n, f"bucket {k}")
                 for i, (name, dtype, shape, _, offset) in enumerate(by_bucket[k]):
                     if i == 1:  # the caller has let go of bucket k - 1's last tensor by now
                         nxt = self._post(sizes, k + 1)
@@ -400,6 +427,9 @@ class WeightReceiver:
         """One round, collected: (version, {name: tensor})."""
         tensors = dict(self.receive())
         return int(self.version), tensors
+
+    def _wait(self, work, n: int, what: str) -> None:
+        _wait(work, self, f"the {what} of round {n} from the learner (rank 0)")
 
     def _post(self, sizes: list[int], k: int):
         if k >= len(sizes):

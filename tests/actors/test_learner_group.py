@@ -58,7 +58,7 @@ class RecordingPublisher:
         self.log.append(f"publish {version}")
         self.version = version
 
-    def send(self, name):
+    def send(self, name, ticket=None, port=None):
         self.log.append(f"send {self.version}")
         self.sent.set()
         return {"version": self.version, "bytes": 0, "send_s": 0.0}

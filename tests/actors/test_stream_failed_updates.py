@@ -123,3 +123,37 @@ def test_a_load_that_failed_after_it_began_ends_the_loop_at_once():
     with pytest.raises(RuntimeError, match="version 2 failed"):
         loop(client, engine, maybe_update)
     assert client.put == [] and all(f.cancelled() for _, f in engine.tasks)
+
+
+@pytest.mark.timeout(30)
+def test_while_a_weight_send_is_pending_nothing_is_leased_and_finished_groups_are_handed_in():
+    """`hold_leases` (the Generator's: a send asked of rank 0 and not yet ready): the loop keeps
+    ticking, hands in the groups that finish, and leases again once the weights are loaded."""
+    client, engine, state = Client(6), HeldEngine(), {"held": False, "ticks": 0}
+    leased_while_held, put_while_held = [], []
+    lease = client.get_prompts
+
+    def get_prompts(n, wait_s=0.0):
+        leased_while_held.append(state["held"])
+        return lease(n, wait_s)
+
+    client.get_prompts = get_prompts
+
+    def maybe_update():
+        state["ticks"] += 1
+        if state["ticks"] == 1:  # the first tick asks rank 0 to send: pending from now on
+            state["held"] = True
+        elif state["ticks"] == 3:  # the groups in flight finish while rank 0 trains
+            engine.finish_all()
+        elif state["ticks"] == 20:  # rank 0 is ready: the weights are loaded
+            put_while_held.extend(client.put)
+            state["held"] = False
+            return True
+        if state["ticks"] > 20:
+            engine.finish_all()
+        return False
+
+    stats = loop(client, engine, maybe_update, hold_leases=lambda: state["held"])
+    assert not any(h for h in leased_while_held)  # no lease while the send was pending
+    assert sorted(put_while_held) == [0, 1, 2]  # handed in while it was
+    assert sorted(client.put) == list(range(6)) and stats.groups == 6
