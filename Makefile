@@ -24,6 +24,6 @@ XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadsco
 test: lint
 	$(BIN)/python -m pytest -q $(XDIST) -m "not gpu and not slow"
 
-# ruff and every test but the CUDA ones, the multi-minute launches included.
+# ruff and every test but the CUDA ones, the multi-minute launches included: ~24 min (goal 35).
 test-all: lint
 	$(BIN)/python -m pytest -q $(XDIST)
