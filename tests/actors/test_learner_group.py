@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from buffer_testing import put_scored_groups
+from buffer_testing import ScriptedBuffer, put_scored_groups
 
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.learner.config import LearnerConfig
@@ -245,20 +245,6 @@ def test_every_rank_trains_on_the_batch_the_buffer_handed_out_with_no_driver_in_
     assert sorted(digests[0]["group_ids"]) == sorted(put)
     assert digests == [expected_digest(put, digests[0]["group_ids"])] * 2
     assert m["groups"] == len(put) and m["filtered_groups"] == 0 and m["reward_mean"] == 0.5
-
-
-class ScriptedBuffer:
-    """Stand-in BufferClient for rank 0's fetch: hands out the batches given, in order."""
-
-    def __init__(self, batches: list):
-        self.batches, self.filtered, self.texts = list(batches), [], []
-
-    def get_batch(self, n, version, timeout_s=None, text=False):
-        self.texts.append(text)
-        return self.batches.pop(0)
-
-    def report_filtered(self, group_ids):
-        self.filtered += list(group_ids)
 
 
 def fetch_settings(**rollouts):

@@ -26,37 +26,16 @@ import time
 
 import pytest
 from buffer_testing import put_scored_groups
+from engine_testing.stand_in import ReceivingEngine
 
 from microcoder.actors.deadline import get_within
 from microcoder.actors.weight_pull import pull_weights
-from microcoder.learner.weight_sync import WeightReceiver
 
 GENERATORS = 8
 STEPS = 6
 DEADLINE_S = 10.0
 PROBE_EVERY_S = 0.1
 LATE_BATCH_S = 0.6  # odd steps: the batch comes this late, so the driver probes meanwhile
-
-
-class StandInEngine:
-    """What `pull_weights` uses of a generator's vLLM engine: `collective_rpc` into its one
-    worker, which joins the channel and receives each round whole."""
-
-    def __init__(self) -> None:
-        self.receiver: WeightReceiver | None = None
-        self.tensors = 0
-
-    def collective_rpc(self, method: str, args: tuple = ()) -> list:
-        if method == "mc_open_channel":
-            (spec,) = args
-            self.receiver = WeightReceiver(
-                spec["host"], spec["port"], 1, 2, timeout_s=spec["timeout_s"], name=spec["name"]
-            )
-            return [None]
-        assert method == "mc_receive_and_load", method
-        version, weights = self.receiver.receive_all()
-        self.tensors = len(weights)
-        return [(version, len(weights), 0.0, 0.0)]
 
 
 def device_path_rank_cls(cfg):
@@ -84,7 +63,7 @@ def in_thread(fn, errors: list, *args) -> threading.Thread:
     def body() -> None:
         try:
             fn(*args)
-        except BaseException as err:  # noqa: BLE001 - the test reports every thread's error
+        except BaseException as err:  # the test reports every thread's error
             errors.append(err)
 
     thread = threading.Thread(target=body, daemon=True)
@@ -119,7 +98,7 @@ def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     stop, errors, syncs, probes, sync_s = threading.Event(), [], {}, [], []
 
     def generator(name: str) -> None:
-        engine, channel, version = StandInEngine(), {}, -1
+        engine, channel, version = ReceivingEngine(), {}, -1
         while not stop.is_set():
             got = pull_weights(engine, rank0, version, name, cfg.learner, channel)
             if got is None:

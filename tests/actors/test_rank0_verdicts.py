@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from buffer_testing import ScriptedBuffer
 
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.actors.rollouts import ROLLOUT_CHARS, rollout_rows, write_rollouts
@@ -22,20 +23,6 @@ ROW_KEYS = {
     "step", "prompt_id", "group_id", "index", "response", "response_chars", "response_tokens",
     "verdict", "reward", "advantage", "mask", "truncated", "policy_version", "generator",
 }  # fmt: skip
-
-
-class ScriptedBuffer:
-    """Stand-in BufferClient: hands out the batches given, records whether texts were asked."""
-
-    def __init__(self, batches: list):
-        self.batches, self.filtered, self.texts = list(batches), [], []
-
-    def get_batch(self, n, version, timeout_s=None, text=False):
-        self.texts.append(text)
-        return self.batches.pop(0)
-
-    def report_filtered(self, group_ids):
-        self.filtered += list(group_ids)
 
 
 def scored(group_id: int, outcomes: list[tuple[str, str, float, int, bool]]) -> ScoredGroup:

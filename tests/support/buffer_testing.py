@@ -1,5 +1,5 @@
 """Test helpers for tests that feed a real buffer (tests/actors): `put_scored_groups` acts as
-generator and executor. Importable as `buffer_testing` because tests/conftest.py puts
+generator and executor; `ScriptedBuffer` stands in for rank 0's BufferClient. Importable as `buffer_testing` because tests/conftest.py puts
 tests/support on sys.path."""
 
 from __future__ import annotations
@@ -41,3 +41,18 @@ def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> d
             ]
             c.put_scored(GroupScores(group_id=g.group_id, scores=scores))
     return put
+
+
+class ScriptedBuffer:
+    """Stand-in BufferClient for rank 0's fetch: hands out the batches given, in order, and
+    records the groups reported filtered and whether each fetch asked for the texts."""
+
+    def __init__(self, batches: list):
+        self.batches, self.filtered, self.texts = list(batches), [], []
+
+    def get_batch(self, n, version, timeout_s=None, text=False):
+        self.texts.append(text)
+        return self.batches.pop(0)
+
+    def report_filtered(self, group_ids):
+        self.filtered += list(group_ids)
