@@ -19,16 +19,17 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from engine_testing.stand_in import ReceivingEngine
 
 TRAIN_S = 3.0
 DEADLINE_S = 20.0
 
 
-class PauseRecordingEngine:
+class PauseRecordingEngine(ReceivingEngine):
     """What the Generator's weight update uses of an AsyncEngine; `pauses`: (start, end)."""
 
     def __init__(self) -> None:
-        self.receiver = None
+        super().__init__()
         self.pauses: list[list[float]] = []
         self.version = None
 
@@ -44,23 +45,10 @@ class PauseRecordingEngine:
     def reset_prefix_cache(self) -> bool:
         return True
 
-    def collective_rpc(self, method: str, args: tuple = ()) -> list:
-        from microcoder.learner.weight_sync import WeightReceiver
-
-        if method == "mc_open_channel":
-            (spec,) = args
-            self.receiver = WeightReceiver(
-                spec["host"], spec["port"], 1, 2, timeout_s=spec["timeout_s"], name=spec["name"]
-            )
-            return [None]
-        assert method == "mc_receive_and_load", method
-        version, weights = self.receiver.receive_all()
-        return [(version, len(weights), 0.0, 0.0)]
-
 
 def rank0_actor(ray, sync_timeout_s: float = DEADLINE_S):
     """Rank 0: the product's LearnerRank with a stand-in Learner, sending as over NCCL."""
-    from microcoder.actors.learner_rank import LearnerRank
+    from microcoder.actors.learner_rank import LearnerRank, group_sizes
     from microcoder.actors.weight_sync import WeightPublisher
     from microcoder.learner.config import LearnerConfig
 
@@ -92,7 +80,11 @@ def rank0_actor(ray, sync_timeout_s: float = DEADLINE_S):
             self.publish()
             return self.learner.version
 
-    return ray.remote(num_cpus=0, max_concurrency=8)(Rank0).remote(0, 1)
+    # The groups rank 0's methods may carry: actors/remote.py `learner_rank_cls` tags
+    # LearnerRank's own functions, so after another test built that class in this process
+    # (test_rank0_groups on the same xdist worker) Ray refuses a class without them.
+    groups = group_sizes(1)
+    return ray.remote(num_cpus=0, max_concurrency=8, concurrency_groups=groups)(Rank0).remote(0, 1)
 
 
 def stand_in_generator(rank0):
