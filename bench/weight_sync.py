@@ -7,6 +7,9 @@ one uint8 buffer over the same group. Both are timed on the sender from the comm
 the round until the receiver confirms it (a store key), so both include the same handshake.
 Sizes: the tiny model's real state dict (fp32) and a synthetic 0.5 B-parameter state dict with
 Qwen2.5-0.5B shapes (bf16, tied embeddings).
+
+`--simulate` runs an event model of a sync to many receivers instead, the chain relay against
+serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-DESCRIPTION = "weight broadcast (bucketed, named) vs a raw single-buffer gloo broadcast (goal ≤ 2×)"
+DESCRIPTION = (
+    "weight broadcast (bucketed, named) vs a raw single-buffer gloo broadcast (goal ≤ 2×); "
+    "--simulate: event model of the chain relay vs serial sync to N receivers"
+)
 _CMD_EXIT, _CMD_SYNC, _CMD_RAW = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from microcoder.bench import weight_sync_sim
+
     parser.add_argument(
         "--repeats", type=int, default=5, help="timed rounds per size and mode (default 5)"
     )
@@ -28,6 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
     )
+    parser.add_argument(
+        "--receivers",
+        default=None,
+        help="receiver counts, comma-separated (--simulate: default "
+        f"{weight_sync_sim.DEFAULT_RECEIVERS})",
+    )
+    weight_sync_sim.add_arguments(parser)
 
 
 def qwen05b_shapes() -> list[tuple[str, tuple[int, ...]]]:
@@ -69,6 +84,10 @@ def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
+    if getattr(args, "simulate", False):
+        from microcoder.bench import weight_sync_sim
+
+        return weight_sync_sim.run(args)
     import subprocess
     import tempfile
     import time
@@ -151,6 +170,10 @@ def receive(port: int) -> None:
 
 
 def format_table(result: dict) -> str:
+    if "simulated" in result:
+        from microcoder.bench import weight_sync_sim
+
+        return weight_sync_sim.format_table(result)
     lines = [
         f"weight broadcast over gloo, median of {result['repeats']} rounds, buckets {result['bucket_mb']:.0f} MiB",
         f"{'state dict':<22} {'MB':>8} {'tensors':>8} {'sync s':>8} {'raw s':>8} {'ratio':>6} {'best':>6} {'GB/s':>6}",
