@@ -148,13 +148,15 @@ def simulate(
     serial_bucket_bytes: int,
     link: Link,
     costs: Costs,
+    slots: int | None = 2,
 ) -> dict[str, dict[str, float]]:
-    """{N: {scheme_s, serial_s}} for each receiver count (keys as strings, as JSON has them)."""
+    """{N: {scheme_s, serial_s}} for each receiver count (keys as strings, as JSON has them);
+    `slots` bounds the relay's buffers (serial keeps today's two)."""
     serial_one = relay_seconds(1, model_bytes, serial_bucket_bytes, link, costs)
     out = {}
     for n in receivers:
         out[str(n)] = {
-            "scheme_s": relay_seconds(n, model_bytes, chunk_bytes, link, costs),
+            "scheme_s": relay_seconds(n, model_bytes, chunk_bytes, link, costs, slots),
             "serial_s": n * serial_one,
         }
     return out
@@ -190,6 +192,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=SERIAL_BUCKET_MIB,
         help=f"--simulate: serial scheme's bucket, MiB (default {SERIAL_BUCKET_MIB:.0f}, today's)",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=2,
+        help="--simulate: chunk buffers per relay receiver and on the sender (default 2); with 2, "
+        "each chunk waits for its slot's release to travel back, and the period grows by a "
+        "latency and half a post",
     )
     parser.add_argument(
         "--copy-gb-s",
@@ -246,7 +256,9 @@ def run(args: argparse.Namespace) -> dict:
     link = Link(args.gbps * 1e9 / 8, args.latency_us * 1e-6)
     model_bytes = int(args.model_gb * 1e9)
     serial_bucket = int(args.serial_bucket_mib * MIB)
-    simulated = simulate(receivers, model_bytes, chunk, serial_bucket, link, costs)
+    if args.slots < 1:
+        raise SystemExit(f"--slots must be >= 1, got {args.slots}")
+    simulated = simulate(receivers, model_bytes, chunk, serial_bucket, link, costs, args.slots)
     return {
         "simulated": simulated,
         "parameters": {
@@ -257,7 +269,7 @@ def run(args: argparse.Namespace) -> dict:
             "chunks": len(chunk_sizes(model_bytes, chunk)),
             "serial_bucket_mib": args.serial_bucket_mib,
             "copy_gb_s": args.copy_gb_s,
-            "slots": 2,
+            "slots": args.slots,
             "costs": asdict(costs),
         },
         "calibration": calibration,
@@ -270,7 +282,7 @@ def format_table(result: dict) -> str:
     lines = [
         f"simulated weight sync: {p['model_gb']:g} GB per receiver, links {p['gbps']:g} Gbit/s "
         f"and {p['latency_us']:g} us, relay chunks {p['chunk_mib']:g} MiB ({p['chunks']}), "
-        f"serial buckets {p['serial_bucket_mib']:g} MiB",
+        f"{p['slots']} buffers a receiver, serial buckets {p['serial_bucket_mib']:g} MiB",
         f"{'receivers':>9} {'relay s':>9} {'serial s':>10} {'serial/relay':>12} "
         f"{'relay/first':>11} {'fill':>6}",
     ]

@@ -139,7 +139,8 @@ def _args(tmp_path, **over) -> argparse.Namespace:
     cal = {"calibration": {"values": CPU_LIKE.__dict__ | {"loopback_gb_s": 1.0}, "source": "t"}}
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(cal))
-    argv = ["--simulate", "--receivers", "1,8", "--calibration", str(path), "--model-gb", "1"]
+    argv = ["--simulate", "--calibration", str(path), "--model-gb", "1"]
+    argv += [] if "receivers" in over else ["--receivers", "1,8"]
     for k, v in over.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
     return parser.parse_args(argv)
@@ -156,6 +157,20 @@ def test_the_bench_reports_each_count_with_its_parameters_and_calibration(tmp_pa
     json.dumps(result)  # the --json output
     table = weight_sync.format_table(result)
     assert [line.split()[0] for line in table.splitlines()[2:4]] == ["1", "8"]
+
+
+def test_a_third_buffer_takes_the_slot_round_trip_out_of_the_period(tmp_path):
+    # with 2 buffers: period = wire + latency + post / 2 (the slot's release travels back)
+    from microcoder.bench import weight_sync
+
+    two, three = (
+        weight_sync.run(_args(tmp_path, receivers="1,2", gbps=400, slots=k, copy_gb_s=1000))[
+            "simulated"
+        ]
+        for k in (2, 3)
+    )
+    assert two["2"]["scheme_s"] > 1.2 * two["1"]["scheme_s"]
+    assert three["2"]["scheme_s"] < 1.01 * three["1"]["scheme_s"]
 
 
 def test_copy_rate_replaces_only_the_calibrated_rates(tmp_path):
