@@ -170,7 +170,7 @@ def test_a_third_buffer_takes_the_slot_round_trip_out_of_the_period(tmp_path):
         for k in (2, 3)
     )
     assert two["2"]["scheme_s"] > 1.2 * two["1"]["scheme_s"]
-    assert three["2"]["scheme_s"] < 1.01 * three["1"]["scheme_s"]
+    assert three["2"]["scheme_s"] < 1.05 * three["1"]["scheme_s"]  # one chunk of 60 to fill
 
 
 def test_copy_rate_replaces_only_the_calibrated_rates(tmp_path):
