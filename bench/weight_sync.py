@@ -36,12 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
     )
-    parser.add_argument(
-        "--receivers",
-        default=None,
-        help="receiver counts, comma-separated (--simulate: default "
-        f"{weight_sync_sim.DEFAULT_RECEIVERS})",
-    )
     weight_sync_sim.add_arguments(parser)
 
 

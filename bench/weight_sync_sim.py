@@ -163,7 +163,16 @@ def simulate(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `--simulate` (`--receivers` is the weight-sync bench's own)."""
+    """The options of `--simulate`; `--receivers` too, unless the measured bench of N receivers
+    (bench/weight_relay.py) registered it already: both read it as comma-separated counts."""
+    try:
+        parser.add_argument(
+            "--receivers",
+            default=None,
+            help=f"receiver counts, comma-separated (--simulate: default {DEFAULT_RECEIVERS})",
+        )
+    except argparse.ArgumentError:  # "conflicting option string": already there, same meaning
+        pass
     parser.add_argument(
         "--simulate",
         action="store_true",

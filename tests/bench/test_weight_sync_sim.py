@@ -173,6 +173,14 @@ def test_a_third_buffer_takes_the_slot_round_trip_out_of_the_period(tmp_path):
     assert three["2"]["scheme_s"] < 1.05 * three["1"]["scheme_s"]  # one chunk of 60 to fill
 
 
+def test_receivers_registered_by_another_part_of_the_bench_is_read_the_same(tmp_path):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--receivers", default="")  # as the measured bench declares it
+    sim.add_arguments(parser)
+    args = parser.parse_args(["--simulate", "--model-gb", "0.1", "--calibration", "x"])
+    assert sim.parse_receivers(args.receivers) == [1, 8, 64, 256]
+
+
 def test_copy_rate_replaces_only_the_calibrated_rates(tmp_path):
     from microcoder.bench import weight_sync
 
