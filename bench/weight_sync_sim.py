@@ -218,6 +218,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(copies on a GPU); the fixed parts stay calibrated",
     )
     parser.add_argument(
+        "--post-us",
+        type=float,
+        default=None,
+        help="--simulate: a hop's fixed cost per chunk, microseconds, instead of the CPU "
+        "calibration's (gloo on loopback); for another transport's per-message cost",
+    )
+    parser.add_argument(
         "--calibration",
         default=None,
         metavar="FILE",
@@ -239,12 +246,17 @@ def parse_receivers(text: str | None) -> list[int]:
     return counts
 
 
-def costs_from(calibration: dict, copy_gb_s: float | None = None) -> Costs:
-    """The model's costs from a calibration block (`values`), rates replaced by `copy_gb_s`."""
+def costs_from(
+    calibration: dict, copy_gb_s: float | None = None, post_us: float | None = None
+) -> Costs:
+    """The model's costs from a calibration block (`values`), the copy rates replaced by
+    `copy_gb_s` and the post by `post_us` where given."""
     values = dict(calibration["values"])
     fields = {f for f in Costs.__dataclass_fields__}
     if copy_gb_s is not None:
         values["pack_gb_s"] = values["load_gb_s"] = copy_gb_s
+    if post_us is not None:
+        values["post_s"] = post_us * 1e-6
     return Costs(**{k: float(v) for k, v in values.items() if k in fields})
 
 
@@ -261,7 +273,7 @@ def run(args: argparse.Namespace) -> dict:
         calibration = saved.get("calibration", saved)
     else:
         calibration = calibrate(chunk)
-    costs = costs_from(calibration, args.copy_gb_s)
+    costs = costs_from(calibration, args.copy_gb_s, args.post_us)
     link = Link(args.gbps * 1e9 / 8, args.latency_us * 1e-6)
     model_bytes = int(args.model_gb * 1e9)
     serial_bucket = int(args.serial_bucket_mib * MIB)
@@ -278,6 +290,7 @@ def run(args: argparse.Namespace) -> dict:
             "chunks": len(chunk_sizes(model_bytes, chunk)),
             "serial_bucket_mib": args.serial_bucket_mib,
             "copy_gb_s": args.copy_gb_s,
+            "post_us": args.post_us,
             "slots": args.slots,
             "costs": asdict(costs),
         },

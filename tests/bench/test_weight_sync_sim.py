@@ -181,12 +181,14 @@ def test_receivers_registered_by_another_part_of_the_bench_is_read_the_same(tmp_
     assert sim.parse_receivers(args.receivers) == [1, 8, 64, 256]
 
 
-def test_copy_rate_replaces_only_the_calibrated_rates(tmp_path):
+def test_copy_rate_and_post_replace_only_their_calibrated_values(tmp_path):
     from microcoder.bench import weight_sync
 
     costs = weight_sync.run(_args(tmp_path, copy_gb_s=1000))["parameters"]["costs"]
     assert (costs["pack_gb_s"], costs["load_gb_s"]) == (1000, 1000)
     assert costs["post_s"] == CPU_LIKE.post_s
+    costs = weight_sync.run(_args(tmp_path, post_us=20))["parameters"]["costs"]
+    assert (costs["post_s"], costs["load_gb_s"]) == (pytest.approx(2e-5), CPU_LIKE.load_gb_s)
 
 
 @pytest.mark.slow  # ~17 s on the loaded 2-core machine: a second process imports torch
