@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
+from microcoder.sandbox.rewards import DEFAULT_REWARD, resolve_reward
 
 
 class ExecutorConfig(Section):
@@ -68,3 +69,18 @@ class ExecutorConfig(Section):
     with numpy). The interpreter's own prefix, /usr and /etc are always mounted."""
     python: str = ""
     """Interpreter that runs the programs; empty = the base interpreter of the judging Python."""
+    reward: str = DEFAULT_REWARD
+    """The reward function, an import path "pkg.mod:func": called per response with (problem,
+    response text, the sandbox's Verdict, or None for a kind the sandbox does not judge) and
+    returning a float, or (float, {name: float}) whose named components are logged per step
+    (`reward_components`). The default is the code judge's reward (1/0, or the fraction of
+    tests passed with `partial_credit`) and the exact-answer check for `answer` problems.
+    Checked when the config loads and again at executor start (the module must import on every
+    node). A function that raises fails its group, counted as `reward_errors`; the executor
+    goes on. See sandbox/rewards.py."""
+
+    @field_validator("reward")
+    @classmethod
+    def _importable_reward(cls, value: str) -> str:
+        resolve_reward(value)
+        return value
