@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from microcoder.buffer.groups import Group, GroupScores, Score
-from microcoder.data.problem import Problem
+from microcoder.data.problem import JUDGED_KINDS, Problem
 
 
 @dataclass
@@ -32,10 +32,6 @@ class ScoringOutcome:
     tests_run: int = 0
     reward_errors: int = 0
     """Groups failed because the reward function raised or returned no number."""
-
-
-JUDGED_KINDS = ("stdin", "functional", "assert")
-"""Problem kinds the sandbox runs; any other kind (`answer`) is scored by the reward alone."""
 
 
 def score_groups(

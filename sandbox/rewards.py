@@ -93,7 +93,7 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-def judge_or_answer(problem, response: str, verdict) -> float:
+def judge_or_answer(problem, response: str, verdict) -> float | tuple[float, dict[str, float]]:
     """The default reward: the judge's reward for code kinds (1/0, or the fraction of tests
     passed with `partial_credit`); for `answer` problems the exact-answer check
     (sandbox/answer.py `exact_answer`)."""
