@@ -36,7 +36,7 @@ class Executor:
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
-        from microcoder.sandbox import JudgePool
+        from microcoder.sandbox.backends import make_judge
         from microcoder.sandbox.rewards import resolve_reward
 
         self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
@@ -47,7 +47,7 @@ class Executor:
             problems = load_run_problems(data, seed, "train")
             problems += load_run_problems(data, seed, "heldout")
         self.problems = {p.id: p for p in problems}
-        self.pool = JudgePool(executor)  # workers = 0: the CPUs Ray granted this actor
+        self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
         self.client = (
             BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None
         )
