@@ -57,3 +57,9 @@ def verdict_inputs(groups: list[ScoredGroup]) -> list[tuple[list[str], list[int]
         )
         for sg in groups
     ]
+
+
+def component_inputs(groups: list[ScoredGroup]) -> list[dict[str, float]]:
+    """Every response's reward components (`Score.components`), the input of
+    learner/verdict_stats.py `reward_component_means`."""
+    return [s.components for sg in groups for s in sg.result.scores]

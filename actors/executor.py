@@ -36,8 +36,10 @@ class Executor:
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
-        from microcoder.sandbox import JudgePool
+        from microcoder.sandbox.backends import make_judge
+        from microcoder.sandbox.rewards import resolve_reward
 
+        self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
         self.name, self.reasoning = name, reasoning
         redirect_to_run_dir(name)
         problems = []
@@ -45,14 +47,14 @@ class Executor:
             problems = load_run_problems(data, seed, "train")
             problems += load_run_problems(data, seed, "heldout")
         self.problems = {p.id: p for p in problems}
-        self.pool = JudgePool(executor)  # workers = 0: the CPUs Ray granted this actor
+        self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
         self.client = (
             BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None
         )
         self._eval_judge = None  # microcoder.evaluation.judge_queue.SharedJudge, made on first use
         self._eval_init = threading.Lock()
         self.timer = PoolTimer()
-        self.groups = self.responses = self.tests = self.failed = 0
+        self.groups = self.responses = self.tests = self.failed = self.reward_errors = 0
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
         self._pool_lock = threading.Lock()  # guards the pool's own submit/as_completed (eval)
@@ -77,6 +79,7 @@ class Executor:
             "tests": self.tests,
             "tests_per_s": self.tests / busy if busy else 0.0,
             "failed_groups": self.failed,
+            "reward_errors": self.reward_errors,
             "verdicts": dict(self.verdicts),
             "workers": self.pool.size,
             "max_inflight_responses": self.stream.max_inflight_responses if self.stream else 0,
@@ -103,12 +106,15 @@ class Executor:
         """Judge `groups` on a channel of the pool (called from several threads at once)."""
         from microcoder.actors.scoring import score_groups
 
-        return score_groups(self.pool.channel(), self.problems, groups, self.name, self.reasoning)
+        return score_groups(
+            self.pool.channel(), self.problems, groups, self.name, self.reasoning, self.reward_fn
+        )
 
     def _count(self, out: ScoringOutcome) -> None:  # the loop's thread only
         self.groups += len(out.scored)
         self.failed += len(out.failed)
         self.tests += out.tests_run
+        self.reward_errors += out.reward_errors
         for gs in out.scored:
             self.responses += len(gs.scores)
             for s in gs.scores:

@@ -168,6 +168,7 @@ def _hand_in(client, finished, record, timer: PoolTimer, stats: JudgeStats, stop
             out.scored += part.scored
             out.failed += part.failed
             out.tests_run += part.tests_run
+            out.reward_errors += part.reward_errors
         else:
             reason = f"the judge raised {type(err).__name__}: {err}"[:500]
             print(f"group {group.group_id}: {reason}", file=sys.stderr)

@@ -231,11 +231,11 @@ class LearnerRank:
         kept; on a `monitor.rollouts_every` step the groups come with their texts and the reply
         carries the step's rollouts rows (actors/rollouts.py) under "rollouts"."""
         from microcoder.actors import rollouts
-        from microcoder.actors.convert import to_group_arrays, verdict_inputs
+        from microcoder.actors.convert import component_inputs, to_group_arrays, verdict_inputs
         from microcoder.buffer.client import BufferTimeout, BufferUnreachable
         from microcoder.learner.diversity import batch_diversity
         from microcoder.learner.intake import IntakeStats, drop_nonfinite, pack, signal_filter
-        from microcoder.learner.verdict_stats import step_verdict_metrics
+        from microcoder.learner.verdict_stats import reward_component_means, step_verdict_metrics
 
         want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
         nonfinite = 0
@@ -295,7 +295,9 @@ class LearnerRank:
             "n_groups": len(kept),
             "done": done,
             "wait_s": t1 - t0,
-            "metrics": stats.metrics() | step_verdict_metrics(verdict_inputs(trained)),
+            "metrics": stats.metrics()
+            | step_verdict_metrics(verdict_inputs(trained))
+            | reward_component_means(component_inputs(trained)),
         }
         if texts and kept:
             out["rollouts"] = self._rollout_rows(step, kept, trained)

@@ -6,15 +6,22 @@ or its final code block (or truncated before any closed block) is not submitted:
 is `unfinished`, reward 0. A sandbox
 fault (SE, already retried by the pool) is never the model's fault, so a group with an SE is
 not scored at all: it is reported as failed (the buffer counts it) instead of training on it.
+
+The reward of each response is the run's reward function (`executor.reward`,
+sandbox/rewards.py) of (problem, response text, verdict). A kind the sandbox does not judge
+(`answer`) is not submitted: the function gets verdict None, and the Score's verdict is AC for
+a reward >= 1, else WA. A function that raises (or returns no number) fails its whole group,
+counted in `reward_errors` and logged with the problem id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from microcoder.buffer.groups import Group, GroupScores, Score
-from microcoder.data.problem import Problem
+from microcoder.data.problem import JUDGED_KINDS, Problem
 
 
 @dataclass
@@ -23,6 +30,8 @@ class ScoringOutcome:
     failed: list[tuple[int, str]] = field(default_factory=list)
     """(group_id, reason) for groups that could not be scored."""
     tests_run: int = 0
+    reward_errors: int = 0
+    """Groups failed because the reward function raised or returned no number."""
 
 
 def score_groups(
@@ -31,11 +40,15 @@ def score_groups(
     groups: Sequence[Group],
     owner: str,
     reasoning: str = "none",
+    reward_fn: Callable | None = None,
 ) -> ScoringOutcome:
     """Judge every response of `groups` on `pool`; one GroupScores per scorable group.
-    `reasoning`: the resolved `prompt.reasoning` (none, think or marker:END)."""
+    `reasoning`: the resolved `prompt.reasoning` (none, think or marker:END). `reward_fn`: the
+    resolved `executor.reward` (None: the default, sandbox/rewards.py `judge_or_answer`)."""
     from microcoder.sandbox import extract, unfinished_verdict
+    from microcoder.sandbox.rewards import judge_or_answer
 
+    reward_fn = reward_fn or judge_or_answer
     out = ScoringOutcome()
     verdicts: dict[int, list] = {}
     statuses: dict[int, list[str]] = {}
@@ -48,6 +61,8 @@ def score_groups(
             continue
         verdicts[g.group_id] = [None] * len(g.responses)
         statuses[g.group_id] = [""] * len(g.responses)
+        if problem.kind not in JUDGED_KINDS:
+            continue
         for i, r in enumerate(g.responses):
             found = extract(r.text, reasoning, r.truncated)
             statuses[g.group_id][i] = found.status
@@ -63,20 +78,42 @@ def score_groups(
         vs = verdicts.get(g.group_id)
         if vs is None:
             continue
-        se = [v for v in vs if v.verdict == "SE"]
+        se = [v for v in vs if v is not None and v.verdict == "SE"]
         if se:
             out.failed.append((g.group_id, f"sandbox fault (SE) after retries: {se[0].message}"))
             continue
-        scores = [
-            Score(
-                reward=float(v.reward),
-                verdict=v.verdict,
-                tests_passed=v.passed,
-                tests_total=v.total,
-                detail=v.message[:200],
-                extraction=x,
-            )
-            for v, x in zip(vs, statuses[g.group_id], strict=True)
-        ]
+        problem = problems[g.problem_id]
+        try:
+            scores = [
+                _score(reward_fn, problem, r.text, v, x)
+                for r, v, x in zip(g.responses, vs, statuses[g.group_id], strict=True)
+            ]
+        except Exception as err:
+            name = getattr(reward_fn, "__qualname__", repr(reward_fn))
+            reason = f"reward function {name} raised {type(err).__name__}: {err}"[:500]
+            print(f"group {g.group_id} (problem {problem.id}): {reason}", file=sys.stderr)
+            out.failed.append((g.group_id, reason))
+            out.reward_errors += 1
+            continue
         out.scored.append(GroupScores(group_id=g.group_id, scores=scores, executor=owner))
     return out
+
+
+def _score(reward_fn: Callable, problem: Problem, text: str, v, extraction: str) -> Score:
+    """One response's Score: the reward function's reward and components, the verdict's facts
+    (AC / WA by the reward for a kind with no verdict)."""
+    from microcoder.sandbox.rewards import check_reward
+
+    reward, components = check_reward(reward_fn(problem, text, v))
+    if v is None:
+        ok = reward >= 1.0
+        return Score(reward, "AC" if ok else "WA", int(ok), 1, "", extraction, components)
+    return Score(
+        reward=reward,
+        verdict=v.verdict,
+        tests_passed=v.passed,
+        tests_total=v.total,
+        detail=v.message[:200],
+        extraction=extraction,
+        components=components,
+    )

@@ -16,7 +16,9 @@ A Group travels as three frames:
 GroupScores travels as one frame: a msgpack map {"group_id", "executor"} plus one list per
 Score field ("reward", "verdict", "tests_passed", "tests_total", "detail", "extraction"; the
 verdict is a short string per response, e.g. "AC" or "unfinished"; "extraction" entries are
-strings, and a map without that column, as older executors send, decodes with "" for each).
+strings, and a map without that column, as older executors send, decodes with "" for each;
+"components" entries are maps {name: number}, a reward function's named components, sent only
+when some response has one, and decode as {} where absent).
 
 Why this layout: the server checks a group by parsing one small map (type checks per column,
 not per record object) and comparing the other frames' sizes with what the map declares, then
@@ -76,6 +78,7 @@ _SCORE_COLUMNS = {
 }
 _OPTIONAL_SCORE_COLUMNS = {  # per-score column that may be absent
     "extraction": frozenset((str,)),
+    "components": frozenset((dict,)),
 }
 
 
@@ -152,6 +155,10 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
 def check_scores(data: dict) -> ScoresInfo:
     """Check a decoded GroupScores map -> ScoresInfo."""
     n = _check("GroupScores", data, _SCORES_FIELDS, _SCORE_COLUMNS, _OPTIONAL_SCORE_COLUMNS)
+    for c in data.get("components") or ():
+        for k, v in c.items():
+            if type(k) is not str or type(v) not in _NUM:
+                raise MessageError("GroupScores.components: entries must map str to int/float")
     return ScoresInfo(data["group_id"], n)
 
 
@@ -260,6 +267,7 @@ def scores_frame(result: GroupScores) -> bytes:
             "tests_total": [s.tests_total for s in ss],
             "detail": [s.detail for s in ss],
             "extraction": [s.extraction for s in ss],
+            **({"components": [s.components for s in ss]} if any(s.components for s in ss) else {}),
         }
     )
 
@@ -269,14 +277,15 @@ def read_scores(frame: Any) -> GroupScores:
     d = unpack(frame)
     n = check_scores(d).n_scores
     scores = [
-        Score(float(r), v, p, t, detail, x)
-        for r, v, p, t, detail, x in zip(
+        Score(float(r), v, p, t, detail, x, dict(c))
+        for r, v, p, t, detail, x, c in zip(
             d["reward"],
             d["verdict"],
             d["tests_passed"],
             d["tests_total"],
             d["detail"],
             d.get("extraction") or [""] * n,
+            d.get("components") or [{}] * n,
             strict=True,
         )
     ]

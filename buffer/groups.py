@@ -97,6 +97,9 @@ class Score:
     """What extraction gave the judge (sandbox/extract.py `Extraction.status`): `ok`, `no_code`
     (nothing to run, judged WA) or `unfinished`; "" when the executor did not say (older ones).
     The step's verdict metrics count `no_code` apart from WA (learner/verdict_stats.py)."""
+    components: dict[str, float] = field(default_factory=dict)
+    """Named reward components the reward function returned (`executor.reward`,
+    sandbox/rewards.py); {} for none. Their step means are logged as `reward_components`."""
 
 
 @dataclass

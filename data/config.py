@@ -15,11 +15,11 @@ from microcoder.data.prompt_file import PromptTemplateError, resolve_template
 class PromptConfig(Section):
     template: str = "default"
     """Prompt wording: `default` (ours), `lcb` (LiveCodeBench's own wording) or the path of a
-    TOML template file with tables [stdin], [functional], [assert], each `system` and `user`
+    TOML template file with tables [stdin], [functional], [assert], [answer], each `system` and `user`
     (placeholders {statement}, {starter_code}, {fn_name}); see data/prompt_file.py."""
     system: dict[str, str] = {}
     """Per-kind system prompt replacing the template's, e.g. {stdin = "..."}; kinds: stdin,
-    functional, assert; an empty string drops the system message."""
+    functional, assert, answer; an empty string drops the system message."""
     reasoning: str = "auto"
     """Where the final answer starts (sandbox/extract.py): `none` (the whole response is the
     answer), `think` (the answer follows `</think>`), `marker:END` (it follows the string END,
@@ -71,6 +71,7 @@ class DataConfig(Section):
         "apps",
         "taco",
         "rllm",
+        "answer",
         "microcoder",
         "livecodebench",
     ] = "auto"

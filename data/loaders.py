@@ -10,6 +10,7 @@ Formats (auto-detected from the first row; force one with `format=`):
 | `leetcodedataset` | newfacade/LeetCodeDataset (`input_output` list, `entry_point`)  |
 | `apps`            | APPS / TACO (`question`, `input_output` JSON); alias `taco`      |
 | `rllm`            | rllm / DeepCoder JSON (`problem`, `tests`)                      |
+| `answer`          | exact answers (`id`, `question`, `answer`): `answer` kind        |
 
 Files are JSONL or a JSON array, optionally `.gz`. With `strict=True` (default) the first bad row
 raises ProblemFormatError naming file, line and field; with `strict=False` bad rows are collected
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, overload
 
+from microcoder.data.fmt_answer import convert_answer
 from microcoder.data.fmt_apps import convert_apps
 from microcoder.data.fmt_common import RowContext
 from microcoder.data.fmt_humaneval import convert_humaneval
@@ -46,6 +48,7 @@ CONVERTERS: dict[str, Callable[[dict, RowContext], Problem]] = {
     "apps": convert_apps,
     "taco": convert_apps,
     "rllm": convert_rllm,
+    "answer": convert_answer,
 }
 FORMATS = tuple(CONVERTERS)
 FORMAT_ALIASES = {"microcoder": "jsonl", "livecodebench": "lcb"}
@@ -70,6 +73,8 @@ def detect_format(row: object) -> str | None:
         return "apps"
     if "problem" in row and "tests" in row:
         return "rllm"
+    if {"question", "answer"} <= row.keys():
+        return "answer"
     return None
 
 

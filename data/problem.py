@@ -6,6 +6,11 @@ Kinds (LiveCodeBench's conventions):
   `input` holds one JSON value per line (one per argument), `output` one JSON value.
 - `assert`: each test is `{"code": ...}`, Python run after the solution in its namespace
   (HumanEval/MBPP style); any failed assert or exception fails the test.
+- `answer`: not a program: the model replies with a final answer (math style, e.g.
+  `\\boxed{42}`); `tests` holds one `{input: "", output: EXPECTED}`. The sandbox never runs it:
+  the reward function scores it (`executor.reward`; by default sandbox/answer.py
+  `exact_answer`, a normalised exact match). Loaded from `{"id", "question", "answer"}` rows
+  (data/fmt_answer.py).
 
 Problems may declare a comparison mode (`compare`) or a checker program (`checker`); see
 sandbox/compare.py. No torch import here.
@@ -17,7 +22,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-KINDS = ("stdin", "functional", "assert")
+KINDS = ("stdin", "functional", "assert", "answer")
+JUDGED_KINDS = ("stdin", "functional", "assert")
+"""The kinds the sandbox runs as programs; `answer` is scored by the reward function alone."""
 COMPARE_MODES = ("default", "case-insensitive-yesno", "unordered-tokens", "any-of", "checker")
 
 
@@ -35,11 +42,12 @@ class Problem:
     id: str
     """Unique id within the dataset."""
     kind: str
-    """`stdin`, `functional` or `assert`."""
+    """`stdin`, `functional`, `assert` or `answer` (KINDS)."""
     prompt: str
     """The statement shown to the model."""
     tests: list[dict[str, str]]
-    """stdin/functional: [{input, output}]; assert: [{code}]."""
+    """stdin/functional: [{input, output}]; assert: [{code}]; answer: [{input: "", output:
+    the expected answer}]."""
     fn_name: str = ""
     """Entry point of functional problems (method of `Solution`, or a top-level function)."""
     starter_code: str = ""

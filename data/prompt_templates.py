@@ -12,13 +12,16 @@ with `str.format`.
 - functional: statement, an instruction naming `fn_name` and how the judge calls it (no stdin),
   and the starter code in a ```python block.
 - assert (HumanEval style): the statement and the signature to complete, shown once.
+- answer (exact answers, not code): the statement itself, and `ANSWER_SYSTEM` asks for the
+  final answer in `\\boxed{}` (what sandbox/answer.py reads first).
 
 `lcb`: LiveCodeBench's own wording for its code-generation scenario, written from its documented
 prompt format (LiveCodeBench/LiveCodeBench, `lcb_runner/prompts/code_generation.py`: the
 generic chat format, `PromptConstants.SYSTEM_MESSAGE_GENERIC` and
 `get_generic_question_template_answer`), so pass rates are comparable with its leaderboard.
 LiveCodeBench has no assert kind and always gives functional problems starter code; for those
-cases the text below says what we add.
+cases the text below says what we add. It has no `answer` kind either: `lcb` renders it as
+`default` does.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ FIELDS: dict[str, Callable[[Problem], PromptFields]] = {
     "stdin": _plain_fields,
     "functional": _code_fields,
     "assert": _code_fields,
+    "answer": _plain_fields,
 }
 """The one field extractor per problem kind."""
 
@@ -107,6 +111,10 @@ FUNCTIONAL_SYSTEM = (
 ASSERT_SYSTEM = (
     "Complete the given Python function so that it passes the hidden tests. Reply with one "
     "```python code block holding the whole function, with the imports it needs."
+)
+
+ANSWER_SYSTEM = (
+    "Solve the problem. End your reply with the final answer alone in \\boxed{}, e.g. \\boxed{42}."
 )
 
 
@@ -148,6 +156,7 @@ DEFAULT: Template = {
     "stdin": KindTemplate(STDIN_SYSTEM, lambda f: f.statement),
     "functional": KindTemplate(FUNCTIONAL_SYSTEM, _default_functional),
     "assert": KindTemplate(ASSERT_SYSTEM, _default_assert),
+    "answer": KindTemplate(ANSWER_SYSTEM, lambda f: f.statement),
 }
 
 
@@ -209,6 +218,7 @@ LCB: Template = {
     "stdin": KindTemplate(LCB_SYSTEM, _lcb_stdin),
     "functional": KindTemplate(LCB_SYSTEM, _lcb_functional),
     "assert": KindTemplate(LCB_SYSTEM, _lcb_assert),
+    "answer": DEFAULT["answer"],
 }
 
 BUILTIN: dict[str, Template] = {"default": DEFAULT, "lcb": LCB}

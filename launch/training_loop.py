@@ -135,6 +135,7 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
         "tests_per_s": rates.rate("tests", tests),
         "generator_idle_frac": idle(gens),
         "executor_idle_frac": idle(execs),
+        "reward_errors": sum(e.get("reward_errors", 0) for e in execs),
         "buffer": buf,
         "replicas": [
             {k: x.get(k) for k in ("name", "pid", "restarts", "version", "error", "temperature")}

@@ -11,6 +11,9 @@ the dashboard):
     extraction_failed  responses with nothing judged: `no_code` + `unfinished`
     response_len_p50, response_len_p90, response_len_max   response tokens
     group_pass_hist    [count of groups per bin of GROUP_PASS_BINS]
+    reward_components  {name: mean} of the reward function's named components
+                       (`executor.reward`), each over the responses that report it; absent
+                       when none does
 
 A response's label is its verdict, except that a response the extractor found no code in
 (sandbox/extract.py: status `no_code`, which the judge scores WA) is counted as `no_code`, not
@@ -19,7 +22,7 @@ WA. learner/ does not import buffer/: the inputs are plain lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -96,3 +99,17 @@ def step_verdict_metrics(groups: Sequence[tuple[Sequence[str], Sequence[int]]]) 
             sum(label == "AC" for label in ls) / len(ls) for ls, _ in groups if len(ls)
         ),
     }
+
+
+def reward_component_means(components: Iterable[Mapping[str, float]]) -> dict:
+    """{"reward_components": {name: mean}} over the responses' component maps, each name over
+    the responses that report it; {} when none reports any."""
+    sums: dict[str, list[float]] = {}
+    for c in components:
+        for name, v in c.items():
+            acc = sums.setdefault(name, [0.0, 0])
+            acc[0] += float(v)
+            acc[1] += 1
+    if not sums:
+        return {}
+    return {"reward_components": {k: total / n for k, (total, n) in sorted(sums.items())}}

@@ -17,6 +17,7 @@ processes of that uid inside the sandbox's namespace.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -39,8 +40,43 @@ SERVER_CAPS = (
 )
 
 
+BWRAP_ENV = "MICROCODER_BWRAP"
+"""Environment variable naming the bubblewrap binary (default: `bwrap` on PATH)."""
+PROBE_TIMEOUT_S = 20.0
+"""How long the start-up probe of bubblewrap may take."""
+NO_USERNS_HELP = (
+    "Containers often deny user namespaces (Docker's default seccomp profile, "
+    "kernel.unprivileged_userns_clone = 0, user.max_user_namespaces = 0). Ways out: set "
+    'executor.isolation = "none" to run TRUSTED code only, without any isolation; or set '
+    'executor.backend = "http" and executor.judge_url to a `microcoder judge serve` running on '
+    "a host that allows them (docs/architecture.md, the judge service)."
+)
+
+
 class SandboxUnavailable(RuntimeError):
     """The configured isolation cannot be set up here; the message says how to fix it."""
+
+
+def bwrap_binary() -> str:
+    """The bubblewrap binary: $MICROCODER_BWRAP, else `bwrap`."""
+    return os.environ.get(BWRAP_ENV) or "bwrap"
+
+
+@functools.lru_cache(maxsize=8)
+def userns_probe(binary: str) -> str:
+    """Run bubblewrap once (per binary and process) in a new user and PID namespace; "" when it
+    works, else why not (its stderr)."""
+    cmd = [binary, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--", "true"]
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, timeout=PROBE_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"}
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode == 0:
+        return ""
+    err = done.stderr.decode(errors="replace").strip()[-300:]
+    return err or f"exit status {done.returncode}"
 
 
 def interpreter(cfg: ExecutorConfig) -> str:
@@ -60,10 +96,13 @@ def bootstrap(code_dir: str, uid: int, workdir: str) -> str:
 
 
 def check_available(cfg: ExecutorConfig) -> None:
-    """Raise SandboxUnavailable when bwrap isolation is configured but cannot work here."""
+    """Raise SandboxUnavailable when bwrap isolation is configured but cannot work here: no
+    bubblewrap, or (one probe per process, `userns_probe`) no user namespace for it. Called when
+    a pool starts (an executor's start), so such a host fails once, naming the cause and the
+    ways out, never program by program."""
     if cfg.isolation != "bwrap":
         return
-    if shutil.which("bwrap") is None:
+    if shutil.which(bwrap_binary()) is None:
         raise SandboxUnavailable(
             "bubblewrap (bwrap) is not installed, so untrusted code cannot be isolated. Install "
             "it (Debian/Ubuntu: apt-get install bubblewrap; scripts/setup.sh does this), or set "
@@ -71,6 +110,12 @@ def check_available(cfg: ExecutorConfig) -> None:
         )
     if os.geteuid() == 0 and shutil.which("unshare") is None:
         raise SandboxUnavailable("`unshare` (util-linux) is missing; install util-linux")
+    why = userns_probe(bwrap_binary())
+    if why:
+        raise SandboxUnavailable(
+            f"bubblewrap cannot create a user namespace on this host (`{bwrap_binary()} "
+            f"--unshare-user --unshare-pid ... true` failed: {why}). {NO_USERNS_HELP}"
+        )
 
 
 def make_userns(outer_uid: int) -> int:
@@ -127,7 +172,7 @@ def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str
 
         workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
         return [python, "-I", "-S", "-B", "-c", bootstrap(server_code_dir(), 0, workdir)], ()
-    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    args = [bwrap_binary(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
     fds: tuple[int, ...] = ()
     if os.geteuid() == 0:

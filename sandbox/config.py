@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
+from microcoder.sandbox.rewards import DEFAULT_REWARD, resolve_reward
 
 
 class ExecutorConfig(Section):
@@ -24,6 +25,19 @@ class ExecutorConfig(Section):
     """Sandbox worker processes per executor (programs judged at once). 0 means one per CPU
     granted: in a Ray actor, the CPUs Ray gave it (`cpus_per_executor`, rounded down, at least
     1); outside Ray (`microcoder judge`, benches), the cores this process may run on."""
+    backend: Literal["local", "http"] = "local"
+    """Where programs are judged (sandbox/backends.py): `local`, this host's sandbox pool
+    (bubblewrap), or `http`, a remote judge service at `judge_url` (`microcoder judge serve`;
+    the JSON protocol is in sandbox/http_judge.py and docs/architecture.md), for clusters whose
+    containers deny user namespaces or to share one judge node between trainers. With `http`,
+    `workers` is how many programs are in flight at once (0 = the server's worker count) and the
+    sandbox settings below are the server's own."""
+    judge_url: str = ""
+    """The judge service of the `http` backend, e.g. "http://judge-node:8790"; keep it on a
+    private network (set MICROCODER_JUDGE_TOKEN on both sides for a shared token)."""
+    http_timeout_s: float = Field(120.0, gt=0)
+    """`http` backend: seconds a request may take (a program's whole judging, queueing on the
+    server included) before its verdict is SE with an error naming the server."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """`bwrap`: every worker runs inside bubblewrap (no network, read-only root, private /tmp).
     `none`: no isolation at all (only for trusted code; the judge warns loudly)."""
@@ -68,3 +82,18 @@ class ExecutorConfig(Section):
     with numpy). The interpreter's own prefix, /usr and /etc are always mounted."""
     python: str = ""
     """Interpreter that runs the programs; empty = the base interpreter of the judging Python."""
+    reward: str = DEFAULT_REWARD
+    """The reward function, an import path "pkg.mod:func": called per response with (problem,
+    response text, the sandbox's Verdict, or None for a kind the sandbox does not judge) and
+    returning a float, or (float, {name: float}) whose named components are logged per step
+    (`reward_components`). The default is the code judge's reward (1/0, or the fraction of
+    tests passed with `partial_credit`) and the exact-answer check for `answer` problems.
+    Checked when the config loads and again at executor start (the module must import on every
+    node). A function that raises fails its group, counted as `reward_errors`; the executor
+    goes on. See sandbox/rewards.py."""
+
+    @field_validator("reward")
+    @classmethod
+    def _importable_reward(cls, value: str) -> str:
+        resolve_reward(value)
+        return value

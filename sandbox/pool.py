@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from microcoder.data.problem import Problem
+from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.sandbox.bwrap import SandboxUnavailable, check_available
 from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.grade import judge_solution
@@ -100,6 +100,11 @@ class JudgePool:
     def _enqueue(self, problem, code, solution_id, tag, done: queue.Queue) -> int:
         if self._closed:
             raise RuntimeError("JudgePool is closed")
+        if problem.kind not in JUDGED_KINDS:
+            raise ValueError(
+                f"problem {problem.id}: kind {problem.kind!r} is not a program the sandbox runs; "
+                "its reward function scores it (executor.reward, sandbox/rewards.py)"
+            )
         job = _Job(next(self._ids), problem, code, solution_id, tag, done)
         self._jobs.put(job)
         return job.job_id

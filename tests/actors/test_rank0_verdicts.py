@@ -122,3 +122,15 @@ def test_rows_clip_the_text_and_the_file_holds_one_json_line_each(tmp_path):
     back = [json.loads(line) for line in path.read_text().splitlines()]
     assert back == rows and not list(path.parent.glob("*.tmp"))
     assert torch.tensor([r["reward"] for r in back]).tolist() == [1.0, 0.0]
+
+
+def test_the_reward_functions_components_reach_the_step_metrics_as_means():
+    """Each name's mean over the trained responses that report it (executor.reward)."""
+    rank = rank_at(version=0, every=0)
+    groups = rank.client.batches[1].groups  # the batch trained on (the first is filtered)
+    each = ([{"fmt": 1.0}, {"fmt": 0.0}, {}], [{"fmt": 1.0}, {"len": 4.0}])
+    for sg, comps in zip(groups, each, strict=True):
+        for s, c in zip(sg.result.scores, comps, strict=True):
+            s.components = c
+    m = rank.fetch_batch(timeout_s=10)["metrics"]
+    assert m["reward_components"] == {"fmt": 2 / 3, "len": 4.0}

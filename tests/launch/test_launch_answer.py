@@ -1,0 +1,42 @@
+"""A 2-step launch trains on the `answer` kind (configs/answer-tiny.toml: exact-answer problems
+scored by the shipped reward function, sandbox/answer.py, without the sandbox) with the
+random-weight tiny model: the run finishes its steps, every response gets AC or WA from the
+reward (none is judged as a program), the reward function's component reaches metrics.jsonl
+and no reward error is counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from launch_testing.launched import run_launch
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+SETTINGS = [
+    "model.warmstart=false",
+    "generator.max_response_tokens=16",
+    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
+    "monitor.dashboard_port=0",
+    "learner.batch_size=2",
+    "algorithm.group_size=2",
+]
+
+
+def test_a_two_step_launch_trains_on_answer_problems(tiny_model_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    args = [a for s in SETTINGS for a in ("--set", s)]
+    model = ["--set", f'model.path="{tiny_model_dir}"']
+    config = str(Path(__file__).parents[2] / "configs" / "answer-tiny.toml")
+    proc = run_launch([config, "--run-dir", str(run_dir), *model, *args], 900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    steps = [r for r in map(json.loads, lines) if r["kind"] == "step"]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        counts = {k: v for k, v in r["verdict_counts"].items() if v}
+        assert set(counts) <= {"AC", "WA"}  # scored by the reward, never run as programs
+        assert sum(counts.values()) in (2, 4)  # the groups trained on, 2 responses each
+        assert set(r["reward_components"]) == {"formatted"}
+        assert r["reward_errors"] == 0
