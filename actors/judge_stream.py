@@ -135,9 +135,11 @@ def judging_loop(
             want = lease_count(slots, group_size, flight.responses) if leasing else 0
             if max_groups is not None:
                 want = min(want, max_groups - stats.leased)
-            if want <= 0 or time.monotonic() < next_lease:
-                continue
             idle = not flight.futures
+            # Idle, the lease is a long poll the buffer holds: no retry delay, which would leave
+            # the loop turning with nothing to wait on (take() returns at once with no futures).
+            if want <= 0 or (not idle and time.monotonic() < next_lease):
+                continue
             with timer.idle() if idle else timer.io():
                 got = client.get_unscored(want, wait_s=0.5 if idle else 0.0)
             for g in got:
