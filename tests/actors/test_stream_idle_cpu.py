@@ -10,6 +10,7 @@ and thousands of turns a second), so a loaded machine does not fail it."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
 
@@ -115,6 +116,6 @@ def test_after_a_lease_rank0_is_asked_only_when_the_buffer_names_a_newer_version
             0.6,
             AdmissionClient(step_s=0.1, version=buffer_version),
             SleepingEngine(group_s=0.01),
-            after_lease=lambda: asked_after_lease.append(1),
+            after_lease=functools.partial(asked_after_lease.append, 1),
         )
         assert bool(asked_after_lease) is asks, (buffer_version, len(asked_after_lease))
