@@ -9,7 +9,8 @@ long-tailed, so waves (one blocking engine call per batch of prompts) left the e
 empty while the longest responses finished, and made weights wait a whole wave.
 
 New weights are taken in flight (`maybe_update`, every loop tick, asking the learner's version
-at most every `generator.weight_poll_s`): with `weight_update = "inflight"` the engine pauses
+at most every `generator.weight_poll_s`, and after a lease whose reply names a newer version
+than the engine's): with `weight_update = "inflight"` the engine pauses
 with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.

@@ -305,7 +305,11 @@ def streaming_loop(
     pauses/loads/resumes the engine itself) once per tick, and `after_lease()` (default:
     `maybe_update`; the Generator's skips its poll throttle there) right after a lease that
     returned prompts, before their tasks are submitted (so new groups start on the newest
-    weights: the lease may have waited while the learner stepped). `maybe_update` returns a
+    weights: the lease may have waited while the learner stepped), unless the reply's `version`
+    (the learner's newest, as announced to the buffer) is not newer than `version()`: then
+    there is nothing to ask. Idle (nothing in flight), the lease waits for a prompt as the
+    buffer's long poll; with groups in flight a refused lease is asked again after
+    `_LEASE_RETRY_S`: the loop never turns without waiting on something. `maybe_update` returns a
     truthy value when it loaded new weights. Ends when `stop` is set, the buffer says done
     (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
     finished). A group whose task raises is given to `on_error` (re-raised without one; an
