@@ -56,6 +56,8 @@ class JudgeStats:
     max_inflight_responses: int = 0
     """The most responses leased and not yet handed in at once (the lease bound: at most
     slots + 2G - 1)."""
+    ticks: int = 0
+    """Turns of the loop (each hands in, maybe leases)."""
     left_leased: int = 0
     """Groups left leased for the caller's release(): still in flight when the loop ended (stop,
     after drain_s), or whose judge raised after stop."""
@@ -123,6 +125,7 @@ def judging_loop(
     group_size, next_lease, stop_at = 0, 0.0, None
     try:
         while True:
+            stats.ticks += 1
             if stop.is_set() and stop_at is None:
                 stop_at = time.monotonic() + drain_s
             leasing = stop_at is None and (max_groups is None or stats.leased < max_groups)
