@@ -9,7 +9,8 @@ long-tailed, so waves (one blocking engine call per batch of prompts) left the e
 empty while the longest responses finished, and made weights wait a whole wave.
 
 New weights are taken in flight (`maybe_update`, every loop tick, asking the learner's version
-at most every `generator.weight_poll_s`): with `weight_update = "inflight"` the engine pauses
+at most every `generator.weight_poll_s`, and after a lease whose reply names a newer version
+than the engine's): with `weight_update = "inflight"` the engine pauses
 with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.
@@ -211,7 +212,7 @@ class Generator:
             capacity=self.settings.generator.max_inflight_prompts,
             params_for=lambda a: self._params(self.temperature),
             prompt_ids=self._prompt_ids,
-            version=lambda: self.version,
+            version=self._loop_version,
             maybe_update=self.maybe_update,
             after_lease=lambda: self.maybe_update(throttled=False),
             timer=self.timer,
@@ -225,6 +226,12 @@ class Generator:
             hold_leases=lambda: self._pending is not None,
         )
         return self.stats()
+
+    def _loop_version(self) -> int:
+        """The version the loop sees: -1 while a failed load left the weights mixed, so that the
+        loop asks rank 0 after its first lease whatever version the buffer names (it skips the
+        ask when the lease's reply is not newer than this; no group is sampled while mixed)."""
+        return -1 if self._mixed else self.version
 
     def _sync_failed(self, err: BaseException, in_a_row: int) -> None:
         """A weight update failed and the loop goes on (actors/stream.py): log and count it."""

@@ -56,6 +56,8 @@ class JudgeStats:
     max_inflight_responses: int = 0
     """The most responses leased and not yet handed in at once (the lease bound: at most
     slots + 2G - 1)."""
+    ticks: int = 0
+    """Turns of the loop (each hands in, maybe leases)."""
     left_leased: int = 0
     """Groups left leased for the caller's release(): still in flight when the loop ended (stop,
     after drain_s), or whose judge raised after stop."""
@@ -123,6 +125,7 @@ def judging_loop(
     group_size, next_lease, stop_at = 0, 0.0, None
     try:
         while True:
+            stats.ticks += 1
             if stop.is_set() and stop_at is None:
                 stop_at = time.monotonic() + drain_s
             leasing = stop_at is None and (max_groups is None or stats.leased < max_groups)
@@ -135,9 +138,11 @@ def judging_loop(
             want = lease_count(slots, group_size, flight.responses) if leasing else 0
             if max_groups is not None:
                 want = min(want, max_groups - stats.leased)
-            if want <= 0 or time.monotonic() < next_lease:
-                continue
             idle = not flight.futures
+            # Idle, the lease is a long poll the buffer holds: no retry delay, which would leave
+            # the loop turning with nothing to wait on (take() returns at once with no futures).
+            if want <= 0 or (not idle and time.monotonic() < next_lease):
+                continue
             with timer.idle() if idle else timer.io():
                 got = client.get_unscored(want, wait_s=0.5 if idle else 0.0)
             for g in got:

@@ -50,6 +50,8 @@ _LEASE_RETRY_S = 0.1
 """While groups are in flight and the buffer gave no prompt, ask again at most this often."""
 _TICK_S = 0.05
 """How long the loop waits for a finished group before it looks at leases and weights again."""
+_IDLE_LEASE_WAIT_S = 0.5
+"""With nothing in flight, how long a lease waits (a long poll the buffer holds) for a prompt."""
 
 
 @dataclass
@@ -74,6 +76,10 @@ class StreamStats:
     """The most groups in flight at once."""
     update_failures: int = 0
     """Weight updates (`maybe_update` / `after_lease` calls) that raised; the loop went on."""
+    ticks: int = 0
+    """Turns of the loop (each hands in, maybe leases, maybe updates)."""
+    lease_calls: int = 0
+    """Calls to `client.get_prompts`, with or without prompts in the reply."""
 
 
 def _span_versions(completion) -> tuple[int, int] | None:
@@ -299,7 +305,11 @@ def streaming_loop(
     pauses/loads/resumes the engine itself) once per tick, and `after_lease()` (default:
     `maybe_update`; the Generator's skips its poll throttle there) right after a lease that
     returned prompts, before their tasks are submitted (so new groups start on the newest
-    weights: the lease may have waited while the learner stepped). `maybe_update` returns a
+    weights: the lease may have waited while the learner stepped), unless the reply's `version`
+    (the learner's newest, as announced to the buffer) is not newer than `version()`: then
+    there is nothing to ask. Idle (nothing in flight), the lease waits for a prompt as the
+    buffer's long poll; with groups in flight a refused lease is asked again after
+    `_LEASE_RETRY_S`: the loop never turns without waiting on something. `maybe_update` returns a
     truthy value when it loaded new weights. Ends when `stop` is set, the buffer says done
     (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
     finished). A group whose task raises is given to `on_error` (re-raised without one; an
@@ -323,6 +333,7 @@ def streaming_loop(
     groups_at_give_up = 0  # groups handed in before the loop gave up on the weights
     try:
         while not stop.is_set():
+            stats.ticks += 1
             wait = _TICK_S if flight.futures else 0.0
             with timer.busy() if flight.futures else timer.idle():
                 finished = flight.take(wait)
@@ -340,24 +351,39 @@ def streaming_loop(
             if max_groups is not None:
                 free = min(free, max_groups - stats.leased)
             held = hold_leases is not None and hold_leases()
-            if free > 0 and not source_done and not held and time.monotonic() >= next_lease:
-                idle = not flight.futures
+            idle = not flight.futures
+            # Idle, the lease is a long poll (the buffer holds it until it has a prompt or
+            # admission opens): never a retry delay then, which would leave the loop turning
+            # with nothing to wait on.
+            if (
+                free > 0
+                and not source_done
+                and not held
+                and (idle or time.monotonic() >= next_lease)
+            ):
+                asked = time.monotonic()
                 with timer.idle() if idle else timer.io():
-                    reply = client.get_prompts(free, wait_s=0.5 if idle else 0.0)
+                    reply = client.get_prompts(free, wait_s=_IDLE_LEASE_WAIT_S if idle else 0.0)
+                stats.lease_calls += 1
                 source_done = reply.done
                 if reply.assignments:
                     # Update after the lease, before sampling (as the wave loop synced): a lease
                     # may wait while the learner steps, and new groups must start on the newest
-                    # weights, else admission control's staleness budget is overrun.
-                    updates(leased=True)
+                    # weights, else admission control's staleness budget is overrun. The reply
+                    # names the learner's newest version: when ours is that, nothing to ask.
+                    if getattr(reply, "version", -1) < 0 or reply.version > version():
+                        updates(leased=True)
                     _submit(
                         engine, flight, reply.assignments, params_for, prompt_ids, version, owner
                     )
                     stats.leased += len(reply.assignments)
                     stats.max_inflight = max(stats.max_inflight, len(flight.futures))
                     continue
-                if not idle:
-                    next_lease = time.monotonic() + max(_LEASE_RETRY_S, reply.retry_after_s)
+                if not idle:  # the buffer's retry_after_s is its long poll: too long here
+                    next_lease = time.monotonic() + _LEASE_RETRY_S
+                elif not reply.done and time.monotonic() - asked < _TICK_S:
+                    with timer.idle():  # a buffer that did not hold the poll: not a spin
+                        stop.wait(_TICK_S)
             elif held and not flight.futures:  # nothing to hand in: wait a tick, not spin
                 with timer.idle():
                     stop.wait(_TICK_S)

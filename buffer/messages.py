@@ -180,6 +180,10 @@ class Prompts(Message):
     done: bool = False
     """The prompt source is exhausted: no more prompts will ever come."""
     retry_after_s: float = 0.0
+    version: int = -1
+    """The newest learner version announced to the buffer (`AnnounceVersion`) when it answered;
+    -1 unknown. A generator whose weights are that version needs not ask learner rank 0 for
+    newer ones before it samples the prompts (actors/stream.py)."""
 
 
 @dataclass

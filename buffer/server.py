@@ -231,7 +231,8 @@ class BufferServer:
         done = self.state.prompts_done
         if not got and not done and not final and msg.wait_s > 0:
             return None
-        return m.Prompts(got, done, 0.0 if got else self.config.long_poll_s), []
+        retry = 0.0 if got else self.config.long_poll_s
+        return m.Prompts(got, done, retry, self.state.version), []
 
     def _put(self, msg, records, put, now):
         """Apply `put` to each (checked info, stored frames) of `records`; all were checked

@@ -8,8 +8,8 @@ actor, with its admission control and staleness gate); only the work inside a wa
   tick) on a simulated engine (bench/pipeline/sim_engine.py: serial, `per_group_s` per group,
   `group_size` tiny responses each, versions from the engine's label as vLLM reports them);
   its update polls the learner's newest version every `poll_s`, and right after a lease that
-  returned prompts (before they are sampled, as the product loop orders it), and sets the
-  engine's label.
+  returned prompts when the buffer's reply names a newer version than the engine's (before they
+  are sampled, as the product loop orders it), and sets the engine's label.
   `sync_before_lease=True` also learns the version right before each lease (the order the
   wave loop had until issue 7; with streaming the label, not the lease, decides the version);
 - SimExecutor: `judging_loop` of actors/judge_stream.py (lease unscored groups as judging frees
@@ -40,17 +40,31 @@ class _Sim:
 
         self.timer = PoolTimer()
         self._stop = threading.Event()
+        self._cpu0 = time.process_time()
 
     def ready(self) -> bool:
         return True
+
+    def start_clock(self) -> None:
+        """The loop starts: its wall (the timer) and this process's CPU count from now."""
+        from microcoder.actors.timing import PoolTimer
+
+        self.timer = PoolTimer()
+        self._cpu0 = time.process_time()
 
     def stop(self) -> None:
         self._stop.set()
 
     def summary(self) -> dict[str, float]:
-        """Busy seconds (inside the simulated work) and the wall seconds of the loop."""
+        """Busy seconds (inside the simulated work), the wall seconds of the loop and the CPU
+        seconds this actor's process used meanwhile (every thread: the loop, the engine's event
+        loop, Ray's and ZeroMQ's; the simulated work itself is a sleep and costs none)."""
         s = self.timer.summary()
-        return {"busy_s": s["busy_s"], "wall_s": s["wall_s"]}
+        return {
+            "busy_s": s["busy_s"],
+            "wall_s": s["wall_s"],
+            "cpu_s": time.process_time() - self._cpu0,
+        }
 
 
 class SimGenerator(_Sim):
@@ -75,22 +89,21 @@ class SimGenerator(_Sim):
         self.sync_before_lease, self.poll_s = sync_before_lease, poll_s
         self.version = 0
         self.groups = 0
+        self.polls = 0
+        """Calls to the learner's latest_version."""
         self._engine = None
         self._next_poll = 0.0
 
     def run(self) -> dict[str, Any]:
         from microcoder.actors.stream import streaming_loop
-        from microcoder.actors.timing import PoolTimer
         from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
 
-        self.timer = PoolTimer()
+        self.start_clock()
         self._engine = SimEngine(self.per_group_s, self.response_tokens)
-        client = _PollAfterLease(self.client, self)
-        if self.sync_before_lease:
-            client = _SyncFirst(client, self._sync)
+        client = _SyncFirst(self.client, self._sync) if self.sync_before_lease else self.client
         params = SimParams(n=self.group_size)
         try:
-            streaming_loop(
+            stats = streaming_loop(
                 client,
                 self._engine,
                 capacity=self.wave,
@@ -98,6 +111,7 @@ class SimGenerator(_Sim):
                 prompt_ids=lambda text: [3] * 8,
                 version=lambda: self.version,
                 maybe_update=self._maybe_update,
+                after_lease=self._sync,
                 timer=self.timer,
                 stop=self._stop,
                 on_groups=self._count,
@@ -105,7 +119,14 @@ class SimGenerator(_Sim):
             )
         finally:
             self._engine.shutdown()
-        return {"name": self.name, "groups": self.groups, **self.summary()}
+        return {
+            "name": self.name,
+            "groups": self.groups,
+            "ticks": stats.ticks,
+            "leases": stats.lease_calls,
+            "version_polls": self.polls,
+            **self.summary(),
+        }
 
     def _maybe_update(self) -> None:
         if time.monotonic() >= self._next_poll:
@@ -115,28 +136,12 @@ class SimGenerator(_Sim):
     def _sync(self) -> None:
         import ray
 
+        self.polls += 1
         self.version = ray.get(self.learner.latest_version.remote())
         self._engine.set_version(self.version)
 
     def _count(self, groups: list) -> None:
         self.groups += len(groups)
-
-
-class _PollAfterLease:
-    """A BufferClient whose lease, when it returns prompts, makes the generator's next
-    `maybe_update` (called by streaming_loop before it submits them) ask the learner at once."""
-
-    def __init__(self, client, gen: SimGenerator) -> None:
-        self.client, self.gen = client, gen
-
-    def get_prompts(self, n: int, wait_s: float):
-        reply = self.client.get_prompts(n, wait_s=wait_s)
-        if reply.assignments:
-            self.gen._next_poll = 0.0
-        return reply
-
-    def put_unscored(self, groups) -> None:
-        self.client.put_unscored(groups)
 
 
 class _SyncFirst:
@@ -165,9 +170,8 @@ class SimExecutor(_Sim):
 
     def run(self) -> dict[str, Any]:
         from microcoder.actors.judge_stream import judging_loop
-        from microcoder.actors.timing import PoolTimer
 
-        self.timer = PoolTimer()
+        self.start_clock()
         judging_loop(
             self.client, self._judge, self._record, self.timer, self._stop, slots=self.slots
         )
@@ -200,6 +204,8 @@ class SimLearner:
         self.batch_size, self.train_s = batch_size, train_s
         self.client = BufferClient(address, owner="learner")
         self.version = 0
+        self.cpu_s = 0.0
+        """CPU seconds of this actor's process during `run` (set when it returns)."""
 
     def ready(self) -> bool:
         return True
@@ -210,7 +216,7 @@ class SimLearner:
 
     def run(self, steps: int) -> list[dict[str, Any]]:
         """`steps` optimizer steps; per step: when it ended, its wait and staleness."""
-        out = []
+        out, cpu0 = [], time.process_time()
         for _ in range(steps):
             t0 = time.monotonic()
             batch = self.client.get_batch(self.batch_size, self.version, timeout_s=300.0)
@@ -230,4 +236,9 @@ class SimLearner:
             )
             if batch.done:
                 break
+        self.cpu_s = time.process_time() - cpu0
         return out
+
+    def cpu(self) -> float:
+        """CPU seconds of the last `run` (its own and its latest_version answers)."""
+        return self.cpu_s

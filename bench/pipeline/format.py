@@ -76,17 +76,29 @@ def sim_table(sim: dict[str, Any]) -> list[str]:
         "per point",
         f"{'gens':>4} {'gen s':>6} {'judge s':>7} {'train s':>7} {'bottleneck':>10} "
         f"{'ideal/s':>8} {'achieved/s':>10} {'ratio':>6} {'learner idle':>12} "
-        f"{'gen busy':>8} {'stale':>5} {'dropped':>7}",
+        f"{'gen busy':>8} {'gen CPU':>7} {'CPU ms/group':>12} {'stale':>5} {'dropped':>7}",
     ]
     for p in sim["points"]:
-        t = p["stage_s"]
+        t, cpu = p["stage_s"], p.get("cpu", {})
         out.append(
             f"{p['generators']:>4} {t['generate']:>6.2f} {t['judge']:>7.2f} {t['train']:>7.2f} "
             f"{p['bottleneck']:>10} {p['ideal_steps_per_s']:>8.2f} "
             f"{p['achieved_steps_per_s']:>10.2f} {p['ratio']:>6.2f} "
             f"{p['learner_idle_frac']:>12.0%} {p['generator_busy_frac']:>8.0%} "
+            f"{cpu.get('generator_cpu_frac_mean', 0.0):>7.0%} "
+            f"{cpu.get('generator_cpu_s_per_group', 0.0) * 1e3:>12.1f} "
             f"{p['staleness_mean']:>5.2f} {p['dropped_stale']:>7}"
         )
+    out.append(
+        "gen CPU: the mean generator's process CPU seconds / its loop's wall seconds; CPU "
+        "ms/group: all generators' CPU per group handed in (--json: per generator, and the "
+        "learner's, executors' and buffer host's CPU)"
+    )
+    for p in sim["points"]:
+        gens = p.get("cpu", {}).get("generators", {})
+        if gens:
+            fracs = " ".join(f"{g['cpu_frac']:.0%}" for g in gens.values())
+            out.append(f"  {p['generators']} generators, CPU / wall each: {fracs}")
     worst = min((p["ratio"] for p in sim["points"]), default=0.0)
     out.append(f"lowest achieved/ideal: {worst:.2f} (goal >= 0.90)")
     return out

@@ -11,6 +11,7 @@ how close the real coordination (leases, long polls, admission, version hand-ove
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -114,8 +115,10 @@ def run_point(
     workers = gens + execs
     try:
         ray.get([a.ready.remote() for a in [learner, *workers]])
+        host_cpu = _ProcessCpu(ray.get(host.__ray_call__.remote(lambda self: os.getpid())))
         loops = [a.run.remote() for a in workers]
         records = ray.get(learner.run.remote(warmup + steps), timeout=600)
+        cpu = {"buffer_host": host_cpu.used(), "learner": ray.get(learner.cpu.remote())}
         for a in workers:
             a.stop.remote()
         done = ray.get(loops, timeout=60)
@@ -130,7 +133,58 @@ def run_point(
             pass
         ray.kill(host, no_restart=True)
     times = stage_times(costs, generators, executors)
-    return summarize_point(records, done, buf, times, generators, executors, warmup)
+    point = summarize_point(records, done, buf, times, generators, executors, warmup)
+    return {**point, "cpu": cpu_figures(done, cpu)}
+
+
+class _ProcessCpu:
+    """CPU seconds another process (an actor of the product, e.g. the buffer host) used since
+    this object was made (psutil: user + system, every thread)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.proc = psutil.Process(pid)
+        self.t0 = self._now()
+
+    def _now(self) -> float:
+        t = self.proc.cpu_times()
+        return t.user + t.system
+
+    def used(self) -> float:
+        return self._now() - self.t0
+
+
+def cpu_figures(loops: list[dict[str, Any]], others: dict[str, float]) -> dict[str, Any]:
+    """Per generator: CPU seconds of its process over its loop, per group handed in, and as a
+    fraction of the loop's wall; its ticks, leases and version polls per second. Then the
+    executors', the learner's and the buffer host's CPU seconds."""
+    gens = {}
+    for x in loops:
+        if not x["name"].startswith("sim-gen"):
+            continue
+        wall = max(x["wall_s"], 1e-9)
+        gens[x["name"]] = {
+            "cpu_s": x["cpu_s"],
+            "wall_s": x["wall_s"],
+            "cpu_frac": x["cpu_s"] / wall,
+            "groups": x["groups"],
+            "cpu_s_per_group": x["cpu_s"] / max(x["groups"], 1),
+            "ticks_per_s": x["ticks"] / wall,
+            "leases_per_s": x["leases"] / wall,
+            "version_polls_per_s": x["version_polls"] / wall,
+        }
+    executors = {x["name"]: x["cpu_s"] for x in loops if x["name"].startswith("sim-exec")}
+    total = sum(g["cpu_s"] for g in gens.values())
+    groups = sum(g["groups"] for g in gens.values())
+    return {
+        "generators": gens,
+        "generator_cpu_s": total,
+        "generator_cpu_s_per_group": total / max(groups, 1),
+        "generator_cpu_frac_mean": sum(g["cpu_frac"] for g in gens.values()) / max(len(gens), 1),
+        "executor_cpu_s": executors,
+        **{f"{k}_cpu_s": v for k, v in others.items()},
+    }
 
 
 def summarize_point(records, loops, buf, times, generators, executors, warmup) -> dict[str, Any]:
@@ -167,8 +221,6 @@ def run_simulated(
     costs: StageCosts, generator_counts: list[int], executors: int = 1, **kw: Any
 ) -> dict[str, Any]:
     """Every generator count in turn on one local Ray instance (started here if needed)."""
-    import os
-
     import ray
 
     started = not ray.is_initialized()

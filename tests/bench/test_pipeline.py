@@ -11,6 +11,7 @@ from microcoder.bench.pipeline.real import launch_command, summarize_run, window
 from microcoder.bench.pipeline.sim import (
     StageCosts,
     bottleneck,
+    cpu_figures,
     default_wave,
     ideal_steps_per_s,
     stage_times,
@@ -188,6 +189,38 @@ def test_table_has_one_simulated_line_per_generator_count():
     lines = format_table(_result()).splitlines()
     rows = [ln.split() for ln in lines if ln.split()[:1] in (["1"], ["2"])]
     assert [r[0] for r in rows] == ["1", "2"]
+
+
+def _loops():
+    gen = {"busy_s": 1.0, "ticks": 100, "leases": 50, "version_polls": 10}
+    return [
+        {"name": "sim-gen-0", "wall_s": 10.0, "cpu_s": 0.2, "groups": 100, **gen},
+        {"name": "sim-gen-1", "wall_s": 10.0, "cpu_s": 0.4, "groups": 100, **gen},
+        {"name": "sim-exec-0", "busy_s": 1.0, "wall_s": 10.0, "cpu_s": 0.1, "groups": 200},
+    ]
+
+
+def test_cpu_figures_are_per_generator_per_group_and_per_wall_second():
+    cpu = cpu_figures(_loops(), {"learner": 0.5, "buffer_host": 0.3})
+    g1 = cpu["generators"]["sim-gen-1"]
+    assert g1["cpu_frac"] == pytest.approx(0.04)
+    assert g1["cpu_s_per_group"] == pytest.approx(0.004)
+    assert g1["ticks_per_s"] == pytest.approx(10.0)
+    assert g1["version_polls_per_s"] == pytest.approx(1.0)
+    assert cpu["generator_cpu_s"] == pytest.approx(0.6)
+    assert cpu["generator_cpu_s_per_group"] == pytest.approx(0.003)
+    assert cpu["generator_cpu_frac_mean"] == pytest.approx(0.03)
+    assert cpu["executor_cpu_s"] == {"sim-exec-0": 0.1}
+    assert cpu["learner_cpu_s"] == 0.5 and cpu["buffer_host_cpu_s"] == 0.3
+
+
+def test_table_shows_each_generators_cpu_share():
+    result = _result()
+    for p in result["simulated"]["points"]:
+        p["cpu"] = cpu_figures(_loops(), {})
+    text = format_table(result)
+    assert "gen CPU" in text and "CPU ms/group" in text
+    assert "2 generators, CPU / wall each: 2% 4%" in text
 
 
 def test_table_of_a_simulated_only_run_has_no_real_section():
