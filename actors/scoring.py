@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from microcoder.buffer.groups import Group, GroupScores, Score
 from microcoder.data.problem import Problem
+from microcoder.protocol import Group, GroupScores, Score
 
 
 @dataclass

@@ -5,7 +5,7 @@ Import from the submodules (this file imports nothing, so config loading stays l
     from microcoder.buffer.server import BufferServer
     from microcoder.buffer.client import BufferClient, BufferError, BufferTimeout
     from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.buffer.groups import Group, Response, GroupScores, Score, ScoredGroup
+    from microcoder.protocol import Group, Response, GroupScores, Score, ScoredGroup
 
 Server (hosted by the buffer actor)::
 
