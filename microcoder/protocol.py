@@ -8,9 +8,9 @@ read as a `LearnerBatch`. Each of those rides in a `Message` (one kind per reque
 (torch.distributed), and after each step sends the weights to the generators, each round
 described by a `WeightSyncHeader`.
 
-Why here: the `microcoder/` room is the bottom every other room may import (buffer/ may not
-import torch, learner/ may not import buffer/, launch/ or actors/), so the whole protocol is
-read on one screen. Types only: the wire forms are codecs that import them (buffer/records.py
+Why here: `microcoder/` is the bottom room, which every room may import; buffer/ may not import
+torch and learner/ may not import buffer/, so no other room could hold the types both use, and a
+reader finds the whole protocol in one file. Types only: the wire forms are codecs that import them (buffer/records.py
 for messages, buffer/codec.py for Group and GroupScores, buffer/wire.py for framing,
 learner/intake.py `broadcast` for the PackedBatch, learner/weight_sync.py for the weights),
 except the weight-sync header's own small JSON. It imports only the standard library (numpy and
