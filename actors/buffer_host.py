@@ -6,9 +6,10 @@ from typing import Any
 
 from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
+from microcoder.protocol import TrainingPrompt
 
 
-def prompt_source(data: DataConfig, seed: int, prompts: list[tuple[str, str]]):
+def prompt_source(data: DataConfig, seed: int, prompts: list[TrainingPrompt]):
     """The buffer's prompt source: `prompts` epoch after epoch, each epoch in the order of
     `data.order_seed(seed)` (`seed`: the run's global seed). A resumed run rebuilds it from its
     saved config.toml, so the same seed gives the same order and the snapshot's cursor fits."""
@@ -33,7 +34,7 @@ class BufferHost:
         buffer: BufferConfig,
         data: DataConfig,
         batch_size: int,
-        prompts: list[tuple[str, str]],
+        prompts: list[TrainingPrompt],
         restore_from: str | None = None,
         keys_dir: str | None = None,
         snapshot_root: str | None = None,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from microcoder.buffer.groups import ScoredGroup
 from microcoder.learner.grpo import is_non_incorrect
 from microcoder.learner.intake import GroupArrays
 from microcoder.learner.verdict_stats import NO_CODE
+from microcoder.protocol import ScoredGroup
 
 
 def to_group_arrays(sg: ScoredGroup) -> GroupArrays:

@@ -427,8 +427,8 @@ class Generator:
 
     def probe_diversity(self, prompts: list[str], temperature: float) -> float:
         """Diversity of G samples per probe prompt at `temperature` (temperature calibration)."""
-        from microcoder.buffer.messages import PromptAssignment
         from microcoder.learner.diversity import batch_diversity
+        from microcoder.protocol import PromptAssignment
 
         assignments = [
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)

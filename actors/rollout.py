@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from microcoder.buffer.groups import Group, Response
+from microcoder.protocol import Group, Response
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.actors.convert import verdict_label
-from microcoder.buffer.groups import ScoredGroup
+from microcoder.protocol import ScoredGroup
 
 ROLLOUT_CHARS = 4000
 """A response's text in the rollouts log is clipped to this many characters (its first ones;

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from microcoder.buffer.groups import Group, GroupScores, Score
 from microcoder.data.problem import JUDGED_KINDS, Problem
+from microcoder.protocol import Group, GroupScores, Score
 
 
 @dataclass

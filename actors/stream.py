@@ -43,8 +43,7 @@ import numpy as np
 
 from microcoder.actors.rollout import response_of
 from microcoder.actors.timing import PoolTimer
-from microcoder.buffer.groups import Group
-from microcoder.buffer.messages import PromptAssignment
+from microcoder.protocol import Group, PromptAssignment
 
 _LEASE_RETRY_S = 0.1
 """While groups are in flight and the buffer gave no prompt, ask again at most this often."""

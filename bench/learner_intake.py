@@ -37,7 +37,7 @@ def synthetic_scored_groups(groups: int, size: int, prompt_len: int, response_le
     import numpy as np
 
     from microcoder.buffer.codec import group_frames, read_group
-    from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
+    from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
     rng = np.random.default_rng(0)
     out = []

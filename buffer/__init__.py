@@ -1,11 +1,11 @@
-"""The ZeroMQ + msgpack replay buffer: messages, server, client, staleness gate, accounting. No torch.
+"""The ZeroMQ + msgpack replay buffer: wire codecs, server, client, staleness gate, accounting. No torch.
 
 Import from the submodules (this file imports nothing, so config loading stays light):
 
     from microcoder.buffer.server import BufferServer
     from microcoder.buffer.client import BufferClient, BufferError, BufferTimeout
     from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.buffer.groups import Group, Response, GroupScores, Score, ScoredGroup
+    from microcoder.protocol import Group, Response, GroupScores, Score, ScoredGroup
 
 Server (hosted by the buffer actor)::
 
@@ -51,7 +51,9 @@ learner names those groups with `report_filtered`; the ids ride on its next get_
 applied before it waits (so the capacity is free exactly when it is needed); each id counts
 once (resends are harmless), and only ids of groups recently delivered count. Stale groups are dropped as soon as the learner's version makes
 them unusable, counted, and logged with a remedy. Puts beyond buffer.high_water_groups are
-answered `full` and retried by the client with backoff. Wire format: buffer/wire.py (messages)
-and buffer/codec.py (Group and GroupScores, and which parts each consumer receives). The rule,
-admission control and the buffer's place in the system: docs/architecture.md §4 and §6.
+answered `full` and retried by the client with backoff. The types (messages, leases, groups,
+scores) are microcoder/protocol.py's; their wire format: buffer/wire.py and buffer/records.py
+(messages) and buffer/codec.py (Group and GroupScores, and which parts each consumer receives).
+The rule, admission control and the buffer's place in the system: docs/architecture.md §4 and
+§6.
 """

@@ -14,18 +14,17 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import zmq
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
-from microcoder.buffer.groups import Group, GroupScores, ScoredGroup
 from microcoder.buffer.keys import split_address
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import decode_header, encode
+from microcoder.protocol import Group, GroupScores, LearnerBatch, ScoredGroup
 
 
 def _one_frame(result: GroupScores) -> tuple[bytes]:
@@ -59,17 +58,6 @@ class BufferTimeout(TimeoutError):
 class BufferUnreachable(BufferTimeout):
     """The server sent no reply at all to a request within `timeout_s` (a stuck or dead buffer,
     not a legitimate wait for data); the message names its address and what to do."""
-
-
-@dataclass
-class LearnerBatch:
-    """What `get_batch` returns: the groups and, per group, its staleness at `version`."""
-
-    groups: list[ScoredGroup]
-    version: int
-    staleness: list[int]
-    done: bool
-    """The run is finished: no more groups will ever come (the batch may be short)."""
 
 
 class BufferClient:

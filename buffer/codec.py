@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from microcoder.buffer.groups import Group, GroupScores, Response, Score
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import pack, unpack
+from microcoder.protocol import Group, GroupScores, Response, Score
 
 _MISSING = object()
 _I4, _F4 = np.dtype("<i4"), np.dtype("<f4")

@@ -20,7 +20,7 @@ from typing import Any
 
 import zmq
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.codec import check_group, check_scores
 from microcoder.buffer.config import BufferConfig
 from microcoder.buffer.keys import with_keys

@@ -14,12 +14,11 @@ from typing import Any
 
 from microcoder.buffer.accounting import STAGES, Counters, counter_rates, invariant_violations
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
-from microcoder.buffer.groups import Group, GroupScores
-from microcoder.buffer.messages import PromptAssignment
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.quarantine import Quarantine
 from microcoder.buffer.slot import Delivered, Slot
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
+from microcoder.protocol import Group, GroupScores, PromptAssignment
 
 log = logging.getLogger("microcoder.buffer")
 

@@ -1,4 +1,5 @@
-"""Frames <-> messages: a msgpack header frame plus the data frames of the records it carries.
+"""Frames <-> messages (microcoder/protocol.py): a msgpack header frame plus the data frames of
+the records it carries.
 
     [header]   {"v": PROTOCOL_VERSION, "kind": ..., "rid": int, <message fields>}
     [data] ...  per Group, in the order of the header's `metas`, the data frames it carries:
@@ -23,8 +24,8 @@ from typing import Any
 
 import msgpack
 
-from microcoder.buffer.messages import KINDS, PROTOCOL_VERSION, Message
-from microcoder.buffer.records import MessageError
+from microcoder.buffer.records import MessageError, from_wire, to_wire
+from microcoder.protocol import KINDS, PROTOCOL_VERSION, Message
 
 Buffer = Any  # bytes, memoryview or zmq.Frame
 
@@ -57,7 +58,7 @@ def unpack(data: Buffer) -> Any:
 
 def encode(msg: Message, rid: int, blobs: list[Buffer] | tuple = ()) -> list[Buffer]:
     """The frames of `msg` with request id `rid`, followed by already-encoded blob frames."""
-    header = msg.to_wire()
+    header = to_wire(msg)
     header["v"] = PROTOCOL_VERSION
     header["kind"] = msg.KIND
     header["rid"] = rid
@@ -95,7 +96,7 @@ def _message_of(data: dict) -> Message:
             f"unknown message kind {kind!r}; known: {', '.join(sorted(KINDS))}",
             code="unknown_kind",
         )
-    return cls.from_wire(data)
+    return from_wire(cls, data)
 
 
 def check_size(frames: list[Buffer], max_bytes: int) -> int:

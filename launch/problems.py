@@ -22,13 +22,14 @@ from pathlib import Path
 from microcoder.data.problem import Problem
 from microcoder.data.sources import load_run_problems
 from microcoder.launch.config import Config, ConfigError
+from microcoder.protocol import TrainingPrompt
 
 
 @dataclass
 class RunProblems:
     """What a run trains and evaluates on."""
 
-    prompts: list[tuple[str, str]]
+    prompts: list[TrainingPrompt]
     """(problem_id, rendered prompt text) of every training problem whose prompt fits, in file
     order: what the buffer hands out."""
     heldout: list[Problem] = field(default_factory=list)
@@ -66,7 +67,7 @@ def heldout_problems(cfg: Config, train: list[Problem]) -> tuple[list[Problem], 
     return train, held[: ev.problems]
 
 
-def training_prompts(cfg: Config, model_path: str | Path) -> list[tuple[str, str]]:
+def training_prompts(cfg: Config, model_path: str | Path) -> list[TrainingPrompt]:
     """(problem_id, prompt text) pairs a buffer host serves for `cfg` with the tokenizer of
     `model_path` (tests and benchmarks that start a buffer host without a launcher)."""
     from transformers import AutoTokenizer
@@ -116,7 +117,7 @@ def prepare_run_problems(
             f"{min(m.tokens for m in measured.skipped)} (see {path})"
         )
     return RunProblems(
-        prompts=[(m.problem.id, m.text) for m in measured.kept],
+        prompts=[TrainingPrompt(m.problem.id, m.text) for m in measured.kept],
         heldout=[m.problem for m in measured_held.kept],
         heldout_texts={m.problem.id: m.text for m in measured_held.kept},
         skipped=len(measured.skipped),

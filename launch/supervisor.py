@@ -129,7 +129,7 @@ class BufferWatch:
         the supervisor's own client (`run.release_client`: this thread's socket)."""
         import ray
 
-        from microcoder.buffer import messages as m
+        from microcoder import protocol as m
 
         return cls(
             lambda: ray.get(run.buffer.get_address.remote(), timeout=probe_s),

@@ -9,8 +9,9 @@ import torch
 
 from microcoder.learner import grpo
 from microcoder.learner.config import AlgorithmConfig
-from microcoder.learner.intake import PackedBatch, pack_samples
+from microcoder.learner.intake import pack_samples
 from microcoder.learner.sample import SampleGroup
+from microcoder.protocol import PackedBatch
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ lists. `broadcast` sends it over the learner's own process group (gloo on CPU, N
 learner/distributed.py chose), so the batch never goes through the Ray driver or its object
 store. Every rank then builds its training batch from the same record (learner/batch.py).
 
-learner/ does not import buffer/: `GroupArrays` is the field copy of a buffer `ScoredGroup`
-that actors/convert.py makes (the arrays by reference), and `pack_samples` makes one from the
-list-based `SampleGroup`s that benchmarks and tests build.
+learner/ does not import buffer/: `GroupArrays` is the field copy of a `ScoredGroup`
+(microcoder/protocol.py) that actors/convert.py makes (the arrays by reference), and
+`pack_samples` makes one from the list-based `SampleGroup`s that benchmarks and tests build.
+`PackedBatch`, which crosses to the other ranks, is defined with the other cross-process types
+in microcoder/protocol.py; `_SPEC` here is its wire form (each field's dtype and size).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch.distributed as dist
 
 from microcoder.learner import grpo
 from microcoder.learner.sample import SampleGroup
+from microcoder.protocol import PackedBatch
 
 log = logging.getLogger(__name__)
 
@@ -59,36 +62,6 @@ class GroupArrays:
     (the rollouts log, actors/rollouts.py)."""
     generator: str = ""
     """The generator that sampled the group (its owner id; "" when not known), for logs."""
-
-
-@dataclass(frozen=True)
-class PackedBatch:
-    """The batch every rank trains on: S sequences of G groups, T tokens, R response tokens."""
-
-    group_ids: torch.Tensor  # [G] int64
-    group_index: torch.Tensor  # [S] int64 in [0, G): each sequence's group
-    tokens: torch.Tensor  # [T] int32: prompt then response, sequence after sequence
-    prompt_lens: torch.Tensor  # [S] int64
-    response_lens: torch.Tensor  # [S] int64
-    behaviour_logprobs: torch.Tensor  # [R] float32, response tokens in sequence order
-    rewards: torch.Tensor  # [S] float32
-    temperatures: torch.Tensor  # [S] float32
-    truncated: torch.Tensor  # [S] bool
-    non_incorrect: torch.Tensor  # [S] bool
-    policy_versions: torch.Tensor  # [S] int64
-    last_policy_versions: torch.Tensor  # [S] int64
-
-    def __len__(self) -> int:
-        return len(self.prompt_lens)
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        return {
-            "G": len(self.group_ids),
-            "S": len(self.prompt_lens),
-            "T": len(self.tokens),
-            "R": len(self.behaviour_logprobs),
-        }
 
 
 # Each field's dtype and the size it has (a key of PackedBatch.sizes), in broadcast order.

@@ -4,16 +4,18 @@ The group is independent of the learner's default process group: a `TCPStore` ho
 sender (rank 0) and a gloo (CPU) or NCCL (CUDA) process group built directly on it, which each
 generator worker joins as ranks 1..N. NCCL refuses two ranks on one GPU, so when a receiver
 shares the sender's GPU (one-GPU machines) the sender picks gloo over CPU copies for the group
-(`channel_backend`). Only torch is imported here, so a vLLM worker extension can call
-`WeightReceiver` inside the `VLLM::Worker` process.
+(`channel_backend`). Only torch (and the standard-library-only microcoder/protocol.py) is
+imported here, so a vLLM worker extension can call `WeightReceiver` inside the `VLLM::Worker`
+process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
   0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
      asked for the round: it pauses its engine only then (actors/weight_pull.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
-  2. broadcast int64 [header length], then the header (JSON as uint8: version, buckets, and for
-     each tensor name/dtype/shape/bucket/offset), then each bucket as one uint8 buffer;
+  2. broadcast int64 [header length], then the header (`WeightSyncHeader`, microcoder/protocol.py:
+     JSON as uint8: version, buckets, and for each tensor name/dtype/shape/bucket/offset), then
+     each bucket as one uint8 buffer;
   3. every receiver sets `done/{rank}/{n}` after its last bucket; the sender waits for all.
 Every wait is bounded by `timeout_s` on both backends (learner/collective_wait.py: NCCL's own
 `work.wait()` has no deadline, so its works are polled, and the communicator aborted past it).
@@ -38,7 +40,6 @@ its `WeightReceiver` (actors/worker_ext.py). The whole path: docs/architecture.m
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -52,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from microcoder.learner.collective_wait import wait_work
+from microcoder.protocol import TensorEntry, WeightSyncHeader
 
 _PREFIX = "microcoder-weights"
 _ALIGN = 64  # bytes; tensor offsets inside a bucket
@@ -235,7 +237,7 @@ class WeightSender:
             self.timeout_s,
         )
         try:
-            raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
+            raw = torch.frombuffer(bytearray(header.to_json()), dtype=torch.uint8)
             size = torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
             self._wait(_broadcast(self.pg, size), n, "header size")
             self._wait(_broadcast(self.pg, raw.to(self.device)), n, "header")
@@ -264,7 +266,7 @@ class WeightSender:
             f"confirm round {n}",
             self.timeout_s,
         )
-        total = sum(b["nbytes"] for b in header["buckets"])
+        total = sum(header.buckets)
         return SyncStats(version, len(items), len(buckets), total, time.perf_counter() - start)
 
     def _wait(self, work, n: int, what: str) -> None:
@@ -311,8 +313,8 @@ class WeightSender:
 
 def _layout(
     items: list[tuple[str, torch.Tensor]], version: int, bucket_bytes: int
-) -> tuple[dict, list[dict]]:
-    """Header (JSON-able) and bucket plan: consecutive tensors up to bucket_bytes per bucket.
+) -> tuple[WeightSyncHeader, list[dict]]:
+    """Header and bucket plan: consecutive tensors up to bucket_bytes per bucket.
 
     Offsets inside a bucket are aligned to _ALIGN bytes so every tensor can be viewed in place.
     """
@@ -324,20 +326,14 @@ def _layout(
         if cur["members"] and offset + nbytes > bucket_bytes:
             buckets.append(cur)
             cur, offset = {"nbytes": 0, "members": [], "offsets": []}, 0
-        tensors.append(
-            [name, str(t.dtype).removeprefix("torch."), list(t.shape), len(buckets), offset]
-        )
+        dtype = str(t.dtype).removeprefix("torch.")
+        tensors.append(TensorEntry(name, dtype, list(t.shape), len(buckets), offset))
         cur["members"].append(i)
         cur["offsets"].append(offset)
         cur["nbytes"] = offset + nbytes
     if cur["members"]:
         buckets.append(cur)
-    header = {
-        "version": version,
-        "buckets": [{"nbytes": b["nbytes"]} for b in buckets],
-        "tensors": tensors,
-    }
-    return header, buckets
+    return WeightSyncHeader(version, [b["nbytes"] for b in buckets], tensors), buckets
 
 
 class WeightReceiver:
@@ -395,23 +391,23 @@ class WeightReceiver:
             self._wait(_broadcast(self.pg, size), n, "header size")
             raw = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
             self._wait(_broadcast(self.pg, raw), n, "header")
-            header = json.loads(bytes(raw.cpu().numpy()).decode())
-            self.version = int(header["version"])
-            sizes = [b["nbytes"] for b in header["buckets"]]
-            by_bucket: list[list] = [[] for _ in sizes]
-            for entry in header["tensors"]:
-                by_bucket[entry[3]].append(entry)
+            header = WeightSyncHeader.from_json(bytes(raw.cpu().numpy()))
+            self.version = header.version
+            sizes = header.buckets
+            by_bucket: list[list[TensorEntry]] = [[] for _ in sizes]
+            for entry in header.tensors:
+                by_bucket[entry.bucket].append(entry)
             nxt = self._post(sizes, 0)
             for k in range(len(sizes)):
                 buf, work = nxt
                 nxt = None
                 self._wait(work, n, f"bucket {k}")
-                for i, (name, dtype, shape, _, offset) in enumerate(by_bucket[k]):
+                for i, e in enumerate(by_bucket[k]):
                     if i == 1:  # the caller has let go of bucket k - 1's last tensor by now
                         nxt = self._post(sizes, k + 1)
-                    dt = getattr(torch, dtype)
-                    nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
-                    yield name, buf[offset : offset + nbytes].view(dt).view(shape)
+                    dt = getattr(torch, e.dtype)
+                    nbytes = math.prod(e.shape) * torch.empty((), dtype=dt).element_size()
+                    yield e.name, buf[e.offset : e.offset + nbytes].view(dt).view(e.shape)
                 if nxt is None:  # a bucket of one tensor: post the next once it was taken
                     nxt = self._post(sizes, k + 1)
         except RuntimeError as err:  # the sender stopped sending, or died, mid-transfer

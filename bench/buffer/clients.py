@@ -9,11 +9,12 @@ this process, a plain BufferClient) takes batches of --batch and announces a ver
 so admission control is live (--in-flight groups issued and not yet trained at most; default
 1.5 N rounded up to a whole batch, so the bench measures the server and not a held-back lease).
 The clients run as asyncio tasks (zmq.asyncio) in --client-procs worker processes; the wire
-messages are buffer/messages.py's records framed by buffer/wire.py, and put requests are built by
-BufferClient's own request builders, so the bytes are those of the actors. Clients start spread
-over --ramp-s (Curve handshakes cost CPU), latencies count from 2 s after the ramp to the end of
---duration-s (the steady state); then generators finish the group they hold, executors and the
-learner drain, and the server's accounting is read: invariant, failures, drops, what is left.
+messages are microcoder/protocol.py's records framed by buffer/wire.py, and put requests are
+built by BufferClient's own request builders, so the bytes are those of the actors. Clients
+start spread over --ramp-s (Curve handshakes cost CPU), latencies count from 2 s after the ramp
+to the end of --duration-s (the steady state); then generators finish the group they hold,
+executors and the learner drain, and the server's accounting is read: invariant, failures,
+drops, what is left.
 Server memory: VmRSS from /proc/PID/status (before the clients, max of 4 samples/s, end).
 """
 
@@ -155,7 +156,7 @@ class SimClient:
         """(reply, blob frames) of `msg`; BufferError on an error reply, TimeoutError."""
         import zmq
 
-        from microcoder.buffer import messages as m
+        from microcoder import protocol as m
         from microcoder.buffer.client import BufferError
         from microcoder.buffer.wire import decode_header, encode
 
@@ -229,8 +230,8 @@ async def _sleep(s: float) -> None:
 async def generator(client, start: float, stop: float, sample_s: float, seed: int, tally: Tally):
     """Lease 1 prompt, sample a lognormal while, put its group; until `stop` (then the group in
     hand is finished and put)."""
+    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_group
-    from microcoder.buffer import messages as m
     from microcoder.buffer.client import BufferClient
     from microcoder.buffer.codec import group_frames
 
@@ -267,8 +268,8 @@ async def generator(client, start: float, stop: float, sample_s: float, seed: in
 async def executor(client, start: float, stop: float, per_get: int, score_s: float, tally):
     """Lease up to `per_get` unscored groups (text only), judge each for `score_s`, put the
     scores; until `stop`."""
+    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_scores
-    from microcoder.buffer import messages as m
     from microcoder.buffer.client import BufferClient, _one_frame
     from microcoder.buffer.codec import read_group
 

@@ -15,7 +15,7 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
     """G responses of `tokens` int32 ids + float32 log-probs + ~3 chars of text per token."""
     import numpy as np
 
-    from microcoder.buffer.groups import Group, Response
+    from microcoder.protocol import Group, Response
 
     rng = np.random.default_rng(tokens * 100 + g)
     responses = [
@@ -37,7 +37,7 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
 def make_scores(group_id: int, g: int):
     """What an executor hands in: one Score per response (5 tests each)."""
 
-    from microcoder.buffer.groups import GroupScores, Score
+    from microcoder.protocol import GroupScores, Score
 
     score = Score(0.0, "WA", 3, 5, "")
     return GroupScores(group_id, [score] * g, "ex")

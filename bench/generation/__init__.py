@@ -28,6 +28,8 @@ import os
 import statistics
 import time
 
+from microcoder.protocol import TrainingPrompt
+
 DESCRIPTION = "generator actor tokens/s vs bare vLLM (goal >= 0.95x) and the weight-sync cycle"
 FIELDS = ("actor_tokens_per_s", "bare_tokens_per_s", "ratio", "sync_cycle_s")
 
@@ -97,7 +99,7 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
     return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
 
 
-def _prompt_batches(cfg, prompts: list[tuple[str, str]], n: int, batches: int) -> list[list]:
+def _prompt_batches(cfg, prompts: list[TrainingPrompt], n: int, batches: int) -> list[list]:
     """The buffer's first `batches` x `n` prompts (rendered prompt texts), in the order it will
     hand them out: the same source over the same (problem_id, text) pairs the host serves."""
     from microcoder.actors.buffer_host import prompt_source

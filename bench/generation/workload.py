@@ -50,7 +50,7 @@ class MemoryClient:
     _next: int = 0
 
     def get_prompts(self, n: int, wait_s: float = 0.0):
-        from microcoder.buffer.messages import PromptAssignment, Prompts
+        from microcoder.protocol import PromptAssignment, Prompts
 
         got = [
             PromptAssignment(group_id=i, problem_id=f"w{i}", prompt=f"w{i}")

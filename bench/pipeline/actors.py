@@ -179,7 +179,7 @@ class SimExecutor(_Sim):
 
     def _judge(self, groups):
         from microcoder.actors.scoring import ScoringOutcome
-        from microcoder.buffer.groups import GroupScores, Score
+        from microcoder.protocol import GroupScores, Score
 
         with self._serial:
             time.sleep(self.per_group_s * len(groups))

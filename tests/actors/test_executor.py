@@ -31,7 +31,7 @@ def exec_setup(ray_cluster, actor_cfg, actor_prompts):
 def put_group(address: str, actor_cfg, texts: list[str]) -> int:
     """Act as a generator: lease one prompt and hand in a group with the given response texts."""
     from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.groups import Group, Response
+    from microcoder.protocol import Group, Response
 
     with BufferClient(address, owner="test-gen") as c:
         a = c.get_prompts(1, wait_s=5).assignments[0]

@@ -12,8 +12,8 @@ import pytest
 from microcoder.actors.judge_stream import judging_loop
 from microcoder.actors.scoring import ScoringOutcome, score_groups
 from microcoder.actors.timing import PoolTimer
-from microcoder.buffer.groups import Group, Response
 from microcoder.data.problem import validate_problem
+from microcoder.protocol import Group, Response
 from microcoder.sandbox import JudgePool
 from microcoder.sandbox import pool as pool_module
 

@@ -14,7 +14,7 @@ import pytest
 from microcoder.actors.judge_stream import judging_loop
 from microcoder.actors.scoring import ScoringOutcome
 from microcoder.actors.timing import PoolTimer
-from microcoder.buffer.groups import Group, GroupScores, Response, Score
+from microcoder.protocol import Group, GroupScores, Response, Score
 
 
 class TrickleClient:

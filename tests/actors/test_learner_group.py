@@ -256,7 +256,7 @@ def fetch_settings(**rollouts):
 
 
 def scored(group_id: int, rewards: list[float], version: int = 0):
-    from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
+    from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
     responses = [
         Response(
@@ -269,7 +269,7 @@ def scored(group_id: int, rewards: list[float], version: int = 0):
 
 
 def test_rank_0_filters_once_while_fetching_and_returns_only_statistics():
-    from microcoder.buffer.client import LearnerBatch
+    from microcoder.protocol import LearnerBatch
 
     rank = LearnerRank(0, 1)
     rank.settings = fetch_settings()
@@ -296,7 +296,7 @@ def test_rank_0_drops_a_response_with_a_nan_log_prob_and_names_its_generator(cap
     import dataclasses
     import logging
 
-    from microcoder.buffer.client import LearnerBatch
+    from microcoder.protocol import LearnerBatch
 
     def poisoned(sg, which):
         responses = list(sg.group.responses)

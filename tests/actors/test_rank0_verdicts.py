@@ -14,10 +14,9 @@ from buffer_testing import ScriptedBuffer
 
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.actors.rollouts import ROLLOUT_CHARS, rollout_rows, write_rollouts
-from microcoder.buffer.client import LearnerBatch
-from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
 from microcoder.learner.batch import build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.protocol import Group, GroupScores, LearnerBatch, Response, Score, ScoredGroup
 
 ROW_KEYS = {
     "step", "prompt_id", "group_id", "index", "response", "response_chars", "response_tokens",

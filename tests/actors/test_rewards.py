@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from microcoder.actors.executor import Executor
 from microcoder.actors.scoring import score_groups
 from microcoder.buffer.codec import read_scores, scores_frame
-from microcoder.buffer.groups import Group, GroupScores, Response, Score
 from microcoder.data.problem import validate_problem
 from microcoder.learner.verdict_stats import reward_component_means
+from microcoder.protocol import Group, GroupScores, Response, Score
 from microcoder.sandbox import ExecutorConfig, JudgePool, Verdict
 from microcoder.sandbox.rewards import RewardError, check_reward, resolve_reward
 

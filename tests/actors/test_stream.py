@@ -10,7 +10,7 @@ import pytest
 from microcoder.actors.rollout import sampling_params
 from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
-from microcoder.buffer.messages import PromptAssignment, Prompts
+from microcoder.protocol import PromptAssignment, Prompts
 
 pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores)
 

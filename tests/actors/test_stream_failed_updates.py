@@ -12,8 +12,7 @@ import pytest
 from microcoder.actors.stream import WeightUpdatesFailed, streaming_loop
 from microcoder.actors.timing import PoolTimer
 from microcoder.actors.weight_sync import WeightsMixedError
-from microcoder.buffer.groups import Group
-from microcoder.buffer.messages import PromptAssignment, Prompts
+from microcoder.protocol import Group, PromptAssignment, Prompts
 
 
 class HeldEngine:

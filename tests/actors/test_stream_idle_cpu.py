@@ -18,8 +18,7 @@ import pytest
 
 from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
-from microcoder.buffer.groups import Group
-from microcoder.buffer.messages import PromptAssignment, Prompts
+from microcoder.protocol import Group, PromptAssignment, Prompts
 
 
 class SleepingEngine:

@@ -37,7 +37,7 @@ def trio(ray_cluster, actor_cfg, actor_prompts):
 def score_everything(address: str, n: int) -> int:
     """Act as the executor: alternate rewards 0/1 so every group carries signal."""
     from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.groups import GroupScores, Score
+    from microcoder.protocol import GroupScores, Score
 
     scored = 0
     with BufferClient(address, owner="test-exec") as c:
@@ -90,8 +90,8 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
 
     from engine_testing.wave import wave_generator_cls
 
-    from microcoder.buffer.messages import PromptAssignment
     from microcoder.launch.actor_settings import generator_settings
+    from microcoder.protocol import PromptAssignment
 
     ray, _, group, gen, address = trio
     if group.version == 0:  # run alone: make the learner one step ahead of a fresh engine

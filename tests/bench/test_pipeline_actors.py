@@ -14,7 +14,7 @@ from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
 from microcoder.bench.pipeline.actors import _SyncFirst
 from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
-from microcoder.buffer.messages import PromptAssignment
+from microcoder.protocol import PromptAssignment
 
 
 class RecordingClient:

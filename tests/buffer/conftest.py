@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from microcoder.buffer.groups import Group, GroupScores, Response, Score
+from microcoder.protocol import Group, GroupScores, Response, Score
 
 
 def build_group(

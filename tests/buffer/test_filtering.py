@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.client import BufferClient, BufferError, BufferTimeout
 from microcoder.buffer.config import BufferConfig
 from microcoder.buffer.prompts import DatasetPrompts

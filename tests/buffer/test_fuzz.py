@@ -8,7 +8,7 @@ import msgpack
 import pytest
 import zmq
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.client import BufferClient, BufferError
 from microcoder.buffer.config import BufferConfig
 from microcoder.buffer.keys import secure_client, split_address

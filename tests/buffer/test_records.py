@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.codec import (
     check_group,
     group_frames,
@@ -16,7 +16,7 @@ from microcoder.buffer.codec import (
     read_scores,
     scores_frame,
 )
-from microcoder.buffer.records import MessageError
+from microcoder.buffer.records import MessageError, from_wire
 from microcoder.buffer.wire import pack, unpack
 
 
@@ -146,4 +146,4 @@ def test_tensor_frame_with_a_partial_element_is_rejected(make_group):
 
 def test_nested_record_errors_name_the_inner_record():
     with pytest.raises(MessageError, match="PromptAssignment"):
-        m.Prompts.from_wire({"assignments": [{"group_id": 1}]})
+        from_wire(m.Prompts, {"assignments": [{"group_id": 1}]})

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from microcoder.buffer.codec import check_scores, read_scores, scores_frame
-from microcoder.buffer.groups import GroupScores, Score
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import pack, unpack
+from microcoder.protocol import GroupScores, Score
 
 SCORES = GroupScores(
     group_id=4,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from microcoder.buffer.groups import Group, Response
 from microcoder.buffer.staleness import admission_capacity, staleness, within_bound
+from microcoder.protocol import Group, Response
 
 
 def test_staleness_is_consumer_version_minus_oldest_policy_version():

@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from microcoder.buffer.groups import Group, GroupScores, Response, Score
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.snapshot import export_state, import_state
 from microcoder.buffer.state import BufferState
+from microcoder.protocol import Group, GroupScores, Response, Score
 
 GENS, EXECS = ("g0", "g1"), ("e0", "e1")
 

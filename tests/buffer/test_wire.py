@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.buffer import messages as m
+from microcoder import protocol as m
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import check_size, decode_header, encode, pack
 

@@ -148,7 +148,7 @@ def test_while_the_buffer_does_not_answer_no_replica_is_restarted(tmp_path):
 
 
 def test_the_supervisors_watch_asks_the_runs_own_buffer_server(tmp_path):
-    from microcoder.buffer import messages as m
+    from microcoder import protocol as m
     from microcoder.launch.supervisor import Supervisor
 
     calls = []

@@ -102,7 +102,7 @@ def test_unfinished_is_non_incorrect_so_a_truncated_unfinished_response_may_be_m
     import numpy as np
 
     from microcoder.actors.convert import to_group_arrays
-    from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
+    from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
     from microcoder.sandbox import UNFINISHED, VERDICTS
 
     assert UNFINISHED in VERDICTS and grpo.is_non_incorrect(UNFINISHED)

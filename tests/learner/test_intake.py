@@ -13,10 +13,10 @@ from learner_ranks import spawn_ranks
 
 from microcoder.actors.convert import to_group_arrays
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
-from microcoder.buffer.groups import Group, GroupScores, Response, Score, ScoredGroup
 from microcoder.learner.batch import build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig
 from microcoder.learner.intake import IntakeStats, digest, pack, signal_filter
+from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
 
 def scored_group(group_id: int, rewards, lengths, seed: int = 0, last=None) -> ScoredGroup:

@@ -50,7 +50,7 @@ def test_layout_buckets_respect_the_size_and_isolate_big_tensors():
     assert sorted(i for b in buckets for i in b["members"]) == list(range(len(items)))
     for b in buckets:
         assert len(b["members"]) == 1 or b["nbytes"] <= 16 << 10
-    assert header["version"] == 5 and len(header["tensors"]) == len(items)
+    assert header.version == 5 and len(header.tensors) == len(items)
 
 
 @pytest.mark.timeout(180)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from microcoder.actors.scoring import score_groups
-from microcoder.buffer.groups import Group, Response
 from microcoder.data.problem import validate_problem
+from microcoder.protocol import Group, Response
 from microcoder.sandbox.answer import exact_answer, final_answer, normalise
 from microcoder.sandbox.rewards import judge_or_answer
 

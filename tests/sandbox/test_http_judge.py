@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from microcoder.actors.scoring import score_groups
-from microcoder.buffer.groups import Group, Response
 from microcoder.data.problem import validate_problem
+from microcoder.protocol import Group, Response
 from microcoder.sandbox import ExecutorConfig
 from microcoder.sandbox.backends import make_judge
 from microcoder.sandbox.http_judge import (

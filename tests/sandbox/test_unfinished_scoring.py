@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from microcoder.actors.scoring import score_groups
-from microcoder.buffer.groups import Group, Response
 from microcoder.data.problem import validate_problem
+from microcoder.protocol import Group, Response
 
 SUM = validate_problem(
     {"id": "sum", "kind": "stdin", "tests": [{"input": "1 2\n", "output": "3\n"}]}

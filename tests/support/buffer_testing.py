@@ -11,7 +11,7 @@ def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> d
     """Act as generator and executor: n groups with differing rewards, response lengths and
     log-probs; returns {group_id: Group} as put."""
     from microcoder.buffer.client import BufferClient
-    from microcoder.buffer.groups import Group, GroupScores, Response, Score
+    from microcoder.protocol import Group, GroupScores, Response, Score
 
     rng = np.random.default_rng(seed)
     put = {}
