@@ -1,0 +1,515 @@
+"""Weights to N receivers at the cost of about one transfer: a pipelined chain relay (issue 33).
+
+One stateless group over rank 0 (the learner) and every receiver (ranks 1..N), built as the
+per-generator channel of learner/weight_sync.py is (`RelaySender` and `RelayReceiver` inherit
+its bring-up: store, hello/world/backend keys, gloo or NCCL). The model travels as one byte
+stream in the serving dtype, cut into fixed-size chunks of `bucket_bytes`: rank 0 sends chunk k
+to rank 1 (point-to-point), rank i receives chunk k from rank i-1 and forwards it to rank i+1
+(async) while its caller loads it. So a sync to N receivers takes about (B + N - 1) chunk times
+for B chunks, where one channel per receiver sent in turn takes N x B.
+
+Layout (`relay_layout`): tensors in the caller's order at 64-byte aligned offsets of the stream;
+a tensor that fits in a chunk never straddles two (it starts the next chunk instead), a tensor
+bigger than a chunk is split across consecutive chunks. Every chunk but the last is exactly
+`bucket_bytes` long.
+
+Memory, bounded by the chunk size and independent of the model's size and of N:
+- sender: two staging buffers of `bucket_bytes` (pinned host memory when the group is gloo and
+  a tensor is on CUDA, device memory on NCCL), packed in turn; a chunk is packed by copying each
+  tensor's slice into the buffer viewed as the serving dtype (the cast is that copy: no
+  whole-tensor copy, whatever its size);
+- receiver: the chunk being loaded (also the one being forwarded) and the next one being
+  received, plus, while a tensor bigger than a chunk arrives, that one tensor's buffer (it is
+  yielded whole once its last chunk arrived: at most one such buffer at a time).
+Small tensors are yielded as views into their chunk's buffer (no copy). Both ends count the
+bytes of the buffers they allocate while they are alive (`_Meter`), and on CUDA also the peak
+of `torch.cuda.max_memory_allocated` over the round; `RelayStats` reports them.
+
+Same bytes: every receiver fingerprints the chunks it received, in order, and reports it with
+its done key; rank 0 fingerprints the chunks it sent and raises naming every receiver whose
+fingerprint differs. On CPU chunks (gloo) the fingerprint is the CRC-32 of the whole byte
+stream (zlib, about 3 GB/s here, cheaper than one copy of the chunk) and the stream's length;
+on CUDA chunks (NCCL) a 64-bit wrapping sum of each chunk's int64 words, chained across chunks
+in order, computed on the device (one host sync per round): it catches a corrupted, missing or
+misordered chunk, not two words swapped inside one chunk.
+
+Round n: every receiver sets `relay-ready/{rank}/{n}`; rank 0 waits for all (names the missing),
+sends an int64 header length and the JSON header down the chain, then the chunks; every
+receiver ends with `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error) or,
+when it failed, `relay-fail/{rank}/{n}` (the reason). Every wait is bounded by `timeout_s` on
+both backends (learner/collective_wait.py `wait_work`). A receiver whose forward fails keeps
+receiving and loading (its own copy is good) and reports the failure; a dead or stuck member
+breaks the chain for the ones after it, and rank 0's `RelayError` names it and the ranks
+downstream that did not get the version (`.delivered` lists those that did).
+
+Built and bench-measured (`microcoder bench weight-sync --receivers 1,2,4`); not yet the run's
+path: generators still get one channel each (actors/weight_sync.py). The design for the run:
+notes/issue-33-h19.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import weakref
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from microcoder.learner.collective_wait import wait_work
+from microcoder.learner.weight_sync import (
+    _ALIGN,
+    _PREFIX,
+    WeightReceiver,
+    WeightSender,
+    WeightSyncError,
+    _wait_keys,
+)
+
+_POLL_S = 0.01  # how often rank 0 looks for the receivers' done/fail keys
+
+
+class RelayError(WeightSyncError):
+    """A relay round did not reach every receiver with the same bytes. `delivered`: the ranks
+    that confirmed the round with rank 0's fingerprint; `failed`: {rank: why} for the others."""
+
+    def __init__(self, message: str, delivered: list[int], failed: dict[int, str]):
+        super().__init__(message)
+        self.delivered, self.failed = delivered, failed
+
+
+@dataclass
+class RelayStats:
+    """What one `RelaySender.send` moved, and the memory both ends held above the model."""
+
+    version: int
+    tensors: int
+    chunks: int
+    bytes: int
+    bucket_bytes: int
+    seconds: float
+    fingerprint: str
+    sender_peak_extra_bytes: int
+    receiver_peak_extra_bytes: int
+    receivers: dict[int, dict] = field(default_factory=dict)
+    """Each receiver's report: its peak bytes, seconds waiting for chunks, forward error."""
+
+
+class _Meter:
+    """Bytes of the buffers this end allocated that are still alive, and their peak."""
+
+    def __init__(self) -> None:
+        self.now = self.peak = 0
+
+    def empty(self, nbytes: int, device: torch.device, pin: bool = False) -> torch.Tensor:
+        buf = torch.empty(nbytes, dtype=torch.uint8, device=device, pin_memory=pin)
+        self.now += nbytes
+        self.peak = max(self.peak, self.now)
+        weakref.finalize(buf, self._free, nbytes)
+        return buf
+
+    def _free(self, nbytes: int) -> None:
+        self.now -= nbytes
+
+
+class _Fingerprint:
+    """Of a chunk stream, in order (see the module docstring for the two kinds)."""
+
+    def __init__(self) -> None:
+        self.crc, self.length, self.acc = 0, 0, None
+
+    def update(self, chunk: torch.Tensor) -> None:
+        self.length += chunk.numel()
+        if chunk.is_cuda:
+            s = chunk.view(torch.int64).sum()
+            self.acc = s if self.acc is None else self.acc * 1000003 + s
+        else:
+            self.crc = zlib.crc32(memoryview(chunk.numpy()), self.crc)
+
+    def hexdigest(self) -> str:
+        if self.acc is not None:
+            return f"sum64:{int(self.acc.item()) & (2**64 - 1):016x}:{self.length}"
+        return f"crc32:{self.crc:08x}:{self.length}"
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def relay_layout(
+    items: list[tuple[str, torch.Tensor]], version: int, bucket_bytes: int, dtype=None
+) -> dict:
+    """The round's header (JSON-able): each tensor's [name, serving dtype, shape, offset] in the
+    byte stream, the stream's length and the chunk size. `dtype`: cast floating tensors to it
+    (the serving dtype); None keeps each tensor's own."""
+    chunk = bucket_bytes // _ALIGN * _ALIGN
+    if chunk <= 0:
+        raise ValueError(f"bucket_bytes must be at least {_ALIGN}, got {bucket_bytes}")
+    entries, pos = [], 0
+    for name, t in items:
+        dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
+        nbytes = t.numel() * torch.empty((), dtype=dt).element_size()
+        pos = _align(pos)
+        if nbytes <= chunk and pos % chunk + nbytes > chunk:  # fits in one chunk: never straddle
+            pos = -(-pos // chunk) * chunk
+        entries.append([name, str(dt).removeprefix("torch."), list(t.shape), pos])
+        pos += nbytes
+    total = max(_align(pos), _ALIGN)
+    return {"version": version, "chunk": chunk, "total": total, "tensors": entries}
+
+
+def _nbytes(entry: list) -> int:
+    return math.prod(entry[2]) * torch.empty((), dtype=getattr(torch, entry[1])).element_size()
+
+
+def _chunks(header: dict) -> int:
+    return -(-header["total"] // header["chunk"])
+
+
+def _spans(header: dict) -> list[tuple[int, int]]:
+    """(first chunk, last chunk) of each tensor (a tensor of 0 bytes: the chunk it sits in)."""
+    c, last = header["chunk"], _chunks(header) - 1
+    out = []
+    for entry in header["tensors"]:
+        off, n = entry[3], _nbytes(entry)
+        out.append((min(off // c, last), min((off + max(n, 1) - 1) // c, last)))
+    return out
+
+
+class RelaySender(WeightSender):
+    """Rank 0 of a relay group: sends each round down the chain 0 -> 1 -> ... -> N.
+
+    Built like `WeightSender` (same arguments; its group is the chain's); `dtype` is the serving
+    dtype floating tensors are cast to on the wire (None: as they are)."""
+
+    def __init__(self, *args, dtype: torch.dtype | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dtype = dtype
+        self.meter = _Meter()
+        self._stage: list[torch.Tensor] = []
+
+    def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> RelayStats:
+        """Send all tensors as weights of `version` to every receiver; returns the stats once
+        every receiver confirmed the same bytes, else raises `RelayError` naming who did not."""
+        start = time.perf_counter()
+        n, self.round = self.round, self.round + 1
+        items = [(name, t.detach()) for name, t in named_tensors]
+        header = relay_layout(items, version, self.bucket_bytes, self.dtype)
+        ranks = range(1, self.world)
+        _wait_keys(
+            self.store,
+            {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in ranks},
+            self.names,
+            f"start receiving relay round {n}",
+            self.timeout_s,
+        )
+        self._cuda_mark()
+        fp, failure = _Fingerprint(), None
+        try:
+            self._send_header(header, n)
+            self._send_chunks(items, header, fp, n)
+        except RuntimeError as err:  # rank 1 dead or stalled (a stall downstream reaches it)
+            failure = f"the send to it failed: {str(err)[:300]}"
+        reports = self._confirm(n, version, fp.hexdigest(), failure)
+        return RelayStats(
+            version=version,
+            tensors=len(items),
+            chunks=_chunks(header),
+            bytes=header["total"],
+            bucket_bytes=header["chunk"],
+            seconds=time.perf_counter() - start,
+            fingerprint=fp.hexdigest(),
+            sender_peak_extra_bytes=max(self.meter.peak, self._cuda_peak()),
+            receiver_peak_extra_bytes=max(
+                max(r["peak"], r.get("cuda_peak", 0)) for r in reports.values()
+            ),
+            receivers=reports,
+        )
+
+    def _cuda_mark(self) -> None:
+        if self.device.type == "cuda":
+            self._cuda_base = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def _cuda_peak(self) -> int:
+        if self.device.type != "cuda":
+            return 0
+        return torch.cuda.max_memory_allocated(self.device) - self._cuda_base
+
+    def _send_header(self, header: dict, n: int) -> None:
+        raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
+        size = torch.tensor([raw.numel()], dtype=torch.int64)
+        for t, what in ((size, "header size"), (raw, "header")):
+            self._wait(self.pg.send([t.to(self.device)], 1, 0), n, what)
+
+    def _staging_buffer(self, k: int, items: list) -> torch.Tensor:
+        """Staging buffer k % 2 (allocated at the first send, kept): pinned host memory when
+        the group is gloo and a tensor is on CUDA, else memory on the group's device."""
+        if not self._stage:
+            pin = self.device.type == "cpu" and any(t.is_cuda for _, t in items)
+            chunk = self.bucket_bytes // _ALIGN * _ALIGN
+            self._stage = [self.meter.empty(chunk, self.device, pin) for _ in range(2)]
+        return self._stage[k % 2]
+
+    def _send_chunks(self, items: list, header: dict, fp: _Fingerprint, n: int) -> None:
+        c, total = header["chunk"], header["total"]
+        spans, flat = _spans(header), _FlatCache(items)
+        first, pending = 0, [None, None]
+        for k in range(_chunks(header)):
+            if pending[k % 2] is not None:  # the buffer's previous chunk must be off the wire
+                self._wait(pending[k % 2], n, f"chunk {k - 2}")
+            lo, hi = k * c, min((k + 1) * c, total)
+            buf = self._staging_buffer(k, items)[: hi - lo]
+            while spans[first][1] < k:
+                first += 1
+            for i in range(first, len(items)):
+                if spans[i][0] > k:
+                    break
+                _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
+            fp.update(buf)
+            pending[k % 2] = self.pg.send([buf], 1, 0)
+        for k, work in enumerate(pending):
+            if work is not None:
+                self._wait(work, n, f"the last chunks ({k})")
+
+    def _wait(self, work, n: int, what: str) -> None:
+        wait_work(
+            work,
+            self.timeout_s,
+            blocking=self.device.type == "cpu",
+            what=f"the {what} of relay round {n} to rank 1 ({self.names.get(1, '?')})",
+            abort=getattr(self.pg, "abort", None),
+        )
+
+    def _confirm(self, n: int, version: int, fingerprint: str, failure: str | None) -> dict:
+        """Every receiver's report once each set its done or fail key (within timeout_s; at
+        once when all did); raises `RelayError` unless all confirmed `fingerprint` and rank 0's
+        own send (`failure`: its error) succeeded."""
+        pending, reports, failed = set(range(1, self.world)), {}, {}
+        deadline = time.monotonic() + self.timeout_s
+        while pending and time.monotonic() < deadline:
+            for r in sorted(pending):
+                done, fail = f"{_PREFIX}/relay-done/{r}/{n}", f"{_PREFIX}/relay-fail/{r}/{n}"
+                if self.store.check([done]):
+                    reports[r] = json.loads(self.store.get(done).decode())
+                elif self.store.check([fail]):
+                    reports[r] = json.loads(self.store.get(fail).decode())
+                    failed[r] = reports[r]["why"]
+                else:
+                    continue
+                pending.discard(r)
+            if pending:
+                time.sleep(_POLL_S)
+        for r in pending:
+            failed[r] = f"did not confirm within {self.timeout_s:.0f} s (dead or stuck)"
+        for r, rep in reports.items():
+            if r not in failed and not failure and rep["fp"] != fingerprint:
+                failed[r] = f"received other bytes (fingerprint {rep['fp']}, sent {fingerprint})"
+        if failure:
+            failed[1] = failure + (f"; {failed[1]}" if 1 in failed else "")
+        if failed:
+            raise self._broken(failed, reports, n, version)
+        return reports
+
+    def _who(self, r: int) -> str:
+        return f"rank {r} ({self.names.get(r, '?')})"
+
+    def _broken(self, failed: dict, reports: dict, n: int, version: int) -> RelayError:
+        """The error of a round that did not reach everyone. The chain broke at the first rank
+        that a rank before it could not forward to, else at the first that failed; the ranks
+        after it did not get the version, and a stalled rank also stalls the ones before it (a
+        send completes only once the next rank takes it), so those may have lost it too."""
+        who = self._who
+        could_not = [r + 1 for r, rep in reports.items() if rep.get("forward_error")]
+        first = min(could_not or failed)
+        down = [r for r in range(first + 1, self.world) if r in failed]
+        up = [r for r in range(1, first) if r in failed]
+        lines = [f"{who(r)}: {why}" for r, why in sorted(failed.items())] + [
+            f"{who(r)} could not forward: {rep['forward_error']}"
+            for r, rep in sorted(reports.items())
+            if rep.get("forward_error")
+        ]
+        msg = f"weight relay round {n} (version {version}): the chain broke at {who(first)}"
+        if down:
+            msg += f"; downstream of it {', '.join(map(who, down))} did not get version {version}"
+        if up:
+            msg += f"; upstream of it {', '.join(map(who, up))} lost the round too (the stall reached it)"
+        msg += (
+            f". Details: {'; '.join(lines)}. Check those generators' logs; raise "
+            "learner.sync_timeout_s if they are only slow"
+        )
+        delivered = [r for r in range(1, self.world) if r not in failed]
+        return RelayError(msg, delivered, failed)
+
+
+class _FlatCache:
+    """Each tensor as a flat view; a non-contiguous one is made contiguous once (kept while its
+    chunks are packed: one tensor at a time)."""
+
+    def __init__(self, items: list) -> None:
+        self.items, self.i, self.flat = items, -1, None
+
+    def get(self, i: int) -> torch.Tensor:
+        if i != self.i:
+            self.i, self.flat = i, self.items[i][1].contiguous().reshape(-1)
+        return self.flat
+
+
+def _pack(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) -> None:
+    """Copy the part of tensor `entry` (its flat source `flat`) that lies in stream bytes
+    [lo, hi) into `buf` (chunk bytes), cast to the serving dtype by the copy itself."""
+    dt, off = getattr(torch, entry[1]), entry[3]
+    size = torch.empty((), dtype=dt).element_size()
+    s, e = max(off, lo), min(off + flat.numel() * size, hi)
+    if e <= s:
+        return
+    buf[s - lo : e - lo].view(dt).copy_(flat[(s - off) // size : (e - off) // size])
+
+
+class RelayReceiver(WeightReceiver):
+    """Rank 1..N of a relay group: receives each chunk from rank - 1, forwards it to rank + 1
+    (the last rank forwards nothing) and yields the tensors as their chunks arrive. Built like
+    `WeightReceiver`; after a round, `stats` holds its report (as sent to rank 0)."""
+
+    stats: dict = {}
+
+    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """One relay round: yields every (name, tensor) in the sender's order, a bucket at a
+        time. Small tensors are views into their chunk's buffer, a tensor split across chunks
+        is yielded once whole (its own buffer); keep none of them past the next one to hold at
+        most two chunks (plus one split tensor). Consume it to the end: the round is confirmed
+        to rank 0 only then."""
+        n, self.round = self.round, self.round + 1
+        self.meter, self.forward_error, self.wait_s = _Meter(), None, 0.0
+        base = self._cuda_mark()
+        self.store.set(f"{_PREFIX}/relay-ready/{self.rank}/{n}", "1")
+        try:
+            header = self._recv_header(n)
+            self.version = int(header["version"])
+            fp = _Fingerprint()
+            yield from self._chunks(header, fp, n)
+        except Exception as err:  # the upstream stopped sending, or died
+            why = f"receiving from rank {self.rank - 1} failed: {str(err)[:300]}"
+            self._report("fail", n, {"why": why, "forward_error": self.forward_error})
+            raise WeightSyncError(
+                f"weight relay round {n}: {why} (the learner, rank 0, or a generator before "
+                f"this one in the chain stopped sending or died); check learner rank 0's log "
+                "(RUN_DIR/logs/learner-0.log), or raise learner.sync_timeout_s if it is only slow"
+            ) from err
+        self.stats = {
+            "fp": fp.hexdigest(),
+            "peak": self.meter.peak,
+            "cuda_peak": 0 if base is None else torch.cuda.max_memory_allocated(self.device) - base,
+            "wait_s": self.wait_s,
+            "forward_error": self.forward_error,
+        }
+        self._report("done", n, self.stats)
+
+    def _report(self, kind: str, n: int, what: dict) -> None:
+        try:
+            self.store.set(f"{_PREFIX}/relay-{kind}/{self.rank}/{n}", json.dumps(what))
+        except Exception:  # rank 0's store is gone: it reports the silence itself
+            if kind == "done":
+                raise
+
+    def _cuda_mark(self) -> int | None:
+        if self.device.type != "cuda":
+            return None
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return torch.cuda.memory_allocated(self.device)
+
+    def _recv_header(self, n: int) -> dict:
+        size = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._recv(size, n, "header size")
+        raw = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
+        self._recv(raw, n, "header")
+        return json.loads(bytes(raw.cpu().numpy()).decode())
+
+    def _recv(self, buf: torch.Tensor, n: int, what: str) -> None:
+        """Receive `buf` from rank - 1 and forward it (small messages: the header)."""
+        self._wait_recv(self.pg.recv([buf], self.rank - 1, 0), n, what)
+        self._wait_forward(self._forward(buf), what)
+
+    def _wait_recv(self, work, n: int, what: str) -> None:
+        t0 = time.perf_counter()
+        wait_work(
+            work,
+            self.timeout_s,
+            blocking=self.device.type == "cpu",
+            what=f"the {what} of relay round {n} from rank {self.rank - 1}",
+            abort=getattr(self.pg, "abort", None),
+        )
+        self.wait_s += time.perf_counter() - t0
+
+    def _forward(self, buf: torch.Tensor):
+        """Start sending `buf` to rank + 1 (None: the last rank, or its forward failed)."""
+        if self.rank == self.world - 1 or self.forward_error is not None:
+            return None
+        return self.pg.send([buf], self.rank + 1, 0)
+
+    def _wait_forward(self, work, what: str) -> None:
+        """A failed forward stops forwarding (rank + 1 and those after it miss the round, and
+        rank 0 names them) but not this receiver's own round when rank + 1 died (gloo sees the
+        closed connection at once). A stalled rank + 1 stalls this rank too: a send completes
+        only once rank + 1 takes it, and a gloo timeout closes the group's other pairs. No
+        abort: on NCCL it would end this rank's receive too."""
+        if work is None:
+            return
+        try:
+            wait_work(work, self.timeout_s, blocking=self.device.type == "cpu", what=what)
+        except RuntimeError as err:
+            self.forward_error = f"to rank {self.rank + 1}, at the {what}: {str(err)[:200]}"
+
+    def _post(self, header: dict, k: int):
+        """Post the receive of chunk k into a new buffer: (buffer, work), or None past the end."""
+        c, total = header["chunk"], header["total"]
+        if k >= _chunks(header):
+            return None
+        buf = self.meter.empty(min(c, total - k * c), self.device)
+        return buf, self.pg.recv([buf], self.rank - 1, 0)
+
+    def _chunks(self, header: dict, fp: _Fingerprint, n: int):
+        c, tensors, spans = header["chunk"], header["tensors"], _spans(header)
+        ending: list[list[int]] = [[] for _ in range(_chunks(header))]
+        starts_split = {}
+        for i, (a, b) in enumerate(spans):
+            ending[b].append(i)
+            if a != b:
+                starts_split[a] = i
+        split, nxt = None, self._post(header, 0)
+        for k in range(len(ending)):
+            (buf, work), nxt = nxt, None
+            self._wait_recv(work, n, f"chunk {k}")
+            fwd = self._forward(buf)
+            fp.update(buf)
+            if split is not None:  # a tensor bigger than a chunk, reassembled whole
+                _unpack(split[1], buf, k * c, tensors[split[0]][3])
+            if not ending[k]:
+                nxt = self._post(header, k + 1)
+            for j, i in enumerate(ending[k]):
+                if j == 1:  # the caller let go of the previous chunk's last tensor by now
+                    nxt = self._post(header, k + 1)
+                name, dtype, shape, off = tensors[i]
+                if split is not None and split[0] == i:
+                    flat, split = split[1], None
+                else:
+                    flat = buf[off - k * c : off - k * c + _nbytes(tensors[i])]
+                yield name, flat.view(getattr(torch, dtype)).view(shape)
+            if k in starts_split:  # allocated once the one before it was handed over
+                i = starts_split[k]
+                split = (i, self.meter.empty(_nbytes(tensors[i]), self.device))
+                _unpack(split[1], buf, k * c, tensors[i][3])
+            if nxt is None:
+                nxt = self._post(header, k + 1)
+            self._wait_forward(fwd, f"chunk {k}")
+
+
+def _unpack(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
+    """Copy the bytes of a split tensor (at stream offset `off`, `dst` its whole buffer) that
+    lie in the chunk starting at stream byte `lo`."""
+    s, e = max(off, lo), min(off + dst.numel(), lo + chunk.numel())
+    if e > s:
+        dst[s - off : e - off].copy_(chunk[s - lo : e - lo])
