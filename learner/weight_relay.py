@@ -8,7 +8,7 @@ to rank 1 (point-to-point), rank i receives chunk k from rank i-1 and forwards i
 (async) while its caller loads it. So a sync to N receivers takes about (B + N - 1) chunk times
 for B chunks, where one channel per receiver sent in turn takes N x B.
 
-Layout (`relay_layout`): tensors in the caller's order at 64-byte aligned offsets of the stream;
+Layout (learner/relay_wire.py `relay_layout`): tensors in the caller's order at 64-byte aligned offsets of the stream;
 a tensor that fits in a chunk never straddles two (it starts the next chunk instead), a tensor
 bigger than a chunk is split across consecutive chunks. Every chunk but the last is exactly
 `bucket_bytes` long.
@@ -50,16 +50,25 @@ notes/issue-33-h19.md.
 from __future__ import annotations
 
 import json
-import math
 import time
-import weakref
-import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 import torch
 
 from microcoder.learner.collective_wait import wait_work
+from microcoder.learner.relay_wire import (
+    RelayError,
+    RelayStats,
+    _chunks,
+    _Fingerprint,
+    _FlatCache,
+    _Meter,
+    _nbytes,
+    _pack,
+    _spans,
+    _unpack,
+    relay_layout,
+)
 from microcoder.learner.weight_sync import (
     _ALIGN,
     _PREFIX,
@@ -69,114 +78,9 @@ from microcoder.learner.weight_sync import (
     _wait_keys,
 )
 
+__all__ = ["RelayError", "RelayReceiver", "RelaySender", "RelayStats", "relay_layout"]
+
 _POLL_S = 0.01  # how often rank 0 looks for the receivers' done/fail keys
-
-
-class RelayError(WeightSyncError):
-    """A relay round did not reach every receiver with the same bytes. `delivered`: the ranks
-    that confirmed the round with rank 0's fingerprint; `failed`: {rank: why} for the others."""
-
-    def __init__(self, message: str, delivered: list[int], failed: dict[int, str]):
-        super().__init__(message)
-        self.delivered, self.failed = delivered, failed
-
-
-@dataclass
-class RelayStats:
-    """What one `RelaySender.send` moved, and the memory both ends held above the model."""
-
-    version: int
-    tensors: int
-    chunks: int
-    bytes: int
-    bucket_bytes: int
-    seconds: float
-    fingerprint: str
-    sender_peak_extra_bytes: int
-    receiver_peak_extra_bytes: int
-    receivers: dict[int, dict] = field(default_factory=dict)
-    """Each receiver's report: its peak bytes, seconds waiting for chunks, forward error."""
-
-
-class _Meter:
-    """Bytes of the buffers this end allocated that are still alive, and their peak."""
-
-    def __init__(self) -> None:
-        self.now = self.peak = 0
-
-    def empty(self, nbytes: int, device: torch.device, pin: bool = False) -> torch.Tensor:
-        buf = torch.empty(nbytes, dtype=torch.uint8, device=device, pin_memory=pin)
-        self.now += nbytes
-        self.peak = max(self.peak, self.now)
-        weakref.finalize(buf, self._free, nbytes)
-        return buf
-
-    def _free(self, nbytes: int) -> None:
-        self.now -= nbytes
-
-
-class _Fingerprint:
-    """Of a chunk stream, in order (see the module docstring for the two kinds)."""
-
-    def __init__(self) -> None:
-        self.crc, self.length, self.acc = 0, 0, None
-
-    def update(self, chunk: torch.Tensor) -> None:
-        self.length += chunk.numel()
-        if chunk.is_cuda:
-            s = chunk.view(torch.int64).sum()
-            self.acc = s if self.acc is None else self.acc * 1000003 + s
-        else:
-            self.crc = zlib.crc32(memoryview(chunk.numpy()), self.crc)
-
-    def hexdigest(self) -> str:
-        if self.acc is not None:
-            return f"sum64:{int(self.acc.item()) & (2**64 - 1):016x}:{self.length}"
-        return f"crc32:{self.crc:08x}:{self.length}"
-
-
-def _align(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
-
-
-def relay_layout(
-    items: list[tuple[str, torch.Tensor]], version: int, bucket_bytes: int, dtype=None
-) -> dict:
-    """The round's header (JSON-able): each tensor's [name, serving dtype, shape, offset] in the
-    byte stream, the stream's length and the chunk size. `dtype`: cast floating tensors to it
-    (the serving dtype); None keeps each tensor's own."""
-    chunk = bucket_bytes // _ALIGN * _ALIGN
-    if chunk <= 0:
-        raise ValueError(f"bucket_bytes must be at least {_ALIGN}, got {bucket_bytes}")
-    entries, pos = [], 0
-    for name, t in items:
-        dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
-        nbytes = t.numel() * torch.empty((), dtype=dt).element_size()
-        pos = _align(pos)
-        if nbytes <= chunk and pos % chunk + nbytes > chunk:  # fits in one chunk: never straddle
-            pos = -(-pos // chunk) * chunk
-        entries.append([name, str(dt).removeprefix("torch."), list(t.shape), pos])
-        pos += nbytes
-    total = max(_align(pos), _ALIGN)
-    return {"version": version, "chunk": chunk, "total": total, "tensors": entries}
-
-
-def _nbytes(entry: list) -> int:
-    return math.prod(entry[2]) * torch.empty((), dtype=getattr(torch, entry[1])).element_size()
-
-
-def _chunks(header: dict) -> int:
-    return -(-header["total"] // header["chunk"])
-
-
-def _spans(header: dict) -> list[tuple[int, int]]:
-    """(first chunk, last chunk) of each tensor (a tensor of 0 bytes: the chunk it sits in)."""
-    c, last = header["chunk"], _chunks(header) - 1
-    out = []
-    for entry in header["tensors"]:
-        off, n = entry[3], _nbytes(entry)
-        out.append((min(off // c, last), min((off + max(n, 1) - 1) // c, last)))
-    return out
 
 
 class RelaySender(WeightSender):
@@ -345,30 +249,6 @@ class RelaySender(WeightSender):
         return RelayError(msg, delivered, failed)
 
 
-class _FlatCache:
-    """Each tensor as a flat view; a non-contiguous one is made contiguous once (kept while its
-    chunks are packed: one tensor at a time)."""
-
-    def __init__(self, items: list) -> None:
-        self.items, self.i, self.flat = items, -1, None
-
-    def get(self, i: int) -> torch.Tensor:
-        if i != self.i:
-            self.i, self.flat = i, self.items[i][1].contiguous().reshape(-1)
-        return self.flat
-
-
-def _pack(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) -> None:
-    """Copy the part of tensor `entry` (its flat source `flat`) that lies in stream bytes
-    [lo, hi) into `buf` (chunk bytes), cast to the serving dtype by the copy itself."""
-    dt, off = getattr(torch, entry[1]), entry[3]
-    size = torch.empty((), dtype=dt).element_size()
-    s, e = max(off, lo), min(off + flat.numel() * size, hi)
-    if e <= s:
-        return
-    buf[s - lo : e - lo].view(dt).copy_(flat[(s - off) // size : (e - off) // size])
-
-
 class RelayReceiver(WeightReceiver):
     """Rank 1..N of a relay group: receives each chunk from rank - 1, forwards it to rank + 1
     (the last rank forwards nothing) and yields the tensors as their chunks arrive. Built like
@@ -505,11 +385,3 @@ class RelayReceiver(WeightReceiver):
             if nxt is None:
                 nxt = self._post(header, k + 1)
             self._wait_forward(fwd, f"chunk {k}")
-
-
-def _unpack(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
-    """Copy the bytes of a split tensor (at stream offset `off`, `dst` its whole buffer) that
-    lie in the chunk starting at stream byte `lo`."""
-    s, e = max(off, lo), min(off + dst.numel(), lo + chunk.numel())
-    if e > s:
-        dst[s - off : e - off].copy_(chunk[s - lo : e - lo])
