@@ -35,12 +35,17 @@ misordered chunk, not two words swapped inside one chunk.
 
 Round n: every receiver sets `relay-ready/{rank}/{n}`; rank 0 waits for all (names the missing),
 sends an int64 header length and the JSON header down the chain, then the chunks; every
-receiver ends with `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error) or,
-when it failed, `relay-fail/{rank}/{n}` (the reason). Every wait is bounded by `timeout_s` on
-both backends (learner/collective_wait.py `wait_work`). A receiver whose forward fails keeps
-receiving and loading (its own copy is good) and reports the failure; a dead or stuck member
-breaks the chain for the ones after it, and rank 0's `RelayError` names it and the ranks
-downstream that did not get the version (`.delivered` lists those that did).
+receiver ends with `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error; or
+{"why": ...} when its round failed). Every wait is bounded by `timeout_s` on both backends
+(learner/collective_wait.py `wait_work`), so rank 0 gives up within 2 x timeout_s (its send,
+then the receivers' keys). A receiver whose next rank died (gloo sees the closed connection at
+once) stops forwarding but keeps receiving and loading (its own copy is good) and reports it. A
+send completes only once the next rank takes it, so a member that is alive but stuck stalls the
+ones before it too, and on gloo a timed-out wait closes the group's other connections: they
+lose the round as well. Rank 0's `RelayError` names the member where the chain broke (the first
+that a rank before it could not forward to, else the first that failed), the ranks downstream
+that did not get the version and the ones upstream the stall reached (`.delivered`: the ranks
+that confirmed it).
 
 Built and bench-measured (`microcoder bench weight-sync --receivers 1,2,4`); not yet the run's
 path: generators still get one channel each (actors/weight_sync.py). The design for the run:
@@ -52,6 +57,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 
 import torch
 
@@ -75,12 +81,11 @@ from microcoder.learner.weight_sync import (
     WeightReceiver,
     WeightSender,
     WeightSyncError,
+    _single_thread,
     _wait_keys,
 )
 
 __all__ = ["RelayError", "RelayReceiver", "RelaySender", "RelayStats", "relay_layout"]
-
-_POLL_S = 0.01  # how often rank 0 looks for the receivers' done/fail keys
 
 
 class RelaySender(WeightSender):
@@ -169,10 +174,11 @@ class RelaySender(WeightSender):
             buf = self._staging_buffer(k, items)[: hi - lo]
             while spans[first][1] < k:
                 first += 1
-            for i in range(first, len(items)):
-                if spans[i][0] > k:
-                    break
-                _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
+            with _single_thread():  # a parallel copy waits for a descheduled thread
+                for i in range(first, len(items)):
+                    if spans[i][0] > k:
+                        break
+                    _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
             fp.update(buf)
             pending[k % 2] = self.pg.send([buf], 1, 0)
         for k, work in enumerate(pending):
@@ -189,26 +195,22 @@ class RelaySender(WeightSender):
         )
 
     def _confirm(self, n: int, version: int, fingerprint: str, failure: str | None) -> dict:
-        """Every receiver's report once each set its done or fail key (within timeout_s; at
-        once when all did); raises `RelayError` unless all confirmed `fingerprint` and rank 0's
+        """Every receiver's report once each set its done key (within timeout_s; at once when
+        all did); raises `RelayError` unless all confirmed `fingerprint` and rank 0's
         own send (`failure`: its error) succeeded."""
-        pending, reports, failed = set(range(1, self.world)), {}, {}
-        deadline = time.monotonic() + self.timeout_s
-        while pending and time.monotonic() < deadline:
-            for r in sorted(pending):
-                done, fail = f"{_PREFIX}/relay-done/{r}/{n}", f"{_PREFIX}/relay-fail/{r}/{n}"
-                if self.store.check([done]):
-                    reports[r] = json.loads(self.store.get(done).decode())
-                elif self.store.check([fail]):
-                    reports[r] = json.loads(self.store.get(fail).decode())
-                    failed[r] = reports[r]["why"]
-                else:
-                    continue
-                pending.discard(r)
-            if pending:
-                time.sleep(_POLL_S)
-        for r in pending:
-            failed[r] = f"did not confirm within {self.timeout_s:.0f} s (dead or stuck)"
+        keys = {r: f"{_PREFIX}/relay-done/{r}/{n}" for r in range(1, self.world)}
+        try:
+            self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
+        except RuntimeError:  # DistStoreError past the deadline: the missing are named below
+            pass
+        reports, failed = {}, {}
+        for r, key in keys.items():
+            if not self.store.check([key]):
+                failed[r] = f"did not confirm within {self.timeout_s:.0f} s (dead or stuck)"
+                continue
+            reports[r] = json.loads(self.store.get(key).decode())
+            if "why" in reports[r]:
+                failed[r] = reports[r]["why"]
         for r, rep in reports.items():
             if r not in failed and not failure and rep["fp"] != fingerprint:
                 failed[r] = f"received other bytes (fingerprint {rep['fp']}, sent {fingerprint})"
@@ -273,7 +275,7 @@ class RelayReceiver(WeightReceiver):
             yield from self._chunks(header, fp, n)
         except Exception as err:  # the upstream stopped sending, or died
             why = f"receiving from rank {self.rank - 1} failed: {str(err)[:300]}"
-            self._report("fail", n, {"why": why, "forward_error": self.forward_error})
+            self._report(n, {"why": why, "forward_error": self.forward_error})
             raise WeightSyncError(
                 f"weight relay round {n}: {why} (the learner, rank 0, or a generator before "
                 f"this one in the chain stopped sending or died); check learner rank 0's log "
@@ -286,13 +288,14 @@ class RelayReceiver(WeightReceiver):
             "wait_s": self.wait_s,
             "forward_error": self.forward_error,
         }
-        self._report("done", n, self.stats)
+        self._report(n, self.stats)
 
-    def _report(self, kind: str, n: int, what: dict) -> None:
+    def _report(self, n: int, what: dict) -> None:
+        """Set this rank's done key: its report, or {"why": ...} when its round failed."""
         try:
-            self.store.set(f"{_PREFIX}/relay-{kind}/{self.rank}/{n}", json.dumps(what))
+            self.store.set(f"{_PREFIX}/relay-done/{self.rank}/{n}", json.dumps(what))
         except Exception:  # rank 0's store is gone: it reports the silence itself
-            if kind == "done":
+            if "why" not in what:
                 raise
 
     def _cuda_mark(self) -> int | None:
@@ -366,7 +369,8 @@ class RelayReceiver(WeightReceiver):
             fwd = self._forward(buf)
             fp.update(buf)
             if split is not None:  # a tensor bigger than a chunk, reassembled whole
-                _unpack(split[1], buf, k * c, tensors[split[0]][3])
+                with _single_thread():
+                    _unpack(split[1], buf, k * c, tensors[split[0]][3])
             if not ending[k]:
                 nxt = self._post(header, k + 1)
             for j, i in enumerate(ending[k]):
@@ -381,7 +385,8 @@ class RelayReceiver(WeightReceiver):
             if k in starts_split:  # allocated once the one before it was handed over
                 i = starts_split[k]
                 split = (i, self.meter.empty(_nbytes(tensors[i]), self.device))
-                _unpack(split[1], buf, k * c, tensors[i][3])
+                with _single_thread():
+                    _unpack(split[1], buf, k * c, tensors[i][3])
             if nxt is None:
                 nxt = self._post(header, k + 1)
             self._wait_forward(fwd, f"chunk {k}")
