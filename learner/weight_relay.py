@@ -20,7 +20,9 @@ Memory, bounded by the chunk size and independent of the model's size and of N:
   whole-tensor copy, whatever its size);
 - receiver: the chunk being loaded (also the one being forwarded) and the next one being
   received, plus, while a tensor bigger than a chunk arrives, that one tensor's buffer (it is
-  yielded whole once its last chunk arrived: at most one such buffer at a time).
+  yielded whole once its last chunk arrived: the receiver fills one such buffer at a time; the
+  caller may still hold the one it was handed before, so 2 chunks + 2 split tensors at worst,
+  measured by tests/learner/test_weight_relay.py).
 Small tensors are yielded as views into their chunk's buffer (no copy). Both ends count the
 bytes of the buffers they allocate while they are alive (`_Meter`), and on CUDA also the peak
 of `torch.cuda.max_memory_allocated` over the round; `RelayStats` reports them.
@@ -179,8 +181,8 @@ class RelaySender(WeightSender):
                     if spans[i][0] > k:
                         break
                     _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
-            fp.update(buf)
             pending[k % 2] = self.pg.send([buf], 1, 0)
+            fp.update(buf)  # while the chunk is on the wire (zlib lets go of the GIL)
         for k, work in enumerate(pending):
             if work is not None:
                 self._wait(work, n, f"the last chunks ({k})")

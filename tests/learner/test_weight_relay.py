@@ -250,3 +250,23 @@ def test_the_receiver_holds_at_most_two_chunks_above_the_model_and_the_sender_tw
         assert stats.chunks == 16
         assert 0 < stats.receiver_peak_extra_bytes <= 2 * BUCKET, stats.receivers
     assert peaks[1] == peaks[3] == 2 * BUCKET
+
+
+@pytest.mark.timeout(120)
+def test_tensors_bigger_than_a_chunk_are_reassembled_one_at_a_time():
+    """Two adjacent tensors of 3.5 chunks each between small ones: the receiver holds its two
+    chunks plus the split tensor it fills; the caller may still hold the one it was handed."""
+    big = 7 * BUCKET // 8  # elements of fp32: 3.5 chunks
+    sent = {
+        "a": torch.arange(1000.0),
+        "big1": torch.arange(big, dtype=torch.float32),
+        "big2": -torch.arange(big, dtype=torch.float32),
+        "b": torch.ones(10, dtype=torch.int64),
+    }
+    chain = Chain(2)
+    stats, got = chain.run(sent)
+    for r in (1, 2):
+        assert all(torch.equal(got[r][k], v) for k, v in sent.items())
+    assert stats.receiver_peak_extra_bytes <= 2 * BUCKET + 2 * big * 4, stats.receivers
+    assert stats.sender_peak_extra_bytes == 2 * BUCKET  # no whole-tensor copy on the sender
+    print({r: rep["peak"] / BUCKET for r, rep in stats.receivers.items()})
