@@ -4,7 +4,8 @@
 
 For each N, N receiver processes each join their own channel (a `WeightSender` per receiver on
 rank 0) and the one relay group. Each round, in this order: serial (rank 0 sends to channel 1,
-then 2, ...), relay, then both again with a one-tensor state of 64 bytes (the fixed cost of a
+then 2, ...) and relay (relay first on odd rounds, so neither always follows the other), then
+both again with a one-tensor state of 64 bytes (the fixed cost of a
 round: handshakes, header, store keys). Times are taken on rank 0 from the start of the round
 until every receiver confirmed it. State: a synthetic bf16 state dict of `--mb` MiB in 64
 tensors (no tensor bigger than a bucket, as in a real model with buckets of 4 MiB or more).
@@ -88,15 +89,18 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
         relay = RelaySender("127.0.0.1", relay_port, n, timeout_s=300, bucket_bytes=bucket)
         for k in range(rounds):  # round 0 warms up
             for label, sd in (("", state), ("0", tiny)):
-                t0 = time.perf_counter()
-                for ch in channels:
-                    ch.send(sd.items(), k)
-                t1 = time.perf_counter()
-                stats = relay.send(sd.items(), k)
-                t2 = time.perf_counter()
+                spent = {}
+                for mode in ("serial", "relay") if k % 2 == 0 else ("relay", "serial"):
+                    t0 = time.perf_counter()
+                    if mode == "relay":
+                        stats = relay.send(sd.items(), k)
+                    else:
+                        for ch in channels:
+                            ch.send(sd.items(), k)
+                    spent[mode] = time.perf_counter() - t0
                 if k:
-                    times["serial" + label].append(t1 - t0)
-                    times["relay" + label].append(t2 - t1)
+                    for mode, s in spent.items():
+                        times[mode + label].append(s)
                 if label == "":
                     chunks = stats.chunks
                     peaks["receiver"] = max(peaks["receiver"], stats.receiver_peak_extra_bytes)
@@ -140,8 +144,8 @@ def member(serial_port: int, relay_port: int, rank: int, n: int, rounds: int) ->
     name = f"bench receiver {rank}"
     own = WeightReceiver("127.0.0.1", serial_port, 1, 2, timeout_s=300, name=name)
     relay = RelayReceiver("127.0.0.1", relay_port, rank, n + 1, timeout_s=300, name=name)
-    for _ in range(rounds * 2):
-        for rx in (own, relay):
+    for i in range(rounds * 2):  # round i // 2: serial first on even rounds, relay first on odd
+        for rx in (own, relay) if (i // 2) % 2 == 0 else (relay, own):
             for _name, _tensor in rx.receive():
                 pass
 
