@@ -1,6 +1,33 @@
 """The wire format and bookkeeping of the weight relay (learner/weight_relay.py): the stream
 layout and its chunks, packing a chunk and unpacking a split tensor, the fingerprint, the
 memory meter, and the round's stats and error. Only torch is imported (a vLLM worker imports it).
+
+Layout (`relay_layout`): tensors in the caller's order at 64-byte aligned offsets of the stream;
+a tensor that fits in a chunk never straddles two (it starts the next chunk instead), a tensor
+bigger than a chunk is split across consecutive chunks. Every chunk but the last is exactly
+`bucket_bytes` long.
+
+Memory, bounded by the chunk size and independent of the model's size and of N:
+- sender: two staging buffers of `bucket_bytes` (pinned host memory when the group is gloo and
+  a tensor is on CUDA, device memory on NCCL), packed in turn; a chunk is packed by copying each
+  tensor's slice into the buffer viewed as the serving dtype (the cast is that copy: no
+  whole-tensor copy, whatever its size);
+- receiver: the chunk being loaded (also the one being forwarded) and the next one being
+  received, plus, while a tensor bigger than a chunk arrives, that one tensor's buffer (it is
+  yielded whole once its last chunk arrived: the receiver fills one such buffer at a time; the
+  caller may still hold the one it was handed before, so 2 chunks + 2 split tensors at worst,
+  measured by tests/learner/test_weight_relay.py).
+Small tensors are yielded as views into their chunk's buffer (no copy). Both ends count the
+bytes of the buffers they allocate while they are alive (`_Meter`), and on CUDA also the peak
+of `torch.cuda.max_memory_allocated` over the round; `RelayStats` reports them.
+
+Same bytes: every receiver fingerprints the chunks it received, in order, and reports it with
+its done key; rank 0 fingerprints the chunks it sent and raises naming every receiver whose
+fingerprint differs. On CPU chunks (gloo) the fingerprint is the CRC-32 of the whole byte
+stream (zlib, about 3 GB/s here, cheaper than one copy of the chunk) and the stream's length;
+on CUDA chunks (NCCL) a 64-bit wrapping sum of each chunk's int64 words, chained across chunks
+in order, computed on the device (one host sync per round): it catches a corrupted, missing or
+misordered chunk, not two words swapped inside one chunk.
 """
 
 from __future__ import annotations
@@ -39,6 +66,8 @@ class RelayStats:
     receiver_peak_extra_bytes: int
     receivers: dict[int, dict] = field(default_factory=dict)
     """Each receiver's report: its peak bytes, seconds waiting for chunks, forward error."""
+    skipped: list[int] = field(default_factory=list)
+    """Receivers left out of the round (not ready in time, `send(drop_missing=True)`)."""
 
 
 class _Meter:
@@ -152,3 +181,35 @@ def _unpack(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
     s, e = max(off, lo), min(off + dst.numel(), lo + chunk.numel())
     if e > s:
         dst[s - off : e - off].copy_(chunk[s - lo : e - lo])
+
+
+def chain_error(who, chain: list[int], failed: dict, reports: dict, n: int, version) -> RelayError:
+    """The error of a relay round that did not reach everyone in `chain` (ranks in order).
+
+    The chain broke at the first rank that the one before it could not forward to, else at
+    the first that failed; the ranks after it did not get the version, and a stalled rank also
+    stalls the ones before it (a send completes only once the next rank takes it), so those may
+    have lost it too. `who(rank)` names a rank."""
+    after = {r: chain[i + 1] for i, r in enumerate(chain[:-1])}
+    could_not = [after[r] for r, rep in reports.items() if rep.get("forward_error") and r in after]
+    first = min(could_not or failed, key=chain.index)
+    pos = chain.index(first)
+    down = [r for r in chain[pos + 1 :] if r in failed]
+    up = [r for r in chain[:pos] if r in failed]
+    lines = [f"{who(r)}: {why}" for r, why in sorted(failed.items())] + [
+        f"{who(r)} could not forward: {rep['forward_error']}"
+        for r, rep in sorted(reports.items())
+        if rep.get("forward_error")
+    ]
+    msg = f"weight relay round {n} (version {version}): the chain broke at {who(first)}"
+    if down:
+        msg += f"; downstream of it {', '.join(map(who, down))} did not get version {version}"
+    if up:
+        msg += (
+            f"; upstream of it {', '.join(map(who, up))} lost the round too (the stall reached it)"
+        )
+    msg += (
+        f". Details: {'; '.join(lines)}. Check those generators' logs; raise "
+        "learner.sync_timeout_s if they are only slow"
+    )
+    return RelayError(msg, [r for r in chain if r not in failed], failed)

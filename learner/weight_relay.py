@@ -4,40 +4,20 @@ One stateless group over rank 0 (the learner) and every receiver (ranks 1..N), b
 per-generator channel of learner/weight_sync.py is (`RelaySender` and `RelayReceiver` inherit
 its bring-up: store, hello/world/backend keys, gloo or NCCL). The model travels as one byte
 stream in the serving dtype, cut into fixed-size chunks of `bucket_bytes`: rank 0 sends chunk k
-to rank 1 (point-to-point), rank i receives chunk k from rank i-1 and forwards it to rank i+1
-(async) while its caller loads it. So a sync to N receivers takes about (B + N - 1) chunk times
+to the first receiver of the round's chain (point-to-point), each receiver receives it from the
+one before it and forwards it to the next (async) while its caller loads it. So a sync to N receivers takes about (B + N - 1) chunk times
 for B chunks, where one channel per receiver sent in turn takes N x B.
 
-Layout (learner/relay_wire.py `relay_layout`): tensors in the caller's order at 64-byte aligned offsets of the stream;
-a tensor that fits in a chunk never straddles two (it starts the next chunk instead), a tensor
-bigger than a chunk is split across consecutive chunks. Every chunk but the last is exactly
-`bucket_bytes` long.
+Layout, memory bounds and the same-bytes fingerprint: learner/relay_wire.py. In short: fixed
+chunks of `bucket_bytes`; rank 0 holds two staging buffers, a receiver two chunks (plus one
+tensor bigger than a chunk while it arrives); every receiver's fingerprint is compared with rank
+0's, which names every receiver that got other bytes.
 
-Memory, bounded by the chunk size and independent of the model's size and of N:
-- sender: two staging buffers of `bucket_bytes` (pinned host memory when the group is gloo and
-  a tensor is on CUDA, device memory on NCCL), packed in turn; a chunk is packed by copying each
-  tensor's slice into the buffer viewed as the serving dtype (the cast is that copy: no
-  whole-tensor copy, whatever its size);
-- receiver: the chunk being loaded (also the one being forwarded) and the next one being
-  received, plus, while a tensor bigger than a chunk arrives, that one tensor's buffer (it is
-  yielded whole once its last chunk arrived: the receiver fills one such buffer at a time; the
-  caller may still hold the one it was handed before, so 2 chunks + 2 split tensors at worst,
-  measured by tests/learner/test_weight_relay.py).
-Small tensors are yielded as views into their chunk's buffer (no copy). Both ends count the
-bytes of the buffers they allocate while they are alive (`_Meter`), and on CUDA also the peak
-of `torch.cuda.max_memory_allocated` over the round; `RelayStats` reports them.
-
-Same bytes: every receiver fingerprints the chunks it received, in order, and reports it with
-its done key; rank 0 fingerprints the chunks it sent and raises naming every receiver whose
-fingerprint differs. On CPU chunks (gloo) the fingerprint is the CRC-32 of the whole byte
-stream (zlib, about 3 GB/s here, cheaper than one copy of the chunk) and the stream's length;
-on CUDA chunks (NCCL) a 64-bit wrapping sum of each chunk's int64 words, chained across chunks
-in order, computed on the device (one host sync per round): it catches a corrupted, missing or
-misordered chunk, not two words swapped inside one chunk.
-
-Round n: every receiver sets `relay-ready/{rank}/{n}`; rank 0 waits for all (names the missing),
-sends an int64 header length and the JSON header down the chain, then the chunks; every
-receiver ends with `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error; or
+Round n: every receiver sets `relay-ready/{rank}/{n}`; rank 0 waits for all (names the missing;
+with `drop_missing` it goes on with those ready at the deadline) and publishes the round's chain
+`relay-chain/{n}` (each receiver's neighbours in it; one left out is told so), sends an int64
+header length and the JSON header down the chain, then the chunks; every receiver ends with
+`relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error; or
 {"why": ...} when its round failed). Every wait is bounded by `timeout_s` on both backends
 (learner/collective_wait.py `wait_work`), so rank 0 gives up within 2 x timeout_s (its send,
 then the receivers' keys). A receiver whose next rank died (gloo sees the closed connection at
@@ -75,6 +55,7 @@ from microcoder.learner.relay_wire import (
     _pack,
     _spans,
     _unpack,
+    chain_error,
     relay_layout,
 )
 from microcoder.learner.weight_sync import (
@@ -102,21 +83,23 @@ class RelaySender(WeightSender):
         self.meter = _Meter()
         self._stage: list[torch.Tensor] = []
 
-    def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> RelayStats:
+    def send(
+        self,
+        named_tensors: Iterable[tuple[str, torch.Tensor]],
+        version: int,
+        *,
+        drop_missing: bool = False,
+    ) -> RelayStats:
         """Send all tensors as weights of `version` to every receiver; returns the stats once
-        every receiver confirmed the same bytes, else raises `RelayError` naming who did not."""
+        every receiver confirmed the same bytes, else raises `RelayError` naming who did not.
+
+        `drop_missing`: a receiver not ready within timeout_s is left out of this round (the
+        chain closes over it, `RelayStats.skipped`) instead of failing the round."""
         start = time.perf_counter()
         n, self.round = self.round, self.round + 1
         items = [(name, t.detach()) for name, t in named_tensors]
         header = relay_layout(items, version, self.bucket_bytes, self.dtype)
-        ranks = range(1, self.world)
-        _wait_keys(
-            self.store,
-            {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in ranks},
-            self.names,
-            f"start receiving relay round {n}",
-            self.timeout_s,
-        )
+        self.chain = self._members(n, drop_missing)
         self._cuda_mark()
         fp, failure = _Fingerprint(), None
         try:
@@ -138,7 +121,26 @@ class RelaySender(WeightSender):
                 max(r["peak"], r.get("cuda_peak", 0)) for r in reports.values()
             ),
             receivers=reports,
+            skipped=[r for r in range(1, self.world) if r not in self.chain],
         )
+
+    def _members(self, n: int, drop_missing: bool) -> list[int]:
+        """The round's chain: every receiver, or with `drop_missing` those ready within
+        timeout_s; published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
+        keys = {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)}
+        what = f"start receiving relay round {n}"
+        if not drop_missing:
+            _wait_keys(self.store, keys, self.names, what, self.timeout_s)
+        else:
+            try:
+                self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
+            except RuntimeError:  # DistStoreError past the deadline: go on with the ready
+                pass
+            if not any(self.store.check([k]) for k in keys.values()):
+                _wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
+        chain = [r for r, k in keys.items() if self.store.check([k])]
+        self.store.set(f"{_PREFIX}/relay-chain/{n}", json.dumps(chain))
+        return chain
 
     def _cuda_mark(self) -> None:
         if self.device.type == "cuda":
@@ -154,7 +156,7 @@ class RelaySender(WeightSender):
         raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
         size = torch.tensor([raw.numel()], dtype=torch.int64)
         for t, what in ((size, "header size"), (raw, "header")):
-            self._wait(self.pg.send([t.to(self.device)], 1, 0), n, what)
+            self._wait(self.pg.send([t.to(self.device)], self.chain[0], 0), n, what)
 
     def _staging_buffer(self, k: int, items: list) -> torch.Tensor:
         """Staging buffer k % 2 (allocated at the first send, kept): pinned host memory when
@@ -181,7 +183,7 @@ class RelaySender(WeightSender):
                     if spans[i][0] > k:
                         break
                     _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
-            pending[k % 2] = self.pg.send([buf], 1, 0)
+            pending[k % 2] = self.pg.send([buf], self.chain[0], 0)
             fp.update(buf)  # while the chunk is on the wire (zlib lets go of the GIL)
         for k, work in enumerate(pending):
             if work is not None:
@@ -192,7 +194,7 @@ class RelaySender(WeightSender):
             work,
             self.timeout_s,
             blocking=self.device.type == "cpu",
-            what=f"the {what} of relay round {n} to rank 1 ({self.names.get(1, '?')})",
+            what=f"the {what} of relay round {n} to {self._who(self.chain[0])}",
             abort=getattr(self.pg, "abort", None),
         )
 
@@ -200,7 +202,7 @@ class RelaySender(WeightSender):
         """Every receiver's report once each set its done key (within timeout_s; at once when
         all did); raises `RelayError` unless all confirmed `fingerprint` and rank 0's
         own send (`failure`: its error) succeeded."""
-        keys = {r: f"{_PREFIX}/relay-done/{r}/{n}" for r in range(1, self.world)}
+        keys = {r: f"{_PREFIX}/relay-done/{r}/{n}" for r in self.chain}
         try:
             self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
         except RuntimeError:  # DistStoreError past the deadline: the missing are named below
@@ -217,7 +219,8 @@ class RelaySender(WeightSender):
             if r not in failed and not failure and rep["fp"] != fingerprint:
                 failed[r] = f"received other bytes (fingerprint {rep['fp']}, sent {fingerprint})"
         if failure:
-            failed[1] = failure + (f"; {failed[1]}" if 1 in failed else "")
+            first = self.chain[0]
+            failed[first] = failure + (f"; {failed[first]}" if first in failed else "")
         if failed:
             raise self._broken(failed, reports, n, version)
         return reports
@@ -226,37 +229,15 @@ class RelaySender(WeightSender):
         return f"rank {r} ({self.names.get(r, '?')})"
 
     def _broken(self, failed: dict, reports: dict, n: int, version: int) -> RelayError:
-        """The error of a round that did not reach everyone. The chain broke at the first rank
-        that a rank before it could not forward to, else at the first that failed; the ranks
-        after it did not get the version, and a stalled rank also stalls the ones before it (a
-        send completes only once the next rank takes it), so those may have lost it too."""
-        who = self._who
-        could_not = [r + 1 for r, rep in reports.items() if rep.get("forward_error")]
-        first = min(could_not or failed)
-        down = [r for r in range(first + 1, self.world) if r in failed]
-        up = [r for r in range(1, first) if r in failed]
-        lines = [f"{who(r)}: {why}" for r, why in sorted(failed.items())] + [
-            f"{who(r)} could not forward: {rep['forward_error']}"
-            for r, rep in sorted(reports.items())
-            if rep.get("forward_error")
-        ]
-        msg = f"weight relay round {n} (version {version}): the chain broke at {who(first)}"
-        if down:
-            msg += f"; downstream of it {', '.join(map(who, down))} did not get version {version}"
-        if up:
-            msg += f"; upstream of it {', '.join(map(who, up))} lost the round too (the stall reached it)"
-        msg += (
-            f". Details: {'; '.join(lines)}. Check those generators' logs; raise "
-            "learner.sync_timeout_s if they are only slow"
-        )
-        delivered = [r for r in range(1, self.world) if r not in failed]
-        return RelayError(msg, delivered, failed)
+        """The error of a round that did not reach everyone (relay_wire.py `chain_error`)."""
+        return chain_error(self._who, self.chain, failed, reports, n, version)
 
 
 class RelayReceiver(WeightReceiver):
-    """Rank 1..N of a relay group: receives each chunk from rank - 1, forwards it to rank + 1
-    (the last rank forwards nothing) and yields the tensors as their chunks arrive. Built like
-    `WeightReceiver`; after a round, `stats` holds its report (as sent to rank 0)."""
+    """Rank 1..N of a relay group: receives each chunk from the rank before it in the round's
+    chain (`up`), forwards it to the one after (`down`; the last forwards nothing) and yields
+    the tensors as their chunks arrive. Built like `WeightReceiver`; after a round, `stats`
+    holds its report (as sent to rank 0)."""
 
     stats: dict = {}
 
@@ -270,13 +251,14 @@ class RelayReceiver(WeightReceiver):
         self.meter, self.forward_error, self.wait_s = _Meter(), None, 0.0
         base = self._cuda_mark()
         self.store.set(f"{_PREFIX}/relay-ready/{self.rank}/{n}", "1")
+        self._take_place(n)
         try:
             header = self._recv_header(n)
             self.version = int(header["version"])
             fp = _Fingerprint()
             yield from self._chunks(header, fp, n)
         except Exception as err:  # the upstream stopped sending, or died
-            why = f"receiving from rank {self.rank - 1} failed: {str(err)[:300]}"
+            why = f"receiving from rank {self.up} failed: {str(err)[:300]}"
             self._report(n, {"why": why, "forward_error": self.forward_error})
             raise WeightSyncError(
                 f"weight relay round {n}: {why} (the learner, rank 0, or a generator before "
@@ -300,6 +282,28 @@ class RelayReceiver(WeightReceiver):
             if "why" not in what:
                 raise
 
+    def _take_place(self, n: int) -> None:
+        """This rank's neighbours in round n's chain (`up` sends to it, `down` is sent to;
+        None: the last), from rank 0's `relay-chain/{n}`; raises when it was left out."""
+        key = f"{_PREFIX}/relay-chain/{n}"
+        try:  # rank 0 itself may wait timeout_s for the other receivers first
+            self.store.wait([key], timedelta(seconds=2 * self.timeout_s))
+        except RuntimeError as err:
+            raise WeightSyncError(
+                f"weight relay round {n}: the learner (rank 0) did not start the round within "
+                f"{2 * self.timeout_s:.0f} s; check learner rank 0's log, or raise "
+                "learner.sync_timeout_s"
+            ) from err
+        chain = [0, *json.loads(self.store.get(key).decode())]
+        if self.rank not in chain:
+            raise WeightSyncError(
+                f"weight relay round {n}: this receiver was left out of the round (it was not "
+                f"ready within {self.timeout_s:.0f} s of its start); it gets the next version "
+                "at a later round"
+            )
+        i = chain.index(self.rank)
+        self.up, self.down = chain[i - 1], chain[i + 1] if i + 1 < len(chain) else None
+
     def _cuda_mark(self) -> int | None:
         if self.device.type != "cuda":
             return None
@@ -315,7 +319,7 @@ class RelayReceiver(WeightReceiver):
 
     def _recv(self, buf: torch.Tensor, n: int, what: str) -> None:
         """Receive `buf` from rank - 1 and forward it (small messages: the header)."""
-        self._wait_recv(self.pg.recv([buf], self.rank - 1, 0), n, what)
+        self._wait_recv(self.pg.recv([buf], self.up, 0), n, what)
         self._wait_forward(self._forward(buf), what)
 
     def _wait_recv(self, work, n: int, what: str) -> None:
@@ -324,16 +328,16 @@ class RelayReceiver(WeightReceiver):
             work,
             self.timeout_s,
             blocking=self.device.type == "cpu",
-            what=f"the {what} of relay round {n} from rank {self.rank - 1}",
+            what=f"the {what} of relay round {n} from rank {self.up}",
             abort=getattr(self.pg, "abort", None),
         )
         self.wait_s += time.perf_counter() - t0
 
     def _forward(self, buf: torch.Tensor):
         """Start sending `buf` to rank + 1 (None: the last rank, or its forward failed)."""
-        if self.rank == self.world - 1 or self.forward_error is not None:
+        if self.down is None or self.forward_error is not None:
             return None
-        return self.pg.send([buf], self.rank + 1, 0)
+        return self.pg.send([buf], self.down, 0)
 
     def _wait_forward(self, work, what: str) -> None:
         """A failed forward stops forwarding (rank + 1 and those after it miss the round, and
@@ -346,7 +350,7 @@ class RelayReceiver(WeightReceiver):
         try:
             wait_work(work, self.timeout_s, blocking=self.device.type == "cpu", what=what)
         except RuntimeError as err:
-            self.forward_error = f"to rank {self.rank + 1}, at the {what}: {str(err)[:200]}"
+            self.forward_error = f"to rank {self.down}, at the {what}: {str(err)[:200]}"
 
     def _post(self, header: dict, k: int):
         """Post the receive of chunk k into a new buffer: (buffer, work), or None past the end."""
@@ -354,7 +358,7 @@ class RelayReceiver(WeightReceiver):
         if k >= _chunks(header):
             return None
         buf = self.meter.empty(min(c, total - k * c), self.device)
-        return buf, self.pg.recv([buf], self.rank - 1, 0)
+        return buf, self.pg.recv([buf], self.up, 0)
 
     def _chunks(self, header: dict, fp: _Fingerprint, n: int):
         c, tensors, spans = header["chunk"], header["tensors"], _spans(header)

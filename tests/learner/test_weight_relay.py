@@ -76,7 +76,7 @@ class Chain:
         except WeightSyncError as err:  # the sender gave up on a missing peer
             self.errors[r] = err
 
-    def run(self, sent: dict, version: int = 1):
+    def run(self, sent: dict, version: int = 1, **kw):
         got: dict[int, dict] = {}
 
         def take(r: int) -> None:
@@ -89,7 +89,7 @@ class Chain:
         for t in threads:
             t.start()
         try:
-            return self.sender.send(sent.items(), version), got
+            return self.sender.send(sent.items(), version, **kw), got
         finally:
             for t in threads:
                 t.join(30)
@@ -270,3 +270,23 @@ def test_tensors_bigger_than_a_chunk_are_reassembled_one_at_a_time():
     assert stats.receiver_peak_extra_bytes <= 2 * BUCKET + 2 * big * 4, stats.receivers
     assert stats.sender_peak_extra_bytes == 2 * BUCKET  # no whole-tensor copy on the sender
     print({r: rep["peak"] / BUCKET for r, rep in stats.receivers.items()})
+
+
+@pytest.mark.timeout(120)
+def test_with_drop_missing_a_member_not_ready_is_left_out_and_the_chain_closes_over_it():
+    """Rank 2 joined the group but does not receive this round: with `drop_missing` rank 0
+    sends to 1 and 3 (chain 1 -> 3) after the ready deadline; without it the round fails
+    naming rank 2. Rank 2, arriving late, is told it was left out."""
+    chain = Chain(3)
+    late = chain.rx.pop(2)
+    sent = state(5)
+    stats, got = chain.run(sent, version=7, drop_missing=True)
+    assert stats.skipped == [2] and set(stats.receivers) == {1, 3}
+    for r in (1, 3):
+        assert all(torch.equal(got[r][k], v) for k, v in sent.items())
+    with pytest.raises(WeightSyncError) as info:
+        list(late.receive())
+    assert "left out of the round" in str(info.value)
+    chain.rx[2] = late  # all three again: the next round reaches everyone
+    stats, got = chain.run(sent, version=8)
+    assert stats.skipped == [] and all(torch.equal(got[2][k], v) for k, v in sent.items())
