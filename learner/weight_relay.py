@@ -19,8 +19,8 @@ with `drop_missing` it goes on with those ready at the deadline) and publishes t
 header length and the JSON header down the chain, then the chunks; every receiver ends with
 `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error; or
 {"why": ...} when its round failed). Every wait is bounded by `timeout_s` on both backends
-(learner/collective_wait.py `wait_work`), so rank 0 gives up within 2 x timeout_s (its send,
-then the receivers' keys). A receiver whose next rank died (gloo sees the closed connection at
+(learner/collective_wait.py `wait_work`), so once all receivers are ready, rank 0 gives up within
+2 x timeout_s (its send, then the receivers' keys). A receiver whose next rank died (gloo sees the closed connection at
 once) stops forwarding but keeps receiving and loading (its own copy is good) and reports it. A
 send completes only once the next rank takes it, so a member that is alive but stuck stalls the
 ones before it too, and on gloo a timed-out wait closes the group's other connections: they
