@@ -8,7 +8,10 @@ the round until the receiver confirms it (a store key), so both include the same
 Sizes: the tiny model's real state dict (fp32) and a synthetic 0.5 B-parameter state dict with
 Qwen2.5-0.5B shapes (bf16, tied embeddings).
 
-`--simulate` runs an event model of a sync to many receivers instead, the chain relay against
+`--receivers 1,2,4` measures instead weights to N receivers: today's serial sync (one channel
+per receiver, in turn) against the chain relay (learner/weight_relay.py), bench/weight_relay.py.
+
+`--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
 """
 
@@ -31,11 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeats", type=int, default=5, help="timed rounds per size and mode (default 5)"
     )
     parser.add_argument(
-        "--bucket-mb", type=float, default=256.0, help="bucket size in MiB (default 256)"
+        "--bucket-mb",
+        type=float,
+        default=None,
+        help="bucket size in MiB (default 256; 4 with --receivers)",
     )
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
     )
+    from microcoder.bench import weight_relay
+
+    weight_relay.add_arguments(parser)
     weight_sync_sim.add_arguments(parser)
 
 
@@ -82,6 +91,12 @@ def run(args: argparse.Namespace) -> dict:
         from microcoder.bench import weight_sync_sim
 
         return weight_sync_sim.run(args)
+    if args.receivers:
+        from microcoder.bench.weight_relay import run_receivers
+
+        return run_receivers(args)
+    if args.bucket_mb is None:
+        args.bucket_mb = 256.0
     import subprocess
     import tempfile
     import time
@@ -168,6 +183,10 @@ def format_table(result: dict) -> str:
         from microcoder.bench import weight_sync_sim
 
         return weight_sync_sim.format_table(result)
+    if "receivers" in result:
+        from microcoder.bench.weight_relay import format_table as relay_table
+
+        return relay_table(result)
     lines = [
         f"weight broadcast over gloo, median of {result['repeats']} rounds, buckets {result['bucket_mb']:.0f} MiB",
         f"{'state dict':<22} {'MB':>8} {'tensors':>8} {'sync s':>8} {'raw s':>8} {'ratio':>6} {'best':>6} {'GB/s':>6}",
