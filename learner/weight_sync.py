@@ -227,13 +227,7 @@ class WeightSender:
         items = [(name, t.detach()) for name, t in named_tensors]
         header, buckets = _layout(items, version, self.bucket_bytes)
         ranks = range(1, self.world)
-        _wait_keys(
-            self.store,
-            {r: f"{_PREFIX}/ready/{r}/{n}" for r in ranks},
-            self.names,
-            f"start receiving round {n}",
-            self.timeout_s,
-        )
+        self.wait_receivers(self.timeout_s, n)
         try:
             raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
             size = torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
@@ -266,6 +260,26 @@ class WeightSender:
         )
         total = sum(b["nbytes"] for b in header["buckets"])
         return SyncStats(version, len(items), len(buckets), total, time.perf_counter() - start)
+
+    def _ready_keys(self, n: int | None) -> dict[int, str]:
+        n = self.round if n is None else n
+        return {r: f"{_PREFIX}/ready/{r}/{n}" for r in range(1, self.world)}
+
+    def receivers_ready(self, timeout_s: float) -> bool:
+        """Whether every receiver started receiving the next round within `timeout_s`."""
+        keys = list(self._ready_keys(None).values())
+        try:
+            self.store.wait(keys, timedelta(seconds=timeout_s))
+            return True
+        except RuntimeError:  # DistStoreError on timeout
+            return all(self.store.check([k]) for k in keys)
+
+    def wait_receivers(self, timeout_s: float, n: int | None = None) -> None:
+        """Wait up to `timeout_s` for every receiver to start receiving round `n` (None: the
+        next); else raise naming the ones missing."""
+        n = self.round if n is None else n
+        keys = self._ready_keys(n)
+        _wait_keys(self.store, keys, self.names, f"start receiving round {n}", timeout_s)
 
     def _wait(self, work, n: int, what: str) -> None:
         who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
