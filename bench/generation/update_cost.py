@@ -23,7 +23,9 @@ apart here (see docs/architecture.md §7 for what "reuse" changes with new weigh
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
+import sys
 import time
 
 PROMPT_TOKENS = 32
@@ -124,6 +126,7 @@ def run_update_cost(args, model_path: str, device: str) -> dict:
         for i in range(args.pairs):
             for kv in MODES if i % 2 == 0 else MODES[::-1]:
                 trials.append(_trial(engine, model_path, prompts, args.max_tokens, kv))
+                print(f"update-cost trial: {json.dumps(trials[-1])}", file=sys.stderr, flush=True)
     finally:
         engine.shutdown()
     by = {
