@@ -196,6 +196,8 @@ class WeightPublisher:
                 stats, waited = self._send_newest(sender), 0.0
             else:
                 stats, waited = self._send_held(sender, ticket, exclusive)
+        except TimeoutError:  # `exclusive` was not free in time: nothing went on the channel
+            raise
         except Exception:
             self._forget(channel)
             raise
