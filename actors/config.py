@@ -54,16 +54,22 @@ class GeneratorConfig(Section):
     "between_groups" would. "between_groups": stop admitting, let the requests in flight finish
     on the old weights, then load (every response has one version; for debugging and for
     comparing with waves)."""
-    inflight_kv: InflightKV = "recompute"
-    """What an "inflight" update does with the KV of the requests it keeps. "recompute" (the
-    default): the pause clears the caches and vLLM recomputes each kept request's prompt and
-    tokens so far under the new weights, so every token sampled after the update is exactly the
-    new policy's (costs one prefill of the kept requests per update: 0.89 vs 1.04 of the waves'
-    tokens/s with an update every 3 s on 2 CPU cores, bench/RESULTS.md). "reuse": the kept
-    requests go on with the KV computed under the old weights (PipelineRL's choice; no recompute),
-    and new requests get a fresh prefix-cache salt so none reads an old block; the tokens after
-    the update are then sampled from new weights over old KV, which the learner's recomputed
-    pi_old and the truncated importance weight correct. Ignored with "between_groups"."""
+    inflight_kv: InflightKV = "reuse"
+    """What an "inflight" update does with the KV of the requests it keeps. "reuse" (the
+    default): the kept requests go on with the KV computed under the old weights (PipelineRL's
+    choice), and new requests get a fresh prefix-cache salt so none reads an old block; the
+    tokens after the update are sampled from the new weights over old KV, and their recorded
+    log-probs are those of that mix, which the learner's recomputed pi_old and the truncated
+    importance weight correct (`learner.recompute_old_logprobs`, `algorithm.off_policy`).
+    "recompute": the pause clears the caches and vLLM recomputes each kept request's prompt and
+    tokens so far under the new weights, so every token after the update is exactly the new
+    policy's, at the cost of one prefill of everything in flight per update. Chosen from
+    `microcoder bench generation --update-cost` (bench/RESULTS.md, 2026-12-03): with 128
+    sequences in flight at ~97 tokens of context, "recompute" re-prefilled ~12,400 tokens and
+    its kept sequences took 5-18 s (4-9 decode steps) to sample again after the resume, against
+    one step (1.0-1.4 s) for "reuse"; that re-prefill grows with sequences x context (512 x
+    several thousand tokens in the recipe), at every update of every generator. Ignored with
+    "between_groups"."""
     weight_poll_s: float = Field(0.5, gt=0)
     """Seconds between two asks of the learner's newest version (one cheap Ray call each)."""
     max_failed_syncs: int = Field(3, ge=1)

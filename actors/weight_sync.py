@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, get_args
 
 from microcoder.actors.config import InflightKV
@@ -38,6 +39,15 @@ def node_ip() -> str:
     import ray
 
     return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
+
+
+PAUSE_HOLD_S = 2.0
+"""How long rank 0 holds `WorkLock` (an NCCL channel) after telling a generator it is ready to
+send, waiting for the generator's workers to start receiving: its loop sees the signal at its
+next tick, pauses the engine ("keep": at once) and calls its workers. A generator slower than
+this (a `between_groups` drain, a busy host) or dead is waited for without the lock, so it
+never holds the learner's next train for longer; a slow one then gets the broadcast once the
+lock is free again (after that train's publish at worst, within `learner.sync_timeout_s`)."""
 
 
 class _Channel:
@@ -142,7 +152,13 @@ class WeightPublisher:
         sender = None if channel is None else channel.sender
         return sender is not None and sender.device.type != "cpu"
 
-    def send(self, name: str, ticket: str | None = None, port: int | None = None) -> dict:
+    def send(
+        self,
+        name: str,
+        ticket: str | None = None,
+        port: int | None = None,
+        exclusive: Callable[[], AbstractContextManager[float]] | None = None,
+    ) -> dict:
         """Broadcast the newest weights to generator `name` over its current channel. When the
         send fails, that channel (and only that one) is closed and forgotten: the generator
         reopens; a channel opened while this send ran is left alone.
@@ -150,7 +166,14 @@ class WeightPublisher:
         `ticket`: the generator waits for this send's ready signal before it pauses its engine
         (actors/weight_pull.py); it is given just before the broadcast. `port`: the channel the
         generator asked on; a send asked on a channel since replaced is refused (the generator
-        gave up on it and reopened), so it never takes a newer channel's round."""
+        gave up on it and reopened), so it never takes a newer channel's round.
+
+        `exclusive` (an NCCL channel: rank 0's `WorkLock.send`, yielding the seconds it waited)
+        is held from the ready signal to the end of the broadcast. A generator that has not
+        started receiving within `PAUSE_HOLD_S` of the signal (a slow pause, a drain, or a
+        generator that died) is then waited for without it, up to `timeout_s`, and the lock is
+        taken again for the broadcast: one generator never holds the learner's next step longer
+        than that."""
         channel = self._built(name)
         if port is not None and (channel is None or channel.port != port):
             raise RuntimeError(
@@ -166,16 +189,37 @@ class WeightPublisher:
                 f"no weight channel to generator {name}: it did not join within "
                 f"{self.timeout_s:.0f} s (raise learner.sync_timeout_s if engines start slowly)"
             )
-        with self._lock:
-            state, version = self._state, self.version
         try:
-            if ticket is not None:
-                sender.signal_ready(ticket)
-            stats = sender.send(state.items(), version)
+            if exclusive is None:
+                if ticket is not None:
+                    sender.signal_ready(ticket)
+                stats, waited = self._send_newest(sender), 0.0
+            else:
+                stats, waited = self._send_held(sender, ticket, exclusive)
+        except TimeoutError:  # `exclusive` was not free in time: nothing went on the channel
+            raise
         except Exception:
             self._forget(channel)
             raise
-        return {"version": version, "bytes": stats.bytes, "send_s": stats.seconds}
+        out = {"version": stats.version, "bytes": stats.bytes, "send_s": stats.seconds}
+        return out if exclusive is None else {**out, "lock_wait_s": waited}
+
+    def _send_newest(self, sender):
+        with self._lock:
+            state, version = self._state, self.version
+        return sender.send(state.items(), version)
+
+    def _send_held(self, sender, ticket: str | None, exclusive) -> tuple[Any, float]:
+        """`send` over a channel that needs `exclusive`: signal, give the receivers
+        PAUSE_HOLD_S to start, else wait for them without the lock and take it again."""
+        with exclusive() as waited:
+            if ticket is not None:
+                sender.signal_ready(ticket)
+            if sender.receivers_ready(PAUSE_HOLD_S):
+                return self._send_newest(sender), waited
+        sender.wait_receivers(max(1.0, self.timeout_s - PAUSE_HOLD_S))  # raises naming them
+        with exclusive() as again:
+            return self._send_newest(sender), waited + again
 
     def _forget(self, channel: _Channel) -> None:
         """Close `channel`; drop it from the table only while it is still its generator's

@@ -44,7 +44,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from microcoder.learner.collective_wait import wait_work
+from microcoder.learner.peer_link import Links, connect
 from microcoder.protocol import TensorEntry, WeightSyncHeader
 
 _PREFIX = "microcoder-weights"
@@ -110,18 +111,34 @@ def channel_backend(sender_gpu: str, receiver_gpus: list[str]) -> str:
 
 
 def _wait_keys(
-    store: dist.Store, keys: dict[int, str], names: dict[int, str], what: str, timeout: float
+    store: dist.Store,
+    keys: dict[int, str],
+    names: dict[int, str],
+    what: str,
+    timeout: float,
+    dead: Callable[[list[int]], list[int]] | None = None,
 ) -> None:
-    """Block until every key exists; else raise naming the ranks whose key is missing."""
-    try:
-        store.wait(list(keys.values()), timedelta(seconds=timeout))
-        return
-    except RuntimeError:  # DistStoreError on timeout
-        pass
-    missing = [r for r, k in sorted(keys.items()) if not store.check([k])]
-    if not missing:
-        return
-    who = ", ".join(f"rank {r} ({names.get(r, 'never joined')})" for r in missing)
+    """Wait until every key exists; else raise naming the ranks whose key is missing. `dead`
+    (the sender's `Links.dead`): a rank whose process is gone ends the wait at once, named.
+    Polled with `check` (a `wait` that times out logs a warning each time)."""
+    deadline, pause, missing = time.monotonic() + timeout, 0.005, dict(keys)
+    while True:
+        missing = {r: k for r, k in missing.items() if not store.check([k])}
+        if not missing:
+            return
+        gone = dead(sorted(missing)) if dead is not None else []
+        if gone:
+            who = ", ".join(f"rank {r} ({names.get(r, '?')})" for r in gone)
+            raise WeightSyncError(
+                f"weight sync: {who} died before it could {what}: its connection to learner "
+                "rank 0 closed (its process exited); see that generator's log. Its channel is "
+                "dropped; a restarted generator opens a new one"
+            )
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)
+    who = ", ".join(f"rank {r} ({names.get(r, 'never joined')})" for r in sorted(missing))
     raise WeightSyncError(
         f"weight sync: {who} did not {what} within {timeout:.0f} s; check that the generator "
         "process is alive and calling WeightReceiver.receive(), or raise learner.sync_timeout_s"
@@ -184,6 +201,8 @@ class WeightSender:
             host, port, self.world, is_master=True, timeout=store_td, wait_for_workers=False
         )
         deadline = time.monotonic() + join
+        self.links = Links(host)  # is each receiver's process alive (learner/peer_link.py)
+        self.store.set(f"{_PREFIX}/link", str(self.links.port))
         if self.world is None:
             first = {1: f"{_PREFIX}/hello/1"}
             _wait_keys(self.store, first, {}, "join the weight-sync group", join)
@@ -192,6 +211,7 @@ class WeightSender:
         left = max(1.0, deadline - time.monotonic())
         _wait_keys(self.store, keys, {}, "join the weight-sync group", left)
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
+        self.links.accept(self.names, max(1.0, deadline - time.monotonic()))
         self._check_world()
         self.device = self._choose_device()
         who = ", ".join(f"rank {r} ({n})" for r, n in self.names.items())
@@ -229,13 +249,7 @@ class WeightSender:
         items = [(name, t.detach()) for name, t in named_tensors]
         header, buckets = _layout(items, version, self.bucket_bytes)
         ranks = range(1, self.world)
-        _wait_keys(
-            self.store,
-            {r: f"{_PREFIX}/ready/{r}/{n}" for r in ranks},
-            self.names,
-            f"start receiving round {n}",
-            self.timeout_s,
-        )
+        self.wait_receivers(self.timeout_s, n)
         try:
             raw = torch.frombuffer(bytearray(header.to_json()), dtype=torch.uint8)
             size = torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
@@ -265,9 +279,30 @@ class WeightSender:
             self.names,
             f"confirm round {n}",
             self.timeout_s,
+            self.links.dead,
         )
         total = sum(header.buckets)
         return SyncStats(version, len(items), len(buckets), total, time.perf_counter() - start)
+
+    def _ready_keys(self, n: int | None) -> dict[int, str]:
+        n = self.round if n is None else n
+        return {r: f"{_PREFIX}/ready/{r}/{n}" for r in range(1, self.world)}
+
+    def receivers_ready(self, timeout_s: float) -> bool:
+        """Whether every receiver started receiving the next round within `timeout_s`."""
+        try:
+            self.wait_receivers(timeout_s)
+            return True
+        except WeightSyncError:  # late, or dead: `wait_receivers` says which
+            return False
+
+    def wait_receivers(self, timeout_s: float, n: int | None = None) -> None:
+        """Wait up to `timeout_s` for every receiver to start receiving round `n` (None: the
+        next); else raise naming the ones missing."""
+        n = self.round if n is None else n
+        keys = self._ready_keys(n)
+        what = f"start receiving round {n}"
+        _wait_keys(self.store, keys, self.names, what, timeout_s, self.links.dead)
 
     def _wait(self, work, n: int, what: str) -> None:
         who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
@@ -309,6 +344,7 @@ class WeightSender:
         """Leave the group (receivers see their next receive fail)."""
         self.pg = None
         self.store = None
+        self.links.close()
 
 
 def _layout(
@@ -364,6 +400,8 @@ class WeightReceiver:
         label = name or f"receiver pid {os.getpid()} on {socket.gethostname()}"
         self.store.set(f"{_PREFIX}/world/{rank}", str(world_size))  # before hello: read at join
         self.store.set(f"{_PREFIX}/gpu/{rank}", _gpu_id(self.device))
+        link = int(self.store.get(f"{_PREFIX}/link"))  # the sender sets it before any hello
+        self._link = connect(host, link, rank, timeout_s)  # open while this process lives
         self.store.set(f"{_PREFIX}/hello/{rank}", label)
         try:  # the sender publishes its choice once every receiver has said hello
             self.store.wait([f"{_PREFIX}/backend"], td)

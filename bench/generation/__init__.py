@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="generator.inflight_kv of the in-flight updates (default recompute)",
     )
     w.add_argument("--pairs", type=int, default=1, help="timed waves+streaming pairs (1)")
+    w.add_argument(
+        "--update-cost",
+        action="store_true",
+        help="instead: the cost of one in-flight update to --capacity x G sequences under each "
+        "inflight_kv (recompute, reuse), --pairs trials each (bench/generation/update_cost.py)",
+    )
     w.add_argument("--seed", type=int, default=0, help="workload seed (0)")
 
 
@@ -153,6 +159,12 @@ def run(args: argparse.Namespace) -> dict:
     os.dup2(2, 1)  # vLLM logs to stdout: keep it for the table / JSON alone
     try:
         with tempfile.TemporaryDirectory(prefix="mc-bench-gen-") as tmp:
+            if args.update_cost:
+                from microcoder.bench.generation.update_cost import run_update_cost
+                from microcoder.device import resolve_device
+
+                device = resolve_device(args.device)
+                return run_update_cost(args, _model_path(args, tmp), device)
             if args.workload:
                 from microcoder.bench.generation.streaming import run_workload
                 from microcoder.device import resolve_device
@@ -259,6 +271,10 @@ def summarize(args, bare: list[dict], actor: list[dict], sync: dict, load0, load
 
 def format_table(result: dict) -> str:
     w = result["workload"]
+    if w.get("kind") == "update-cost":
+        from microcoder.bench.generation.update_cost import format_update_cost
+
+        return format_update_cost(result)
     if "kind" in w:
         from microcoder.bench.generation.streaming import format_workload_table
 

@@ -8,6 +8,7 @@ during a step (from a train to the end of its publish)."""
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -58,7 +59,13 @@ class RecordingPublisher:
         self.log.append(f"publish {version}")
         self.version = version
 
-    def send(self, name, ticket=None, port=None):
+    def send(self, name, ticket=None, port=None, exclusive=None):
+        if exclusive is None:
+            return self._send()
+        with exclusive() as waited:  # rank 0's WorkLock, for a channel on the device
+            return {**self._send(), "lock_wait_s": waited}
+
+    def _send(self):
         self.log.append(f"send {self.version}")
         self.sent.set()
         return {"version": self.version, "bytes": 0, "send_s": 0.0}
@@ -347,3 +354,61 @@ def test_rank_0_has_a_thread_for_each_generators_send_and_its_groups_name_real_m
         assert sizes["weights"] >= 2 * generators  # a live and an abandoned send each
         assert sizes["data"] >= 1 and sizes["control"] >= 2
     assert group_sizes(1)["weights"] == 2 * MIN_WEIGHT_GENERATORS  # room to scale up
+
+
+def test_sends_run_together_and_a_learner_call_waits_for_the_ones_running():
+    """NCCL weight sends share WorkLock with each other (each channel has its own peers: one
+    slow receiver must not hold another generator's sync) and exclude learner calls."""
+    from microcoder.actors.learner_rank import WorkLock
+
+    lock, inside, log = WorkLock(), threading.Barrier(2, timeout=10), []
+
+    def send(name):
+        with lock.send(10.0, name):
+            inside.wait()  # both sends are in at once, or this times out
+            log.append(f"{name} in")
+            time.sleep(0.3)
+            log.append(f"{name} out")
+
+    sends = [in_thread(send, f"gen-{i}")[0] for i in range(2)]
+    time.sleep(0.1)
+
+    def train():
+        with lock.learner(opens_step=True):
+            log.append("train")
+
+    t, _ = in_thread(train)
+    for thread in [*sends, t]:
+        thread.join(10)
+    assert log[-1] == "train" and sorted(log[:4]) == sorted(
+        ["gen-0 in", "gen-1 in", "gen-0 out", "gen-1 out"]
+    ), log
+
+
+def test_sends_that_waited_through_a_step_go_before_the_next_train_and_later_ones_after_it():
+    from microcoder.actors.learner_rank import WorkLock
+
+    lock, log = WorkLock(), []
+
+    def send(name):
+        with lock.send(10.0, name):
+            log.append(name)
+            time.sleep(0.2)
+
+    def learner_call(what, **kw):
+        with lock.learner(**kw):
+            log.append(what)
+            time.sleep(0.2)
+
+    learner_call("train 1", opens_step=True)
+    early, _ = in_thread(send, "early send")  # waits for the step to close
+    time.sleep(0.2)
+    learner_call("publish 1", closes_step=True)
+    train, _ = in_thread(lambda: learner_call("train 2", opens_step=True))  # after early send
+    time.sleep(0.05)
+    late, _ = in_thread(send, "late send")  # asked after train 2: waits for its step
+    time.sleep(0.3)
+    learner_call("publish 2", closes_step=True)
+    for thread in (early, train, late):
+        thread.join(10)
+    assert log == ["train 1", "publish 1", "early send", "train 2", "publish 2", "late send"], log

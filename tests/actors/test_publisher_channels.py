@@ -37,14 +37,16 @@ def test_an_old_sends_failure_leaves_the_channel_opened_since_alone():
     state = {"w": torch.arange(12.0).reshape(3, 4), "b": torch.ones(5, dtype=torch.bfloat16)}
     pub = WeightPublisher(timeout_s=2.0, host="127.0.0.1")
     pub.publish(1, state)
-    join(pub.open_channel("gen-0", receivers=1), "gen-0 (first opening)", 10.0)
+    first = join(pub.open_channel("gen-0", receivers=1), "gen-0 (first opening)", 10.0)
     # The generator never receives on its first channel (its receive timed out on its side):
-    # rank 0's send waits for it until timeout_s, then fails.
+    # rank 0's send waits for it until timeout_s, then fails. `first` stays referenced: a
+    # receiver collected closes its link, and rank 0 would take it for dead at once.
     old, old_out = in_thread(lambda: pub.send("gen-0"))
     time.sleep(0.3)
     assert old.is_alive()  # still waiting for the generator
     new_rx = join(pub.open_channel("gen-0", receivers=1), "gen-0 (reopened)", 10.0)
     old.join(20)
+    del first
     assert not old.is_alive(), "rank 0's old send did not give up within its deadline"
     assert isinstance(old_out.get("error"), WeightSyncError), old_out
     new, new_out = in_thread(lambda: pub.send("gen-0"))
