@@ -8,11 +8,13 @@ greedy}/; the figures go to metrics.jsonl as an `eval` record (dashboard, Promet
 table): heldout_pass_rate, heldout_greedy_pass_rate, their timings, and the sampled report's
 by-group rows, and the policy version the eval sampled at (`policy_version`: the version the
 generators held, launch/eval_beside.py, when the eval runs beside training; else the newest one
-its samples came from) with every version seen (`policy_versions_seen`).
+its samples came from) with every version seen (`policy_versions_seen`), and when it `started`
+(unix seconds; the record's `time` is its end).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from microcoder.launch.cluster import Run
@@ -49,7 +51,7 @@ def evaluate(
     if not held:
         return None
     texts = run.problems.heldout_texts
-    fields: dict[str, Any] = {"step": step, "heldout_problems": len(held)}
+    fields: dict[str, Any] = {"step": step, "heldout_problems": len(held), "started": time.time()}
     seen: set[int] = set()
     for mode, key in MODES:
         report = run_eval(
