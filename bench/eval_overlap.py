@@ -20,7 +20,9 @@ from typing import Any
 
 def split_steps(records: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
     """(step_s of steps overlapping an eval, step_s of the others), first step left out."""
-    evals = [(r["started"], r["time"]) for r in records if r.get("kind") == "eval" and "started" in r]
+    evals = [
+        (r["started"], r["time"]) for r in records if r.get("kind") == "eval" and "started" in r
+    ]
     steps = sorted((r for r in records if r.get("kind") == "step"), key=lambda r: r["step"])[1:]
     during, without = [], []
     for r in steps:
