@@ -113,6 +113,7 @@ class Generator:
         self._count_lock = threading.Lock()
         self._weights = threading.Lock()  # a weight update and eval sampling never overlap
         self._last_poll = float("-inf")
+        self._held: int | None = None  # hold_weights: the version a held-out eval samples at
         self._prompt_cache: dict[str, list[int]] = {}
         self._channel: dict[str, Any] = {}
         self._pending = None
@@ -146,6 +147,7 @@ class Generator:
             pass
         with self._weights:
             self.version, self._channel, self._mixed, self._pending = 0, {}, False, None
+            self._held = None  # a new engine holds no eval's version: its loop syncs first
             self.engine = self._build_engine()
         self.engine_rebuilds += 1
 
@@ -327,6 +329,8 @@ class Generator:
             return False
         if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
             return self.maybe_sync_weights()
+        if self._held is not None:  # a held-out eval samples at this version (hold_weights)
+            return False
         now = time.monotonic()
         poll_s = self.settings.generator.weight_poll_s
         if throttled and self._pending is None and now - self._last_poll < poll_s:
@@ -340,11 +344,27 @@ class Generator:
             self._weights.release()
 
     def maybe_sync_weights(self) -> bool:
-        """Take the learner's newest weights now if they are newer than ours (any thread)."""
-        if self.learner0 is None:
+        """Take the learner's newest weights now if they are newer than ours (any thread);
+        not while a held-out eval holds this version (hold_weights)."""
+        if self.learner0 is None or (self._held is not None and not self._mixed):
             return False
         with self._weights:
             return self._update_locked()
+
+    def hold_weights(self) -> int:
+        """A run's held-out eval beside training (launch/eval_beside.py): take the learner's
+        newest weights now, then keep them, taking no newer ones, until `release_weights`; the
+        training loop goes on sampling on them meanwhile (its groups age, within the buffer's
+        staleness bound). Returns the version held."""
+        with self._weights:
+            if self.learner0 is not None:
+                self._update_locked()
+            self._held = self.version
+            return self.version
+
+    def release_weights(self) -> None:
+        """End `hold_weights`: the loop's next tick takes the newest weights."""
+        self._held = None
 
     def _update_locked(self, block: bool = True) -> bool:
         """Once rank 0 is ready to send: inflight: pause("keep"), between_groups: pause("wait")

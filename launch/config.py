@@ -71,6 +71,14 @@ class EvalConfig(Section):
     """Max new tokens per held-out reply; 0 (the default) = `generator.max_response_tokens`, so
     held-out pass@1 is measured at the length the policy is trained to answer in. Set it to
     measure at another budget."""
+    beside_training: bool = True
+    """Run each held-out eval beside training (launch/eval_beside.py): the generators hold the
+    learner's weights of that step for the eval (it samples at one policy version) and the
+    learner goes on stepping, as far as buffer.max_staleness allows. false = the learner waits
+    for each eval, which then samples on the generators' newest weights."""
+    wait_s: float = Field(3600.0, gt=0)
+    """Beside training: how long an eval point (or the run's end) waits for the eval still in
+    flight before going on without it (logged; a late eval at the end loses its record)."""
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> EvalConfig:

@@ -11,6 +11,7 @@ records under `eval/`; the group pass-rate histogram list as one tag per bin
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,9 @@ class WandbSink:
         self.wandb = require_wandb()
         run_dir = Path(run_dir)
         id_file = run_dir / "wandb.json"
-        run_id = (
-            json.loads(id_file.read_text())["id"]
-            if id_file.exists()
-            else self.wandb.util.generate_id()
-        )
+        # Our own id (8 lowercase hex digits, a valid W&B run id): wandb has no public id maker
+        # (0.31 dropped wandb.util.generate_id).
+        run_id = json.loads(id_file.read_text())["id"] if id_file.exists() else secrets.token_hex(4)
         id_file.write_text(json.dumps({"id": run_id, "project": project}))
         self.run = self.wandb.init(
             project=project,
@@ -106,4 +105,8 @@ class WandbSink:
             self.run.log(values, step=step)
 
     def close(self) -> None:
+        """Finish the run, then stop wandb's service: `finish` alone can return before wandb's
+        core has written the run file (seen offline with wandb 0.31), and the run's end must
+        leave it complete on disk for `wandb sync`."""
         self.run.finish()
+        self.wandb.teardown()

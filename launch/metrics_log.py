@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,9 @@ def _clean(value: Any) -> Any:
 
 
 class MetricsLogger:
-    """Appends records to `run_dir/metrics.jsonl` (line-buffered) and forwards them to sinks."""
+    """Appends records to `run_dir/metrics.jsonl` (line-buffered) and forwards them to sinks.
+    Thread-safe: the training loop and a held-out eval beside it (launch/eval_beside.py) both
+    log; one record is written and sent to every sink before the next."""
 
     def __init__(self, run_dir: str | Path):
         self.path = Path(run_dir) / "metrics.jsonl"
@@ -38,17 +41,19 @@ class MetricsLogger:
         self._file = self.path.open("a", buffering=1)
         self.sinks: list[Sink] = []
         self.history: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
     def log(self, kind: str, **fields: Any) -> dict[str, Any]:
-        record = _clean({"kind": kind, "time": time.time(), **fields})
-        self._file.write(json.dumps(record) + "\n")
-        self.history.append(record)
-        for sink in self.sinks:
-            try:
-                sink(record)
-            except Exception as err:  # a broken sink must not stop training
-                print(f"metrics: sink {sink!r} failed: {err}")
-        return record
+        with self._lock:
+            record = _clean({"kind": kind, "time": time.time(), **fields})
+            self._file.write(json.dumps(record) + "\n")
+            self.history.append(record)
+            for sink in self.sinks:
+                try:
+                    sink(record)
+                except Exception as err:  # a broken sink must not stop training
+                    print(f"metrics: sink {sink!r} failed: {err}")
+            return record
 
     def close(self) -> None:
         self._file.close()

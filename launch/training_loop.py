@@ -162,18 +162,19 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 def _train_steps(run: Run, progress) -> dict[str, Any]:
 
     from microcoder.actors.rollouts import write_rollouts
-    from microcoder.launch.evaluation import evaluate
 
     cfg, controller = run.cfg, run.controller
     rates, step, t_start = Rates(), run.learners.version, time.time()
     sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
     last_ckpt, skipped, last_eval, stopped = None, [], None, ""
+    evals = Evaluations(run)
     if cfg.eval.every:
         last_eval = step
-        evaluate(run, step)
+        evals.at(step)
     on_wait = waiter(run)
     while step < cfg.max_steps:
         run.raise_if_stopped()
+        evals.raise_if_failed()
         change = controller.start_step(step)
         if change is not None:
             apply_change(run, change)
@@ -229,9 +230,10 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             last_ckpt = run.checkpoint()
         if cfg.eval.every and step % cfg.eval.every == 0:
             last_eval = step
-            evaluate(run, step)
+            evals.at(step)
     if cfg.eval.every and last_eval != step:
-        evaluate(run, step)
+        evals.at(step)
+    evals.finish()
     return {
         "steps": step,
         "wall_s": time.time() - t_start,
@@ -239,6 +241,33 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         "last_checkpoint": last_ckpt,
         "stopped": stopped,
     }
+
+
+class Evaluations:
+    """The loop's held-out evals: `at(step)` starts one (beside training, launch/eval_beside.py,
+    or in the foreground with eval.beside_training = false); `finish()` awaits the last."""
+
+    def __init__(self, run: Run):
+        from microcoder.launch.eval_beside import EvalBeside
+
+        self.run = run
+        self.beside = EvalBeside(run, run.cfg.eval.wait_s) if run.cfg.eval.beside_training else None
+
+    def at(self, step: int) -> None:
+        if self.beside is not None:
+            self.beside.start(step)
+            return
+        from microcoder.launch.evaluation import evaluate
+
+        evaluate(self.run, step)
+
+    def raise_if_failed(self) -> None:
+        if self.beside is not None:
+            self.beside.raise_if_failed()
+
+    def finish(self) -> None:
+        if self.beside is not None:
+            self.beside.wait()
 
 
 def nonfinite_skipped(run: Run, step: int, m: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 import urllib.request
@@ -55,7 +56,7 @@ def fake_wandb(calls: list):
         log=lambda values, step: calls.append((step, values)), finish=lambda: calls.append("finish")
     )
     mod = types.ModuleType("wandb")
-    mod.util = SimpleNamespace(generate_id=lambda: "abc123")
+    mod.teardown = lambda: calls.append("teardown")
     mod.init = lambda **kw: calls.append(("init", kw)) or run
     return mod
 
@@ -67,11 +68,12 @@ def test_wandb_sink_logs_steps_and_keeps_its_id_for_resume(tmp_path, monkeypatch
     sink({"kind": "step", "step": 1, "loss": 0.5})
     sink({"kind": "event", "event": "x"})
     sink.close()
-    assert calls[0][1]["project"] == "proj" and calls[0][1]["id"] == "abc123"
-    assert calls[1:] == [(1, {"loss": 0.5}), "finish"]
-    assert json.loads((tmp_path / "wandb.json").read_text())["id"] == "abc123"
+    run_id = calls[0][1]["id"]
+    assert calls[0][1]["project"] == "proj" and re.fullmatch("[0-9a-f]{8}", run_id)
+    assert calls[1:] == [(1, {"loss": 0.5}), "finish", "teardown"]
+    assert json.loads((tmp_path / "wandb.json").read_text())["id"] == run_id
     WandbSink("proj", tmp_path)  # a resumed launch
-    assert calls[-1][1]["id"] == "abc123" and calls[-1][1]["resume"] == "allow"
+    assert calls[-1][1]["id"] == run_id and calls[-1][1]["resume"] == "allow"
 
 
 def fake_run(tmp_path, **monitor):

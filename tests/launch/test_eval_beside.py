@@ -1,0 +1,182 @@
+"""The held-out eval beside training (launch/eval_beside.py): the training loop keeps stepping
+while a slow stand-in eval runs, the eval record names the policy version the generators held,
+the last eval is awaited with a deadline, and a failed eval stops the run. The generator's hold
+(`Generator.hold_weights`) is tested on the product's Generator with a stand-in update. No Ray:
+`hold_pool` / `release_pool` and `evaluation.evaluate` are replaced by stand-ins here."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from microcoder.launch import eval_beside, evaluation
+from microcoder.launch.config import load_config
+from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.training_loop import _train_steps
+
+DEADLINE_S = 30.0
+
+
+class StandInLearners:
+    """Steps at once (a little sleep), counting; `version` as LearnerGroup has it."""
+
+    def __init__(self):
+        self.version = 0
+        self.step_times: list[float] = []
+
+    def step(self, timeout_s=None, on_wait=None, notice_s=None):
+        time.sleep(0.01)
+        self.version += 1
+        self.step_times.append(time.monotonic())
+        m = {"version": self.version, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.01}
+        return {**m, "sync_s": 0.0}
+
+
+class StandInPool:
+    def stats(self):
+        return []
+
+    def call_all(self, *args):
+        pass
+
+
+def stand_in_run(tmp_path, *sets: str):
+    cfg = load_config(None, ["max_steps=6", "eval.every=2", *sets])
+    lines: list[str] = []
+    controller = SimpleNamespace(
+        temperature=1.0, start_step=lambda step: None, observe=lambda step, d: None
+    )
+    return SimpleNamespace(
+        cfg=cfg,
+        controller=controller,
+        learners=StandInLearners(),
+        metrics=MetricsLogger(tmp_path),
+        log=lines.append,
+        logs=lines,
+        raise_if_stopped=lambda: None,
+        generators=StandInPool(),
+        executors=StandInPool(),
+        client=SimpleNamespace(stats=lambda: {}),
+        run_dir=tmp_path,
+    )
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """hold_pool / release_pool stand-ins: the learner's version, one generator."""
+    calls: list = []
+
+    def hold(run):
+        calls.append(("hold", run.learners.version))
+        return run.learners.version, {"generator-0": "handle"}
+
+    monkeypatch.setattr(eval_beside, "hold_pool", hold)
+    monkeypatch.setattr(eval_beside, "release_pool", lambda run, g: calls.append(("release",)))
+    return calls
+
+
+def slow_eval(monkeypatch, seconds: float, evals: list):
+    """evaluation.evaluate as a stand-in that takes `seconds` and logs an eval record."""
+
+    def evaluate(run, step, generators=None, held_version=None):
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        evals.append((step, held_version, t0, time.monotonic()))
+        return run.metrics.log("eval", step=step, policy_version=held_version)
+
+    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+
+
+@pytest.mark.timeout(60)
+def test_the_learner_steps_while_an_eval_runs_and_the_record_names_its_version(
+    tmp_path, monkeypatch, held
+):
+    run, evals = stand_in_run(tmp_path), []
+    slow_eval(monkeypatch, 0.5, evals)
+    summary = _train_steps(run, None)
+    assert summary["steps"] == 6
+    assert [(s, v) for s, v, _, _ in evals] == [(0, 0), (2, 2), (4, 4), (6, 6)]
+    # each eval (but the last, after step 6) overlapped learner steps: they did not wait for it
+    for step, _, t0, t1 in evals[:-1]:
+        during = [t for t in run.learners.step_times if t0 < t < t1]
+        assert during, f"no learner step during the eval at step {step}"
+    records = [r for r in run.metrics.history if r["kind"] == "eval"]
+    assert [(r["step"], r["policy_version"]) for r in records] == [(0, 0), (2, 2), (4, 4), (6, 6)]
+    assert held.count(("release",)) == 4
+    assert any("waiting for the eval at step" in line for line in run.logs)
+
+
+@pytest.mark.timeout(60)
+def test_in_the_foreground_the_learner_waits_for_each_eval(tmp_path, monkeypatch, held):
+    run, evals = stand_in_run(tmp_path, "eval.beside_training=false"), []
+    slow_eval(monkeypatch, 0.2, evals)
+    _train_steps(run, None)
+    assert len(evals) == 4
+    for _, version, t0, t1 in evals:
+        assert version is None and not [t for t in run.learners.step_times if t0 < t < t1]
+    assert held == []
+
+
+@pytest.mark.timeout(60)
+def test_the_run_end_waits_for_the_last_eval_at_most_eval_wait_s(tmp_path, monkeypatch, held):
+    run, done = stand_in_run(tmp_path, "max_steps=1", "eval.every=5", "eval.wait_s=0.5"), []
+    gate = threading.Event()
+
+    def never_ends(run, step, generators=None, held_version=None):
+        if step == 1:
+            gate.wait(DEADLINE_S)
+        done.append(step)
+
+    monkeypatch.setattr(evaluation, "evaluate", never_ends)
+    t0 = time.monotonic()
+    assert _train_steps(run, None)["steps"] == 1
+    assert time.monotonic() - t0 < DEADLINE_S / 2
+    assert any("did not finish within eval.wait_s = 0.5" in line for line in run.logs)
+    gate.set()
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_eval_stops_the_run_at_the_next_step(tmp_path, monkeypatch, held):
+    run = stand_in_run(tmp_path, "max_steps=50")
+
+    def fails(run, step, generators=None, held_version=None):
+        raise RuntimeError("executor-0 died")
+
+    monkeypatch.setattr(evaluation, "evaluate", fails)
+    with pytest.raises(RuntimeError, match="executor-0 died"):
+        _train_steps(run, None)
+    assert run.learners.version < 50 and ("release",) in held
+
+
+def stand_in_generator(newest: list[int]):
+    """The product's Generator with a stand-in weight update that takes version newest[0]."""
+    from microcoder.actors.generator import Generator
+
+    gen = Generator.__new__(Generator)
+    gen.version, gen.learner0, gen._pending, gen._held = 0, "rank-0", None, None
+    gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
+    gen.settings = SimpleNamespace(generator=SimpleNamespace(weight_poll_s=0.0))
+    gen.updates = 0
+
+    def update_locked(block: bool = True) -> bool:
+        gen.updates += 1
+        changed = gen.version != newest[0]
+        gen.version = newest[0]
+        return changed
+
+    gen._update_locked = update_locked
+    return gen
+
+
+def test_a_held_generator_takes_no_newer_weights_until_released():
+    newest = [3]
+    gen = stand_in_generator(newest)
+    assert gen.hold_weights() == 3 and gen.updates == 1
+    newest[0] = 5  # the learner steps on
+    assert not gen.maybe_update(throttled=False) and not gen.maybe_sync_weights()
+    assert gen.version == 3 and gen.updates == 1
+    gen.release_weights()
+    assert gen.maybe_update(throttled=False) and gen.version == 5
