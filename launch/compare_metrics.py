@@ -66,8 +66,8 @@ METRICS: dict[str, Metric] = {
         ),
         Metric(
             "mismatch_abs_dlogp",
-            "mismatch |Δ log p|",
-            "mean |Δ log p| per token",
+            "mismatch abs(Δ log p)",
+            "mean abs(Δ log p) per token",
             "step",
             "mismatch_abs_dlogp",
             digits=4,
