@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="comma list: presets (grpo, dapo, microcoder, paper), no-mask, mask-all, mask-cond, "
         "clip-sym, clip-higher, no-kl, calibrated, T=0.6, kl=0.001, rho=0.3, "
-        "or NAME:KEY=VALUE;KEY=VALUE",
+        "off_policy=none|tis|seq-tis|mask|geo-reject, or NAME:KEY=VALUE;KEY=VALUE",
     )
     p.add_argument(
         "--seeds", default="3", help="N (seeds 0..N-1) or a comma list, e.g. 0,5 (default 3)"

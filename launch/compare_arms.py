@@ -1,10 +1,12 @@
 """The arms `microcoder compare` can run, registered once: each is a name, what it changes, and
 the `--set` overrides that make it.
 
-Four kinds of name:
-- a preset of learner/presets.py (`grpo`, `dapo`, `microcoder`): `algorithm.preset=NAME`;
+Five kinds of name:
+- a preset of learner/presets.py (`grpo`, `dapo`, `microcoder`, `paper`): `algorithm.preset=NAME`;
 - a named override set of NAMED_ARMS (`no-mask`, `mask-all`, `mask-cond`, `clip-sym`, ...);
 - a valued arm of VALUED_ARMS, `PREFIX=NUMBER` (`T=0.6`, `kl=0.001`, `rho=0.3`);
+- a choice arm of CHOICE_ARMS, `PREFIX=CHOICE`, the choices being a registry of the learner
+  (`off_policy=tis`, `off_policy=mask`: learner/off_policy.py: OFF_POLICY);
 - a custom arm `NAME:KEY=VALUE;KEY=VALUE` (any config keys, e.g. `lr2:learner.lr=2e-4`).
 
 `parse_arms("grpo,no-mask,T=0.6")` turns a comma list into Arms or raises ArmError naming the
@@ -88,6 +90,41 @@ VALUED_ARMS: dict[str, tuple[str, Callable[[float], tuple[str, ...]]]] = {
 }
 """Valued arms `PREFIX=NUMBER`: prefix -> (description template, overrides of the value)."""
 
+
+@dataclass(frozen=True)
+class Choice:
+    """A choice arm: one config key set to one name of a registry the learner owns."""
+
+    key: str
+    """The config key the arm sets, e.g. `algorithm.off_policy`."""
+    what: str
+    """What the key is, in words (the arm's description starts with it)."""
+    module: str
+    """The module holding the registry, imported only when a choice arm is parsed."""
+    names: str
+    """The registry's name in that module (a dict: choice -> function)."""
+    describe: str
+    """The module's function choice -> one line saying what the choice does."""
+
+    def choices(self) -> list[str]:
+        return list(getattr(importlib.import_module(self.module), self.names))
+
+    def description(self, choice: str) -> str:
+        line = getattr(importlib.import_module(self.module), self.describe)(choice)
+        return f"{self.what} {choice}: {line}"
+
+
+CHOICE_ARMS: dict[str, Choice] = {
+    "off_policy": Choice(
+        "algorithm.off_policy",
+        "off-policy correction",
+        "microcoder.learner.off_policy",
+        "OFF_POLICY",
+        "describe",
+    ),
+}
+"""Choice arms `PREFIX=CHOICE`: prefix -> the key and the registry its choices come from."""
+
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]*$")
 """Arm names become folder names: letters, digits and . _ = + - only."""
 
@@ -104,7 +141,8 @@ def preset_names() -> tuple[str, ...]:
 def valid_names() -> list[str]:
     """Every arm name, for error messages and `--help`: presets, named sets, valued forms."""
     valued = [f"{p}=<number>" for p in VALUED_ARMS]
-    return [*preset_names(), *NAMED_ARMS, *valued, "NAME:KEY=VALUE;KEY=VALUE"]
+    chosen = [f"{p}=<{'|'.join(c.choices())}>" for p, c in CHOICE_ARMS.items()]
+    return [*preset_names(), *NAMED_ARMS, *valued, *chosen, "NAME:KEY=VALUE;KEY=VALUE"]
 
 
 def parse_arm(text: str) -> Arm:
@@ -129,7 +167,23 @@ def parse_arm(text: str) -> Arm:
             ) from None
         template, make = VALUED_ARMS[prefix]
         return Arm(text, template.format(v=number), make(number))
+    if eq and prefix in CHOICE_ARMS:
+        return _choice(text, CHOICE_ARMS[prefix], value)
     raise ArmError(_unknown(text))
+
+
+def _choice(text: str, choice: Choice, value: str) -> Arm:
+    """A choice arm, its value checked against the registry (the nearest named if unknown)."""
+    names = choice.choices()
+    if value not in names:
+        near = difflib.get_close_matches(value, names, n=1, cutoff=0.4)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        prefix = text.partition("=")[0]
+        raise ArmError(
+            f"arm {text!r}: no {choice.what} is named {value!r}{hint}; write it as "
+            f"{prefix}=NAME with NAME one of {', '.join(names)}"
+        )
+    return Arm(text, choice.description(value), (f"{choice.key}={value}",))
 
 
 def parse_arms(spec: str) -> list[Arm]:
@@ -214,7 +268,7 @@ def _custom(text: str) -> Arm:
 
 
 def _unknown(text: str) -> str:
-    names = [*preset_names(), *NAMED_ARMS, *(f"{p}=" for p in VALUED_ARMS)]
+    names = [*preset_names(), *NAMED_ARMS, *(f"{p}=" for p in [*VALUED_ARMS, *CHOICE_ARMS])]
     near = difflib.get_close_matches(text, names, n=1, cutoff=0.4)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     presets = "" if preset_names() else " (no algorithm presets are registered yet)"

@@ -56,6 +56,30 @@ METRICS: dict[str, Metric] = {
             "looping_frac",
         ),
         Metric("temperature", "sampling temperature", "T", "step", "temperature", digits=2),
+        Metric(
+            "mismatch_kl",
+            "mismatch KL (k3)",
+            "k3 KL, learner vs generator",
+            "step",
+            "mismatch_kl",
+            digits=5,
+        ),
+        Metric(
+            "mismatch_abs_dlogp",
+            "mismatch abs(Δ log p)",
+            "mean abs(Δ log p) per token",
+            "step",
+            "mismatch_abs_dlogp",
+            digits=4,
+        ),
+        Metric(
+            "off_policy_dropped_frac",
+            "off-policy dropped fraction",
+            "fraction of tokens the correction dropped",
+            "step",
+            "off_policy_dropped_frac",
+            digits=4,
+        ),
     )
 }
 """The recorded metrics, in the order of the table and the figure."""
@@ -78,6 +102,29 @@ def run_series(records: list[dict[str, Any]]) -> dict[str, Series]:
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out[m.key][int(rec["step"])] = float(value)
     return {key: sorted(points.items()) for key, points in out.items()}
+
+
+STALENESS_FIELDS = ("kl", "abs_dlogp", "out_of_band_frac", "tokens")
+"""The per-staleness mismatch values (learner/mismatch.py) `staleness_series` reads."""
+
+
+def staleness_series(records: list[dict[str, Any]]) -> dict[str, dict[str, Series]]:
+    """The mismatch by staleness of one run: {bucket ("0", "1", ..., "8+"): {field: series}}
+    from the step records' `mismatch_by_staleness` (learner/mismatch.py); the last record of a
+    step wins, as in `run_series`."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for rec in records:
+        if rec.get("kind") != "step" or "step" not in rec:
+            continue
+        by = rec.get("mismatch_by_staleness")
+        for bucket, values in (by if isinstance(by, dict) else {}).items():
+            for name in STALENESS_FIELDS:
+                value = values.get(name) if isinstance(values, dict) else None
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    slot = out.setdefault(str(bucket), {}).setdefault(name, {})
+                    slot[int(rec["step"])] = float(value)
+    order = sorted(out, key=lambda b: int(b.rstrip("+")))
+    return {b: {n: sorted(out[b][n].items()) for n in out[b]} for b in order}
 
 
 def stop_message(records: list[dict[str, Any]]) -> str:

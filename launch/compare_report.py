@@ -25,6 +25,7 @@ from microcoder.launch.compare_metrics import (
     final_values,
     run_series,
     spread,
+    staleness_series,
     stop_message,
 )
 from microcoder.launch.compare_runner import COUNTED, DONE_FILE, LOG_FILE, Job, JobResult
@@ -81,6 +82,7 @@ def run_record(job: Job, result: JobResult | None) -> dict[str, Any]:
         "stopped": stop_message(records),
         "series": {k: [list(p) for p in pts] for k, pts in series.items()},
         "final": final_values(series),
+        "mismatch_by_staleness": staleness_series(records),
     }
 
 
@@ -184,6 +186,7 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
             + " | ".join(_cell(row[k], METRICS[k].digits) for k in others)
             + " |"
         )
+    lines += staleness_table(report)
     lines += ["", "## Arms", ""]
     for arm in report["arms"]:
         sets = " ".join(f"`{o}`" for o in arm["overrides"]) or "(the recipe as it is)"
@@ -196,6 +199,41 @@ def markdown(report: dict[str, Any], plots: list[str]) -> str:
         lines += ["", "## Curves (mean over seeds, band = min – max)", ""]
         lines += [f"![{Path(p).stem}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def staleness_table(report: dict[str, Any]) -> list[str]:
+    """compare.md's mismatch by staleness: per arm and staleness, the k3 KL and mean |Δ log p|
+    over every step of the finished seeds, weighted by tokens ([] when no run logged any)."""
+    sums: dict[str, dict[str, list[float]]] = {}  # arm -> bucket -> [tokens, kl·n, |Δ|·n]
+    for run in report["runs"]:
+        if run["status"] not in COUNTED:
+            continue
+        for bucket, fields in run.get("mismatch_by_staleness", {}).items():
+            n = dict(fields.get("tokens", []))
+            acc = sums.setdefault(run["arm"], {}).setdefault(bucket, [0.0, 0.0, 0.0])
+            for k, name in ((1, "kl"), (2, "abs_dlogp")):
+                acc[k] += sum(v * n.get(step, 0.0) for step, v in fields.get(name, []))
+            acc[0] += sum(n.values())
+    if not sums:
+        return []
+    buckets = sorted({b for arm in sums.values() for b in arm}, key=lambda b: int(b.rstrip("+")))
+    lines = [
+        "",
+        "## Mismatch by staleness (k3 KL / mean |Δ log p|, every step, weighted by tokens)",
+        "",
+        "| arm | " + " | ".join(f"staleness {b}" for b in buckets) + " |",
+        "|---|" + "---|" * len(buckets),
+    ]
+    for arm in report["arms"]:
+        mine = sums.get(arm["name"], {})
+        cells = [
+            f"{mine[b][1] / mine[b][0]:.2e} / {mine[b][2] / mine[b][0]:.4f}"
+            if mine.get(b, [0])[0] > 0
+            else "—"
+            for b in buckets
+        ]
+        lines.append(f"| {arm['name']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def not_finished(run: dict[str, Any]) -> str:

