@@ -16,6 +16,7 @@ from microcoder.learner.memory_plan import (
     largest_fitting,
     plan_generator,
     plan_learner,
+    qwen25_shape,
 )
 
 SMALL = dict(
@@ -30,16 +31,7 @@ SMALL = dict(
 )
 """A Qwen2 small enough to count by hand: head_dim 4, q width 8, kv width 4."""
 
-QWEN_05B = dict(
-    model_type="qwen2",
-    hidden_size=896,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    intermediate_size=4864,
-    vocab_size=151936,
-    tie_word_embeddings=True,
-)
+QWEN_05B = {"model_type": "qwen2", **qwen25_shape("0.5b")}
 
 
 def test_small_shape_parameters_match_a_hand_count() -> None:
