@@ -57,21 +57,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
 @pytest.fixture(scope="module")
 def small_model_dir(tmp_path_factory):
-    from microcoder.learner.tiny_model import build_tiny_model
+    from family_models import tokenizer_model
 
-    corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
-    out = tmp_path_factory.mktemp("prompts-model")
-    return build_tiny_model(
-        out,
-        seed=0,
-        corpus=corpus,
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
+    return tokenizer_model(tmp_path_factory.mktemp("prompts-model"))
 
 
 def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_dir):
