@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from import_probe import heavy_imports
 
 from microcoder.learner.memory_plan import (
     LOGIT_BLOCKS,
@@ -189,10 +187,4 @@ def test_missing_config_json_says_how_to_provide_the_shape(tmp_path) -> None:
 
 
 def test_planner_imports_nothing_heavy() -> None:
-    code = (
-        "import sys, microcoder.learner.memory_plan; "
-        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'ray', 'pydantic') "
-        "if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert heavy_imports("import microcoder.learner.memory_plan") == []
