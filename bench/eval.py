@@ -69,21 +69,12 @@ def _timed(fn) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from transformers import AutoTokenizer
-
-    from microcoder.data.prompts import PromptRenderer
-    from microcoder.data.synthetic import generate_tasks
-    from microcoder.evaluation.engine import evaluate, generate_only
-    from microcoder.evaluation.generations import Generation
-    from microcoder.evaluation.samples import read_samples
-    from microcoder.evaluation.settings import EvalSettings
+def _config(args, model: str):
+    """The run config of the measured actors: this model and device, the bench's token budget and
+    sandbox workers, then the `--set` overrides."""
     from microcoder.launch.config import load_config
-    from microcoder.launch.eval_cluster import EvalCluster
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    model = _model(args, tmp)
-    cfg = load_config(
+    return load_config(
         None,
         [
             f'model.path="{model}"',
@@ -94,6 +85,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             *args.overrides,
         ],
     )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    from microcoder.data.prompts import PromptRenderer
+    from microcoder.data.synthetic import generate_tasks
+    from microcoder.evaluation.engine import evaluate, generate_only
+    from microcoder.evaluation.generations import Generation
+    from microcoder.evaluation.samples import read_samples
+    from microcoder.evaluation.settings import EvalSettings
+    from microcoder.launch.eval_cluster import EvalCluster
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
+    model = _model(args, tmp)
+    cfg = _config(args, model)
     problems = generate_tasks(0, split="heldout")[: args.problems]
     settings = EvalSettings(
         samples=args.samples,

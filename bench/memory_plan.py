@@ -25,25 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from microcoder.learner.memory_plan import qwen25_shape
+from microcoder.learner.tiny_model import TINY_ARCH
+
 SHAPES = {
-    "tiny": dict(
-        hidden_size=256,
-        intermediate_size=688,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=4096,
-        tie_word_embeddings=False,
-    ),
-    "0.5b": dict(
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
+    "tiny": {**TINY_ARCH, "vocab_size": 4096, "tie_word_embeddings": False},
+    "0.5b": qwen25_shape("0.5b"),
 }
 """The measured shapes: config.json fields of a Qwen2 (public shapes; random weights)."""
 
@@ -64,7 +51,7 @@ def build_model(out: Path, shape: str, max_tokens: int) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    config = Qwen2Config(**SHAPES[shape], max_position_embeddings=max(max_tokens, 2048))
+    config = Qwen2Config(**{**SHAPES[shape], "max_position_embeddings": max(max_tokens, 2048)})
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(out, safe_serialization=True)
     return out

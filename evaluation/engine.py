@@ -91,11 +91,7 @@ def evaluate(
     budgets: list[int | None] = (
         [None] if generations is not None else check_budgets(settings.budgets)
     )
-    gens, execs = named(generators, "generator"), named(executors, "executor")
-    if not execs:
-        raise EvalError("an evaluation needs at least one executor (--executors 1)")
-    if generations is None and (not gens or renderer_text is None):
-        raise EvalError("generating needs generators and renderer_text (or pass generations)")
+    gens, execs = _actors(generators, executors, generations is None, renderer_text)
     out = Path(out_dir) if out_dir is not None else None
     old, keep = _load_resume(out, settings)
     wanted = set(ids)
@@ -113,38 +109,13 @@ def evaluate(
             writer.append(recs)
 
     if generations is not None:
-        have = {g.problem_id for g in generations} | {r.problem_id for r in old}
-        lacking = [p.id for p in problems if p.id not in have]
-        problems = [p for p in problems if p.id in have]
-        context = {
-            **(context or {}),
-            "problems_without_generations": {"count": len(lacking), "ids": lacking},
-        }
-        if not problems:
-            raise EvalError("no selected problem has a generation in the generations file")
+        problems, context = _with_generations(problems, generations, old, context)
     by_id = {p.id: p for p in problems}
     if generations is None:
         todos, given = plan_samples(problems, settings.samples, budgets, done), []
         total = sum(len(t.sample_indices) for t in todos)
     else:
-        todos = []
-        given = [
-            PendingSample(
-                by_id[g.problem_id],
-                g.sample_index,
-                [
-                    {
-                        "max_tokens": None,
-                        "code": g.code,
-                        "tokens": None,
-                        "finish_reason": None,
-                        "unfinished": g.unfinished,
-                    }
-                ],
-            )
-            for g in generations
-            if g.problem_id in by_id and (g.problem_id, g.sample_index, None) not in done
-        ]
+        todos, given = [], _given_samples(generations, by_id, done)
         total = len(given)
     try:
         workers = register_problems(execs, problems, settings.call_timeout_s)
@@ -163,31 +134,87 @@ def evaluate(
     finally:
         if writer is not None:
             writer.close()
-    timing = {
-        "wall_s": time.monotonic() - t0,
-        "first_sample_s": driver.stats.first_sample_s,
-        "samples_per_s": driver.done / max(time.monotonic() - t0, 1e-9),
-    }
-    counts = {
-        "resumed_records": len(old),
-        "generated_samples": driver.stats.generated,
-        "generated_tokens": driver.stats.tokens,
-        "judged_programs": driver.stats.judged,
-        "reused_verdicts": driver.stats.reused,
-        "generate_calls": driver.stats.generate_calls,
-        "judge_calls": driver.stats.judge_calls,
-        "policy_versions": sorted(v for v in driver.stats.policy_versions if v is not None),
-    }
     full_context = {
         "settings": settings.to_dict(),
         **(context or {}),
-        "timing": timing,
-        "counts": counts,
+        **_timing_and_counts(driver, t0, resumed=len(old)),
     }
     report = build_report(problems, records, settings.ks, budgets, full_context)
     if out is not None:
         write_report(out, report)
     return report
+
+
+def _actors(generators, executors, generating: bool, renderer_text) -> tuple[list, list]:
+    """The named generators and executors; an evaluation needs an executor, and generating needs
+    generators and `renderer_text`."""
+    gens, execs = named(generators, "generator"), named(executors, "executor")
+    if not execs:
+        raise EvalError("an evaluation needs at least one executor (--executors 1)")
+    if generating and (not gens or renderer_text is None):
+        raise EvalError("generating needs generators and renderer_text (or pass generations)")
+    return gens, execs
+
+
+def _with_generations(
+    problems: Sequence[Problem], generations: Sequence[Generation], old: list, context
+) -> tuple[list[Problem], dict[str, Any]]:
+    """The problems that have a generation (given or resumed), and the context naming the
+    others (`problems_without_generations`)."""
+    have = {g.problem_id for g in generations} | {r.problem_id for r in old}
+    lacking = [p.id for p in problems if p.id not in have]
+    problems = [p for p in problems if p.id in have]
+    context = {
+        **(context or {}),
+        "problems_without_generations": {"count": len(lacking), "ids": lacking},
+    }
+    if not problems:
+        raise EvalError("no selected problem has a generation in the generations file")
+    return problems, context
+
+
+def _given_samples(
+    generations: Sequence[Generation], by_id: dict[str, Problem], done: set
+) -> list[PendingSample]:
+    """The precomputed generations to judge: those of selected problems not judged already."""
+    return [
+        PendingSample(
+            by_id[g.problem_id],
+            g.sample_index,
+            [
+                {
+                    "max_tokens": None,
+                    "code": g.code,
+                    "tokens": None,
+                    "finish_reason": None,
+                    "unfinished": g.unfinished,
+                }
+            ],
+        )
+        for g in generations
+        if g.problem_id in by_id and (g.problem_id, g.sample_index, None) not in done
+    ]
+
+
+def _timing_and_counts(driver: Driver, t0: float, resumed: int) -> dict[str, dict]:
+    """The report's `timing` (since `t0`) and `counts` (`resumed` records read back)."""
+    stats = driver.stats
+    timing = {
+        "wall_s": time.monotonic() - t0,
+        "first_sample_s": stats.first_sample_s,
+        "samples_per_s": driver.done / max(time.monotonic() - t0, 1e-9),
+    }
+    counts = {
+        "resumed_records": resumed,
+        "generated_samples": stats.generated,
+        "generated_tokens": stats.tokens,
+        "judged_programs": stats.judged,
+        "reused_verdicts": stats.reused,
+        "generate_calls": stats.generate_calls,
+        "judge_calls": stats.judge_calls,
+        "policy_versions": sorted(v for v in stats.policy_versions if v is not None),
+    }
+    return {"timing": timing, "counts": counts}
 
 
 def write_report(out: Path, report: dict[str, Any]) -> None:

@@ -24,3 +24,15 @@ def add_recipe_arguments(parser, example: str = "learner.lr=1e-6") -> None:
         help="recipe (default configs/tiny-cpu.toml)",
     )
     add_set_argument(parser, example)
+
+
+def add_actor_counts(group) -> None:
+    """`--generators N --executors N`: the actors of the eval path (`eval`, `data filter`)."""
+    group.add_argument("--generators", type=int, default=1, help="vLLM generator actors (1)")
+    group.add_argument("--executors", type=int, default=1, help="judge executor actors (1)")
+
+
+def add_eval_config(group) -> None:
+    """`--config FILE` and `--set`: the config of the eval path's actors (`eval`, `data filter`)."""
+    group.add_argument("--config", help="TOML config ([generator], [executor], [prompt], [model])")
+    add_set_argument(group, "executor.workers=4")

@@ -186,19 +186,22 @@ class Run:
                 plan_on_cluster(self.cfg, self.address, self.log)
 
     def bring_up(self, model_path: str) -> None:
+        """Start the run's actors in order: the problems, the buffer, the learner group, then the
+        executor and generator pools (each step needs the one before it)."""
+        self.load_problems(model_path)
+        self.start_buffer()
+        self.start_learners(model_path)
+        self.start_pools(model_path)
+        self.log("all pools running")
+
+    def load_problems(self, model_path: str) -> None:
+        """The run's problems, measured with the model's tokenizer, and its reasoning extraction."""
         from transformers import AutoTokenizer
 
-        from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
-        from microcoder.buffer.client import BufferClient
         from microcoder.data.reasoning import resolve_reasoning
-        from microcoder.launch.actor_settings import generator_settings, replica_index
-        from microcoder.launch.learner_group import LearnerGroup
-        from microcoder.launch.placement import replica_options
-        from microcoder.launch.pools import Pool
         from microcoder.launch.problems import empty_heldout_warning, prepare_run_problems
 
         cfg = self.cfg
-        ckpt = self.resume_from
         self.log("loading the problems and measuring their prompts")
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.reasoning = resolve_reasoning(
@@ -212,6 +215,14 @@ class Run:
         )
         if warning := empty_heldout_warning(cfg, self.problems.heldout):
             self.log(warning)
+
+    def start_buffer(self) -> None:
+        """The buffer actor on the driver's node (restoring the checkpoint's snapshot on a
+        resume), its address once it has bound its socket, and the launcher's client."""
+        from microcoder.actors.remote import buffer_host_cls
+        from microcoder.buffer.client import BufferClient
+
+        cfg, ckpt = self.cfg, self.resume_from
         snapshot = (
             str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
         )
@@ -239,6 +250,12 @@ class Run:
             "raise cluster.ready_timeout_s if it is only slow (restoring a big snapshot)",
         )
         self.client = BufferClient.from_config(cfg.buffer, self.buffer_address, owner="launcher")
+
+    def start_learners(self, model_path: str) -> None:
+        """The learner group (from the checkpoint on a resume) and rank 0's weight channels."""
+        from microcoder.launch.learner_group import LearnerGroup
+
+        cfg, ckpt = self.cfg, self.resume_from
         self.log(
             f"buffer at {self.buffer_address}; starting {cfg.learner.world_size} learner rank(s)"
         )
@@ -257,6 +274,16 @@ class Run:
             f"{self.weight_channel_address}"
         )
 
+    def start_pools(self, model_path: str) -> None:
+        """The executor and generator pools, supervised: a dead replica's leases go back to the
+        buffer and the replica is restarted."""
+        from microcoder.actors.remote import executor_cls, generator_cls
+        from microcoder.buffer.client import BufferClient
+        from microcoder.launch.actor_settings import generator_settings, replica_index
+        from microcoder.launch.placement import replica_options
+        from microcoder.launch.pools import Pool
+
+        cfg = self.cfg
         # The supervisor thread returns dead replicas' leases through its own client: a ZeroMQ
         # socket must not be used by two threads at once (the loop uses self.client).
         self.release_client = BufferClient.from_config(
@@ -267,62 +294,51 @@ class Run:
             r = self.release_client.release(owner, died=True)
             return f"{r.prompts} prompts, {r.groups} groups"
 
-        ex_cls, gen_cls = executor_cls(cfg.executor), generator_cls(cfg.generator)
-        self.executors = Pool(
+        def pool(kind: str, cls, cpus: float, gpus: float, resources, make) -> Pool:
+            """A supervised pool of restartable `cls` replicas named mc-<name>; `make(actor,
+            name)` passes a replica its constructor arguments."""
+
+            def start(n: str):
+                opts = replica_options(cpus, gpus, cfg.cluster.device, n, resources=resources)
+                return make(cls.options(name=f"mc-{n}", max_restarts=-1, **opts), n)
+
+            return Pool(kind, start, release, self.log, cfg.cluster.ready_timeout_s)
+
+        ex, gen = cfg.executor, cfg.generator
+        self.executors = pool(
             "executor",
-            lambda n: ex_cls.options(
-                name=f"mc-{n}",
-                max_restarts=-1,
-                **replica_options(
-                    cfg.executor.cpus_per_executor,
-                    0.0,
-                    cfg.cluster.device,
-                    n,
-                    resources=cfg.executor.resources,
-                ),
-            ).remote(
+            executor_cls(ex),
+            ex.cpus_per_executor,
+            0.0,
+            ex.resources,
+            lambda actor, n: actor.remote(
                 n,
-                cfg.executor,
+                ex,
                 cfg.buffer,
                 self.buffer_address,
                 cfg.data,
                 cfg.seed,
                 reasoning=self.reasoning,
             ),
-            release,
-            self.log,
-            cfg.cluster.ready_timeout_s,
         )
-        self.generators = Pool(
+        self.generators = pool(
             "generator",
-            lambda n: gen_cls.options(
-                name=f"mc-{n}",
-                max_restarts=-1,
-                **replica_options(
-                    cfg.generator.cpus_per_engine,
-                    cfg.generator.gpus_per_engine,
-                    cfg.cluster.device,
-                    n,
-                    resources=cfg.generator.resources,
-                ),
-            ).remote(
+            generator_cls(gen),
+            gen.cpus_per_engine,
+            gen.gpus_per_engine,
+            gen.resources,
+            lambda actor, n: actor.remote(
                 n,
                 generator_settings(cfg, replica_index(n)),  # its own engine seed
                 model_path,
                 self.buffer_address,
                 self.learners.rank0_name,  # looked up by name: no handle in the object store
             ),
-            release,
-            self.log,
-            cfg.cluster.ready_timeout_s,
         )
-        self.log(f"starting {cfg.executor.num_executors} executor(s)")
-        self.executors.add(cfg.executor.num_executors)
-        self.log(
-            f"starting {cfg.generator.num_engines} generator(s) (vLLM engine start takes a while)"
-        )
-        self.generators.add(cfg.generator.num_engines, before_loop=self.prepare_generator)
-        self.log("all pools running")
+        self.log(f"starting {ex.num_executors} executor(s)")
+        self.executors.add(ex.num_executors)
+        self.log(f"starting {gen.num_engines} generator(s) (vLLM engine start takes a while)")
+        self.generators.add(gen.num_engines, before_loop=self.prepare_generator)
 
     def driver_node(self):
         """The buffer runs on the driver's node (the head of a joined cluster): without a

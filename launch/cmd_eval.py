@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from microcoder.launch.cliargs import add_set_argument
+from microcoder.launch.cliargs import add_actor_counts, add_eval_config
 
 EPILOG = """\
 defaults follow LiveCodeBench's pass@1 setting: --samples 10 at --temperature 0.2, --top-p 0.95.
@@ -32,7 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    src = p.add_argument_group("what to evaluate")
+    _source_arguments(p.add_argument_group("what to evaluate"))
+    _selection_arguments(p.add_argument_group("which problems"))
+    _sampling_arguments(p.add_argument_group("sampling"))
+    _where_arguments(p.add_argument_group("where"))
+    _output_arguments(p.add_argument_group("output"))
+    add_eval_config(p)
+    p.set_defaults(func=run)
+
+
+def _source_arguments(src) -> None:
     src.add_argument("--model", help="Hugging Face model folder (needed unless --generations)")
     src.add_argument("--problems", required=True, help="problem file (any loader format, .gz ok)")
     src.add_argument(
@@ -47,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge these samples instead of generating: JSONL {problem_id, "
         "sample_index, text|code}, or LiveCodeBench's code_list output",
     )
-    sel = p.add_argument_group("which problems")
+
+
+def _selection_arguments(sel) -> None:
     sel.add_argument(
         "--from",
         dest="date_from",
@@ -59,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     sel.add_argument("--platform", help="comma-separated platforms, e.g. leetcode,atcoder")
     sel.add_argument("--difficulty", help="comma-separated difficulties, e.g. easy,medium")
-    smp = p.add_argument_group("sampling")
+
+
+def _sampling_arguments(smp) -> None:
     smp.add_argument("--samples", type=int, default=10, help="samples per problem, n (default 10)")
     smp.add_argument("--k", default="1", help="pass@k values, comma-separated (default 1)")
     smp.add_argument(
@@ -75,9 +88,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     smp.add_argument("--temperature", type=float, default=0.2, help="default 0.2 (0 = greedy)")
     smp.add_argument("--top-p", type=float, default=0.95, help="default 0.95")
-    run_g = p.add_argument_group("where")
-    run_g.add_argument("--generators", type=int, default=1, help="vLLM generator actors (1)")
-    run_g.add_argument("--executors", type=int, default=1, help="judge executor actors (1)")
+
+
+def _where_arguments(run_g) -> None:
+    add_actor_counts(run_g)
     run_g.add_argument(
         "--address",
         default=None,
@@ -96,7 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=3600.0,
         help="seconds one generator/executor call may take (default 3600)",
     )
-    out = p.add_argument_group("output")
+
+
+def _output_arguments(out) -> None:
     out.add_argument("--out", help="output folder (default runs/eval-<timestamp>)")
     out.add_argument(
         "--resume",
@@ -104,9 +120,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="continue in --out from its samples.jsonl (nothing is judged twice)",
     )
     out.add_argument("--quiet", action="store_true", help="no progress line")
-    p.add_argument("--config", help="TOML config ([generator], [executor], [prompt], [model])")
-    add_set_argument(p, "executor.workers=4")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

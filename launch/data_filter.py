@@ -20,7 +20,7 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `data filter` (launch/cmd_data.py calls this)."""
-    from microcoder.launch.cliargs import add_set_argument
+    from microcoder.launch.cliargs import add_actor_counts, add_eval_config
 
     p.add_argument("--model", help="model folder (Hugging Face layout); needed to measure")
     p.add_argument("--problems", required=True, help="problem file (any loader format)")
@@ -53,11 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     smp.add_argument("--max-tokens", type=int, default=4096, help="new tokens per sample (4096)")
     smp.add_argument("--max-prompt-tokens", type=int, default=4096, help="longer are skipped")
     smp.add_argument("--chunk", type=int, default=64, help="problems per rates append (64)")
-    smp.add_argument("--generators", type=int, default=1, help="vLLM generator actors (1)")
-    smp.add_argument("--executors", type=int, default=1, help="judge executor actors (1)")
+    add_actor_counts(smp)
     smp.add_argument("--address", default="local", help="Ray: local (default), auto, HOST:PORT")
-    smp.add_argument("--config", help="TOML config ([generator], [executor], [prompt], [model])")
-    add_set_argument(smp, "executor.workers=4")
+    add_eval_config(smp)
 
 
 def log(msg: str) -> None:

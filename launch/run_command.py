@@ -75,11 +75,9 @@ def progress_line(rec: dict, max_steps: int) -> str:
 
 
 def launch(cfg: Config, args) -> int:
-    from microcoder.device import resolve_device
     from microcoder.launch.cluster import Run
     from microcoder.launch.model_dir import ensure_model
     from microcoder.launch.monitor import start_monitoring
-    from microcoder.launch.placement import make_plan
     from microcoder.launch.run_dirs import latest_checkpoint
     from microcoder.launch.training_loop import train
 
@@ -100,16 +98,8 @@ def launch(cfg: Config, args) -> int:
         return 2
     plan = None
     if not joined:  # a joined run's plan and `device = "auto"` come from the cluster
-        device = resolve_device(cfg.cluster.device)
-        cfg.cluster.device = device
-        plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
-        if plan.errors:
-            print(plan.format())
-            return 2
-        from microcoder.launch.memory_check import launch_memory_errors
-
-        if memory := launch_memory_errors(cfg, device):  # the dry-run's memory plan, this GPU
-            print("launch: " + "\nlaunch: ".join(memory))
+        plan = local_plan(cfg)
+        if plan is None:
             return 2
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(cfg.to_toml())
@@ -141,15 +131,7 @@ def launch(cfg: Config, args) -> int:
         summary = train(
             run, progress=lambda rec: print(progress_line(rec, cfg.max_steps), flush=True)
         )
-        if summary["last_checkpoint"] is None or not str(summary["last_checkpoint"]).endswith(
-            f"step_{summary['steps']}"
-        ):
-            run.checkpoint()
-        print_summary(run, summary)
-        if summary.get("stopped"):
-            say_stopped(run, summary["stopped"], early=True)
-            return 3
-        return 0
+        return finish(run, summary)
     except KeyboardInterrupt:
         run.log("interrupted: checkpointing, then shutting down (Ctrl-C again to abort)")
         if run.learners is not None:
@@ -159,31 +141,71 @@ def launch(cfg: Config, args) -> int:
                 run.log(f"checkpoint on interrupt failed: {err}")
         return 130
     except Exception as err:  # e.g. a learner rank or the buffer died: the run cannot go on
-        why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
-        replica = type(err).__name__ == "ReplicaFailed"  # its message was logged in full
-        if not replica and run.buffer_gone() and run.fatal not in why:  # a symptom seen first
-            why = f"BufferDied: {run.fatal} (seen as {why})"
-        say_stopped(run, why)
-        try:
-            run.checkpoint()  # possible when neither the learner nor the buffer died
-        except Exception:
-            pass
-        newest = latest_checkpoint(run_dir)
-        if run.learners is None and newest is None:  # it stopped during bring-up
-            run.log("nothing was trained yet: fix what the line above names and launch again")
-        elif newest is not None:
-            run.log(f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})")
-        else:
-            run.log(
-                "no checkpoint was written yet: set learner.checkpoint_every to keep resumable state"
-            )
-        run.log(f"details: {run_dir / 'logs'} (one log per actor) and the traceback below")
+        say_failed(run, run_dir, err)
         raise
     finally:
         signal.signal(signal.SIGTERM, old)
         if monitor is not None:
             monitor.stop()
         run.shutdown()
+
+
+def finish(run, summary: dict) -> int:
+    """After the training loop: a checkpoint of the last step (unless the loop wrote it), the
+    summary, and the exit code (3 when the run stopped before max_steps)."""
+    last = summary["last_checkpoint"]
+    if last is None or not str(last).endswith(f"step_{summary['steps']}"):
+        run.checkpoint()
+    print_summary(run, summary)
+    if summary.get("stopped"):
+        say_stopped(run, summary["stopped"], early=True)
+        return 3
+    return 0
+
+
+def local_plan(cfg: Config):
+    """The placement plan of a run on this machine (`cluster.device` resolved in `cfg`), or None
+    once its errors, or a memory plan that does not fit this GPU, are printed."""
+    from microcoder.device import resolve_device
+    from microcoder.launch.memory_check import launch_memory_errors
+    from microcoder.launch.placement import make_plan
+
+    device = resolve_device(cfg.cluster.device)
+    cfg.cluster.device = device
+    plan = make_plan(cfg, device, float(cfg.cluster.local_cpus()), _gpus(device))
+    if plan.errors:
+        print(plan.format())
+        return None
+    if memory := launch_memory_errors(cfg, device):  # the dry-run's memory plan, this GPU
+        print("launch: " + "\nlaunch: ".join(memory))
+        return None
+    return plan
+
+
+def say_failed(run, run_dir: Path, err: Exception) -> None:
+    """A run that cannot go on (e.g. a learner rank or the buffer died): why (the buffer's death
+    when an error elsewhere was its symptom), a last checkpoint when possible, and what to do."""
+    from microcoder.launch.run_dirs import latest_checkpoint
+
+    why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+    replica = type(err).__name__ == "ReplicaFailed"  # its message was logged in full
+    if not replica and run.buffer_gone() and run.fatal not in why:  # a symptom seen first
+        why = f"BufferDied: {run.fatal} (seen as {why})"
+    say_stopped(run, why)
+    try:
+        run.checkpoint()  # possible when neither the learner nor the buffer died
+    except Exception:
+        pass
+    newest = latest_checkpoint(run_dir)
+    if run.learners is None and newest is None:  # it stopped during bring-up
+        run.log("nothing was trained yet: fix what the line above names and launch again")
+    elif newest is not None:
+        run.log(f"resume with: microcoder launch --resume {run_dir}   (from {newest.name})")
+    else:
+        run.log(
+            "no checkpoint was written yet: set learner.checkpoint_every to keep resumable state"
+        )
+    run.log(f"details: {run_dir / 'logs'} (one log per actor) and the traceback below")
 
 
 def say_stopped(run, why: str, early: bool = False) -> None:

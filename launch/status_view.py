@@ -49,15 +49,7 @@ def build_status(
     s, meta, replicas = latest_step or {}, meta or {}, replicas or {}
     buf = s.get("buffer") or {}
     step_s = _f(s.get("step_s"))
-    counts = {
-        "generator": int(_f(s.get("generators"), len(replicas.get("generator", [])))),
-        "executor": int(_f(s.get("executors"), len(replicas.get("executor", [])))),
-        "learner": int(_f(meta.get("world_size"), 1)),
-    }
-    pools = {}
-    for kind in POOLS:
-        rows = [replica_row(kind, r) for r in replicas.get(kind, [])]
-        pools[kind] = {"count": len(rows) if rows else counts[kind], "replicas": rows}
+    pools = _pools_section(s, replicas, meta)
     hist = buf.get("staleness_hist") or {}
     return {
         "run": meta.get("run", ""),
@@ -79,18 +71,7 @@ def build_status(
             "tests_per_s": _f(s.get("tests_per_s")),
             "step_s": step_s,
         },
-        "buffer": {
-            "depths": dict(buf.get("depths") or {}),
-            **{
-                k: buf.get(k)
-                for k in ("in_flight", "issued", "consumed", "dropped_stale", "failed")
-            },
-            "admission_capacity": buf.get("admission_capacity"),
-            "invariant_ok": buf.get("invariant_ok"),
-            "invariant_violations": list(buf.get("invariant_violations") or []),
-            # requests the buffer refused, by code (path_refused, malformed, bad_field, ...)
-            "errors": {str(k): int(_f(v)) for k, v in sorted((buf.get("errors") or {}).items())},
-        },
+        "buffer": _buffer_section(buf),
         "staleness": {
             "mean": _f(s.get("staleness_mean")),
             "max": _f(s.get("staleness_max")),
@@ -121,6 +102,33 @@ def build_status(
             if k.startswith("heldout") and isinstance(v, (int, float))
         },
         "errors": list(errors or [])[-10:],
+    }
+
+
+def _pools_section(s: dict, replicas: dict, meta: dict) -> dict[str, Any]:
+    """Per pool: its replica count (the live rows', else the step record's) and its rows."""
+    counts = {
+        "generator": int(_f(s.get("generators"), len(replicas.get("generator", [])))),
+        "executor": int(_f(s.get("executors"), len(replicas.get("executor", [])))),
+        "learner": int(_f(meta.get("world_size"), 1)),
+    }
+    pools = {}
+    for kind in POOLS:
+        rows = [replica_row(kind, r) for r in replicas.get(kind, [])]
+        pools[kind] = {"count": len(rows) if rows else counts[kind], "replicas": rows}
+    return pools
+
+
+def _buffer_section(buf: dict) -> dict[str, Any]:
+    """The buffer's depths, counters, admission capacity, invariant and refused requests."""
+    return {
+        "depths": dict(buf.get("depths") or {}),
+        **{k: buf.get(k) for k in ("in_flight", "issued", "consumed", "dropped_stale", "failed")},
+        "admission_capacity": buf.get("admission_capacity"),
+        "invariant_ok": buf.get("invariant_ok"),
+        "invariant_violations": list(buf.get("invariant_violations") or []),
+        # requests the buffer refused, by code (path_refused, malformed, bad_field, ...)
+        "errors": {str(k): int(_f(v)) for k, v in sorted((buf.get("errors") or {}).items())},
     }
 
 

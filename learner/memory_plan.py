@@ -51,6 +51,32 @@ VLLM_ACTIVATION_RESERVE = 2 * GiB
 peak, sampler, CUDA graphs): an allowance; vLLM measures the real figure when it starts."""
 
 
+QWEN2_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "tie_word_embeddings",
+)
+"""The config.json fields of a Qwen2 shape, in the order of QWEN25_SHAPES' rows."""
+
+QWEN25_SHAPES = {
+    # name: hidden, intermediate, layers, heads, kv heads, vocab, tied embeddings
+    "0.5b": (896, 4864, 24, 14, 2, 151936, True),
+    "1.5b": (1536, 8960, 28, 12, 2, 151936, True),
+    "7b": (3584, 18944, 28, 28, 4, 152064, False),
+}
+"""Public Qwen2.5(-Coder) shapes (config.json numbers): the benches', gpu-check's and the tests'
+reference models, built with random weights."""
+
+
+def qwen25_shape(name: str) -> dict:
+    """The config.json fields (QWEN2_FIELDS) of the public Qwen2.5 model `name` (QWEN25_SHAPES)."""
+    return dict(zip(QWEN2_FIELDS, QWEN25_SHAPES[name], strict=True))
+
+
 class ShapeError(ValueError):
     """config.json is missing or does not describe a decoder-only transformer we can count."""
 

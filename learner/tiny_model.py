@@ -37,6 +37,10 @@ TINY_ARCH = dict(
 )
 """Shape of the tiny Qwen2 (~3-4 M parameters with a 4k vocabulary)."""
 
+SMALL_ARCH = {**TINY_ARCH, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
+"""A 2-layer toy (~0.1 M parameters with a 300-token vocabulary): `gpu-check --small`'s model and
+the CPU tests' small model."""
+
 
 def stdlib_corpus(max_files: int = 170) -> list[str]:
     """Text of the first `max_files` standard-library .py files, sorted by path (deterministic)."""

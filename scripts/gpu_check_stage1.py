@@ -33,27 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-SHAPE_05B = dict(
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    vocab_size=151936,
-    tie_word_embeddings=True,
-)
-"""Qwen2.5-0.5B's config.json shape (public numbers; the weights are random)."""
-SHAPE_SMALL = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=300,
-    tie_word_embeddings=False,
-)
-"""A 2-layer toy for `--small` (the CPU test)."""
-
 RATIO_OK = (0.8, 1.2)
 """Measured / planned backward peak the check accepts (the plan's goal is ±20%)."""
 LOGP_ATOL_FP32 = 2e-3
@@ -85,6 +64,18 @@ def importable_checkout() -> str:
         return f"checkout {REPO}"
 
 
+def model_shape(small: bool) -> dict:
+    """The config.json fields of the model to check: Qwen2.5-0.5B's shape (public numbers; the
+    weights are random), or with `small` a 2-layer toy (the CPU test's) with a 300-token vocabulary.
+    Call after `importable_checkout`."""
+    from microcoder.learner.memory_plan import qwen25_shape
+    from microcoder.learner.tiny_model import SMALL_ARCH
+
+    if small:
+        return {**SMALL_ARCH, "vocab_size": 300, "tie_word_embeddings": False}
+    return qwen25_shape("0.5b")
+
+
 def emit(record: dict) -> dict:
     print(json.dumps({"stage": 1, **record}), flush=True)
     return record
@@ -95,7 +86,7 @@ def build_model(folder: Path, shape: dict, max_tokens: int) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    config = Qwen2Config(**shape, max_position_embeddings=max(max_tokens, 2048))
+    config = Qwen2Config(**{**shape, "max_position_embeddings": max(max_tokens, 2048)})
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(folder, safe_serialization=True)
     return folder
@@ -316,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         emit({"check": "summary", "ok": False, "error": "no CUDA device: run on a GPU machine"})
         return 1
-    shape = SHAPE_SMALL if args.small else SHAPE_05B
+    shape = model_shape(args.small)
     default = "128,256" if args.small else "4096,8192,16384"
     counts = [int(t) for t in (args.tokens or default).split(",")]
     sizes = (40, 40, 33, 24, 20) if args.small else (1500, 1500, 700, 300, 96)

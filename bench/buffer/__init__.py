@@ -309,19 +309,30 @@ def _split(cpu: dict) -> str:
 
 def _curve_table(result: dict) -> str:
     """What CurveZMQ (buffer.curve, a run's default) costs beside the plain socket."""
-    head = (
-        f"{'payload':<10} {'plain/s':>8} {'curve/s':>8} {'curve/plain':>11} {'cpu ms':>6} "
-        f"{'curve cpu':>9} {'p50 ms':>7} {'curve p50':>9} {'p99 ms':>7} {'curve p99':>9}"
-    )
-    lines = [head, "-" * len(head)]
-    for name, r in result["payloads"].items():
-        lines.append(
-            f"{name:<10} {r['groups_per_s']:>8.0f} {r['curve_groups_per_s']:>8.0f} "
-            f"{r['curve_ratio']:>11.2f} {r['cpu_ms_per_group']:>6.3f} "
-            f"{r['curve_cpu_ms_per_group']:>9.3f} {r['p50_ms']:>7.2f} {r['curve_p50_ms']:>9.2f} "
-            f"{r['p99_ms']:>7.2f} {r['curve_p99_ms']:>9.2f}"
-        )
-    return "\n".join(lines)
+    columns = [
+        ("plain/s", "groups_per_s", ">8.0f"),
+        ("curve/s", "curve_groups_per_s", ">8.0f"),
+        ("curve/plain", "curve_ratio", ">11.2f"),
+        ("cpu ms", "cpu_ms_per_group", ">6.3f"),
+        ("curve cpu", "curve_cpu_ms_per_group", ">9.3f"),
+        ("p50 ms", "p50_ms", ">7.2f"),
+        ("curve p50", "curve_p50_ms", ">9.2f"),
+        ("p99 ms", "p99_ms", ">7.2f"),
+        ("curve p99", "curve_p99_ms", ">9.2f"),
+    ]
+    return "\n".join(payload_table(result["payloads"], columns))
+
+
+def payload_table(payloads: dict[str, dict], columns: list[tuple[str, str, str]]) -> list[str]:
+    """A header, a rule and one row per payload (its name, then `columns`: title, the result's
+    key, and its format spec, whose width the title is right-aligned to)."""
+    titles = [f"{title:>{spec[1:].split('.')[0]}}" for title, _, spec in columns]
+    head = " ".join([f"{'payload':<10}", *titles])
+    rows = [
+        " ".join([f"{name:<10}"] + [format(r[key], spec) for _, key, spec in columns])
+        for name, r in payloads.items()
+    ]
+    return [head, "-" * len(head), *rows]
 
 
 def format_table(result: dict) -> str:

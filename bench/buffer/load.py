@@ -72,18 +72,8 @@ def run_clients(mp, args) -> dict:
     time.sleep(0.5)
     rss = {"start": rss_mb(server.pid)}
     cpu0, wall0 = road.cpu_s(server.pid), time.monotonic()
-    t0 = time.monotonic() + 2.0  # workers import and connect meanwhile
-    stop = t0 + args.ramp_s + clients.SETTLE_S + args.duration_s
-    drain = stop + 4 * args.sample_s + args.score_s * args.per_get + 1.5
-    plan = {
-        "t0": t0,
-        "ramp_s": args.ramp_s,
-        "stop": stop,
-        "drain": drain,
-        "sample_s": args.sample_s,
-        "score_s": args.score_s,
-        "per_get": args.per_get,
-    }
+    plan = _timeline(args, time.monotonic() + 2.0, clients.SETTLE_S)  # + 2 s: workers connect
+    t0, stop, drain = plan["t0"], plan["stop"], plan["drain"]
     queue = mp.Queue()
     workers = [
         mp.Process(
@@ -101,10 +91,7 @@ def run_clients(mp, args) -> dict:
     )
     learner.start()
     load = [os.getloadavg()[0]]
-    samples = []
-    while learner.is_alive() and time.monotonic() < drain + 40:
-        samples.append((time.monotonic(), rss_mb(server.pid)))
-        time.sleep(RSS_EVERY_S)
+    samples = _rss_samples(server.pid, learner, until=drain + 40)
     load.append(os.getloadavg()[0])
     server_cpu = road.cpu_s(server.pid) - cpu0
     server_wall = time.monotonic() - wall0
@@ -116,27 +103,13 @@ def run_clients(mp, args) -> dict:
             tallies.append(queue.get(timeout=max(1.0, drain + 45 - time.monotonic())))
         except Exception:  # a missing worker is reported as such
             break
-    for p in [*workers, server]:
-        p.join(5)
-        if p.is_alive():
-            p.terminate()
-            p.join(5)
-    rss["end"] = samples[-1][1] if samples else math.nan
-    rss["max"] = max(s for _, s in samples) if samples else math.nan
+    _stop_all([*workers, server])
     begin = t0 + args.ramp_s + clients.SETTLE_S
-    steady = [s for t, s in samples if begin <= t <= stop]
-    rss["steady_first"] = steady[0] if steady else math.nan
-    rss["steady_last"] = steady[-1] if steady else math.nan
-    every = round(5.0 / RSS_EVERY_S)
-    rss["steady_every_5s"] = [round(x, 1) for x in steady[::every]]  # a plateau = bounded
+    rss |= _rss_figures(samples, begin, stop)
     shutil.rmtree(keys, ignore_errors=True)
     extra = {"server_cpu_fraction": server_cpu / server_wall, "server_split_s": split}
     if server_timings is not None:  # in the server: wall (preemption included) and thread CPU
-        extra["server_ms"] = {
-            f"{kind}_{i}": _pcts([x[j] for x in server_timings[kind] if begin <= x[0] <= stop])
-            for kind in ("handle", "parked")
-            for j, i in ((1, "wall"), (2, "cpu"))
-        }
+        extra["server_ms"] = _server_ms(server_timings, begin, stop)
     return extra | _report(
         args,
         n,
@@ -151,6 +124,64 @@ def run_clients(mp, args) -> dict:
         (begin, stop),
         (soft, hard),
     )
+
+
+def _timeline(args, t0: float, settle_s: float) -> dict:
+    """The clients' plan: start at `t0`, ramp, settle, run `duration_s` until `stop`, then drain
+    (what is in flight is sampled and scored) until `drain`."""
+    stop = t0 + args.ramp_s + settle_s + args.duration_s
+    drain = stop + 4 * args.sample_s + args.score_s * args.per_get + 1.5
+    return {
+        "t0": t0,
+        "ramp_s": args.ramp_s,
+        "stop": stop,
+        "drain": drain,
+        "sample_s": args.sample_s,
+        "score_s": args.score_s,
+        "per_get": args.per_get,
+    }
+
+
+def _server_ms(server_timings: dict, begin: float, stop: float) -> dict:
+    """Percentiles of the server's handle and parked times (wall, preemption included, and thread
+    CPU) over the steady window [begin, stop]."""
+    return {
+        f"{kind}_{i}": _pcts([x[j] for x in server_timings[kind] if begin <= x[0] <= stop])
+        for kind in ("handle", "parked")
+        for j, i in ((1, "wall"), (2, "cpu"))
+    }
+
+
+def _rss_samples(pid: int, learner: threading.Thread, until: float) -> list[tuple[float, float]]:
+    """(time, resident MB) of process `pid` every RSS_EVERY_S while the learner thread runs."""
+    samples = []
+    while learner.is_alive() and time.monotonic() < until:
+        samples.append((time.monotonic(), rss_mb(pid)))
+        time.sleep(RSS_EVERY_S)
+    return samples
+
+
+def _stop_all(procs: list) -> None:
+    """Join each process, terminating the ones still alive after 5 s."""
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+
+
+def _rss_figures(samples: list[tuple[float, float]], begin: float, stop: float) -> dict:
+    """The server's resident set (MB) from its (time, rss) samples: at the end, at the most, and
+    over the steady window [begin, stop] (first, last, every 5 s: a plateau = bounded)."""
+    steady = [s for t, s in samples if begin <= t <= stop]
+    every = round(5.0 / RSS_EVERY_S)
+    return {
+        "end": samples[-1][1] if samples else math.nan,
+        "max": max(s for _, s in samples) if samples else math.nan,
+        "steady_first": steady[0] if steady else math.nan,
+        "steady_last": steady[-1] if steady else math.nan,
+        "steady_every_5s": [round(x, 1) for x in steady[::every]],
+    }
 
 
 def _report(args, n, exes, procs, batch, in_flight, tallies, learned, rss, load, window, nofile):

@@ -27,18 +27,10 @@ def profiled_serve(
     import cProfile
     import time
 
-    from microcoder.buffer.config import BufferConfig
-    from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.buffer.server import BufferServer, dedicate_process
+    from microcoder.bench.buffer.road import bench_server
+    from microcoder.buffer.server import dedicate_process
 
-    cfg = BufferConfig(
-        max_staleness=max_staleness,
-        high_water_groups=10**6,
-        max_frame_mb=1024,
-        curve=keys_dir is not None,
-        keys_dir=keys_dir or "",
-    )
-    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch)
+    server = bench_server(n, batch, max_staleness, keys_dir)
     signal.signal(signal.SIGTERM, lambda *_: server._stop.set())
     conn.send(server.address)
     dedicate_process()

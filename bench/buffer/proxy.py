@@ -154,17 +154,16 @@ def proxy_road(mp, group, scores, n: int, wave: int, per_get: int) -> tuple[floa
 
 def proxy_table(result: dict) -> str:
     """The buffer road beside the two-hop proxy road, per payload."""
-    head = (
-        f"{'payload':<10} {'buffer/s':>9} {'proxy+codec/s':>13} {'vs proxy':>8} "
-        f"{'cpu ms':>6} {'proxy cpu ms':>12}"
-    )
-    lines = [head, "-" * len(head)]
-    for name, r in result["payloads"].items():
-        lines.append(
-            f"{name:<10} {r['groups_per_s']:>9.0f} {r['proxy_codec_groups_per_s']:>13.0f} "
-            f"{r['ratio_vs_proxy']:>8.2f} {r['cpu_ms_per_group']:>6.3f} "
-            f"{r['proxy_codec_cpu_ms_per_group']:>12.3f}"
-        )
+    from microcoder.bench.buffer import payload_table
+
+    columns = [
+        ("buffer/s", "groups_per_s", ">9.0f"),
+        ("proxy+codec/s", "proxy_codec_groups_per_s", ">13.0f"),
+        ("vs proxy", "ratio_vs_proxy", ">8.2f"),
+        ("cpu ms", "cpu_ms_per_group", ">6.3f"),
+        ("proxy cpu ms", "proxy_codec_cpu_ms_per_group", ">12.3f"),
+    ]
+    lines = payload_table(result["payloads"], columns)
     for name, r in result["payloads"].items():
         if "server_split_ms_per_group" in r:
             x = r["server_split_ms_per_group"]

@@ -43,16 +43,12 @@ def make_scores(group_id: int, g: int):
     return GroupScores(group_id, [score] * g, "ex")
 
 
-def serve(
-    conn, n: int, batch: int = 0, max_staleness: int = 10**6, keys_dir: str | None = None
-) -> None:
-    """The buffer server process, with admission control as in a run (`batch`, `max_staleness`:
-    at most (max_staleness + 1) * batch groups issued and not yet trained); batch 0 = none.
-    `keys_dir`: CurveZMQ keys (the default of a run); None = the plain socket (buffer.curve off).
-    The clients find the keys through the address the server publishes."""
+def bench_server(n: int, batch_size: int, max_staleness: int, keys_dir: str | None):
+    """A buffer server over `n` prompts p0..p<n-1> with the benches' settings: no high-water
+    mark, 1 GiB frames, CurveZMQ when `keys_dir` is given."""
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
-    from microcoder.buffer.server import BufferServer, dedicate_process
+    from microcoder.buffer.server import BufferServer
 
     cfg = BufferConfig(
         max_staleness=max_staleness,
@@ -61,7 +57,19 @@ def serve(
         curve=keys_dir is not None,
         keys_dir=keys_dir or "",
     )
-    server = BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch or n)
+    return BufferServer(cfg, DatasetPrompts([f"p{i}" for i in range(n)]), batch_size=batch_size)
+
+
+def serve(
+    conn, n: int, batch: int = 0, max_staleness: int = 10**6, keys_dir: str | None = None
+) -> None:
+    """The buffer server process, with admission control as in a run (`batch`, `max_staleness`:
+    at most (max_staleness + 1) * batch groups issued and not yet trained); batch 0 = none.
+    `keys_dir`: CurveZMQ keys (the default of a run); None = the plain socket (buffer.curve off).
+    The clients find the keys through the address the server publishes."""
+    from microcoder.buffer.server import dedicate_process
+
+    server = bench_server(n, batch or n, max_staleness, keys_dir)
     conn.send(server.address)
     dedicate_process()
     server.serve_forever()

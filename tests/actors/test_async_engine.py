@@ -79,22 +79,29 @@ def test_generator_engine_args_reach_the_built_engine(engine):
     assert config.cache_config.enable_prefix_caching is True
 
 
+def through_a_pause(engine, prompt, params, mode: str, version: int) -> list:
+    """Stream `prompt`; once it runs, pause(`mode`), label `version`, reset the prefix cache (True:
+    the pause freed every block) and resume. Returns the request's outputs; the label is 0 again."""
+    future, started = start_streaming(engine, prompt, params)
+    assert started.wait(120)
+    engine.pause(mode)
+    try:
+        engine.set_version(version)
+        assert engine.reset_prefix_cache() is True
+    finally:
+        engine.resume()
+    outputs = future.result(timeout=300)
+    engine.set_version(0)
+    return outputs
+
+
 def test_a_request_kept_through_a_pause_carries_the_old_and_the_new_version(engine):
     """pause("keep") -> label 1 -> reset_prefix_cache (True: the pause freed every block) ->
     resume: the request finishes, its first tokens labelled 0 and its last 1."""
     from vllm import SamplingParams
 
     params = SamplingParams(n=2, temperature=1.0, max_tokens=256, ignore_eos=True, logprobs=0)
-    future, started = start_streaming(engine, PROMPTS[0], params)
-    assert started.wait(120)
-    engine.pause("keep")
-    try:
-        engine.set_version(1)
-        assert engine.reset_prefix_cache() is True
-    finally:
-        engine.resume()
-    outputs = future.result(timeout=300)
-    engine.set_version(0)
+    outputs = through_a_pause(engine, PROMPTS[0], params, "keep", version=1)
     assert len(outputs) == 2
     for c in outputs:
         assert len(c.token_ids) == len(c.logprobs) == 256
@@ -109,16 +116,7 @@ def test_a_wait_pause_lets_the_request_in_flight_finish_on_the_old_version(engin
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=1.0, max_tokens=64, ignore_eos=True, logprobs=0)
-    future, started = start_streaming(engine, PROMPTS[1], params)
-    assert started.wait(120)
-    engine.pause("wait")
-    try:
-        engine.set_version(7)
-        assert engine.reset_prefix_cache() is True
-    finally:
-        engine.resume()
-    (c,) = future.result(timeout=300)
-    engine.set_version(0)
+    (c,) = through_a_pause(engine, PROMPTS[1], params, "wait", version=7)
     assert len(c.token_ids) == 64
     assert {s.version for s in c.weight_versions} == {"0"}
 

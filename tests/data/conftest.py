@@ -15,23 +15,10 @@ def fixture_path():
 def tiny_tokenizer(tmp_path_factory):
     """The tiny model's tokenizer kind (byte-level BPE, ChatML template) on a small corpus,
     saved and reloaded as a run loads it."""
+    from family_models import tokenizer_model
     from transformers import AutoTokenizer
 
-    from microcoder.learner.tiny_model import build_tiny_model
-
-    corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
-    out = tmp_path_factory.mktemp("tokenizer")
-    build_tiny_model(
-        out,
-        corpus=corpus,
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    return AutoTokenizer.from_pretrained(out)
+    return AutoTokenizer.from_pretrained(tokenizer_model(tmp_path_factory.mktemp("tokenizer")))
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from launch_testing.cpu_actors import CPU_ACTOR_SETS
 
 from microcoder.data.synthetic import generate_tasks
 from microcoder.launch.cli import main
@@ -38,14 +39,7 @@ def test_measure_writes_one_rate_per_problem_and_a_rerun_measures_nothing(
         str(tmp_path / "kept.jsonl"),
         "--report",
         str(tmp_path / "report"),
-        "--set",
-        "cluster.device=cpu",
-        "--set",
-        "executor.workers=1",
-        "--set",
-        "generator.kv_cache_gib=1",
-        "--set",
-        "generator.enforce_eager=true",
+        *CPU_ACTOR_SETS,
     ]
     assert main(argv) == 0
     lines = [json.loads(x) for x in rates.read_text().splitlines()]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from launch_testing.cpu_actors import CPU_ACTOR_SETS
 
 from microcoder.data.loaders import load_problems
 from microcoder.evaluation.engine import evaluate
@@ -130,14 +131,7 @@ def test_the_cli_evaluates_the_tiny_model_on_the_mixed_fixture(ray_local, tiny_m
             "--out",
             str(out),
             "--quiet",
-            "--set",
-            "cluster.device=cpu",
-            "--set",
-            "executor.workers=1",
-            "--set",
-            "generator.kv_cache_gib=1",
-            "--set",
-            "generator.enforce_eager=true",
+            *CPU_ACTOR_SETS,
         ]
     )
     assert rc == 0

@@ -13,7 +13,7 @@ from microcoder.learner import attention
 from microcoder.learner.batch import build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sample import SampleGroup, TrainSample
-from microcoder.learner.tiny_model import build_tiny_model
+from microcoder.learner.tiny_model import SMALL_ARCH, build_tiny_model
 from microcoder.learner.trainer import Learner
 
 SYNCS = ("tolist", "item", "cpu")
@@ -24,17 +24,8 @@ SYNCS = ("tolist", "item", "cpu")
 def small_model(tmp_path_factory):
     """A 2-layer Qwen2 (hidden 64) with a 300-token vocabulary, built locally."""
     corpus = ["def add(a, b):\n    return a + b\n"] * 20
-    return build_tiny_model(
-        tmp_path_factory.mktemp("two-layer"),
-        seed=0,
-        corpus=corpus,
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
+    out = tmp_path_factory.mktemp("two-layer")
+    return build_tiny_model(out, seed=0, corpus=corpus, vocab_size=300, **SMALL_ARCH)
 
 
 @pytest.fixture(scope="module")

@@ -10,30 +10,12 @@ import pytest
 
 from microcoder.launch.config import load_config
 from microcoder.launch.memory_check import dry_run_memory, learner_inputs, memory_report
-from microcoder.learner.memory_plan import GiB, ModelShape, plan_learner
+from microcoder.learner.memory_plan import GiB, ModelShape, plan_learner, qwen25_shape
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
-QWEN_7B = dict(
-    model_type="qwen2",
-    hidden_size=3584,
-    num_hidden_layers=28,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    intermediate_size=18944,
-    vocab_size=152064,
-    tie_word_embeddings=False,
-)
-QWEN_15B = dict(
-    model_type="qwen2",
-    hidden_size=1536,
-    num_hidden_layers=28,
-    num_attention_heads=12,
-    num_key_value_heads=2,
-    intermediate_size=8960,
-    vocab_size=151936,
-    tie_word_embeddings=True,
-)
+QWEN_7B = {"model_type": "qwen2", **qwen25_shape("7b")}
+QWEN_15B = {"model_type": "qwen2", **qwen25_shape("1.5b")}
 
 
 def model_dir(tmp_path: Path, fields: dict) -> str:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from import_probe import heavy_imports
 
 from microcoder.learner.memory_plan import (
     LOGIT_BLOCKS,
@@ -16,6 +14,7 @@ from microcoder.learner.memory_plan import (
     largest_fitting,
     plan_generator,
     plan_learner,
+    qwen25_shape,
 )
 
 SMALL = dict(
@@ -30,16 +29,7 @@ SMALL = dict(
 )
 """A Qwen2 small enough to count by hand: head_dim 4, q width 8, kv width 4."""
 
-QWEN_05B = dict(
-    model_type="qwen2",
-    hidden_size=896,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    intermediate_size=4864,
-    vocab_size=151936,
-    tie_word_embeddings=True,
-)
+QWEN_05B = {"model_type": "qwen2", **qwen25_shape("0.5b")}
 
 
 def test_small_shape_parameters_match_a_hand_count() -> None:
@@ -197,10 +187,4 @@ def test_missing_config_json_says_how_to_provide_the_shape(tmp_path) -> None:
 
 
 def test_planner_imports_nothing_heavy() -> None:
-    code = (
-        "import sys, microcoder.learner.memory_plan; "
-        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'ray', 'pydantic') "
-        "if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert heavy_imports("import microcoder.learner.memory_plan") == []

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_testing.launched import SMALL_RUN
 from launch_testing.waiting import records, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # one module fixture drives every launch
@@ -27,14 +28,7 @@ BATCH = 4
 SETTINGS = [
     f"learner.batch_size={BATCH}",
     "learner.checkpoint_every=1",
-    "generator.max_inflight_prompts=4",
-    "generator.max_response_tokens=32",
-    "algorithm.group_size=4",
-    "executor.workers=1",
-    "monitor.dashboard_port=0",
-    "model.warmstart=false",
-    "algorithm.dynamic_filtering=false",  # every consumed group is trained on: B per step
-    "eval.every=0",
+    *SMALL_RUN,
     "generator.enforce_eager=true",  # no torch.compile: each of the three launches starts sooner
 ]
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from import_probe import heavy_imports
 
 
 def microcoder(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -23,13 +24,7 @@ def test_help_lists_the_commands_that_exist():
 
 
 def test_help_does_not_import_heavy_libraries():
-    code = (
-        "import sys; from microcoder.launch.cli import build_parser; build_parser(); "
-        "heavy = [m for m in ('torch', 'vllm', 'ray', 'transformers', 'pydantic') if m in sys.modules]; "
-        "print(','.join(heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert heavy_imports("from microcoder.launch.cli import build_parser; build_parser()") == []
 
 
 def test_config_show_prints_overridden_value():
@@ -57,21 +52,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
 @pytest.fixture(scope="module")
 def small_model_dir(tmp_path_factory):
-    from microcoder.learner.tiny_model import build_tiny_model
+    from family_models import tokenizer_model
 
-    corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
-    out = tmp_path_factory.mktemp("prompts-model")
-    return build_tiny_model(
-        out,
-        seed=0,
-        corpus=corpus,
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
+    return tokenizer_model(tmp_path_factory.mktemp("prompts-model"))
 
 
 def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_dir):

@@ -7,7 +7,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from launch_testing.synthetic_metrics import feed, synthetic_step
+from launch_testing import synthetic_metrics
+from launch_testing.synthetic_metrics import feed, step_up, synthetic_step
 
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore, flatten
@@ -127,24 +128,8 @@ def test_busy_port_falls_back_to_a_free_one(served):
         other.stop()
 
 
-CALIBRATION = {
-    "event": "calibration",
-    "step": 0,
-    "table": [[0.6, 0.15], [1.0, 0.34], [1.4, 0.8]],
-    "chosen": 1.0,
-    "target": 0.3,
-    "reached_target": True,
-    "calibration_s": 4.2,
-    "message": "calibrated temperature 1",
-}
-STEP_UP = {
-    "event": "temperature",
-    "cause": "monitor",
-    "step": 3,
-    "before": 1.0,
-    "temperature": 1.4,
-    "message": "step 3: diversity 0.200 below target 0.300 for 5 steps: temperature 1 -> 1.4",
-}
+CALIBRATION = {**synthetic_metrics.CALIBRATION, "message": "calibrated temperature 1"}
+STEP_UP = step_up(3)
 
 
 def test_metrics_carry_the_calibration_table_and_every_temperature_change(served):

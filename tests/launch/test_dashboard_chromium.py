@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from launch_testing.chromium import body_attrs, chart_points, page_dom, series_points
-from launch_testing.synthetic_metrics import feed, synthetic_step
+from launch_testing.synthetic_metrics import CALIBRATION, feed, step_up, synthetic_step
 
 from microcoder.launch.dashboard_server import DashboardServer
 from microcoder.launch.dashboard_store import MetricsStore
@@ -34,23 +34,7 @@ REPLICAS = {
 }
 
 
-CALIBRATION = {
-    "event": "calibration",
-    "step": 0,
-    "table": [[0.6, 0.15], [1.0, 0.34], [1.4, 0.8]],
-    "chosen": 1.0,
-    "target": 0.3,
-    "reached_target": True,
-    "calibration_s": 4.2,
-}
-STEP_UP = {
-    "event": "temperature",
-    "cause": "monitor",
-    "step": 13,
-    "before": 1.0,
-    "temperature": 1.4,
-    "message": "step 13: diversity 0.200 below target 0.300 for 5 steps: temperature 1 -> 1.4",
-}
+STEP_UP = step_up(13)
 
 
 @pytest.fixture(scope="module")

@@ -111,40 +111,12 @@ def test_dry_run_cli_exits_nonzero_on_plan_errors():
     # dry-runs the recipes with their files)
     NO_FILES = ["--set", "data.source=synthetic", "--set", "model.build_tiny=true"]
 
-    ok = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "microcoder",
-            "launch",
-            str(GPU_RECIPE),
-            *NO_FILES,
-            "--dry-run",
-            "--cluster-cpus",
-            "96",
-            "--cluster-gpus",
-            "8",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "microcoder",
-            "launch",
-            str(GPU_RECIPE),
-            *NO_FILES,
-            "--dry-run",
-            "--cluster-cpus",
-            "96",
-            "--cluster-gpus",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    def dry_run(gpus: int) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "microcoder", "launch", str(GPU_RECIPE), *NO_FILES]
+        cmd += ["--dry-run", "--cluster-cpus", "96", "--cluster-gpus", str(gpus)]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    ok, bad = dry_run(8), dry_run(4)
     assert ok.returncode == 0 and "placement plan" in ok.stdout
     assert bad.returncode == 1 and "ERROR" in bad.stdout
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_testing.launched import LaunchedProcess, start_launch
+from launch_testing.launched import SMALL_RUN, LaunchedProcess, start_launch
 from launch_testing.waiting import records, wait_for
 
 pytestmark = [
@@ -40,14 +40,7 @@ HEAD_IP, SECOND_IP = "127.0.0.3", "127.0.0.2"
 SETTINGS = [
     "max_steps=100000",
     "learner.batch_size=4",
-    "generator.max_inflight_prompts=4",
-    "generator.max_response_tokens=32",
-    "algorithm.group_size=4",
-    "executor.workers=1",
-    "monitor.dashboard_port=0",
-    "model.warmstart=false",
-    "algorithm.dynamic_filtering=false",
-    "eval.every=0",
+    *SMALL_RUN,
     "generator.resources={second = 1}",
     "executor.resources={second = 1}",
     "generator.enforce_eager=true",  # no torch.compile: the engine (and its restart) starts sooner

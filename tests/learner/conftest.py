@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.learner.tiny_model import build_tiny_model
+from microcoder.learner.tiny_model import SMALL_ARCH, build_tiny_model
 
 HERE = str(Path(__file__).parent)  # for `from learner_ranks import spawn_ranks` (importlib mode)
 if HERE not in sys.path:
@@ -17,13 +17,6 @@ if HERE not in sys.path:
 CORPUS = [
     "def add(a, b):\n    return a + b\n\nclass Stack:\n    def push(self, x):\n        pass\n"
 ] * 20
-SMALL_ARCH = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
 
 
 @pytest.fixture(scope="session")

@@ -9,34 +9,19 @@ intake's guard drops its response (tests/learner/test_off_policy_guard.py)."""
 from __future__ import annotations
 
 import math
-import random
 from types import SimpleNamespace
 
 import pytest
 import torch
+from learner_groups import mixed_groups
 
 from microcoder.launch.config import load_config
 from microcoder.launch.metrics_log import MetricsLogger
 from microcoder.launch.training_loop import _train_steps
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
-from microcoder.learner.sample import SampleGroup, TrainSample
+from microcoder.learner.sample import SampleGroup
 from microcoder.learner.temperature import TemperatureController
 from microcoder.learner.trainer import Learner, NonFiniteWeights
-
-
-def groups(step: int, nan: bool = False) -> list[SampleGroup]:
-    """Two groups with mixed rewards; with `nan` one reward is NaN."""
-    rng = random.Random(step)
-    out = []
-    for k in range(2):
-        samples = []
-        for i in range(4):
-            resp = [rng.randrange(250) for _ in range(rng.randint(3, 12))]
-            logp = [-rng.uniform(3.0, 6.0) for _ in resp]
-            reward = math.nan if nan and k == 0 and i == 1 else float(i % 2)
-            samples.append(TrainSample([1, 2, 3], resp, logp, 1.0, reward, False, "WA", 0))
-        out.append(SampleGroup(f"{step}-{k}", samples))
-    return out
 
 
 def make_learner(model) -> Learner:
@@ -73,15 +58,15 @@ def learner(small_model):
 
 
 def test_a_nan_gradient_leaves_weights_and_adam_state_bit_equal_and_the_next_step_trains(learner):
-    assert learner.train_step(groups(0))["update_skipped"] == 0.0  # Adam moments exist now
+    assert learner.train_step(mixed_groups(0))["update_skipped"] == 0.0  # Adam moments exist now
     params, state = snapshot(learner)
-    m = learner.train_step(groups(1, nan=True))
+    m = learner.train_step(mixed_groups(1, nan=True))
     assert m["update_skipped"] == 1.0 and m["skipped_in_a_row"] == 1.0
     assert not math.isfinite(m["grad_norm"])
     after_params, after_state = snapshot(learner)
     assert_bit_equal(after_params, params)
     assert_bit_equal(after_state, state)
-    m = learner.train_step(groups(2))
+    m = learner.train_step(mixed_groups(2))
     assert m["update_skipped"] == 0.0 and m["skipped_in_a_row"] == 0.0
     moved = snapshot(learner)[0]
     assert any(not torch.equal(moved[n], params[n]) for n in params)
@@ -118,8 +103,14 @@ class RealLearnerGroup:
 
 def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model, tmp_path):
     learner = make_learner(small_model)
-    batches = [groups(0), groups(1, nan=True), groups(2), groups(3, nan=True), groups(4, nan=True)]
-    batches.append(groups(5))  # never trained: the loop stopped before it
+    batches = [
+        mixed_groups(0),
+        mixed_groups(1, nan=True),
+        mixed_groups(2),
+        mixed_groups(3, nan=True),
+        mixed_groups(4, nan=True),
+    ]
+    batches.append(mixed_groups(5))  # never trained: the loop stopped before it
     idle = SimpleNamespace(stats=lambda: [])
     lines: list[str] = []
     run = SimpleNamespace(
@@ -142,7 +133,7 @@ def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model,
     assert any("step 4: the gradient norm was not finite" in line for line in lines)
     # what the launch's final checkpoint then saves: the weights of the good steps alone
     control = make_learner(small_model)
-    control.train_step(groups(0))
-    control.train_step(groups(2))
+    control.train_step(mixed_groups(0))
+    control.train_step(mixed_groups(2))
     assert_bit_equal(snapshot(learner)[0], snapshot(control)[0])
     learner.save_checkpoint(tmp_path / "ckpt")  # finite: saving is not refused

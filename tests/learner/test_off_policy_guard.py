@@ -9,32 +9,15 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 
 import numpy as np
 import torch
+from learner_groups import mixed_groups
 
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.intake import drop_nonfinite, sample_group_arrays
 from microcoder.learner.sample import SampleGroup, TrainSample
 from microcoder.learner.trainer import Learner
-
-
-def groups(step: int, versions=(0, 0), temperature: float = 1.0) -> list[SampleGroup]:
-    """Two groups of four with mixed rewards; group k sampled at policy version versions[k]."""
-    rng = random.Random(step)
-    out = []
-    for k in range(2):
-        samples = []
-        for i in range(4):
-            resp = [rng.randrange(250) for _ in range(rng.randint(3, 12))]
-            logp = [-rng.uniform(3.0, 6.0) for _ in resp]
-            t = temperature if (k, i) == (0, 2) else 1.0
-            samples.append(
-                TrainSample([1, 2, 3], resp, logp, t, float(i % 2), False, "WA", versions[k])
-            )
-        out.append(SampleGroup(f"{step}-{k}", samples))
-    return out
 
 
 def with_logprob(gs: list[SampleGroup], value: float, k: int = 0, i: int = 1) -> list[SampleGroup]:
@@ -66,9 +49,11 @@ def params(learner: Learner) -> dict[str, torch.Tensor]:
 
 
 def test_intake_drops_the_response_and_names_its_generator_and_version(caplog):
-    arrays = [sample_group_arrays(g, k) for k, g in enumerate(with_logprob(groups(0), -math.inf))]
+    arrays = [
+        sample_group_arrays(g, k) for k, g in enumerate(with_logprob(mixed_groups(0), -math.inf))
+    ]
     arrays[0] = arrays[0].__class__(**{**vars(arrays[0]), "generator": "generator-3"})
-    lone = sample_group_arrays(SampleGroup("x", [groups(1)[0].samples[0]]), 7)
+    lone = sample_group_arrays(SampleGroup("x", [mixed_groups(1)[0].samples[0]]), 7)
     lone.logprobs[0][0] = np.nan
     with caplog.at_level(logging.WARNING):
         kept, dropped, emptied = drop_nonfinite([*arrays, lone])
@@ -83,31 +68,33 @@ def test_intake_drops_the_response_and_names_its_generator_and_version(caplog):
 def test_a_nan_behaviour_log_prob_is_dropped_and_counted_and_the_step_trains(small_model):
     learner, control = make_learner(small_model), make_learner(small_model)
     before = params(learner)
-    m = learner.train_step(with_logprob(groups(0), math.nan))
+    m = learner.train_step(with_logprob(mixed_groups(0), math.nan))
     assert m["nonfinite_dropped"] == 1.0 and m["responses"] == 7
     assert m["update_skipped"] == 0.0 and math.isfinite(m["grad_norm"])
     assert math.isfinite(m["loss"]) and math.isfinite(m["is_weight_mean"])
     after = params(learner)
     assert any(not torch.equal(after[n], before[n]) for n in before)
     # exactly the step on the batch without that response
-    c = control.train_step(without(groups(0)))
+    c = control.train_step(without(mixed_groups(0)))
     assert c["nonfinite_dropped"] == 0.0
     assert all(torch.equal(after[n], t) for n, t in params(control).items())
 
 
 def test_a_step_measures_the_mismatch_by_staleness(small_model):
     learner = make_learner(small_model)
-    m = learner.train_step(groups(0))
+    m = learner.train_step(mixed_groups(0))
     # the behaviour log-probs here are made up: the learner's differ from them
     assert m["mismatch_abs_dlogp"] > 0 and m["mismatch_kl"] > 0
     assert m["mismatch_ratio_p1"] <= m["mismatch_ratio_p50"] <= m["mismatch_ratio_p99"]
     assert set(m["mismatch_by_staleness"]) == {"0"}
     assert 0 <= m["mismatch_out_of_band_frac"] <= 1
-    m = learner.train_step(groups(1, versions=(0, 1)))  # learner version 1 now: staleness 1 and 0
+    m = learner.train_step(
+        mixed_groups(1, versions=(0, 1))
+    )  # learner version 1 now: staleness 1 and 0
     by = m["mismatch_by_staleness"]
     assert set(by) == {"0", "1"}
     assert by["0"]["tokens"] + by["1"]["tokens"] == sum(
-        len(s.response_ids) for g in groups(1) for s in g.samples
+        len(s.response_ids) for g in mixed_groups(1) for s in g.samples
     )
 
 
@@ -115,7 +102,7 @@ def test_a_non_finite_learner_log_prob_never_reaches_the_loss(small_model):
     """A temperature so small that logits / T overflow: the learner's log-probs of that response
     are NaN. The sequence is dropped from the loss and counted; the loss stays finite."""
     learner = make_learner(small_model)
-    m = learner.train_step(groups(0, temperature=1e-44))
+    m = learner.train_step(mixed_groups(0, temperature=1e-44))
     assert m["nonfinite_learner_dropped"] == 1.0
     assert math.isfinite(m["loss"]) and math.isfinite(m["mismatch_kl"])
     assert m["responses"] == 8

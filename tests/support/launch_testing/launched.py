@@ -121,6 +121,21 @@ class LaunchedProcess:
         self.stop()
 
 
+SMALL_RUN = (
+    "generator.max_inflight_prompts=4",
+    "generator.max_response_tokens=32",
+    "algorithm.group_size=4",
+    "executor.workers=1",
+    "monitor.dashboard_port=0",
+    "model.warmstart=false",
+    "algorithm.dynamic_filtering=false",  # every consumed group is trained on: B per step
+    "eval.every=0",
+)
+"""`--set` values of a small launched run on the tiny model (tests/launch/test_chaos.py,
+test_two_nodes.py): short replies, groups of 4, one sandbox worker, no dashboard, no warm start,
+no filtering, no evaluation."""
+
+
 def launch_cmd(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "microcoder", "launch", *args]
 

@@ -125,3 +125,28 @@ def feed(logger, first: int, last: int, eval_every: int = 5) -> None:
         logger.log("step", **synthetic_step(step))
         if eval_every and step % eval_every == 0:
             logger.log("eval", **synthetic_eval(step))
+
+
+CALIBRATION = {
+    "event": "calibration",
+    "step": 0,
+    "table": [[0.6, 0.15], [1.0, 0.34], [1.4, 0.8]],
+    "chosen": 1.0,
+    "target": 0.3,
+    "reached_target": True,
+    "calibration_s": 4.2,
+}
+"""The fields of a temperature calibration "event" record (without kind/time), chosen T 1.0."""
+
+
+def step_up(step: int) -> dict[str, Any]:
+    """The fields of the monitor's "temperature" event at `step`: T 1 -> 1.4, diversity too low."""
+    return {
+        "event": "temperature",
+        "cause": "monitor",
+        "step": step,
+        "before": 1.0,
+        "temperature": 1.4,
+        "message": f"step {step}: diversity 0.200 below target 0.300 for 5 steps: "
+        "temperature 1 -> 1.4",
+    }
