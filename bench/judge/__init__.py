@@ -44,6 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repeat", type=int, default=None, help="the old name of --rounds (overrides it)"
     )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="dev-only: instead of the comparison, judge the first workload once with stage "
+        "stamps and print where a stdin program's milliseconds go (bench/judge/profile.py)",
+    )
 
 
 def _load(name: str, args):
@@ -184,6 +190,11 @@ def run(args: argparse.Namespace) -> dict:
     def make_pool():
         return JudgePool(workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048)
 
+    if args.profile:
+        from microcoder.bench.judge.profile import profile
+
+        name = args.workloads.split(",")[0]
+        return {"profile": profile(_load(name, args), make_pool), "workload": name}
     result = {
         "workers": args.workers,
         "timeout_s": args.timeout,
@@ -219,6 +230,11 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_table(r: dict) -> str:
+    if "profile" in r:
+        from microcoder.bench.judge.profile import format_profile
+
+        return f"workload {r['workload']}: " + format_profile(r["profile"])
+
     def f(x, fmt):
         return "-" if x is None else format(x, fmt)
 
