@@ -6,6 +6,8 @@ import argparse
 
 from microcoder.bench import judge as bench
 from microcoder.bench.judge import paired
+from microcoder.bench.judge import profile as bench_profile
+from microcoder.bench.judge.workloads import overhead_workload
 
 
 def _args(*argv: str, **over) -> argparse.Namespace:
@@ -46,3 +48,21 @@ def test_rounds_alternate_the_order_and_the_spread_is_of_the_rounds():
     assert paired.spread([3.0])["q1"] == paired.spread([3.0])["q3"] == 3.0
     row = paired.summarise([{"ours_vs_floor": 2.0, "x": 1}, {"ours_vs_floor": 4.0, "x": 3}])
     assert row["x"] == 2 and row["spread"]["ours_vs_floor"]["max"] == 4.0
+
+
+def test_profile_stamps_every_stage_of_every_stdin_run():
+    result = bench.run(_args("--profile", "--workloads", "overhead", overhead_solutions=16))
+    p = result["profile"]
+    truth = sum(it.truth for it in overhead_workload(16))
+    assert result["workload"] == "overhead" and p["solutions"] == 16 and p["accepted"] == truth
+    assert p["runs"] >= 16 and p["runs_profiled"] == p["runs"]  # every run stamped
+    names = [name for name, _, _ in bench_profile.STAGES]
+    assert list(p["stages"]) == names
+    assert p["stages"]["load"]["runs"] == 16  # once per solution (its first run)
+    assert all(s["median_ms"] >= 0 for s in p["stages"].values())
+    assert p["child_minflt_mean"] > 0 and p["child_cpu_mean_ms"] > 0
+    table = bench.format_table(result)
+    assert "child_setup" in table and "run total" in table
+    from microcoder.sandbox import grade
+
+    assert grade.PROFILE is None  # switched off again
