@@ -29,12 +29,43 @@ FUNCTIONAL_IMPORTS = (
 )
 
 
+STAMPS = None
+"""Dev-only profiling (`microcoder bench judge --profile`): a shared anonymous mapping, seen as
+doubles, that a child writes CLOCK_MONOTONIC stamps into: [0] after `enter`, [1] before
+`_exit` (in `finish`). None unless the fork server got a request with `profile` set."""
+
+
 def warm_up() -> None:
     """Import what programs commonly use, once, in the fork server (children inherit it)."""
+    import_random()
     exec(FUNCTIONAL_IMPORTS, FUNCTIONAL_NAMESPACE)
     for name in ("array", "copy", "decimal", "fractions", "statistics", "datetime", "string"):
         __import__(name)
     sys.set_int_max_str_digits(0)
+
+
+def import_random() -> None:
+    """Import `random` with a cheaper reseed in each forked child. On import, random registers
+    `os.register_at_fork(after_in_child=_inst.seed)`: the Python-level Random.seed, which calls
+    the C seed and sets `gauss_next = None`. Run in every child, that Python frame touches ~35
+    more pages (copy-on-write faults: about 13% of a short program's run) than the C seed alone.
+    The C-level seed with no argument draws the same fresh seed from os.urandom, and
+    `gauss_next` is None here already (the server never draws), so every child still gets a
+    seed of its own, as in a fresh interpreter. Other at-fork hooks are registered unchanged."""
+    if "random" in sys.modules:
+        return
+    import _random
+
+    register, hooks = os.register_at_fork, []
+    os.register_at_fork = lambda **kw: hooks.append(kw)
+    try:
+        import random
+    finally:
+        os.register_at_fork = register
+    for kw in hooks:
+        if kw == {"after_in_child": random._inst.seed} and random._inst.gauss_next is None:
+            kw = {"after_in_child": _random.Random.seed.__get__(random._inst)}
+        os.register_at_fork(**kw)
 
 
 def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
@@ -76,6 +107,8 @@ def enter(limits: list, uid: int, result_fd: int) -> None:
     for res, value in limits:
         resource.setrlimit(res, value)
     _fresh_stdio()
+    if STAMPS is not None:  # inline, not a call: the child touches no more objects than needed
+        STAMPS[0] = time.monotonic()
 
 
 def _stream(fd: int, mode: str):
@@ -94,16 +127,27 @@ _KEEP: tuple = ()
 def prepare_stdio() -> None:
     """Build the programs' stdio objects once, in the server (fds 0-2 must already be the
     programs' memfds). The server never uses them, so every child inherits them pristine
-    (empty buffers) and needs no construction of its own (fewer copy-on-write faults)."""
+    (empty buffers) and needs no construction of its own (fewer copy-on-write faults).
+
+    sys.stdin, sys.stdout (and their __std*__ twins) and sys.argv are set to the programs'
+    here, once: the server reads and writes only its control fds, and never prints. A child
+    then sets only sys.stderr, which stays the server's log for its own tracebacks (about 16
+    fewer copy-on-write faults per run than setting all of them in the child)."""
     global _STDIO, _KEEP
     _KEEP = (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__)
     _STDIO = (_stream(0, "r"), _stream(1, "w"), _stream(2, "w"))
+    sys.stdin = sys.__stdin__ = _STDIO[0]
+    sys.stdout = sys.__stdout__ = _STDIO[1]
+    sys.argv = ["solution.py"]
 
 
 def _fresh_stdio() -> None:
-    sys.stdin = sys.__stdin__ = _STDIO[0] if _STDIO else _stream(0, "r")
-    sys.stdout = sys.__stdout__ = _STDIO[1] if _STDIO else _stream(1, "w")
-    sys.stderr = sys.__stderr__ = _STDIO[2] if _STDIO else _stream(2, "w")
+    if _STDIO:  # stdin, stdout and argv were set in the server (prepare_stdio)
+        sys.stderr = sys.__stderr__ = _STDIO[2]
+        return
+    sys.stdin = sys.__stdin__ = _stream(0, "r")
+    sys.stdout = sys.__stdout__ = _stream(1, "w")
+    sys.stderr = sys.__stderr__ = _stream(2, "w")
     sys.argv = ["solution.py"]
 
 
@@ -135,6 +179,8 @@ def finish(status: int) -> None:
         sys.stderr.flush()
     except BaseException:
         pass
+    if STAMPS is not None:
+        STAMPS[1] = time.monotonic()
     os._exit(status)
 
 

@@ -51,6 +51,7 @@ class Server:
         self.stopping = False
         self.pending: tuple[dict, bytes] | None = None
         self.result_left = 0  # bytes the running program may still return (functional/assert)
+        self.prof: dict | None = None  # dev-only stage stamps of the current run (see profile)
 
     # -- requests ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -62,6 +63,7 @@ class Server:
                 return
             self.pending = None
             op = header["op"]
+            self.profile(header)
             if op == "stdin":
                 if self.load(header):
                     self.run_stdin(header, payload)
@@ -88,7 +90,21 @@ class Server:
         self.program = (h["kind"], code, prelude, h.get("fn_name") or "")
         self.rlimits = childproc.rlimits(h["limits"])
         gc.freeze()  # children then never touch these objects' GC headers (fewer COW faults)
+        if self.prof is not None:
+            self.prof["loaded"] = time.monotonic()
         return True
+
+    def profile(self, header: dict) -> None:
+        """Dev-only (`microcoder bench judge --profile`): when a request asks for it, stamp the
+        stages of each run (CLOCK_MONOTONIC, which the host shares) into its `done` frame."""
+        if not header.get("profile"):
+            self.prof = None
+            return
+        if childproc.STAMPS is None:
+            import mmap
+
+            childproc.STAMPS = memoryview(mmap.mmap(-1, 16)).cast("d")
+        self.prof = {"got": time.monotonic()}
 
     def reset_workdir(self) -> None:
         """Empty the programs' writable space, unless the last solution left it untouched."""
@@ -132,6 +148,8 @@ class Server:
                     if frame[0]["op"] != "stop":
                         self.pending = frame  # a new request: the host gave up on this one
                     return
+                if self.prof is not None:
+                    self.prof = {"got": time.monotonic()}
             rlimits = childproc.with_output_cap(self.rlimits, caps[i])
             pid, t0 = self._spawn(
                 rlimits, data[start : start + size], -1, childproc.run_program, code
@@ -176,6 +194,8 @@ class Server:
                 traceback.print_exc()
             finally:
                 os._exit(70)
+        if self.prof is not None:
+            self.prof.update(fork=t0, forked=time.monotonic())
         return pid, t0
 
     def _wait(self, pid: int, limits: dict) -> str | None:
@@ -272,9 +292,11 @@ class Server:
         return data[cut:], complete.count(b"\n"), cpu
 
     def _finish(self, pid: int, t0: float, reason, cap: int, with_stdout: bool, index=-1):
+        noticed = time.monotonic()
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - t0
         self._sweep(pid)
+        reaped = time.monotonic()
         _, fout, ferr = self.fds
         out_bytes, err_bytes = os.fstat(fout).st_size, os.fstat(ferr).st_size
         # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run),
@@ -299,6 +321,12 @@ class Server:
                 "utf-8", "replace"
             ),
         }
+        if self.prof is not None:
+            child = list(childproc.STAMPS)
+            childproc.STAMPS[0] = childproc.STAMPS[1] = 0.0
+            self.prof.update(noticed=noticed, reaped=reaped, entered=child[0], exiting=child[1])
+            self.prof.update(minflt=usage.ru_minflt, sent=time.monotonic())
+            header["prof"] = self.prof
         write_frame(self.ctl_out, header, stdout)
 
     def _sweep(self, pid: int) -> None:

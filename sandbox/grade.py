@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from dataclasses import dataclass, field
 
 from microcoder.data.problem import Problem
@@ -20,6 +21,9 @@ from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
 
 REPLY_SLACK_S = 10.0
 """Extra seconds the host waits for a fork server beyond the program's own wall limit."""
+PROFILE: list | None = None
+"""Dev-only (`microcoder bench judge --profile`): when a list, stdin runs ask their fork server
+for stage stamps, and one dict per run (server and host stamps, CLOCK_MONOTONIC) is appended."""
 
 
 @dataclass
@@ -114,9 +118,14 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
         return
     inputs = [t["input"].encode() for t in tests]
     request.update(op="stdin", sizes=[len(b) for b in inputs], lockstep=early)
+    profile = PROFILE
+    if profile is not None:
+        request["profile"] = True
+    sent = time.monotonic()
     worker.send(request, b"".join(inputs))
     for expected_i in range(len(tests)):
         done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        got = time.monotonic()
         if done["op"] == "ce":
             out.fail(0, "CE", done["msg"])
             return
@@ -138,10 +147,14 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
                 out.passed += 1
             else:
                 out.fail(i, "WA", why)
+        if profile is not None and "prof" in done:
+            stamps = dict(done["prof"], host_sent=sent, host_got=got, compared=time.monotonic())
+            profile.append(dict(stamps, cpu=done["cpu"], first=i == 0))
         if early and i + 1 < len(tests):
             if out.first_failed is not None:
                 worker.send({"op": "stop"})
                 return
+            sent = time.monotonic()
             worker.send({"op": "next"})
 
 

@@ -4,16 +4,21 @@ Side by side in one run, same machine, same solutions, same number of workers. W
 overhead (short stdin programs, RL-reward-like), compute (LeetCodeDataset reference solutions,
 ~100 tests each), humaneval (canonical solutions), tricky (known truth). LiveCodeBench runs
 from its own venv (created on first use, see bench/judge/lcb_run.py), never as our dependency.
+
+`--rounds N` (default 5) runs N paired rounds (bench/judge/paired.py): ours, LCB and the floor
+back to back on the same solutions, ours first in even rounds and last in odd ones. Each ratio
+is reported as its median over the rounds with min-max and IQR, next to CPU ms per program
+(getrusage deltas: this process + its reaped children) and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
-import statistics
 import time
 from pathlib import Path
+
+from microcoder.bench.judge.paired import CpuMeter, format_spread, load_average, order, summarise
 
 DESCRIPTION = "judge throughput and agreement: ours vs LiveCodeBench's evaluator vs the floor"
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # beside the repo root
@@ -29,11 +34,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lcb-venv", default=".lcb-venv", help="LiveCodeBench's separate venv")
     p.add_argument("--skip-lcb", action="store_true", help="only ours and the floor")
     p.add_argument(
-        "--repeat",
+        "--rounds",
         type=int,
-        default=1,
-        help="run each workload N times (ours, LCB, floor interleaved) and report the medians "
-        "of times and ratios (a shared machine's load changes from minute to minute)",
+        default=5,
+        help="paired rounds: each runs ours, LCB and the floor back to back (ours first in even "
+        "rounds, last in odd ones); reports per workload the median of each ratio over the "
+        "rounds with its spread (min-max and IQR), and CPU ms per program",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=None, help="the old name of --rounds (overrides it)"
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="dev-only: instead of the comparison, judge the first workload once with stage "
+        "stamps and print where a stdin program's milliseconds go (bench/judge/profile.py)",
     )
 
 
@@ -52,18 +67,10 @@ def _load(name: str, args):
     raise SystemExit(f"unknown workload {name!r}")
 
 
-def _cpu() -> float:
-    """CPU seconds of this process plus every descendant it has reaped so far."""
-    me, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _ours(make_pool, items) -> tuple[list, float, float]:
-    """(verdicts, wall s without pool start-up, CPU s of judge + sandboxes + programs)."""
-    c0 = _cpu()
+def _ours(make_pool, items) -> tuple[list, float, float, float]:
+    """(verdicts, wall s without pool start-up, host CPU s, sandbox CPU s). The CPU figures
+    include the pool's start-up (its bwrap, fork servers and their warm-up)."""
+    meter = CpuMeter()
     pool = make_pool()
     t0 = time.perf_counter()
     for i, it in enumerate(items):
@@ -73,28 +80,35 @@ def _ours(make_pool, items) -> tuple[list, float, float]:
         verdicts[v.tag] = v
     wall = time.perf_counter() - t0
     pool.close()  # reaps the sandboxes, so their CPU time (and their programs') is counted
-    return verdicts, wall, _cpu() - c0
+    return verdicts, wall, *meter.read()
 
 
 def _timed(fn, *args):
-    c0 = _cpu()
+    meter = CpuMeter()
     out = fn(*args)
-    return (*out, _cpu() - c0)
+    return (*out, sum(meter.read()))
 
 
-def _figures(n: int, ours_s, ours_cpu, lcb_s, lcb_cpu, floor_s, floor_cpu) -> dict:
-    """One run's times and ratios (CPU per solution in ms: the figure least moved by load)."""
+def _figures(n: int, side: dict) -> dict:
+    """One round's times and ratios. CPU per solution in ms: the figure least moved by load."""
+    ours_s, ours_cpu = side["ours"]["wall"], side["ours"]["cpu"]
+    floor_s, floor_cpu = side["floor"]["wall"], side["floor"]["cpu"]
     row = {
         "ours_s": ours_s,
         "floor_s": floor_s,
         "ours_cpu_s": ours_cpu,
         "floor_cpu_s": floor_cpu,
         "ours_cpu_ms_per_solution": ours_cpu / n * 1e3,
+        "ours_host_cpu_ms_per_solution": side["ours"]["host"] / n * 1e3,
+        "ours_sandbox_cpu_ms_per_solution": side["ours"]["children"] / n * 1e3,
+        "floor_cpu_ms_per_solution": floor_cpu / n * 1e3,
         "ours_per_s": n / ours_s,
         "ours_vs_floor": ours_s / floor_s,
         "ours_vs_floor_cpu": ours_cpu / floor_cpu,
+        "load_1min": os.getloadavg()[0],
     }
-    if lcb_s:
+    if "lcb" in side:
+        lcb_s, lcb_cpu = side["lcb"]["wall"], side["lcb"]["cpu"]
         row.update(
             lcb_s=lcb_s,
             lcb_cpu_s=lcb_cpu,
@@ -106,6 +120,27 @@ def _figures(n: int, ours_s, ours_cpu, lcb_s, lcb_cpu, floor_s, floor_cpu) -> di
             lcb_vs_floor_cpu=lcb_cpu / floor_cpu,
         )
     return row
+
+
+def _round(k: int, items, make_pool, lcb_python, args) -> tuple[dict, dict]:
+    """One paired round: ours, LCB and the floor back to back, in the order of paired.order."""
+    from microcoder.bench.judge.floor import run_floor
+    from microcoder.bench.judge.lcb_run import run_lcb
+
+    sides = ["ours", "lcb", "floor"] if lcb_python is not None else ["ours", "floor"]
+    got: dict = {}
+    for side in order(k, sides):
+        if side == "ours":
+            verdicts, wall, host, children = _ours(make_pool, items)
+            got[side] = {"out": verdicts, "wall": wall, "host": host, "children": children}
+            got[side]["cpu"] = host + children
+        elif side == "lcb":
+            acc, wall, meta, cpu = _timed(run_lcb, lcb_python, items, args.workers, args.timeout)
+            got[side] = {"out": acc, "meta": meta, "wall": wall, "cpu": cpu}
+        else:
+            acc, wall, cpu = _timed(run_floor, items, args.workers)
+            got[side] = {"out": acc, "wall": wall, "cpu": cpu}
+    return _figures(len(items), got), got
 
 
 def _compare(items, ours, lcb, lcb_meta, floor) -> dict:
@@ -143,11 +178,11 @@ def _compare(items, ours, lcb, lcb_meta, floor) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.judge.floor import run_floor
-    from microcoder.bench.judge.lcb_run import ensure_lcb_venv, run_lcb
+    from microcoder.bench.judge.lcb_run import ensure_lcb_venv
     from microcoder.sandbox import JudgePool
 
     lcb_python = None if args.skip_lcb else ensure_lcb_venv(Path(args.lcb_venv).resolve())
+    rounds = max(1, args.repeat if args.repeat is not None else args.rounds)
     t0 = time.perf_counter()
     JudgePool(workers=args.workers).close()
     startup = time.perf_counter() - t0
@@ -155,68 +190,85 @@ def run(args: argparse.Namespace) -> dict:
     def make_pool():
         return JudgePool(workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048)
 
+    if args.profile:
+        from microcoder.bench.judge.profile import profile
+
+        name = args.workloads.split(",")[0]
+        return {"profile": profile(_load(name, args), make_pool), "workload": name}
     result = {
         "workers": args.workers,
         "timeout_s": args.timeout,
+        "rounds": rounds,
         "pool_startup_s": startup,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "workloads": {},
     }
     for name in args.workloads.split(","):
         items = _load(name, args)
-        tests = sum(len(it.problem.tests) for it in items)
-        runs = []
-        for _ in range(max(1, args.repeat)):
-            ours, ours_s, ours_cpu = _ours(make_pool, items)
-            lcb = lcb_meta = lcb_s = lcb_cpu = None
-            if lcb_python is not None:
-                lcb, lcb_s, lcb_meta, lcb_cpu = _timed(
-                    run_lcb, lcb_python, items, args.workers, args.timeout
-                )
-            floor, floor_s, floor_cpu = _timed(run_floor, items, args.workers)
-            runs.append(_figures(len(items), ours_s, ours_cpu, lcb_s, lcb_cpu, floor_s, floor_cpu))
-        row = {"solutions": len(items), "tests": tests, "load_avg": os.getloadavg()[0]}
-        row.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
-        if len(runs) > 1:
-            row["runs"] = runs
-        row.update(_compare(items, ours, lcb, lcb_meta, floor))
+        load_before = load_average()
+        runs, got = [], {}
+        for k in range(rounds):
+            figures, got = _round(k, items, make_pool, lcb_python, args)
+            runs.append(figures)
+        row = {
+            "solutions": len(items),
+            "tests": sum(len(it.problem.tests) for it in items),
+            "load_avg": os.getloadavg()[0],
+            "load_before": load_before,
+            "load_after": load_average(),
+        }
+        row.update(summarise(runs))
+        row["runs"] = runs
+        lcb = got.get("lcb", {})
+        row.update(
+            _compare(
+                items, got["ours"]["out"], lcb.get("out"), lcb.get("meta"), got["floor"]["out"]
+            )
+        )
         result["workloads"][name] = row
     return result
 
 
 def format_table(r: dict) -> str:
+    if "profile" in r:
+        from microcoder.bench.judge.profile import format_profile
+
+        return f"workload {r['workload']}: " + format_profile(r["profile"])
+
     def f(x, fmt):
         return "-" if x is None else format(x, fmt)
 
     lines = [
-        f"workers={r['workers']}, per-test limit {r['timeout_s']} s, pool start-up "
-        f"{r['pool_startup_s']:.2f} s (not in wall). cpu = CPU seconds of everything each judge ran.",
+        f"workers={r['workers']}, per-test limit {r['timeout_s']} s, {r.get('rounds', 1)} paired "
+        f"round(s), pool start-up {r['pool_startup_s']:.2f} s (not in wall). cpu = CPU seconds "
+        "of everything each judge ran (its process + reaped children).",
         f"{'workload':<10} {'sols':>5} {'tests':>6} | {'wall s ours/LCB/floor':>22} | "
-        f"{'cpu s ours/LCB/floor':>22} | {'LCB/ours wall,cpu':>17} | {'ours/floor wall,cpu':>19} | "
-        f"{'LCB/floor cpu':>13} | {'AC ours/LCB/floor':>17} | {'false o/L':>9} | disagree",
+        f"{'cpu s ours/LCB/floor':>22} | {'AC ours/LCB/floor':>17} | {'false o/L':>9} | disagree",
     ]
     for name, w in r["workloads"].items():
         acc, fv = w["accepted"], w["false_verdicts"]
         walls = f"{w['ours_s']:.2f}/{f(w.get('lcb_s'), '.2f')}/{w['floor_s']:.2f}"
         cpus = f"{w['ours_cpu_s']:.2f}/{f(w.get('lcb_cpu_s'), '.2f')}/{w['floor_cpu_s']:.2f}"
-        vs_lcb = f"{f(w.get('speedup_vs_lcb'), '.2f')}x,{f(w.get('speedup_vs_lcb_cpu'), '.2f')}x"
-        vs_floor = f"{w['ours_vs_floor']:.2f}x,{w['ours_vs_floor_cpu']:.2f}x"
         accs = f"{acc['ours']}/{acc.get('lcb', '-')}/{acc['floor']}"
         lines.append(
             f"{name:<10} {w['solutions']:>5} {w['tests']:>6} | {walls:>22} | {cpus:>22} | "
-            f"{vs_lcb:>17} | {vs_floor:>19} | {f(w.get('lcb_vs_floor_cpu'), '.2f'):>12}x | "
             f"{accs:>17} | {fv['ours']:>4}/{fv.get('lcb', '-'):<4} | {w['disagreements']:>8}"
         )
+    lines.append("ratios: median over rounds [min-max, IQR q1-q3]")
     for name, w in r["workloads"].items():
-        runs = w.get("runs", [])
-        line = (
-            f"  {name}: CPU per solution ours {w['ours_cpu_ms_per_solution']:.2f} ms, LCB "
-            f"{f(w.get('lcb_cpu_ms_per_solution'), '.2f')} ms; load average {w['load_avg']:.1f}"
-        )
-        if runs:
-            walls = ", ".join(f(x.get("speedup_vs_lcb"), ".2f") for x in runs)
-            cpus = ", ".join(f(x.get("speedup_vs_lcb_cpu"), ".2f") for x in runs)
-            line += f"; medians of {len(runs)} runs (LCB/ours wall: {walls}; cpu: {cpus})"
-        lines.append(line)
+        s = w.get("spread", {})
+        lines += [
+            f"  {name}: LCB/ours wall {format_spread(s.get('speedup_vs_lcb'))}, "
+            f"cpu {format_spread(s.get('speedup_vs_lcb_cpu'))}",
+            f"  {name}: ours/floor wall {format_spread(s.get('ours_vs_floor'))}, "
+            f"cpu {format_spread(s.get('ours_vs_floor_cpu'))}",
+            f"  {name}: CPU ms per program ours {w['ours_cpu_ms_per_solution']:.2f} (host "
+            f"{w.get('ours_host_cpu_ms_per_solution', 0):.2f} + sandboxes "
+            f"{w.get('ours_sandbox_cpu_ms_per_solution', 0):.2f}), LCB "
+            f"{f(w.get('lcb_cpu_ms_per_solution'), '.2f')}, floor "
+            f"{f(w.get('floor_cpu_ms_per_solution'), '.2f')}; load average "
+            f"{w.get('load_before', '-')} before, {w.get('load_after', '-')} after",
+        ]
     for name, w in r["workloads"].items():
         for d in w["disagreement_list"][:12]:
             lines.append(

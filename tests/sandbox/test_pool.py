@@ -147,3 +147,27 @@ def test_workers_0_outside_ray_means_the_cores_this_process_may_use():
 
     assert resolve_workers(3) == 3
     assert resolve_workers(0) == len(os.sched_getaffinity(0))
+
+
+DRAWS = validate_problem(
+    {
+        "id": "draws",
+        "kind": "stdin",
+        "tests": [{"input": "\n", "output": "first\n"}, {"input": "\n", "output": "differ\n"}],
+    }
+)
+DRAW_TWICE = (
+    "import os, random\nx = str(random.getrandbits(64))\n"
+    "if os.path.exists('d'):\n    print('differ' if open('d').read() != x else 'same')\n"
+    "else:\n    open('d', 'w').write(x)\n    print('first')\n"
+)
+
+
+def test_every_run_gets_a_random_seed_of_its_own(pool):
+    """The fork server reseeds `random` in each child with the C-level seed (childproc.
+    import_random): a program's second test draws another number than its first (files stay
+    between the tests of one solution), and two solutions draw different numbers."""
+    v = pool.judge(DRAWS, DRAW_TWICE)
+    assert v.verdict == "AC", (v.message, v.stdout)
+    firsts = {pool.judge(DRAWS, "import random\nprint(random.random())").stdout for _ in range(3)}
+    assert len(firsts) == 3
