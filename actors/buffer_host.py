@@ -22,7 +22,7 @@ def prompt_source(data: DataConfig, seed: int, prompts: list[TrainingPrompt]):
 
 class BufferHost:
     """Ray actor body. `prompts`: (problem_id, rendered prompt text) of the training problems
-    (rendered and measured by the launcher, launch/problems.py); the server holds only those.
+    (rendered and measured by the launcher, launch/run/problems.py); the server holds only those.
     `data` and `seed` (the run's global seed) give their order (`prompt_source`); `batch_size`
     is the learner's
     (`learner.batch_size`, admission control). `keys_dir`: the run's CurveZMQ keys (the

@@ -1,6 +1,6 @@
 """Config of the generator pool (section `[generator]`), and the settings an actor receives when
 it needs more sections than a constructor should take (built by the launcher from the root
-config, launch/actor_settings.py; never a copy of the whole root)."""
+config, launch/run/actor_settings.py; never a copy of the whole root)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class GeneratorConfig(Section):
     gpus_per_engine: float = Field(0.0, ge=0)
     """GPUs per engine (tensor parallel size on CUDA: its whole part); 0 on CPU machines. An
     engine of 2 or more runs vLLM's "mp" executor, its workers on the GPUs the generator holds
-    in its placement group (actors/engine.py `executor_backend`)."""
+    in its placement group (actors/engines/build.py `executor_backend`)."""
     cpus_per_engine: float = Field(1.0, gt=0)
     """Ray CPUs reserved per engine."""
     resources: CustomResources = {}
@@ -37,7 +37,7 @@ class GeneratorConfig(Section):
     """Generation stops here; such a response is flagged truncated."""
     max_prompt_tokens: int = Field(1024, ge=1)
     """Longest prompt in tokens (chat template applied, the run's tokenizer). Prompts over it are
-    skipped when the data is loaded (launch/problems.py `prepare_run_problems`, training and
+    skipped when the data is loaded (launch/run/problems.py `prepare_run_problems`, training and
     held-out alike): never sent to an engine, not counted in the buffer, listed in
     RUN_DIR/skipped_prompts.jsonl with one warning. The engine's context is this plus
     max_response_tokens."""
@@ -103,12 +103,12 @@ class GeneratorConfig(Section):
     importing it) and again at engine start: an unknown name is refused with the nearest one, and
     a name microcoder sets from this config (model, seed, dtype, max_model_len, enforce_eager,
     tensor_parallel_size, gpu_memory_utilization, ...) is refused with the field to set instead
-    (actors/engine_args.py). Prefix caching is on unless {enable_prefix_caching = false}."""
+    (actors/engines/args.py). Prefix caching is on unless {enable_prefix_caching = false}."""
 
     @field_validator("engine_args")
     @classmethod
     def _known_engine_args(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from microcoder.actors.engine_args import check_engine_args
+        from microcoder.actors.engines.args import check_engine_args
 
         return check_engine_args(value)
 
@@ -132,7 +132,7 @@ class GeneratorSettings:
     """`cluster.device` (auto, cpu, cuda); resolved on the actor's own node."""
     seed: int = 0
     """The engine's sampling seed: this replica's own, derived from the run's seed and its index
-    (launch/actor_settings.py `generator_seed`), so no two generators sample alike."""
+    (launch/run/actor_settings.py `generator_seed`), so no two generators sample alike."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
 

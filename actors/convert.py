@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from microcoder.learner.grpo import is_non_incorrect
+from microcoder.learner.algorithm.grpo import is_non_incorrect
 from microcoder.learner.intake import GroupArrays
 from microcoder.learner.verdict_stats import NO_CODE
 from microcoder.protocol import ScoredGroup

@@ -1,7 +1,7 @@
 """Every cross-actor wait has a deadline: `get_within` is `ray.get` with one, and the error it
 raises when the deadline passes names the actors that did not answer and says what to do.
 
-Used by the driver (launch/learner_group.py, launch/pools.py, launch/cluster.py) and by the
+Used by the driver (launch/run/learner_group.py, launch/run/pools.py, launch/run/cluster.py) and by the
 generator's weight pull (actors/weight_sync.py), so it lives where both may import it. It waits
 on several calls at once (one per learner rank, say) and fails as soon as one of them fails:
 a collective whose peer is stuck fails on the ranks that wait for it, and the error then names

@@ -31,13 +31,13 @@ class Executor:
         """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
         run problems (an evaluation registers its own with `add_problems`), else the problems of
         `data` with the run's `seed` (data/sources.py), the training and held-out splits.
-        `reasoning`: the run's resolved `prompt.reasoning` (launch/cluster.py resolves `auto`
+        `reasoning`: the run's resolved `prompt.reasoning` (launch/run/cluster.py resolves `auto`
         from the model's chat template), which tells extraction where the final answer starts."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
         from microcoder.data.sources import load_run_problems
         from microcoder.sandbox.backends import make_judge
-        from microcoder.sandbox.rewards import resolve_reward
+        from microcoder.sandbox.rewards.plugin import resolve_reward
 
         self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
         self.name, self.reasoning = name, reasoning

@@ -1,5 +1,5 @@
 """Generator actor: a vLLM async engine wired to the buffer (prompts in, groups out) and to the
-learner (weights in). Thin: the loop is actors/stream.py, the engine actors/async_engine.py,
+learner (weights in). Thin: the loop is actors/stream.py, the engine actors/engines/async_llm.py,
 sampling helpers actors/rollout.py, the wire buffer/, the weights path actors/weight_sync.py.
 
 It streams (`streaming_loop`): up to `generator.max_inflight_prompts` groups are in flight at
@@ -43,10 +43,10 @@ from microcoder.actors.timing import PoolTimer
 class Generator:
     """One generator replica (Ray actor body). `settings`: the sections it reads
     (actors/config.py); `learner0`: the Ray actor name of learner rank 0, the weight publisher
-    (launch/learner_group.py `LearnerGroup.rank0_name`; None: no weight syncs). The generator
+    (launch/run/learner_group.py `LearnerGroup.rank0_name`; None: no weight syncs). The generator
     looks rank 0 up by that name when it first asks for weights: a handle passed to the
     constructor would sit in Ray's object store, which Ray warns against for an actor it
-    restarts (max_restarts, launch/cluster.py)."""
+    restarts (max_restarts, launch/run/cluster.py)."""
 
     def __init__(
         self,
@@ -59,11 +59,11 @@ class Generator:
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
 
-        from microcoder.actors.async_engine import build_async_engine
-        from microcoder.actors.engine import WORKER_EXTENSION
+        from microcoder.actors.engines.async_llm import build_async_engine
+        from microcoder.actors.engines.build import WORKER_EXTENSION
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
-        from microcoder.data.prompts import PromptRenderer
+        from microcoder.data.prompting.render import PromptRenderer
         from microcoder.device import resolve_device
 
         self.name, self.settings, self.learner0 = name, settings, learner0
@@ -307,7 +307,7 @@ class Generator:
             self.inflight -= 1
 
     def _prompt_ids(self, prompt: str) -> list[int]:
-        """Token ids of a prompt text rendered by the prompt layer (data/prompts.py)."""
+        """Token ids of a prompt text rendered by the prompt layer (data/prompting/render.py)."""
         ids = self._prompt_cache.get(prompt)
         if ids is None:
             ids = self.renderer.encode_text(prompt)
@@ -352,7 +352,7 @@ class Generator:
             return self._update_locked()
 
     def hold_weights(self) -> int:
-        """A run's held-out eval beside training (launch/eval_beside.py): take the learner's
+        """A run's held-out eval beside training (launch/run/eval_beside.py): take the learner's
         newest weights now, then keep them, taking no newer ones, until `release_weights`; the
         training loop goes on sampling on them meanwhile (its groups age, within the buffer's
         staleness bound). Returns the version held."""
@@ -447,7 +447,7 @@ class Generator:
 
     def probe_diversity(self, prompts: list[str], temperature: float) -> float:
         """Diversity of G samples per probe prompt at `temperature` (temperature calibration)."""
-        from microcoder.learner.diversity import batch_diversity
+        from microcoder.learner.algorithm.diversity import batch_diversity
         from microcoder.protocol import PromptAssignment
 
         assignments = [

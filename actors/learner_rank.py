@@ -263,7 +263,7 @@ class LearnerRank:
         from microcoder.actors import rollouts
         from microcoder.actors.convert import component_inputs, to_group_arrays, verdict_inputs
         from microcoder.buffer.client import BufferTimeout, BufferUnreachable
-        from microcoder.learner.diversity import batch_diversity
+        from microcoder.learner.algorithm.diversity import batch_diversity
         from microcoder.learner.intake import IntakeStats, drop_nonfinite, pack, signal_filter
         from microcoder.learner.verdict_stats import reward_component_means, step_verdict_metrics
 

@@ -1,7 +1,7 @@
 """Sampling helpers of the generator (actors/stream.py samples the groups with them).
 
 What the generator needs from a vLLM engine: sample G responses per prompt (the ids of a prompt
-text the prompt layer rendered, data/prompts.py) at the current temperature with per-token
+text the prompt layer rendered, data/prompting/render.py) at the current temperature with per-token
 behaviour log-probs, and tag each response with the policy version and its truncation flag.
 Log-probs are vLLM's `processed_logprobs` (after temperature scaling), i.e. log
 pi_behaviour(token) at the sampling temperature, the quantity the learner's importance weight

@@ -5,7 +5,7 @@
 Rank 0 builds the rows while it fetches the step's batch (actors/learner_rank.py:
 `fetch_batch`, which asks the buffer for the groups' texts on those steps only), from the groups
 it trains on, in batch order, whole groups first until the row budget is spent; the driver
-writes them (launch/training_loop.py), so the file lands in the run directory wherever rank 0
+writes them (launch/run/training_loop.py), so the file lands in the run directory wherever rank 0
 runs. Each row:
 
     step             the step (policy version) the batch trains

@@ -8,7 +8,7 @@ fault (SE, already retried by the pool) is never the model's fault, so a group w
 not scored at all: it is reported as failed (the buffer counts it) instead of training on it.
 
 The reward of each response is the run's reward function (`executor.reward`,
-sandbox/rewards.py) of (problem, response text, verdict). A kind the sandbox does not judge
+sandbox/rewards/plugin.py) of (problem, response text, verdict). A kind the sandbox does not judge
 (`answer`) is not submitted: the function gets verdict None, and the Score's verdict is AC for
 a reward >= 1, else WA. A function that raises (or returns no number) fails its whole group,
 counted in `reward_errors` and logged with the problem id.
@@ -44,9 +44,9 @@ def score_groups(
 ) -> ScoringOutcome:
     """Judge every response of `groups` on `pool`; one GroupScores per scorable group.
     `reasoning`: the resolved `prompt.reasoning` (none, think or marker:END). `reward_fn`: the
-    resolved `executor.reward` (None: the default, sandbox/rewards.py `judge_or_answer`)."""
+    resolved `executor.reward` (None: the default, sandbox/rewards/plugin.py `judge_or_answer`)."""
     from microcoder.sandbox import extract, unfinished_verdict
-    from microcoder.sandbox.rewards import judge_or_answer
+    from microcoder.sandbox.rewards.plugin import judge_or_answer
 
     reward_fn = reward_fn or judge_or_answer
     out = ScoringOutcome()
@@ -102,7 +102,7 @@ def score_groups(
 def _score(reward_fn: Callable, problem: Problem, text: str, v, extraction: str) -> Score:
     """One response's Score: the reward function's reward and components, the verdict's facts
     (AC / WA by the reward for a kind with no verdict)."""
-    from microcoder.sandbox.rewards import check_reward
+    from microcoder.sandbox.rewards.plugin import check_reward
 
     reward, components = check_reward(reward_fn(problem, text, v))
     if v is None:

@@ -2,7 +2,7 @@
 
 Two halves on two threads (docs: notes/issue-17-design.md §3-4):
 
-- `sample_group` runs on the engine's event-loop thread (actors/async_engine.py `AsyncEngine`):
+- `sample_group` runs on the engine's event-loop thread (actors/engines/async_llm.py `AsyncEngine`):
   one `llm.generate` per group with n=G and FINAL_ONLY, so it returns once, when all G
   responses finished, with every completion's `weight_versions` spans (vLLM labels each output
   token with the engine's weight version; the generator sets the label to str(version)).

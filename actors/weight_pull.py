@@ -94,7 +94,7 @@ class PendingSync:
     def _check(self) -> bool:
         import ray
 
-        from microcoder.learner.weight_sync import ready_key
+        from microcoder.learner.sync.transport import ready_key
 
         if self.ready_s is not None:
             return True

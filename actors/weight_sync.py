@@ -1,8 +1,8 @@
-"""Weight sync between learner rank 0 and the generators, pull-based, over learner/weight_sync.py.
+"""Weight sync between learner rank 0 and the generators, pull-based, over learner/sync/transport.py.
 
 Each generator owns a private broadcast group with learner rank 0 (a *channel*): the learner's
 `WeightSender` hosts the store, and every worker of the generator's vLLM engine joins through
-the worker extension (actors/worker_ext.py) — in the worker's own process, so the same path
+the worker extension (actors/engines/worker_ext.py) — in the worker's own process, so the same path
 serves the in-process CPU engine and multi-process CUDA engines. A tensor-parallel engine of TP
 workers makes a channel of 1 + TP ranks (`channel_rank`): worker w joins as rank 1 + w, every
 worker receives the full tensors and its `reload_weights` (vLLM's checkpoint-format load path)
@@ -101,7 +101,7 @@ class WeightPublisher:
 
         `receivers`: the engine's worker count when known; None lets the workers declare it."""
         from microcoder.learner.distributed import free_port
-        from microcoder.learner.weight_sync import WeightSender
+        from microcoder.learner.sync.transport import WeightSender
 
         channel = _Channel(name, free_port(self.host))
 
@@ -256,7 +256,7 @@ LEARNER0_REMEDY = (
 
 class WeightsMixedError(RuntimeError):
     """A weight load failed after it may have begun: the worker loads bucket by bucket as they
-    arrive (actors/worker_ext.py), so the engine may hold some tensors of the new version and the
+    arrive (actors/engines/worker_ext.py), so the engine may hold some tensors of the new version and the
     rest of the old. Nothing may be sampled on such weights: the generator's loop ends (its
     groups in flight are handed back to the buffer) and only a completed sync clears it."""
 
@@ -264,7 +264,7 @@ class WeightsMixedError(RuntimeError):
 def update_engine(
     engine, mode: str, load: Callable[[], dict | None], what: str, kv: str = "recompute"
 ):
-    """Load new weights into a running AsyncEngine (actors/async_engine.py): `pause(mode)` ->
+    """Load new weights into a running AsyncEngine (actors/engines/async_llm.py): `pause(mode)` ->
     `load()` (`PendingSync.receive`; None when already current) -> `set_version(v)` ->
     `reset_prefix_cache()` (must be True) -> `resume()`. `mode` "keep": the requests in flight
     stay and continue on the new weights; "wait": vLLM finishes them on the old weights first.

@@ -1,4 +1,4 @@
-"""`microcoder bench data`: near-duplicate detection (data/dedup.py) on synthetic statements.
+"""`microcoder bench data`: near-duplicate detection (data/corpus/dedup.py) on synthetic statements.
 
 Statements come from a seeded generator: a Zipf-distributed vocabulary of made-up words, bodies
 of 40-160 words wrapped in one of four site templates (Codeforces-style time/memory limits and
@@ -118,7 +118,7 @@ def _rates(found: set[int], truth: set[int]) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from microcoder.data.dedup import lsh_params, near_duplicates, shingle_sets
+    from microcoder.data.corpus.dedup import lsh_params, near_duplicates, shingle_sets
 
     t0 = time.perf_counter()
     statements, planted = generate(max(args.n, args.sample), args.seed, args.dup_share)

@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _model(args, tmp: Path) -> str:
-    from microcoder.learner.tiny_model import build_tiny_model, is_tiny_model_dir
+    from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
 
     for path in [args.model] if args.model else ["runs/tiny-model-warm", "runs/tiny-model"]:
         if is_tiny_model_dir(path) or (args.model and Path(path, "config.json").is_file()):
@@ -90,13 +90,13 @@ def _config(args, model: str):
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from microcoder.data.prompts import PromptRenderer
-    from microcoder.data.synthetic import generate_tasks
+    from microcoder.data.prompting.render import PromptRenderer
+    from microcoder.data.synthetic.tasks import generate_tasks
     from microcoder.evaluation.engine import evaluate, generate_only
     from microcoder.evaluation.generations import Generation
     from microcoder.evaluation.samples import read_samples
     from microcoder.evaluation.settings import EvalSettings
-    from microcoder.launch.eval_cluster import EvalCluster
+    from microcoder.launch.jobs.eval_cluster import EvalCluster
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
     model = _model(args, tmp)

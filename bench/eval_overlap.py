@@ -4,7 +4,7 @@ metrics.jsonl, split into steps that overlap an eval and steps that do not.
     python -m microcoder.bench.eval_overlap RUN_DIR/metrics.jsonl
 
 A step's interval is [time - step_s, time] of its "step" record; an eval's is [started, time] of
-its "eval" record (launch/evaluation.py). The first step is left out (it includes the engines'
+its "eval" record (launch/run/heldout_eval.py). The first step is left out (it includes the engines'
 warm-up and, beside training, overlaps the start eval by construction, which would flatter
 nothing but skew both sides). Prints one JSON object: counts, medians, means and
 `ratio_median` = median(step_s during an eval) / median(step_s without one).

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
     from microcoder.learner.trainer import Learner
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -85,7 +85,7 @@ def baseline_build_batch(groups, algo, generator) -> dict:
     TrainBatch's tensors by field name."""
     import torch
 
-    from microcoder.learner import grpo
+    from microcoder.learner.algorithm import grpo
 
     kept = [g for g in groups if not algo.dynamic_filtering or grpo.group_has_signal(g.rewards)]
     samples = [s for g in kept for s in g.samples]

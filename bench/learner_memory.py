@@ -58,7 +58,7 @@ def build_model(out: Path, args: argparse.Namespace) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from microcoder.learner.tiny_model import TINY_ARCH
+    from microcoder.learner.models.tiny_model import TINY_ARCH
 
     arch = {**TINY_ARCH, "num_hidden_layers": args.layers, "hidden_size": args.hidden}
     arch["intermediate_size"] = TINY_ARCH["intermediate_size"] * args.hidden // 256

@@ -1,4 +1,4 @@
-"""`microcoder bench memory-plan`: the memory plan (learner/memory_plan.py) against measured CPU peaks.
+"""`microcoder bench memory-plan`: the memory plan (learner/models/memory_plan.py) against measured CPU peaks.
 
 For each model shape (`tiny`: the tiny model's layers with a 4,096 vocabulary, untied; `0.5b`:
 Qwen2.5-0.5B's shape, tied, 151,936 vocabulary; both random-init, no download), each token
@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from microcoder.learner.memory_plan import qwen25_shape
-from microcoder.learner.tiny_model import TINY_ARCH
+from microcoder.learner.models.memory_plan import qwen25_shape
+from microcoder.learner.models.tiny_model import TINY_ARCH
 
 SHAPES = {
     "tiny": {**TINY_ARCH, "vocab_size": 4096, "tie_word_embeddings": False},
@@ -106,7 +106,7 @@ def _measure(model: Path, out: Path, tokens: int, chunk: int, ckpt: bool) -> dic
 
 def planned(shape: str, tokens: int, chunk: int, ckpt: bool) -> dict:
     """The plan's figures for what the worker measures (fp32, one rank)."""
-    from microcoder.learner.memory_plan import ModelShape, plan_learner
+    from microcoder.learner.models.memory_plan import ModelShape, plan_learner
 
     plan = plan_learner(
         ModelShape.from_config({**SHAPES[shape], "model_type": "qwen2"}),

@@ -1,6 +1,6 @@
 """`microcoder bench weight-sync --receivers 1,2,4`: weights to N receivers, today's serial sync
 (one channel per receiver, sent in turn, as `WeightPublisher` does) against the chain relay
-(learner/weight_relay.py), in one run, on CPU/gloo over loopback.
+(learner/sync/relay.py), in one run, on CPU/gloo over loopback.
 
 For each N, N receiver processes each join their own channel (a `WeightSender` per receiver on
 rank 0) and the one relay group. Each round, in this order: serial (rank 0 sends to channel 1,
@@ -67,8 +67,8 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
     import torch
 
     from microcoder.learner.distributed import free_port
-    from microcoder.learner.weight_relay import RelaySender
-    from microcoder.learner.weight_sync import WeightSender, _layout
+    from microcoder.learner.sync.relay import RelaySender
+    from microcoder.learner.sync.transport import WeightSender, _layout
 
     ports = [free_port() for _ in range(n)]
     relay_port, rounds = free_port(), repeats + 1
@@ -138,8 +138,8 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
 def member(serial_port: int, relay_port: int, rank: int, n: int, rounds: int) -> None:
     """A receiver process: its own channel (rank 1 of 2) and rank `rank` of the relay; per round
     serial, relay, serial (tiny), relay (tiny), each loaded as it comes (nothing kept)."""
-    from microcoder.learner.weight_relay import RelayReceiver
-    from microcoder.learner.weight_sync import WeightReceiver
+    from microcoder.learner.sync.relay import RelayReceiver
+    from microcoder.learner.sync.transport import WeightReceiver
 
     name = f"bench receiver {rank}"
     own = WeightReceiver("127.0.0.1", serial_port, 1, 2, timeout_s=300, name=name)

@@ -9,7 +9,7 @@ Sizes: the tiny model's real state dict (fp32) and a synthetic 0.5 B-parameter s
 Qwen2.5-0.5B shapes (bf16, tied embeddings).
 
 `--receivers 1,2,4` measures instead weights to N receivers: today's serial sync (one channel
-per receiver, in turn) against the chain relay (learner/weight_relay.py), bench/weight_relay.py.
+per receiver, in turn) against the chain relay (learner/sync/relay.py), bench/weight_relay.py.
 
 `--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
@@ -75,7 +75,7 @@ def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
     import torch
     from safetensors.torch import load_file
 
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     folder = build_tiny_model(tmp, seed=0)
     out = {"tiny-4M-fp32": load_file(str(folder / "model.safetensors"))}
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from microcoder.learner.distributed import free_port
-    from microcoder.learner.weight_sync import _PREFIX, WeightSender, _broadcast
+    from microcoder.learner.sync.transport import _PREFIX, WeightSender, _broadcast
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,7 +158,7 @@ def receive(port: int) -> None:
     """The receiver process: obey commands until told to exit."""
     import torch
 
-    from microcoder.learner.weight_sync import _PREFIX, WeightReceiver, _broadcast
+    from microcoder.learner.sync.transport import _PREFIX, WeightReceiver, _broadcast
 
     rx = WeightReceiver("127.0.0.1", port, 1, 2, timeout_s=300, name="bench receiver")
     raw_round = 0

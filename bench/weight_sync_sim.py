@@ -7,7 +7,7 @@ Two schemes move the same model (`model_bytes`, in the serving dtype) from learn
   chunk k has arrived, forwards it to receiver i + 1 while it loads it into its model. A receiver
   holds at most `slots` chunk buffers: it takes chunk k only once chunk k - slots is loaded and
   forwarded, and its sender learns so one link latency later.
-- **serial** (today's scheme, learner/weight_sync.py): one channel per receiver, sent in turn,
+- **serial** (today's scheme, learner/sync/transport.py): one channel per receiver, sent in turn,
   each the same pipeline with one receiver (pack, wire, load overlapped), in its own bucket size.
 
 Every link has the same bandwidth and latency. Per-chunk costs (`Costs`): packing on the sender
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 MIB = 1 << 20
 DEFAULT_RECEIVERS = "1,8,64,256"
 SERIAL_BUCKET_MIB = 256.0
-"""Today's bucket size (learner/weight_sync.py `WeightSender`'s default)."""
+"""Today's bucket size (learner/sync/transport.py `WeightSender`'s default)."""
 
 
 @dataclass(frozen=True)

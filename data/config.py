@@ -9,14 +9,14 @@ from pydantic import Field, field_validator
 
 from microcoder.config import Section
 from microcoder.data.problem import KINDS
-from microcoder.data.prompt_file import PromptTemplateError, resolve_template
+from microcoder.data.prompting.template_file import PromptTemplateError, resolve_template
 
 
 class PromptConfig(Section):
     template: str = "default"
     """Prompt wording: `default` (ours), `lcb` (LiveCodeBench's own wording) or the path of a
     TOML template file with tables [stdin], [functional], [assert], [answer], each `system` and `user`
-    (placeholders {statement}, {starter_code}, {fn_name}); see data/prompt_file.py."""
+    (placeholders {statement}, {starter_code}, {fn_name}); see data/prompting/template_file.py."""
     system: dict[str, str] = {}
     """Per-kind system prompt replacing the template's, e.g. {stdin = "..."}; kinds: stdin,
     functional, assert, answer; an empty string drops the system message."""
@@ -24,7 +24,7 @@ class PromptConfig(Section):
     """Where the final answer starts (sandbox/extract.py): `none` (the whole response is the
     answer), `think` (the answer follows `</think>`), `marker:END` (it follows the string END,
     e.g. `marker:[/THINK]`), or `auto`: the model's family decides, read from its chat template
-    (data/reasoning.py): `think` when the template knows `</think>` (Qwen3, DeepSeek-R1 and its
+    (data/prompting/reasoning.py): `think` when the template knows `</think>` (Qwen3, DeepSeek-R1 and its
     distills) unless the rendered prompt already closes the reasoning (Qwen3 with
     {enable_thinking = false}), `marker:[/THINK]` for `[/THINK]` templates, else `none` (the
     tiny model, Qwen2.5, Llama 3, Mistral, Gemma 2). A response cut inside its reasoning or its
@@ -76,7 +76,7 @@ class DataConfig(Section):
         "livecodebench",
     ] = "auto"
     """Loader for `source`; auto guesses from the rows. `microcoder` = `jsonl` (our own rows),
-    `livecodebench` = `lcb`; the names are data/loaders.py's FORMAT_CHOICES."""
+    `livecodebench` = `lcb`; the names are data/formats/loaders.py's FORMAT_CHOICES."""
     shuffle_seed: int | None = None
     """Seed of the per-epoch prompt order. Unset (the default) = the run's `seed`, so runs of
     different seeds (each arm-seed of `microcoder compare`) train on different prompt orders;

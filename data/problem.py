@@ -8,9 +8,9 @@ Kinds (LiveCodeBench's conventions):
   (HumanEval/MBPP style); any failed assert or exception fails the test.
 - `answer`: not a program: the model replies with a final answer (math style, e.g.
   `\\boxed{42}`); `tests` holds one `{input: "", output: EXPECTED}`. The sandbox never runs it:
-  the reward function scores it (`executor.reward`; by default sandbox/answer.py
+  the reward function scores it (`executor.reward`; by default sandbox/rewards/answer.py
   `exact_answer`, a normalised exact match). Loaded from `{"id", "question", "answer"}` rows
-  (data/fmt_answer.py).
+  (data/formats/answer.py).
 
 Problems may declare a comparison mode (`compare`) or a checker program (`checker`); see
 sandbox/compare.py. No torch import here.

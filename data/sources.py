@@ -1,6 +1,6 @@
 """The problems a run's `[data]` section names: a bundled synthetic family or a problem file.
 
-Read by the launcher (launch/problems.py renders and measures the training prompts) and by every
+Read by the launcher (launch/run/problems.py renders and measures the training prompts) and by every
 executor (actors/executor.py looks problems up by id to judge them), so both see the same set.
 """
 
@@ -13,14 +13,14 @@ from microcoder.data.config import DataConfig
 from microcoder.data.problem import Problem
 
 SYNTHETIC_VARIANTS: dict[str, str] = {
-    "synthetic": "microcoder.data.synthetic",
-    "synthetic-long": "microcoder.data.synthetic_long",
+    "synthetic": "microcoder.data.synthetic.tasks",
+    "synthetic-long": "microcoder.data.synthetic.long_answers",
 }
 """`data.source` names of the bundled synthetic families → their module. Each module has
 `generate_tasks(seed, split, n=None)` (train/held-out split by a stable hash of the task's
 combination) and `tokenizer_corpus()` (what the warm-start tokenizer is trained on).
 `synthetic`: one read and one print (answers of ~25 tiny-tokenizer tokens);
-`synthetic-long`: four of those chained (~80 tokens; data/synthetic_long.py)."""
+`synthetic-long`: four of those chained (~80 tokens; data/synthetic/long_answers.py)."""
 
 
 def is_synthetic(source: str) -> bool:
@@ -44,6 +44,6 @@ def load_run_problems(data: DataConfig, seed: int, split: str = "train") -> list
         return synthetic_variant(data.source).generate_tasks(seed, split=split)
     if split != "train":
         return []
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.formats.loaders import load_problems
 
     return load_problems(data.source, format=data.format)

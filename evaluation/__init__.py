@@ -8,5 +8,5 @@ budgets.py (one generation, several token budgets), samples.py (samples.jsonl), 
 report_md.py (report.json / report.md). The driver is engine.py (pipelined generate -> judge on
 Ray actor handles); generations.py reads precomputed generations (`--generations FILE`).
 The command body and its Ray bring-up read the root config, so they live in launch/
-(launch/eval_command.py, launch/eval_cluster.py); nothing here imports launch/.
+(launch/jobs/eval_command.py, launch/jobs/eval_cluster.py); nothing here imports launch/.
 """

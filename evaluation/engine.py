@@ -8,7 +8,7 @@
   list (named generator-i / executor-i) or a {name: handle} dict. Generators need
   `sample_eval`, executors `add_problems` + `judge_samples`; the problems are registered on the
   executors here. A training run passes its live pools (their loops keep running).
-- `renderer_text(problem) -> str`: the fully rendered prompt (data/prompts.py
+- `renderer_text(problem) -> str`: the fully rendered prompt (data/prompting/render.py
   `PromptRenderer.text`); needed unless `generations` is given.
 - `generations`: precomputed samples (evaluation/generations.py) judged without a model.
 - `out_dir`: where samples.jsonl, report.json and report.md go; None = nothing written.

@@ -19,7 +19,7 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import DataConfig, PromptConfig
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
-from microcoder.learner.sft_config import WarmStartConfig
+from microcoder.learner.warmstart.config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig
 
 __all__ = ["Config", "ConfigError", "load_config"]
@@ -42,7 +42,7 @@ class ModelConfig(Section):
     @field_validator("chat_template_kwargs")
     @classmethod
     def _not_apply_chat_template_params(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from microcoder.data.prompts import check_chat_template_kwargs
+        from microcoder.data.prompting.render import check_chat_template_kwargs
 
         check_chat_template_kwargs(value)
         return value
@@ -55,7 +55,7 @@ class EvalConfig(Section):
     """Held-out problems from this file (any loader format); empty = the synthetic family's
     held-out split, or `holdout_fraction` of a training file."""
     problems_format: str = "auto"
-    """Loader format of `problems_file` (see `microcoder.data.loaders`); auto guesses."""
+    """Loader format of `problems_file` (see `microcoder.data.formats.loaders`); auto guesses."""
     holdout_fraction: float = Field(0.0, ge=0, lt=1)
     """Hold out this fraction of the training file for evaluation, chosen by problem id (the
     same ids in every run) and never trained on; 0 = off."""
@@ -72,7 +72,7 @@ class EvalConfig(Section):
     held-out pass@1 is measured at the length the policy is trained to answer in. Set it to
     measure at another budget."""
     beside_training: bool = True
-    """Run each held-out eval beside training (launch/eval_beside.py): the generators hold the
+    """Run each held-out eval beside training (launch/run/eval_beside.py): the generators hold the
     learner's weights of that step for the eval (it samples at one policy version) and the
     learner goes on stepping, as far as buffer.max_staleness allows. false = the learner waits
     for each eval, which then samples on the generators' newest weights."""
@@ -101,7 +101,7 @@ class ClusterConfig(Section):
     system, a shared volume). Required when `address` is not local: the run directory
     (checkpoints, actor logs, the buffer's keys and snapshots), `model.path`, a data file
     (`data.source`) and `buffer.keys_dir` must lie under it, because actors on other nodes open
-    them by path (launch/shared_paths.py); the launch stops naming any that does not. On one
+    them by path (launch/run/shared_paths.py); the launch stops naming any that does not. On one
     machine "/" declares every path shared. Unused by a local run."""
     ready_timeout_s: float = Field(900.0, gt=0)
     """Seconds an actor may take to be ready (a generator's vLLM engine, an executor, the
@@ -144,7 +144,7 @@ class Config(Section):
     set, sampling, the truncation-mask draws). Each generator replica's
     vLLM engine samples with its own seed derived from it: generator i gets
     (seed + i * 65536) mod 2**32, so generator 0 keeps this seed and no two replicas, nor two
-    runs of seeds below 65536, share a sampling stream (launch/actor_settings.py
+    runs of seeds below 65536, share a sampling stream (launch/run/actor_settings.py
     `generator_seed`)."""
     run_dir: str = ""
     """Where config, metrics, logs and checkpoints go; empty = runs/<timestamp>."""
@@ -220,7 +220,7 @@ def checkpointing_by_default(cfg: Config) -> bool:
     (`cluster.device = "cuda"`) and for long responses (`generator.max_response_tokens` ≥
     LONG_RESPONSE_TOKENS), where a micro-batch's activations without it outgrow a GPU. With
     `cluster.device = "auto"` and short responses it stays unset in the config until the launch
-    knows the device (launch/actor_settings.py: `learner_rank_settings`)."""
+    knows the device (launch/run/actor_settings.py: `learner_rank_settings`)."""
     long = cfg.generator.max_response_tokens >= LONG_RESPONSE_TOKENS
     return cfg.cluster.device == "cuda" or long
 

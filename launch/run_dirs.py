@@ -2,8 +2,8 @@
 status` and `microcoder scale` share (so both pick the same run).
 
 A run directory is a folder under `runs/` (or another root) holding the launcher's
-`config.toml` or `metrics.jsonl`: launch/run_command.py writes config.toml first, and
-metrics.jsonl as soon as the cluster handle (launch/cluster.py) opens its log, then on every
+`config.toml` or `metrics.jsonl`: launch/run/command.py writes config.toml first, and
+metrics.jsonl as soon as the cluster handle (launch/run/cluster.py) opens its log, then on every
 record. The newest run is the one whose newest of those two files was written last, so a run
 that just started (config.toml alone) counts, and a long run still training beats one started
 later that has stopped. Model folders and other directories under `runs/` hold neither file.

@@ -116,12 +116,12 @@ def varlen_attention(
     A layer's `sliding_window` (Mistral, Gemma-2, Qwen with use_sliding_window: a query sees
     only its last `sliding_window` keys, itself included) and `softcap` (Gemma-2's attention
     logit soft-capping, softcap·tanh(scores / softcap)) are honoured (`_windowed`). Attention
-    sinks (`s_aux`, gpt-oss) are refused: learner/families.py refuses such models before launch.
+    sinks (`s_aux`, gpt-oss) are refused: learner/models/families.py refuses such models before launch.
     """
     if s_aux is not None:
         raise NotImplementedError(
             "attention sinks (s_aux) are not supported by the learner's varlen attention; "
-            "this model family is refused by `microcoder model check` (learner/families.py)"
+            "this model family is refused by `microcoder model check` (learner/models/families.py)"
         )
     gqa = query.shape[1] != key.shape[1]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from microcoder.learner import grpo
+from microcoder.learner.algorithm import grpo
 from microcoder.learner.config import AlgorithmConfig
 from microcoder.learner.intake import pack_samples
 from microcoder.learner.sample import SampleGroup

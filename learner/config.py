@@ -140,7 +140,7 @@ class TemperatureConfig(Section):
     """Prompts in the calibration probe batch (each sampled G times per candidate)."""
     monitor_window: int | Literal["auto"] = 0
     """Online monitor: step T up one stage after this many consecutive steps below target (0 =
-    off). "auto" = a tenth of max_steps, at least 5 (learner/temperature.py: resolve_window):
+    off). "auto" = a tenth of max_steps, at least 5 (learner/algorithm/temperature.py: resolve_window):
     5 in the toy recipes' 16-40 steps, 50 in a 500-step run."""
     monitor_max_changes: int = Field(0, ge=0)
     """Step-ups the online monitor may make in a run (0 = no limit); after the last it only
@@ -159,10 +159,10 @@ class TemperatureConfig(Section):
 
 
 OffPolicy = Literal["tis", "seq-tis", "mask", "geo-reject", "none"]
-"""The off-policy corrections; each names a function in learner/off_policy.py: OFF_POLICY."""
+"""The off-policy corrections; each names a function in learner/algorithm/off_policy.py: OFF_POLICY."""
 
 TruncationMask = Literal["none", "all", "conditional"]
-"""The truncation arms; each names a mask function in learner/grpo.py: TRUNCATION_MASKS."""
+"""The truncation arms; each names a mask function in learner/algorithm/grpo.py: TRUNCATION_MASKS."""
 
 
 class AlgorithmConfig(Section):
@@ -176,7 +176,7 @@ class AlgorithmConfig(Section):
 
     preset: str = ""
     """Algorithm preset filling every field of it the config does not set: `grpo`, `dapo`,
-    `microcoder` or `paper` (learner/presets.py: PRESETS; values in docs/architecture.md §5,
+    `microcoder` or `paper` (learner/algorithm/presets.py: PRESETS; values in docs/architecture.md §5,
     their sources in docs/fidelity.md). Empty = the field defaults (the `microcoder` preset
     without the calibrated temperature)."""
     preset_values: dict[str, Any] = {}
@@ -192,7 +192,7 @@ class AlgorithmConfig(Section):
     """KL penalty coefficient; MicroCoder-GRPO uses none (0)."""
     off_policy: OffPolicy = "tis"
     """The off-policy correction of each token's surrogate by rho = pi_old / pi_behaviour
-    (learner/off_policy.py, docs/architecture.md §5): `tis` (token-level truncated IS, min(rho,
+    (learner/algorithm/off_policy.py, docs/architecture.md §5): `tis` (token-level truncated IS, min(rho,
     C)), `seq-tis` (one truncated weight per sequence, min(Π rho, C)), `mask` (IcePop-style:
     tokens with rho outside [1/C, C] get no gradient, the others rho), `geo-reject` (sequences
     whose geometric-mean rho leaves [1/C, C] are dropped whole) or `none`. Every one but `none`
@@ -275,7 +275,7 @@ class AlgorithmConfig(Section):
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
         """defaults < preset < TOML / --set: the preset fills the fields the config left unset."""
-        from microcoder.learner.presets import apply_preset
+        from microcoder.learner.algorithm.presets import apply_preset
 
         if not isinstance(data, dict):
             return data

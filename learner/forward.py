@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from microcoder.learner import attention, grpo
+from microcoder.learner import attention
+from microcoder.learner.algorithm import grpo
 from microcoder.learner.packing import MicroBatch
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from microcoder.learner import grpo
+from microcoder.learner.algorithm import grpo
 from microcoder.learner.sample import SampleGroup
 from microcoder.protocol import PackedBatch
 
@@ -210,7 +210,7 @@ class IntakeStats:
     staleness_max: float | None
     """Largest staleness among the trained groups; None when every group was filtered."""
     diversity: float
-    """Mean n-gram diversity over the fetched groups (learner/diversity.py)."""
+    """Mean n-gram diversity over the fetched groups (learner/algorithm/diversity.py)."""
     pack_s: float
     """Seconds rank 0 spent packing the kept groups into the PackedBatch."""
     nonfinite_dropped: int = 0

@@ -1,7 +1,7 @@
 """The sums one learner step accumulates per micro-batch, and the metrics made of them.
 
 Each micro-batch's sums stay on the device (`micro_batch_sums`); the trainer adds them up, adds
-the mismatch vector (learner/mismatch.py) between the sums and the IS max, all-gathers once per
+the mismatch vector (learner/algorithm/mismatch.py) between the sums and the IS max, all-gathers once per
 step and turns the total into metrics (`off_policy_metrics` for the correction's part).
 """
 
@@ -11,8 +11,8 @@ import logging
 
 import torch
 
-from microcoder.learner import off_policy
-from microcoder.learner.grpo import TokenLoss
+from microcoder.learner.algorithm import off_policy
+from microcoder.learner.algorithm.grpo import TokenLoss
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from microcoder.learner import attention, grpo, mismatch, off_policy
+from microcoder.learner import attention
+from microcoder.learner.algorithm import grpo, mismatch, off_policy
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.distributed import (
@@ -31,7 +32,6 @@ from microcoder.learner.distributed import (
     pick_device,
     resolve_dtype,
 )
-from microcoder.learner.families import head_transform
 from microcoder.learner.forward import target_logprobs
 from microcoder.learner.intake import (
     PackedBatch,
@@ -40,6 +40,7 @@ from microcoder.learner.intake import (
     sample_group_arrays,
     signal_filter,
 )
+from microcoder.learner.models.families import head_transform
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
 from microcoder.learner.sample import SampleGroup
@@ -79,7 +80,7 @@ class Learner:
             activation_checkpointing=learner.activation_checkpointing,
         )
         self.head_transform = head_transform(self.model.config)
-        """(scale, softcap) of the model's own final logit processing (learner/families.py),
+        """(scale, softcap) of the model's own final logit processing (learner/models/families.py),
         applied by the chunked head as the model's forward would."""
         self.ref_model = None
         if algorithm.kl_coef > 0:

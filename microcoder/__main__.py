@@ -1,3 +1,3 @@
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 
 raise SystemExit(main())

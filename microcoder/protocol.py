@@ -12,7 +12,7 @@ Why here: `microcoder/` is the bottom room, which every room may import; buffer/
 torch and learner/ may not import buffer/, so no other room could hold the types both use, and a
 reader finds the whole protocol in one file. Types only: the wire forms are codecs that import them (buffer/records.py
 for messages, buffer/codec.py for Group and GroupScores, buffer/wire.py for framing,
-learner/intake.py `broadcast` for the PackedBatch, learner/weight_sync.py for the weights),
+learner/intake.py `broadcast` for the PackedBatch, learner/sync/transport.py for the weights),
 except the weight-sync header's own small JSON. It imports only the standard library (numpy and
 torch name array types in annotations), so any process may read it cheaply.
 """
@@ -48,7 +48,7 @@ def _numpy():
 
 class TrainingPrompt(NamedTuple):
     """A training problem the buffer hands out: rendered and measured once by the launcher
-    (launch/problems.py) and given to the buffer actor as a constructor argument."""
+    (launch/run/problems.py) and given to the buffer actor as a constructor argument."""
 
     problem_id: str
     """Id of the problem in the dataset (executors look the tests up by it)."""
@@ -168,7 +168,7 @@ class Score:
     The step's verdict metrics count `no_code` apart from WA (learner/verdict_stats.py)."""
     components: dict[str, float] = field(default_factory=dict)
     """Named reward components the reward function returned (`executor.reward`,
-    sandbox/rewards.py); {} for none. Their step means are logged as `reward_components`."""
+    sandbox/rewards/plugin.py); {} for none. Their step means are logged as `reward_components`."""
 
 
 @dataclass
@@ -487,7 +487,7 @@ class TensorEntry:
 
 @dataclass
 class WeightSyncHeader:
-    """What precedes one weight-sync round's buckets (learner/weight_sync.py): the version of the
+    """What precedes one weight-sync round's buckets (learner/sync/transport.py): the version of the
     weights, each bucket's size, and every tensor's place. JSON on the wire (no pickle):
     {"version": V, "buckets": [{"nbytes": N}, ...], "tensors": [[name, dtype, shape, bucket,
     offset], ...]}."""

@@ -3,7 +3,7 @@
 
 A node advertises custom resources when it joins (`ray start --resources '{"second": 4}'`); a
 replica that asks for some runs only on nodes that have them free, so a pool's replicas are
-pinned to those nodes. launch/placement.py turns them into Ray options and checks that the
+pinned to those nodes. launch/run/placement.py turns them into Ray options and checks that the
 cluster has enough of each.
 """
 

@@ -7,7 +7,7 @@ code, solution_id, tag)`, `as_completed(timeout)`, `channel()` (a submit / as_co
 own for one thread), `size` (programs judged at once), `close()`.
 
 - `local`: this host's bubblewrap sandbox pool (sandbox/pool.py: JudgePool);
-- `http`: a remote judge service, `microcoder judge serve` (sandbox/http_judge.py: HttpJudgePool;
+- `http`: a remote judge service, `microcoder judge serve` (sandbox/remote/client.py: HttpJudgePool;
   the protocol is in that module's docstring).
 """
 
@@ -17,7 +17,7 @@ from importlib import import_module
 
 BACKENDS: dict[str, str] = {
     "local": "microcoder.sandbox.pool:JudgePool",
-    "http": "microcoder.sandbox.http_judge:HttpJudgePool",
+    "http": "microcoder.sandbox.remote.client:HttpJudgePool",
 }
 """`executor.backend` -> the class ("module:Class") built with the ExecutorConfig."""
 

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
-from microcoder.sandbox.rewards import DEFAULT_REWARD, resolve_reward
+from microcoder.sandbox.rewards.plugin import DEFAULT_REWARD, resolve_reward
 
 
 class ExecutorConfig(Section):
@@ -28,7 +28,7 @@ class ExecutorConfig(Section):
     backend: Literal["local", "http"] = "local"
     """Where programs are judged (sandbox/backends.py): `local`, this host's sandbox pool
     (bubblewrap), or `http`, a remote judge service at `judge_url` (`microcoder judge serve`;
-    the JSON protocol is in sandbox/http_judge.py and docs/architecture.md), for clusters whose
+    the JSON protocol is in sandbox/remote/client.py and docs/architecture.md), for clusters whose
     containers deny user namespaces or to share one judge node between trainers. With `http`,
     `workers` is how many programs are in flight at once (0 = the server's worker count) and the
     sandbox settings below are the server's own."""
@@ -90,7 +90,7 @@ class ExecutorConfig(Section):
     tests passed with `partial_credit`) and the exact-answer check for `answer` problems.
     Checked when the config loads and again at executor start (the module must import on every
     node). A function that raises fails its group, counted as `reward_errors`; the executor
-    goes on. See sandbox/rewards.py."""
+    goes on. See sandbox/rewards/plugin.py."""
 
     @field_validator("reward")
     @classmethod

@@ -4,7 +4,7 @@
     extract_code(response, reasoning) -> str | None      (the code of `extract`, else None)
 
 `reasoning` is the resolved `prompt.reasoning` (data/config.py; `auto` is resolved from the
-model's chat template by data/reasoning.py where a tokenizer is at hand):
+model's chat template by data/prompting/reasoning.py where a tokenizer is at hand):
 - `none`: the model does not reason; the whole response is the final answer.
 - `think`: the model reasons first and ends its reasoning with `</think>` (Qwen3, DeepSeek-R1
   and its distills); the final answer is what follows the first `</think>`.

@@ -103,7 +103,7 @@ class JudgePool:
         if problem.kind not in JUDGED_KINDS:
             raise ValueError(
                 f"problem {problem.id}: kind {problem.kind!r} is not a program the sandbox runs; "
-                "its reward function scores it (executor.reward, sandbox/rewards.py)"
+                "its reward function scores it (executor.reward, sandbox/rewards/plugin.py)"
             )
         job = _Job(next(self._ids), problem, code, solution_id, tag, done)
         self._jobs.put(job)

@@ -8,7 +8,7 @@ from typing import Any
 UNFINISHED = "unfinished"
 """The verdict of a response cut inside its reasoning or its final code block, or at the token
 cap before a closed block (sandbox/extract.py): never judged, reward 0. For the conditional truncation mask it is non-incorrect
-(learner/grpo.py: INCORRECT_VERDICTS, docs/architecture.md §5)."""
+(learner/algorithm/grpo.py: INCORRECT_VERDICTS, docs/architecture.md §5)."""
 
 VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE", UNFINISHED)
 """AC accepted; WA wrong answer (also: no code); TLE time limit; MLE memory limit; OLE output

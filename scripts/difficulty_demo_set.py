@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from microcoder.data.synthetic import generate_tasks
+from microcoder.data.synthetic.tasks import generate_tasks
 
 IMPOSSIBLE = "IMPOSSIBLE-7f3\n"
 

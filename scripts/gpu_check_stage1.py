@@ -8,7 +8,7 @@ compute, fp32 master weights) on a random-init Qwen2 of Qwen2.5-0.5B's shape (no
 1. memory: one training step (forward, backward, clip + AdamW) per token count (4K/8K/16K) with
    activation checkpointing off and on. The CUDA peak of the backward (torch.cuda.
    max_memory_allocated over what was allocated before the step) against the memory plan's
-   figure for it (learner/memory_plan.py: `LearnerPlan.backward_step()`), and the absolute peak
+   figure for it (learner/models/memory_plan.py: `LearnerPlan.backward_step()`), and the absolute peak
    against `LearnerPlan.peak()`; the gradient norm with checkpointing on must equal the
    one without;
 2. log-probs: the learner's packed log-probs (fp32, its varlen SDPA kernel) against transformers'
@@ -68,8 +68,8 @@ def model_shape(small: bool) -> dict:
     """The config.json fields of the model to check: Qwen2.5-0.5B's shape (public numbers; the
     weights are random), or with `small` a 2-layer toy (the CPU test's) with a 300-token vocabulary.
     Call after `importable_checkout`."""
-    from microcoder.learner.memory_plan import qwen25_shape
-    from microcoder.learner.tiny_model import SMALL_ARCH
+    from microcoder.learner.models.memory_plan import qwen25_shape
+    from microcoder.learner.models.tiny_model import SMALL_ARCH
 
     if small:
         return {**SMALL_ARCH, "vocab_size": 300, "tie_word_embeddings": False}
@@ -127,8 +127,8 @@ def micro_batch(learner, tokens: int, sizes: tuple[int, ...] = ()):
 
 
 def plan_for(shape: dict, tokens: int, ckpt: bool, chunk: int, compute_bytes: int):
-    """The memory plan's learner figures for one rank (learner/memory_plan.py)."""
-    from microcoder.learner.memory_plan import ModelShape, plan_learner
+    """The memory plan's learner figures for one rank (learner/models/memory_plan.py)."""
+    from microcoder.learner.models.memory_plan import ModelShape, plan_learner
 
     return plan_learner(
         ModelShape.from_config({**shape, "model_type": "qwen2"}),

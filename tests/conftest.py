@@ -26,7 +26,7 @@ if SUPPORT not in sys.path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A freshly built tiny Qwen2 folder (seed 0), shared by every test of the session."""
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
@@ -58,11 +58,11 @@ def warm_model_dir(tmp_path_factory):
 def ray_cluster():
     """One local Ray instance for every test of the session that needs real actors (a second
     `ray.init` in the same process fails, so the test packages share this one). A new instance
-    on loopback, as a local run gets (launch/cluster.py: init_local_ray): it never attaches to a
+    on loopback, as a local run gets (launch/run/cluster.py: init_local_ray): it never attaches to a
     cluster that `ray start` recorded on the machine."""
     import ray
 
-    from microcoder.launch.cluster import init_local_ray
+    from microcoder.launch.run.cluster import init_local_ray
 
     init_local_ray(
         num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False

@@ -100,7 +100,7 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
         return args.model
     if os.path.exists(os.path.join("runs", "tiny-model", "config.json")):
         return os.path.abspath(os.path.join("runs", "tiny-model"))
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
 
@@ -184,9 +184,9 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
 
     from microcoder.bench.generation.bare import bare_engine_cls
     from microcoder.bench.generation.sync import measure_sync_cycles
-    from microcoder.data.prompts import PromptRenderer
+    from microcoder.data.prompting.render import PromptRenderer
     from microcoder.device import resolve_device
-    from microcoder.launch.problems import prepare_run_problems
+    from microcoder.launch.run.problems import prepare_run_problems
 
     cfg = bench_config(args, model_path)
     device = resolve_device(cfg.cluster.device)
@@ -199,15 +199,15 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
 
     own_ray = not ray.is_initialized()
     if own_ray:
-        from microcoder.launch.cluster import init_local_ray  # a new instance, on loopback
+        from microcoder.launch.run.cluster import init_local_ray  # a new instance, on loopback
 
         init_local_ray(
             num_cpus=6, include_dashboard=False, log_to_driver=False, configure_logging=False
         )
     try:
         from microcoder.actors.remote import buffer_host_cls, generator_cls
-        from microcoder.launch.actor_settings import generator_settings
-        from microcoder.launch.learner_group import LearnerGroup
+        from microcoder.launch.run.actor_settings import generator_settings
+        from microcoder.launch.run.learner_group import LearnerGroup
 
         bare_engine = bare_engine_cls(cfg).remote(model_path, cfg, device)
         ray.get(bare_engine.generate.remote(ids[0][:1]))  # engine up before the actor starts

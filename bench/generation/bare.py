@@ -14,14 +14,14 @@ class BareEngine:
     """Ray actor body: `build_engine` with the generator's settings; times `LLM.generate` only."""
 
     def __init__(self, model_path: str, cfg, device: str):
-        from microcoder.actors.engine import build_engine
+        from microcoder.actors.engines.build import build_engine
 
         self.llm = build_engine(
             model_path,
             cfg.generator,
             device,
             seed=cfg.seed,
-            worker_extension_cls="microcoder.actors.worker_ext.WeightLoaderExtension",
+            worker_extension_cls="microcoder.actors.engines.worker_ext.WeightLoaderExtension",
         )
         self.cfg = cfg
 

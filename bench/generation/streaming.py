@@ -1,6 +1,6 @@
 """`microcoder bench generation --workload longtail|uniform`: streaming vs waves on one engine.
 
-One AsyncEngine (actors/async_engine.py, the generator's engine and settings) on the tiny model,
+One AsyncEngine (actors/engines/async_llm.py, the generator's engine and settings) on the tiny model,
 the same seeded prompts and per-group lengths (bench/generation/workload.py) on both sides,
 each group one request with n=G, per-request `max_tokens` and `ignore_eos` (the same tokens on
 both sides), sampled by actors/stream.py `sample_group`, the one request form of both:
@@ -148,9 +148,9 @@ def run_workload(args, model_path: str, device: str) -> dict:
     """Build the engine, warm it, run waves then streaming (`args.pairs` pairs), summarise."""
     from transformers import AutoConfig
 
-    from microcoder.actors.async_engine import build_async_engine
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION
+    from microcoder.actors.engines.async_llm import build_async_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION
 
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
     lengths = response_lengths(args.workload, args.groups, args.max_tokens, seed=args.seed)

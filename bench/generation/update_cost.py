@@ -1,7 +1,7 @@
 """`microcoder bench generation --update-cost`: what one in-flight weight update costs the
 sequences it keeps, under each `generator.inflight_kv` ("recompute" and "reuse").
 
-One AsyncEngine (actors/async_engine.py, the generator's engine) on the tiny model. Each trial
+One AsyncEngine (actors/engines/async_llm.py, the generator's engine) on the tiny model. Each trial
 starts `capacity` groups of G sequences (one request per sequence, `ignore_eos`, `--max-tokens`
 each, seeded prompts of PROMPT_TOKENS), waits until every sequence has sampled half of its
 tokens, and runs the generator's own update (actors/weight_sync.py `update_engine`, pause
@@ -103,9 +103,9 @@ def run_update_cost(args, model_path: str, device: str) -> dict:
     """Build the engine, warm it, then `args.pairs` trials of each mode, alternating."""
     from transformers import AutoConfig
 
-    from microcoder.actors.async_engine import build_async_engine
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION
+    from microcoder.actors.engines.async_llm import build_async_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION
     from microcoder.bench.generation.workload import prompt_token_ids
 
     vocab = AutoConfig.from_pretrained(model_path).vocab_size

@@ -105,14 +105,14 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
 
 def compute_workload(path: str, n_problems: int) -> list[Item]:
     """LeetCodeDataset functional problems with their reference solution (truth unknown)."""
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.formats.loaders import load_problems
 
     problems = [p for p in load_problems(path) if p.kind == "functional"][:n_problems]
     return [Item(p, p.meta["solution"], f"{p.id}/ref") for p in problems]
 
 
 def humaneval_workload(path: str) -> list[Item]:
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.formats.loaders import load_problems
 
     return [Item(p, p.meta["solution"], f"{p.id}/canonical") for p in load_problems(path)]
 

@@ -80,7 +80,7 @@ def build_generations(problems, names: list[str], seed: int, slow_fraction: floa
 
 
 def ours_command(args, gen_path: Path, out: Path) -> list[str]:
-    entry = "import sys; from microcoder.launch.cli import main; sys.exit(main(sys.argv[1:]))"
+    entry = "import sys; from microcoder.launch.cli.main import main; sys.exit(main(sys.argv[1:]))"
     return [
         sys.executable,
         "-c",
@@ -169,7 +169,7 @@ def join_rows(problems, gens: list[dict], ours: dict, lcb: list[bool], meta: lis
 def run(args: argparse.Namespace) -> dict:
     from microcoder.bench.peer.compare import compare
     from microcoder.bench.peer.variants import VARIANTS
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.formats.loaders import load_problems
 
     if not Path(args.data).is_file():
         raise SystemExit(f"bench peer: no file {args.data}; pass --data PATH (LeetCodeDataset)")

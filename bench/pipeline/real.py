@@ -121,7 +121,7 @@ def warmstart_state(config: str, extra: list[str]) -> dict[str, Any]:
     """Whether the config warm-starts its model (model.warmstart) and whether a finished warm
     start with exactly its settings is cached in model.path already."""
     from microcoder.launch.config import load_config
-    from microcoder.learner.warmstart import find_finished, settings_of
+    from microcoder.learner.warmstart.build import find_finished, settings_of
 
     cfg = load_config(config, extra)
     if not cfg.model.warmstart:

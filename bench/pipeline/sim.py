@@ -226,7 +226,7 @@ def run_simulated(
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        from microcoder.launch.cluster import init_local_ray  # a new instance, on loopback
+        from microcoder.launch.run.cluster import init_local_ray  # a new instance, on loopback
 
         init_local_ray(
             num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False

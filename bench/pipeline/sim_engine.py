@@ -1,6 +1,6 @@
 """A simulated AsyncEngine for `microcoder bench pipeline`'s SimGenerator: a benchmark
 instrument, not product code. It has what actors/stream.py's `streaming_loop` and
-`sample_group` use of actors/async_engine.py's AsyncEngine (`submit`, `llm.generate`, the
+`sample_group` use of actors/engines/async_llm.py's AsyncEngine (`submit`, `llm.generate`, the
 version label), so the bench runs the product's streaming loop; only the engine is simulated.
 
 The engine is serial: one group at a time holds it for `per_group_s` (FIFO), so a generator's

@@ -34,7 +34,7 @@ def actor_cfg(tiny_model_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def actor_prompts(actor_cfg):
     """The (problem_id, prompt text) pairs a buffer host serves for `actor_cfg`."""
-    from microcoder.launch.problems import training_prompts
+    from microcoder.launch.run.problems import training_prompts
 
     return training_prompts(actor_cfg, actor_cfg.model.path)
 
@@ -45,7 +45,7 @@ def render_statement(actor_cfg):
     from transformers import AutoTokenizer
 
     from microcoder.data.problem import Problem
-    from microcoder.data.prompts import PromptRenderer
+    from microcoder.data.prompting.render import PromptRenderer
 
     renderer = PromptRenderer(
         AutoTokenizer.from_pretrained(actor_cfg.model.path),

@@ -1,4 +1,4 @@
-"""The async engine (actors/async_engine.py) on the tiny model: `generator.engine_args` reach it,
+"""The async engine (actors/engines/async_llm.py) on the tiny model: `generator.engine_args` reach it,
 its blocking generate equals transformers' greedy, an in-flight pause labels tokens with both
 versions, and its EngineCore dies with the process that built it, kill -9 included (Linux)."""
 
@@ -23,9 +23,9 @@ PROMPTS = [[5, 6, 7, 8], [9, 10, 11], [300, 301, 302, 303, 304]]
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
-    from microcoder.actors.async_engine import build_async_engine
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION
+    from microcoder.actors.engines.async_llm import build_async_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION
 
     cfg = GeneratorConfig(
         max_prompt_tokens=64,
@@ -194,9 +194,9 @@ def test_an_update_that_reuses_the_kept_kv_never_serves_a_new_request_old_weight
 
 CHILD = """
 import sys, time
-from microcoder.actors.async_engine import build_async_engine
+from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.config import GeneratorConfig
-from microcoder.actors.engine import WORKER_EXTENSION
+from microcoder.actors.engines.build import WORKER_EXTENSION
 
 if __name__ == "__main__":
     cfg = GeneratorConfig(max_prompt_tokens=32, max_response_tokens=16, kv_cache_gib=1, enforce_eager=True)

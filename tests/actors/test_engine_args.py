@@ -1,6 +1,6 @@
-"""`generator.engine_args` (actors/engine_args.py): checked by name when the config loads, without
+"""`generator.engine_args` (actors/engines/args.py): checked by name when the config loads, without
 importing vLLM, and passed through to both engines' arguments; and the executor backend
-actors/engine.py chooses by device and tensor-parallel size."""
+actors/engines/build.py chooses by device and tensor-parallel size."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.actors import engine_args as ea
 from microcoder.actors.config import GeneratorConfig
-from microcoder.actors.engine import engine_kwargs
+from microcoder.actors.engines import args as ea
+from microcoder.actors.engines.build import engine_kwargs
 from microcoder.config import ConfigError
 from microcoder.launch.config import load_config
 
@@ -41,7 +41,7 @@ def test_a_name_with_no_near_one_says_where_the_names_come_from():
         ("max_model_len", "set generator.max_prompt_tokens and generator.max_response_tokens"),
         ("seed", "set the root `seed` instead"),
         ("model", "set model.path instead"),
-        ("distributed_executor_backend", "actors/engine.py chooses it"),
+        ("distributed_executor_backend", "actors/engines/build.py chooses it"),
     ],
 )
 def test_a_name_microcoder_sets_itself_is_refused_with_the_field_to_set(name, instead):
@@ -94,7 +94,7 @@ def test_without_vllm_only_the_reserved_names_are_refused(monkeypatch):
 
 def test_the_config_check_does_not_import_vllm():
     """Importing vllm.engine.arg_utils costs 12-15 s here: the config-load check reads the
-    source instead (actors/engine_args.py)."""
+    source instead (actors/engines/args.py)."""
     code = (
         "import sys\n"
         "from microcoder.launch.config import load_config\n"

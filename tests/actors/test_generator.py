@@ -15,7 +15,7 @@ def gen_setup(ray_cluster, actor_cfg, actor_prompts):
     from engine_testing.wave import wave_generator_cls
 
     from microcoder.actors.remote import buffer_host_cls
-    from microcoder.launch.actor_settings import generator_settings
+    from microcoder.launch.run.actor_settings import generator_settings
 
     ray = ray_cluster
     host = buffer_host_cls().remote(
@@ -84,7 +84,7 @@ def test_behaviour_logprobs_match_transformers_at_the_sampling_temperature(gen_s
 def test_diversity_probe_rises_with_temperature_and_calibration_picks_it(
     gen_setup, render_statement
 ):
-    from microcoder.learner.temperature import calibrate
+    from microcoder.learner.algorithm.temperature import calibrate
 
     ray, _, gen, _ = gen_setup
     statements = ["Read two integers a and b. Print a+b.", "Read a string s. Print it reversed."]

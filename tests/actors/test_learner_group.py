@@ -168,7 +168,7 @@ def test_a_send_that_waits_longer_than_the_sync_timeout_fails_naming_the_setting
 def two_ranks(ray_cluster, actor_cfg, actor_prompts):
     """A buffer host and a two-rank LearnerGroup on it: (ray, cfg, buffer address, group)."""
     from microcoder.actors.remote import buffer_host_cls
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from microcoder.actors.weight_sync import WeightPublisher
-from microcoder.learner.weight_sync import WeightReceiver, WeightSyncError
+from microcoder.learner.sync.transport import WeightReceiver, WeightSyncError
 
 
 def in_thread(fn) -> tuple[threading.Thread, dict]:

@@ -77,7 +77,7 @@ def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     ray_cluster, actor_cfg, actor_prompts
 ):
     from microcoder.actors.remote import buffer_host_cls
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)

@@ -1,4 +1,4 @@
-"""Rewards users plug in (`executor.reward = "module:function"`, sandbox/rewards.py): the path
+"""Rewards users plug in (`executor.reward = "module:function"`, sandbox/rewards/plugin.py): the path
 is checked when the config loads, the function scores every response after the real sandbox
 judged it, its named components travel with the scores, and a function that raises fails only
 its group, counted, while the executor goes on judging."""
@@ -17,7 +17,7 @@ from microcoder.data.problem import validate_problem
 from microcoder.learner.verdict_stats import reward_component_means
 from microcoder.protocol import Group, GroupScores, Response, Score
 from microcoder.sandbox import ExecutorConfig, JudgePool, Verdict
-from microcoder.sandbox.rewards import RewardError, check_reward, resolve_reward
+from microcoder.sandbox.rewards.plugin import RewardError, check_reward, resolve_reward
 
 SUM = validate_problem(
     {"id": "sum", "kind": "stdin", "tests": [{"input": "1 2\n", "output": "3\n"}]}

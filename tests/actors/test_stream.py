@@ -19,9 +19,9 @@ G = 2
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
-    from microcoder.actors.async_engine import build_async_engine
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION
+    from microcoder.actors.engines.async_llm import build_async_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION
 
     cfg = GeneratorConfig(
         max_response_tokens=256, max_prompt_tokens=64, kv_cache_gib=1, enforce_eager=True

@@ -1,4 +1,4 @@
-"""actors/worker_ext.py `mc_receive_and_load` loads the weights bucket by bucket as they arrive:
+"""actors/engines/worker_ext.py `mc_receive_and_load` loads the weights bucket by bucket as they arrive:
 the memory a sync adds above the loaded model is O(bucket), not a second copy of the model
 (issue 33, fault 1). The receiver holds the bucket being loaded and the next one; gloo may hold
 one more that arrived before the receiver posted it (measured 1.5 to 2.8 buckets on the 2-core
@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from microcoder.actors.worker_ext import WeightLoaderExtension
+from microcoder.actors.engines.worker_ext import WeightLoaderExtension
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_sync import WeightReceiver, WeightSender
+from microcoder.learner.sync.transport import WeightReceiver, WeightSender
 
 BUCKET = 2 << 20
 LAYERS = 32  # 32 x 1 MiB = 32 MiB of fp32 weights, 16 or 32 buckets

@@ -119,7 +119,7 @@ def test_one_failed_call_ends_the_wait_at_once_naming_the_ones_still_running(ray
 
 @pytest.mark.timeout(90)
 def test_a_rank_stuck_in_train_is_named_with_node_and_pid_and_the_step_deadline(ray_cluster):
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     group = LearnerGroup(_cfg(), "model", "tcp://x", rank_cls=_rank_class(ray, "train", 1))
@@ -137,7 +137,7 @@ def test_a_rank_stuck_in_train_is_named_with_node_and_pid_and_the_step_deadline(
 
 @pytest.mark.timeout(90)
 def test_a_group_with_a_stuck_rank_refuses_to_save_and_its_shutdown_kills_the_ranks(ray_cluster):
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     group = LearnerGroup(_cfg(), "model", "tcp://x", rank_cls=_rank_class(ray, "publish", 0))
@@ -168,7 +168,7 @@ def _gone(pids: list[int], within_s: float) -> bool:
 
 @pytest.mark.timeout(90)
 def test_a_rank_stuck_in_setup_is_named_with_the_readiness_deadline(ray_cluster):
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cls = _rank_class(ray, "setup", 1)
@@ -184,7 +184,7 @@ def test_a_rank_stuck_in_setup_is_named_with_the_readiness_deadline(ray_cluster)
 
 @pytest.mark.timeout(90)
 def test_a_rank_0_that_never_returns_a_batch_is_named_once_the_batch_deadline_passed(ray_cluster):
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cfg = _cfg(**{"buffer.request_timeout_s": 0.5})
@@ -231,7 +231,7 @@ def test_a_generator_pull_from_a_stuck_learner_rank_0_names_it_and_the_sync_dead
 
 @pytest.mark.timeout(90)
 def test_a_rank_0_that_stops_answering_while_it_waits_without_a_limit_is_named(ray_cluster):
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cls = _rank_class(ray, "fetch_batch+latest_version", 0)  # waiting, and answering nothing
@@ -252,7 +252,7 @@ def test_learner_rank_0_is_found_by_its_name_as_generators_look_it_up(ray_cluste
     """Generators get rank 0's name, not its handle (no handle among a restartable actor's
     constructor arguments): the name finds the group's rank 0."""
     from microcoder.actors.deadline import actor_by_name
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     group = LearnerGroup(_cfg(), "model", "tcp://x", rank_cls=_rank_class(ray, "", 0))

@@ -27,7 +27,7 @@ import torch
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.actors.weight_sync import PAUSE_HOLD_S, WeightPublisher
 from microcoder.learner.config import LearnerConfig
-from microcoder.learner.weight_sync import WeightReceiver, ready_key
+from microcoder.learner.sync.transport import WeightReceiver, ready_key
 
 SYNC_S = 6.0  # learner.sync_timeout_s of these tests
 STATE = {f"w{i}": torch.full((1 << 18,), float(i)) for i in range(4)}  # 4 x 1 MiB
@@ -146,7 +146,7 @@ def child_generator(rank: LearnerRank, name: str):
 def test_a_generator_that_dies_before_its_round_is_named_and_the_others_sync_in_time():
     """gen-dead asked for weights and died before its workers started receiving (killed after
     joining its channel). Its send holds `WorkLock` first; gen-ok asks next. Rank 0 sees its
-    closed link (learner/peer_link.py) and gives up at once, naming it (a receiver alive but
+    closed link (learner/sync/peer_link.py) and gives up at once, naming it (a receiver alive but
     silent is given up on at the ready deadline: the never-confirms test below). Before: sends
     ran one at a time, so gen-ok waited for gen-dead's ready deadline (SYNC_S) and then failed
     its own lock wait."""

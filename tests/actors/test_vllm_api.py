@@ -1,4 +1,4 @@
-"""The engine-start check of the vLLM API microcoder calls (actors/vllm_api.py)."""
+"""The engine-start check of the vLLM API microcoder calls (actors/engines/vllm_api.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.actors.vllm_api import (
+from microcoder.actors.engines.vllm_api import (
     PINNED_TORCH,
     PINNED_VLLM,
     VllmApiError,
@@ -58,8 +58,8 @@ def test_an_async_engine_without_pause_or_weight_versions_is_named():
         **{**vars(real), "AsyncLLM": OldAsyncLLM, "CompletionOutput": OldOutput}
     )
     problems = api_problems(stand_in, "cpu")
-    assert "AsyncLLM.pause_generation() (actors/async_engine.py)" in problems
-    assert "AsyncLLM.generate() (actors/async_engine.py)" not in problems
+    assert "AsyncLLM.pause_generation() (actors/engines/async_llm.py)" in problems
+    assert "AsyncLLM.generate() (actors/engines/async_llm.py)" not in problems
     assert any(p.startswith("CompletionOutput.weight_versions") for p in problems)
 
 
@@ -72,7 +72,7 @@ def test_a_worker_reload_without_a_weights_iterator_is_named():
     stand_in = SimpleNamespace(**{**vars(real), "Worker": OldWorker})
     assert api_problems(stand_in, "cpu") == [
         "Worker.reload_weights(weights_iterator=, is_checkpoint_format=) "
-        "(actors/worker_ext.py mc_load_weights)"
+        "(actors/engines/worker_ext.py mc_load_weights)"
     ]
 
 
@@ -88,10 +88,10 @@ def test_a_running_worker_whose_model_runner_cannot_reload_from_tensors_is_named
     )
     assert worker_api_problems(worker) == [
         "OldRunner.reload_weights(weights_iterator=, is_checkpoint_format=) "
-        "(actors/worker_ext.py mc_load_weights)"
+        "(actors/engines/worker_ext.py mc_load_weights)"
     ]
     del worker.parallel_config
-    assert "Worker.parallel_config.world_size (actors/worker_ext.py mc_open_channel)" in (
+    assert "Worker.parallel_config.world_size (actors/engines/worker_ext.py mc_open_channel)" in (
         worker_api_problems(worker)
     )
 
@@ -111,8 +111,8 @@ def test_engine_kwargs_carry_enforce_eager_from_the_config_and_every_kwarg_is_ch
     from vllm.engine.arg_utils import EngineArgs
 
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import engine_kwargs
-    from microcoder.actors.vllm_api import ENGINE_ARGS
+    from microcoder.actors.engines.build import engine_kwargs
+    from microcoder.actors.engines.vllm_api import ENGINE_ARGS
 
     fields = {f.name for f in dataclasses.fields(EngineArgs)}
     for eager in (False, True):
@@ -124,11 +124,11 @@ def test_engine_kwargs_carry_enforce_eager_from_the_config_and_every_kwarg_is_ch
 
 
 def test_the_cheap_field_reader_sees_exactly_the_engine_args_dataclass_fields():
-    """actors/engine_args.py reads EngineArgs' fields from the source (the config-load check
+    """actors/engines/args.py reads EngineArgs' fields from the source (the config-load check
     must not import vLLM); it must agree with the imported dataclass."""
     from vllm.engine.arg_utils import EngineArgs
 
-    from microcoder.actors.engine_args import engine_arg_fields
+    from microcoder.actors.engines.args import engine_arg_fields
 
     assert engine_arg_fields() == {f.name for f in dataclasses.fields(EngineArgs)}
 
@@ -156,7 +156,7 @@ def test_a_tensor_parallel_engine_in_a_placement_group_gets_the_mp_executor():
     from vllm.config import ParallelConfig
 
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import engine_kwargs
+    from microcoder.actors.engines.build import engine_kwargs
 
     pg = PlacementGroup(PlacementGroupID.from_random())  # stands for the actor's own group
     assert ParallelConfig(tensor_parallel_size=2, placement_group=pg).use_ray  # vLLM's choice

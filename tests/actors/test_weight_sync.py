@@ -14,8 +14,8 @@ PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Pr
 @pytest.fixture(scope="module")
 def trio(ray_cluster, actor_cfg, actor_prompts):
     from microcoder.actors.remote import buffer_host_cls, generator_cls
-    from microcoder.launch.actor_settings import generator_settings
-    from microcoder.launch.learner_group import LearnerGroup
+    from microcoder.launch.run.actor_settings import generator_settings
+    from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     host = buffer_host_cls().remote(
@@ -90,7 +90,7 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
 
     from engine_testing.wave import wave_generator_cls
 
-    from microcoder.launch.actor_settings import generator_settings
+    from microcoder.launch.run.actor_settings import generator_settings
     from microcoder.protocol import PromptAssignment
 
     ray, _, group, gen, address = trio
@@ -153,9 +153,9 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
     from vllm import SamplingParams
 
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION, build_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
     from microcoder.actors.weight_sync import WeightPublisher
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")  # one core per TP worker
     new = build_tiny_model(tmp_path / "seed1", seed=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from microcoder.bench import data as bench_data
-from microcoder.data.dedup import jaccard, near_duplicates, shingle_sets
+from microcoder.data.corpus.dedup import jaccard, near_duplicates, shingle_sets
 
 
 def _args(**over) -> argparse.Namespace:

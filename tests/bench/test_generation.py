@@ -78,6 +78,6 @@ def test_table_names_both_sides_the_ratio_and_the_sync_cycle():
 
 
 def test_bench_is_registered_with_the_cli():
-    from microcoder.launch.cmd_bench import BENCHES
+    from microcoder.launch.cli.cmd_bench import BENCHES
 
     assert BENCHES["generation"] == "microcoder.bench.generation"

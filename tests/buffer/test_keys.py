@@ -11,7 +11,7 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.buffer.keys import ensure_keys, generate_keys, split_address
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.server import BufferServer
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 
 
 @pytest.fixture

@@ -25,6 +25,6 @@ def tiny_tokenizer(tmp_path_factory):
 def mixed_problems():
     """stdin, functional (with and without starter code) and assert (HumanEval-style and
     LeetCode-style) problems, by id."""
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.formats.loaders import load_problems
 
     return {p.id: p for p in load_problems(FIXTURES / "prompts_mixed.jsonl")}

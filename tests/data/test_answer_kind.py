@@ -1,5 +1,5 @@
 """The `answer` problem kind on the data side: its loader (`{"id", "question", "answer"}` rows,
-data/fmt_answer.py), its prompt, and the shipped tiny file (data/synthetic_answer.py)."""
+data/formats/answer.py), its prompt, and the shipped tiny file (data/synthetic/arithmetic.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data import synthetic_answer
 from microcoder.data.config import PromptConfig
-from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.formats.loaders import detect_format, load_problems
 from microcoder.data.problem import ProblemFormatError
-from microcoder.data.prompt_templates import ANSWER_SYSTEM
-from microcoder.data.prompts import render_messages
-from microcoder.sandbox.answer import exact_answer
+from microcoder.data.prompting.render import render_messages
+from microcoder.data.prompting.templates import ANSWER_SYSTEM
+from microcoder.data.synthetic import arithmetic as synthetic_answer
+from microcoder.sandbox.rewards.answer import exact_answer
 
 SHIPPED = Path(__file__).parents[2] / "configs" / "answer-tiny.jsonl"
 

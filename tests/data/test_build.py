@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data.build import STAGES, BuildOptions, build, cli_main
-from microcoder.data.loaders import load_problems
+from microcoder.data.corpus.build import STAGES, BuildOptions, build, cli_main
+from microcoder.data.formats.loaders import load_problems
 
 CUTOFF = "2024-12-31"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"

@@ -1,8 +1,8 @@
-"""Decontamination against eval sets on small planted cases (data/decontam.py)."""
+"""Decontamination against eval sets on small planted cases (data/corpus/decontam.py)."""
 
 from __future__ import annotations
 
-from microcoder.data.decontam import canonical_inputs, contaminated
+from microcoder.data.corpus.decontam import canonical_inputs, contaminated
 from microcoder.data.problem import Problem
 
 EVAL_STATEMENT = (

@@ -1,17 +1,23 @@
-"""Exact and near-duplicate detection on small planted cases (data/normalize.py, data/dedup.py)."""
+"""Exact and near-duplicate detection on small planted cases (data/corpus/normalize.py, data/corpus/dedup.py)."""
 
 from __future__ import annotations
 
 import random
 
-from microcoder.data.dedup import (
+from microcoder.data.corpus.dedup import (
     exact_duplicates,
     jaccard,
     lsh_params,
     near_duplicates,
     shingle_sets,
 )
-from microcoder.data.normalize import MASK, content_text, content_words, normalize_statement, words
+from microcoder.data.corpus.normalize import (
+    MASK,
+    content_text,
+    content_words,
+    normalize_statement,
+    words,
+)
 
 ORIGINAL = """Time limit per test: 2 seconds
 Memory limit per test: 256 megabytes

@@ -7,9 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-from microcoder.data.difficulty_rates import measure_sample
-from microcoder.data.loaders import load_problems
-from microcoder.launch.cli import main
+from microcoder.data.difficulty.rates import measure_sample
+from microcoder.data.formats.loaders import load_problems
+from microcoder.launch.cli.main import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 PROBLEMS = FIXTURES / "difficulty_problems.jsonl"

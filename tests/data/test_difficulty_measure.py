@@ -8,8 +8,8 @@ import json
 import pytest
 from launch_testing.cpu_actors import CPU_ACTOR_SETS
 
-from microcoder.data.synthetic import generate_tasks
-from microcoder.launch.cli import main
+from microcoder.data.synthetic.tasks import generate_tasks
+from microcoder.launch.cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from microcoder.data.difficulty_predict import agreement, fit_predictor, spearman
+from microcoder.data.difficulty.predict import agreement, fit_predictor, spearman
 from microcoder.data.problem import Problem
 
 LEVELS = {"easy": 1.5, "medium": 0.0, "hard": -1.5}

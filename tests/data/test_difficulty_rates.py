@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.data.difficulty_rates import (
+from microcoder.data.difficulty.rates import (
     PassRate,
     append_rates,
     check_identity,

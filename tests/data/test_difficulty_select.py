@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data.difficulty_rates import read_rates
-from microcoder.data.difficulty_select import Score, parse_band, select
-from microcoder.data.loaders import load_problems
+from microcoder.data.difficulty.rates import read_rates
+from microcoder.data.difficulty.select import Score, parse_band, select
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"

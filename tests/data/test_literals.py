@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from microcoder.data.literals import LiteralError, parse_literal, parse_named_args
+from microcoder.data.formats.literals import LiteralError, parse_literal, parse_named_args
 
 
 def test_json_and_python_spellings_agree():

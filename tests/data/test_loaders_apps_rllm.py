@@ -1,5 +1,5 @@
-from microcoder.data.leetcode_prelude import LEETCODE_PRELUDE
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.leetcode_prelude import LEETCODE_PRELUDE
+from microcoder.data.formats.loaders import load_problems
 
 
 def test_apps_stdin_joins_line_lists(fixture_path):

@@ -1,6 +1,6 @@
 import pytest
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import ProblemFormatError
 
 

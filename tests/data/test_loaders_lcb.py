@@ -1,4 +1,4 @@
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 
 
 def test_stdin_row_gets_public_then_private_tests(fixture_path):

@@ -1,6 +1,6 @@
 import json
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 
 
 def _load(fixture_path):

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from microcoder.data.loaders import detect_format, load_problems
+from microcoder.data.formats.loaders import detect_format, load_problems
 from microcoder.data.problem import ProblemFormatError
 
 
@@ -77,7 +77,7 @@ def test_every_data_format_a_config_accepts_is_one_the_loader_knows(fixture_path
     import typing
 
     from microcoder.data.config import DataConfig
-    from microcoder.data.loaders import FORMAT_CHOICES
+    from microcoder.data.formats.loaders import FORMAT_CHOICES
 
     accepted = typing.get_args(DataConfig.model_fields["format"].annotation)
     assert set(accepted) == set(FORMAT_CHOICES)

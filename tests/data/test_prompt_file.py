@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from microcoder.data.config import PromptConfig
-from microcoder.data.prompt_file import PromptTemplateError, load_template_file
-from microcoder.data.prompts import render_messages
+from microcoder.data.prompting.render import render_messages
+from microcoder.data.prompting.template_file import PromptTemplateError, load_template_file
 from microcoder.launch.config import ConfigError, load_config
 
 GOOD = '''

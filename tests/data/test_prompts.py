@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from microcoder.data.config import PromptConfig
-from microcoder.data.prompts import (
+from microcoder.data.prompting.render import (
     PromptRenderer,
     chat_prompt_ids,
     measure_prompts,

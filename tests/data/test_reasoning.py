@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from microcoder.data.config import PromptConfig
-from microcoder.data.reasoning import resolve_reasoning
+from microcoder.data.prompting.reasoning import resolve_reasoning
 
 TURNS = (
     "{% for message in messages %}"
@@ -70,7 +70,7 @@ def test_prompt_config_refuses_an_unknown_value_naming_the_choices():
 
 
 def test_each_known_marker_maps_to_a_mode_whose_end_is_that_marker():
-    from microcoder.data.reasoning import REASONING_MARKERS
+    from microcoder.data.prompting.reasoning import REASONING_MARKERS
     from microcoder.sandbox.extract import reasoning_end
 
     assert all(reasoning_end(mode) == end for end, mode in REASONING_MARKERS.items())

@@ -5,8 +5,12 @@ import zlib
 
 import pytest
 
-from microcoder.data.loaders import load_problems
-from microcoder.data.safe_pickle import UnsafePickleError, decode_b64_zlib_pickle, plain_unpickle
+from microcoder.data.formats.loaders import load_problems
+from microcoder.data.formats.safe_pickle import (
+    UnsafePickleError,
+    decode_b64_zlib_pickle,
+    plain_unpickle,
+)
 
 
 class _SystemCall:

@@ -1,4 +1,4 @@
-"""`microcoder data stats` (data/stats.py) counts a fixture correctly."""
+"""`microcoder data stats` (data/corpus/stats.py) counts a fixture correctly."""
 
 from __future__ import annotations
 
@@ -7,8 +7,14 @@ import json
 
 import pytest
 
+from microcoder.data.corpus.stats import (
+    bucket_of,
+    cli_main,
+    count_problems,
+    file_stats,
+    format_table,
+)
 from microcoder.data.problem import validate_problem
-from microcoder.data.stats import bucket_of, cli_main, count_problems, file_stats, format_table
 
 
 def _problem(pid: str, n_tests: int, **extra):

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from microcoder.data.synth_ops import FAMILIES, OPS
-from microcoder.data.synthetic import (
+from microcoder.data.synthetic.ops import FAMILIES, OPS
+from microcoder.data.synthetic.tasks import (
     all_combos,
     generate_tasks,
     run_solution,

@@ -1,4 +1,4 @@
-"""The long-answer synthetic family (data/synthetic_long.py) and its selection by data.source."""
+"""The long-answer synthetic family (data/synthetic/long_answers.py) and its selection by data.source."""
 
 import json
 from pathlib import Path
@@ -8,9 +8,14 @@ import pytest
 from microcoder.data.config import DataConfig, PromptConfig
 from microcoder.data.problem import validate_problem
 from microcoder.data.sources import SYNTHETIC_VARIANTS, load_run_problems, synthetic_variant
-from microcoder.data.synth_ops import FAMILIES
-from microcoder.data.synthetic import run_solution, split_of
-from microcoder.data.synthetic_long import PARTS, all_combos, generate_tasks, tokenizer_corpus
+from microcoder.data.synthetic.long_answers import (
+    PARTS,
+    all_combos,
+    generate_tasks,
+    tokenizer_corpus,
+)
+from microcoder.data.synthetic.ops import FAMILIES
+from microcoder.data.synthetic.tasks import run_solution, split_of
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "compare-long.toml"
 MIN_SHARE_OF_CAP = 0.75
@@ -32,9 +37,9 @@ def long_tokenizer(tmp_path_factory):
     """The tokenizer the variant's warm start builds (its corpus, its vocabulary budget)."""
     from transformers import AutoTokenizer
 
-    from microcoder.learner.sft_config import WarmStartConfig
-    from microcoder.learner.tiny_model import train_tokenizer
-    from microcoder.learner.warmstart import warmstart_corpus
+    from microcoder.learner.models.tiny_model import train_tokenizer
+    from microcoder.learner.warmstart.build import warmstart_corpus
+    from microcoder.learner.warmstart.config import WarmStartConfig
 
     corpus = warmstart_corpus(PromptConfig(), "synthetic-long")
     out = tmp_path_factory.mktemp("long-tokenizer")
@@ -83,7 +88,7 @@ def test_outputs_have_one_line_per_part_and_tests_discriminate(train):
 
 
 def test_canonical_solutions_pass_through_the_sandboxed_judge(train, heldout):
-    from microcoder.learner.sft_data import response_text
+    from microcoder.learner.warmstart.examples import response_text
     from microcoder.sandbox import JudgePool, extract_code
 
     sample = train[:12] + heldout[:4]
@@ -123,7 +128,7 @@ def test_tokenizer_corpus_has_train_text_only(heldout):
 
 def test_canonical_replies_fill_most_of_the_recipes_cap_and_fit_in_it(heldout, long_tokenizer):
     from microcoder.launch.config import load_config
-    from microcoder.learner.sft_data import response_text
+    from microcoder.learner.warmstart.examples import response_text
 
     cap = load_config(RECIPE).generator.max_response_tokens
     lengths = [

@@ -1,11 +1,11 @@
-"""Reference verification (data/verify.py) in the real bubblewrap sandbox, on tiny problems."""
+"""Reference verification (data/corpus/verify.py) in the real bubblewrap sandbox, on tiny problems."""
 
 from __future__ import annotations
 
 import pytest
 
+from microcoder.data.corpus.verify import ReferenceCheck, verify_references
 from microcoder.data.problem import validate_problem
-from microcoder.data.verify import ReferenceCheck, verify_references
 from microcoder.sandbox import ExecutorConfig
 
 GOOD = "a, b = map(int, input().split())\nprint(a + b)\n"

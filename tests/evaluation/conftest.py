@@ -44,7 +44,7 @@ def executor(ray_local, eval_cfg):
 @pytest.fixture(scope="module")
 def generator(ray_local, eval_cfg, tiny_model_dir):
     from microcoder.actors.remote import generator_cls
-    from microcoder.launch.actor_settings import generator_settings
+    from microcoder.launch.run.actor_settings import generator_settings
 
     handle = generator_cls(eval_cfg.generator).remote(
         "generator-0", generator_settings(eval_cfg), str(tiny_model_dir), None
@@ -59,7 +59,7 @@ def generator(ray_local, eval_cfg, tiny_model_dir):
 def renderer(eval_cfg, tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from microcoder.data.prompts import PromptRenderer
+    from microcoder.data.prompting.render import PromptRenderer
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     return PromptRenderer(tok, eval_cfg.prompt, eval_cfg.model.chat_template_kwargs)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data.loaders import load_problems
-from microcoder.launch.cli import main
+from microcoder.data.formats.loaders import load_problems
+from microcoder.launch.cli.main import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "data"
 MIXED, HUMANEVAL = FIXTURES / "eval_mixed.jsonl", FIXTURES / "humaneval_eval.jsonl"

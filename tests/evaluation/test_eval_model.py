@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from launch_testing.cpu_actors import CPU_ACTOR_SETS
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 from microcoder.evaluation.engine import evaluate
 from microcoder.evaluation.settings import EvalSettings
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 
 MIXED = Path(__file__).parents[1] / "fixtures" / "data" / "eval_mixed.jsonl"
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 from microcoder.evaluation.judge_queue import SharedJudge
 from microcoder.sandbox import JudgePool
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 from microcoder.evaluation.passk import pass_at_k
 from microcoder.evaluation.report import build_report
 from microcoder.evaluation.report_md import render_markdown

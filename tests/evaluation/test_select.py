@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.data.loaders import load_problems
+from microcoder.data.formats.loaders import load_problems
 from microcoder.evaluation.select import parse_list, problem_day, select_problems
 
 MIXED = Path(__file__).parents[1] / "fixtures" / "data" / "eval_mixed.jsonl"

@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_sync import WeightSender
+from microcoder.learner.sync.transport import WeightSender
 
 pytestmark = pytest.mark.gpu
 

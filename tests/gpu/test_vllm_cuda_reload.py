@@ -18,9 +18,9 @@ def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model
     from vllm import SamplingParams
 
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engine import WORKER_EXTENSION, build_engine
+    from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
     from microcoder.actors.weight_sync import WeightPublisher
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     assert torch.cuda.is_available(), "tests/gpu needs a CUDA GPU"
     new = build_tiny_model(tmp_path / "seed1", seed=1)

@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM
 from microcoder.learner import attention
 from microcoder.learner.batch import build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.models.tiny_model import SMALL_ARCH, build_tiny_model
 from microcoder.learner.sample import SampleGroup, TrainSample
-from microcoder.learner.tiny_model import SMALL_ARCH, build_tiny_model
 from microcoder.learner.trainer import Learner
 
 SYNCS = ("tolist", "item", "cpu")

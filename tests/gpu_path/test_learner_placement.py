@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.launch.learner_placement import learner_rank_options, plan_learner_groups
+from microcoder.launch.run.learner_placement import learner_rank_options, plan_learner_groups
 
 
 def test_four_ranks_share_one_strict_pack_group():
@@ -46,7 +46,7 @@ def test_cpu_ranks_get_no_group_and_keep_their_custom_resources():
 def test_a_group_of_several_bundles_is_made_with_its_strategy(ray_cluster, monkeypatch):
     import ray
 
-    from microcoder.launch.placement import GROUPS, release
+    from microcoder.launch.run.placement import GROUPS, release
 
     monkeypatch.setattr(GROUPS, "ready_timeout_s", 30.0)
     pg = GROUPS.create("gpu-path-pack", [{"CPU": 0.25}] * 2, "STRICT_PACK")

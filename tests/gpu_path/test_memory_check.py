@@ -1,5 +1,5 @@
 """A run's memory plan at `launch --dry-run`: printed per pool, and a recipe that will not fit is
-refused (exit 2) naming the knob to change (launch/memory_check.py)."""
+refused (exit 2) naming the knob to change (launch/run/memory_check.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.launch.memory_check import dry_run_memory, learner_inputs, memory_report
-from microcoder.learner.memory_plan import GiB, ModelShape, plan_learner, qwen25_shape
+from microcoder.launch.run.memory_check import dry_run_memory, learner_inputs, memory_report
+from microcoder.learner.models.memory_plan import GiB, ModelShape, plan_learner, qwen25_shape
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
@@ -128,7 +128,7 @@ def test_plan_fails_on_cpu_never(tmp_path, gb: int) -> None:
 def test_launch_parser_takes_gpu_memory_gb() -> None:
     import argparse
 
-    from microcoder.launch import cmd_launch
+    from microcoder.launch.cli import cmd_launch
 
     parser = argparse.ArgumentParser()
     cmd_launch.register(parser.add_subparsers())
@@ -142,7 +142,7 @@ def test_local_launch_refuses_with_this_machines_gpu_memory(tmp_path, monkeypatc
 
     import torch
 
-    from microcoder.launch.memory_check import launch_memory_errors
+    from microcoder.launch.run.memory_check import launch_memory_errors
 
     props = types.SimpleNamespace(total_memory=24 * GiB)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -1,11 +1,11 @@
-"""The memory plan's arithmetic (learner/memory_plan.py) against hand counts and transformers."""
+"""The memory plan's arithmetic (learner/models/memory_plan.py) against hand counts and transformers."""
 
 from __future__ import annotations
 
 import pytest
 from import_probe import heavy_imports
 
-from microcoder.learner.memory_plan import (
+from microcoder.learner.models.memory_plan import (
     LOGIT_BLOCKS,
     VLLM_ACTIVATION_RESERVE,
     GiB,
@@ -187,4 +187,4 @@ def test_missing_config_json_says_how_to_provide_the_shape(tmp_path) -> None:
 
 
 def test_planner_imports_nothing_heavy() -> None:
-    assert heavy_imports("import microcoder.learner.memory_plan") == []
+    assert heavy_imports("import microcoder.learner.models.memory_plan") == []

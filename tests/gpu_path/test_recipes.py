@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 from microcoder.launch.config import load_config
-from microcoder.launch.placement import make_plan
+from microcoder.launch.run.placement import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted((REPO / "configs").glob("*.toml"))

@@ -1,7 +1,7 @@
 """Every code reference in docs/*.md names something that exists: a `path.py` is a file of the
 tree, and a `path.py: name` / `path.py: Class.method` (the docs' format, with or without
-backticks: "`launch/cluster.py: Run.start_ray`", "launch/problems.py: `load_run_problems`",
-"`microcoder/config.py`: `Section`", "launch/supervisor.py `apply_control`") is defined in that
+backticks: "`launch/run/cluster.py: Run.start_ray`", "launch/run/problems.py: `load_run_problems`",
+"`microcoder/config.py`: `Section`", "launch/run/supervisor.py `apply_control`") is defined in that
 file (at top level, or in a top-level class: a method may be named with or without its class).
 A rename that leaves a doc behind fails here with the stale name.
 
@@ -80,28 +80,28 @@ def test_every_path_and_name_the_docs_give_exists():
 
 def test_the_docs_reference_formats_are_all_read():
     text = (
-        "`launch/cluster.py: Run.start_ray` and launch/problems.py: `load_run_problems`, "
-        "`microcoder/config.py`: `Section`, launch/supervisor.py `apply_control`, "
-        "`buffer/config.py:7`, (launch/pools.py)"
+        "`launch/run/cluster.py: Run.start_ray` and launch/run/problems.py: `load_run_problems`, "
+        "`microcoder/config.py`: `Section`, launch/run/supervisor.py `apply_control`, "
+        "`buffer/config.py:7`, (launch/run/pools.py)"
     )
     assert references(text) == [
-        ("launch/cluster.py", "Run.start_ray"),
-        ("launch/problems.py", "load_run_problems"),
+        ("launch/run/cluster.py", "Run.start_ray"),
+        ("launch/run/problems.py", "load_run_problems"),
         ("microcoder/config.py", "Section"),
-        ("launch/supervisor.py", "apply_control"),
+        ("launch/run/supervisor.py", "apply_control"),
         ("buffer/config.py", None),
-        ("launch/pools.py", None),
+        ("launch/run/pools.py", None),
     ]
 
 
 def test_a_renamed_function_or_file_is_reported():
-    text = "`launch/cluster.py: Run.start_rays`, `launch/runner.py: Run.start_ray`"
+    text = "`launch/run/cluster.py: Run.start_rays`, `launch/runner.py: Run.start_ray`"
     assert stale(text) == [
-        "launch/cluster.py: Run.start_rays is not defined there",
+        "launch/run/cluster.py: Run.start_rays is not defined there",
         "launch/runner.py: no such file",
     ]
 
 
 def test_a_method_may_be_named_without_its_class_and_other_projects_paths_are_skipped():
-    text = "`launch/cluster.py: bring_up`, `vllm/v1/worker/gpu_worker.py`, `launch/cluster.py: up`"
-    assert stale(text) == ["launch/cluster.py: up is not defined there"]
+    text = "`launch/run/cluster.py: bring_up`, `vllm/v1/worker/gpu_worker.py`, `launch/run/cluster.py: up`"
+    assert stale(text) == ["launch/run/cluster.py: up is not defined there"]

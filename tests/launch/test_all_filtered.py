@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from microcoder.launch.config import load_config
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.training_loop import all_filtered
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.training_loop import all_filtered
 
 
 class StandInLearners:

@@ -1,6 +1,6 @@
-"""The supervisor's look at the buffer (launch/supervisor.py: BufferWatch) and what a dead buffer
-does to the run (launch/cluster.py: Run.stop_for, raise_if_stopped, checkpoint; the training
-loop's wait, launch/training_loop.py: waiter). Stand-ins, no Ray: the real death is
+"""The supervisor's look at the buffer (launch/run/supervisor.py: BufferWatch) and what a dead buffer
+does to the run (launch/run/cluster.py: Run.stop_for, raise_if_stopped, checkpoint; the training
+loop's wait, launch/run/training_loop.py: waiter). Stand-ins, no Ray: the real death is
 tests/launch/test_chaos.py."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from ray.exceptions import ActorDiedError
 
 from microcoder.buffer.client import BufferTimeout
-from microcoder.launch.cluster import BufferDied, Run
-from microcoder.launch.supervisor import BufferWatch
-from microcoder.launch.training_loop import waiter
+from microcoder.launch.run.cluster import BufferDied, Run
+from microcoder.launch.run.supervisor import BufferWatch
+from microcoder.launch.run.training_loop import waiter
 
 
 class Clock:
@@ -124,7 +124,7 @@ def supervised_run(tmp_path) -> SimpleNamespace:
 
 
 def test_the_supervisor_stops_the_run_when_the_buffer_died_and_restarts_nothing(tmp_path):
-    from microcoder.launch.supervisor import Supervisor
+    from microcoder.launch.run.supervisor import Supervisor
 
     run = supervised_run(tmp_path)
     sup = Supervisor(run)
@@ -135,7 +135,7 @@ def test_the_supervisor_stops_the_run_when_the_buffer_died_and_restarts_nothing(
 
 
 def test_while_the_buffer_does_not_answer_no_replica_is_restarted(tmp_path):
-    from microcoder.launch.supervisor import Supervisor
+    from microcoder.launch.run.supervisor import Supervisor
 
     run = supervised_run(tmp_path)
     sup = Supervisor(run)
@@ -149,7 +149,7 @@ def test_while_the_buffer_does_not_answer_no_replica_is_restarted(tmp_path):
 
 def test_the_supervisors_watch_asks_the_runs_own_buffer_server(tmp_path):
     from microcoder import protocol as m
-    from microcoder.launch.supervisor import Supervisor
+    from microcoder.launch.run.supervisor import Supervisor
 
     calls = []
     run = supervised_run(tmp_path)

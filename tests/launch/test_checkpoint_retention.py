@@ -1,11 +1,11 @@
 """learner.keep_checkpoints: after a checkpoint is COMPLETE, only the newest N complete ones stay
-(launch/checkpoint_retention.py, called by Run.checkpoint)."""
+(launch/run/checkpoint_retention.py, called by Run.checkpoint)."""
 
 from __future__ import annotations
 
-from microcoder.launch.checkpoint_retention import heldout_scores, prune_checkpoints
 from microcoder.launch.config import load_config
-from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.checkpoint_retention import heldout_scores, prune_checkpoints
 
 
 def make(ckpts, step: int, complete: bool = True):

@@ -24,7 +24,9 @@ def test_help_lists_the_commands_that_exist():
 
 
 def test_help_does_not_import_heavy_libraries():
-    assert heavy_imports("from microcoder.launch.cli import build_parser; build_parser()") == []
+    assert (
+        heavy_imports("from microcoder.launch.cli.main import build_parser; build_parser()") == []
+    )
 
 
 def test_config_show_prints_overridden_value():
@@ -60,8 +62,8 @@ def small_model_dir(tmp_path_factory):
 def test_prompts_show_json_prints_each_problem_with_its_token_count(small_model_dir):
     from transformers import AutoTokenizer
 
-    from microcoder.data.loaders import load_problems
-    from microcoder.data.prompts import PromptRenderer
+    from microcoder.data.formats.loaders import load_problems
+    from microcoder.data.prompting.render import PromptRenderer
 
     data = FIXTURES / "prompts_mixed.jsonl"
     res = microcoder(

@@ -40,7 +40,7 @@ def test_refuses_to_write_into_a_folder_that_is_not_a_model(tmp_path):
 
 def test_every_synthetic_family_has_its_own_default_warm_folder():
     from microcoder.data.sources import SYNTHETIC_VARIANTS
-    from microcoder.launch.cmd_tiny_model import DEFAULT_WARM_OUT, WARM_OUTS
+    from microcoder.launch.cli.cmd_tiny_model import DEFAULT_WARM_OUT, WARM_OUTS
 
     assert set(WARM_OUTS) == set(SYNTHETIC_VARIANTS)
     assert len(set(WARM_OUTS.values())) == len(WARM_OUTS)

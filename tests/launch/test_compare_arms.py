@@ -1,5 +1,5 @@
 """Arms of `microcoder compare`: names to overrides, the errors, and the grid's checks before
-anything runs (launch/compare_arms.py, launch/compare_plan.py)."""
+anything runs (launch/compare/arms.py, launch/compare/plan.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.launch.cmd_compare import parse_parallel, parse_seeds
-from microcoder.launch.compare_arms import ArmError, parse_arm, parse_arms, resolve_overrides
-from microcoder.launch.compare_plan import plan_grid
-from microcoder.launch.compare_runner import CompareError
+from microcoder.launch.cli.cmd_compare import parse_parallel, parse_seeds
+from microcoder.launch.compare.arms import ArmError, parse_arm, parse_arms, resolve_overrides
+from microcoder.launch.compare.plan import plan_grid
+from microcoder.launch.compare.runner import CompareError
 from microcoder.launch.config import load_config
 
 RECIPE = Path("configs/tiny-cpu.toml")
@@ -130,7 +130,7 @@ def test_seeds_given_twice_is_an_error():
 def test_parallel_auto_runs_as_many_as_the_machines_cpus_fit(tmp_path, monkeypatch):
     """The tiny recipe plans 3 CPUs a run: 2 cores run one at a time, 8 run two at once, and
     never more at once than there are runs."""
-    import microcoder.launch.compare_plan as plan
+    import microcoder.launch.compare.plan as plan
 
     arms = parse_arms("no-mask,mask-all,mask-cond")
     monkeypatch.setattr(plan.os, "cpu_count", lambda: 2)
@@ -151,7 +151,7 @@ def test_parallel_auto_on_a_shared_cluster_runs_one_at_a_time(tmp_path):
 
 
 def test_parallel_number_beyond_the_machine_names_the_number_that_fits(tmp_path, monkeypatch):
-    import microcoder.launch.compare_plan as plan
+    import microcoder.launch.compare.plan as plan
 
     monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
     with pytest.raises(CompareError, match="set --parallel 2"):
@@ -177,8 +177,8 @@ def test_plan_names_the_arms_whose_loop_check_cannot_act(tmp_path):
 def test_runs_side_by_side_get_each_model_built_once_before_they_start(tmp_path, monkeypatch):
     """Two launches warm-starting one missing model folder at once would both train it and
     write over each other: with more than one slot, compare builds each model path first."""
-    import microcoder.launch.compare_plan as plan
-    import microcoder.launch.model_dir as model_dir
+    import microcoder.launch.compare.plan as plan
+    import microcoder.launch.run.model_dir as model_dir
 
     built = []
     monkeypatch.setattr(model_dir, "ensure_model", lambda m, cfg: built.append(m.path))
@@ -210,7 +210,7 @@ def test_a_problem_file_recipe_says_the_problems_stay_the_same(tmp_path):
 def test_an_off_policy_arm_for_each_registered_correction_resolves_to_it():
     """`off_policy=NAME` takes its choices from the learner's registry (OFF_POLICY): every
     correction registered there is an arm, and its config runs that correction."""
-    from microcoder.learner.off_policy import OFF_POLICY
+    from microcoder.learner.algorithm.off_policy import OFF_POLICY
 
     for name in OFF_POLICY:
         arm = parse_arm(f"off_policy={name}")

@@ -1,5 +1,5 @@
 """compare.json, compare.md and the plots from constructed metrics.jsonl files (unit):
-launch/compare_metrics.py, launch/compare_report.py, launch/compare_plots.py."""
+launch/compare/metrics.py, launch/compare/report.py, launch/compare/plots.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.launch.compare_arms import parse_arms
-from microcoder.launch.compare_metrics import run_series, seed_band, spread, staleness_series
-from microcoder.launch.compare_report import build_report, write_report
-from microcoder.launch.compare_runner import make_job, run_jobs
+from microcoder.launch.compare.arms import parse_arms
+from microcoder.launch.compare.metrics import run_series, seed_band, spread, staleness_series
+from microcoder.launch.compare.report import build_report, write_report
+from microcoder.launch.compare.runner import make_job, run_jobs
 
 CFG = SimpleNamespace(max_steps=3)
 HELDOUT = {("no-mask", 0): 0.2, ("no-mask", 1): 0.4, ("no-mask", 2): 0.9}

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.launch.compare_launch import MetricsTail, last_line
-from microcoder.launch.compare_runner import (
+from microcoder.launch.compare.child import MetricsTail, last_line
+from microcoder.launch.compare.runner import (
     DONE_FILE,
     CompareError,
     capacity_error,
@@ -168,7 +168,7 @@ def test_a_launch_quiet_for_a_while_is_reported_with_its_newest_log_line(tmp_pat
     QUIET_S (as a launch does while its vLLM engine starts)."""
     import sys
 
-    import microcoder.launch.compare_launch as cl
+    import microcoder.launch.compare.child as cl
 
     script = "import time; print('[13:55:33] starting 1 generator(s)', flush=True); time.sleep(2)"
     monkeypatch.setattr(cl, "launch_command", lambda job: [sys.executable, "-c", script])

@@ -175,7 +175,7 @@ def test_an_explicit_activation_checkpointing_wins_over_the_rule(explicit):
 def test_an_auto_device_decides_activation_checkpointing_once_the_launch_knows_it(
     resolved, expected
 ):
-    from microcoder.launch.actor_settings import learner_rank_settings
+    from microcoder.launch.run.actor_settings import learner_rank_settings
 
     cfg = load_config(None, ["cluster.device=auto", "generator.max_response_tokens=512"])
     assert cfg.learner.activation_checkpointing is None

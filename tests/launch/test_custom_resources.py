@@ -47,7 +47,7 @@ def test_rays_own_resources_are_refused_naming_the_field_to_set(name, field):
 
 
 def test_a_pinned_cpu_replica_asks_ray_for_its_custom_resources():
-    from microcoder.launch.placement import replica_options
+    from microcoder.launch.run.placement import replica_options
 
     assert replica_options(1.0, 0.0, "cpu", "executor-0", resources={"second": 1}) == {
         "resources": {"second": 1}
@@ -56,7 +56,7 @@ def test_a_pinned_cpu_replica_asks_ray_for_its_custom_resources():
 
 
 def test_a_placement_group_bundle_carries_the_custom_resources(monkeypatch):
-    from microcoder.launch import placement
+    from microcoder.launch.run import placement
 
     bundles = {}
     monkeypatch.setattr(placement.GROUPS, "create", lambda name, b: bundles.update({name: b}))
@@ -69,7 +69,7 @@ def test_a_placement_group_bundle_carries_the_custom_resources(monkeypatch):
 
 
 def _plan(custom, *overrides, address='"10.0.0.7:6379"'):
-    from microcoder.launch.placement import make_plan
+    from microcoder.launch.run.placement import make_plan
 
     cfg = load_config(TINY, [f"cluster.address={address}", *overrides])
     return make_plan(cfg, "cpu", 64, 0, custom)
@@ -109,7 +109,7 @@ def test_a_dry_run_that_does_not_know_the_clusters_custom_resources_shows_them_u
 
 
 def test_the_joined_plan_reads_the_custom_resources_ray_counts():
-    from microcoder.launch.placement import cluster_custom
+    from microcoder.launch.run.placement import cluster_custom
 
     ray_counts = {"CPU": 8.0, "memory": 1e9, "object_store_memory": 1e9, "second": 4.0}
     assert cluster_custom({**ray_counts, "node:127.0.0.2": 1.0}) == {

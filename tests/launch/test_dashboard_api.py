@@ -10,10 +10,10 @@ import pytest
 from launch_testing import synthetic_metrics
 from launch_testing.synthetic_metrics import feed, step_up, synthetic_step
 
-from microcoder.launch.dashboard_server import DashboardServer
-from microcoder.launch.dashboard_store import MetricsStore, flatten
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.status_view import build_status
+from microcoder.launch.monitor.dashboard_server import DashboardServer
+from microcoder.launch.monitor.dashboard_store import MetricsStore, flatten
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.status_view import build_status
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.launch.dashboard_server import DashboardServer, exposure_warning
-from microcoder.launch.dashboard_store import MetricsStore
+from microcoder.launch.monitor.dashboard_server import DashboardServer, exposure_warning
+from microcoder.launch.monitor.dashboard_store import MetricsStore
 
 
 def test_the_default_dashboard_address_is_loopback_and_gets_no_warning():

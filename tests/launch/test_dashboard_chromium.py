@@ -10,10 +10,10 @@ import pytest
 from launch_testing.chromium import body_attrs, chart_points, page_dom, series_points
 from launch_testing.synthetic_metrics import CALIBRATION, feed, step_up, synthetic_step
 
-from microcoder.launch.dashboard_server import DashboardServer
-from microcoder.launch.dashboard_store import MetricsStore
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.status_view import build_status
+from microcoder.launch.monitor.dashboard_server import DashboardServer
+from microcoder.launch.monitor.dashboard_store import MetricsStore
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.status_view import build_status
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 REPLICAS = {

@@ -12,10 +12,10 @@ import pytest
 from launch_testing.chromium import chart_points, page_dom, series_points
 from launch_testing.synthetic_metrics import synthetic_mismatch, synthetic_step, synthetic_verdicts
 
-from microcoder.launch.dashboard_server import DashboardServer
-from microcoder.launch.dashboard_store import MetricsStore, flatten
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.status_view import build_status
+from microcoder.launch.monitor.dashboard_server import DashboardServer
+from microcoder.launch.monitor.dashboard_store import MetricsStore, flatten
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.status_view import build_status
 
 STEPS = 12
 NONFINITE_AT = 7

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from microcoder.actors.deadline import PeerTimeout
-from microcoder.launch.pools import Pool
+from microcoder.launch.run.pools import Pool
 
 STUCK_S = 120.0  # far beyond the deadline: only the deadline can end the wait
 
@@ -124,7 +124,7 @@ def test_a_generator_stuck_in_the_temperature_calibration_is_named(ray_cluster, 
     from types import SimpleNamespace
 
     from microcoder.launch.config import Config
-    from microcoder.launch.training_loop import build_controller
+    from microcoder.launch.run.training_loop import build_controller
 
     cfg = Config()
     cfg.algorithm.temperature.calibrate = True

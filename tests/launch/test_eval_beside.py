@@ -1,4 +1,4 @@
-"""The held-out eval beside training (launch/eval_beside.py): the training loop keeps stepping
+"""The held-out eval beside training (launch/run/eval_beside.py): the training loop keeps stepping
 while a slow stand-in eval runs, the eval record names the policy version the generators held,
 the last eval is awaited with a deadline, and a failed eval stops the run. The generator's hold
 (`Generator.hold_weights`) is tested on the product's Generator with a stand-in update. No Ray:
@@ -12,10 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.launch import eval_beside, evaluation
 from microcoder.launch.config import load_config
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.training_loop import _train_steps
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run import eval_beside
+from microcoder.launch.run import heldout_eval as evaluation
+from microcoder.launch.run.training_loop import _train_steps
 
 DEADLINE_S = 30.0
 

@@ -13,9 +13,14 @@ import pytest
 from launch_testing.synthetic_metrics import feed, synthetic_step
 
 from microcoder.launch.config import load_config
-from microcoder.launch.metrics_export import TensorBoardSink, WandbSink, require_wandb, scalars
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.monitor import check_exports, start_monitoring
+from microcoder.launch.monitor.metrics_export import (
+    TensorBoardSink,
+    WandbSink,
+    require_wandb,
+    scalars,
+)
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.session import check_exports, start_monitoring
 
 
 def test_scalars_use_slash_tags_at_the_record_step():

@@ -2,7 +2,7 @@
 the other generators and the learner's steps go on (issue 33, "What to build" 2: "the run goes
 on with the rest, and the supervisor restarts the dead one").
 
-Real Ray and the product's pieces: launch/pools.py `Pool` supervises three generator actors
+Real Ray and the product's pieces: launch/run/pools.py `Pool` supervises three generator actors
 (`check()`, as the supervisor thread calls it); learner rank 0 is the product's `LearnerRank`
 in a Ray actor, its `WorkLock`, `send_weights` and `WeightPublisher` over real gloo channels,
 forced onto the device path (every send takes the lock, as over NCCL), with a stand-in Learner
@@ -30,7 +30,7 @@ def generator_cls(ray, flag: str):
             self.rx = None
 
         def collective_rpc(self, method: str, args: tuple = ()) -> list:
-            from microcoder.learner.weight_sync import WeightReceiver
+            from microcoder.learner.sync.transport import WeightReceiver
 
             if method == "mc_open_channel":
                 (spec,) = args
@@ -132,7 +132,7 @@ def rank0_cls(ray):
 def test_a_generator_that_died_in_a_sync_is_restarted_and_reopens_while_the_others_go_on(
     ray_cluster, tmp_path
 ):
-    from microcoder.launch.pools import Pool
+    from microcoder.launch.run.pools import Pool
 
     ray = ray_cluster
     rank0 = rank0_cls(ray).options(name="mc-test-restart-rank0").remote(0, 1)

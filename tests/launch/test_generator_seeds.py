@@ -1,4 +1,4 @@
-"""launch/actor_settings.py: every generator replica samples with its own engine seed, derived
+"""launch/run/actor_settings.py: every generator replica samples with its own engine seed, derived
 from the run's seed and its index, the same on every launch (issue 33, fault 9)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.launch.actor_settings import generator_seed, generator_settings, replica_index
 from microcoder.launch.config import load_config
+from microcoder.launch.run.actor_settings import generator_seed, generator_settings, replica_index
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.toml"
 

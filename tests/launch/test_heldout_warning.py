@@ -5,7 +5,7 @@ training without the curve the user asked for (seen on LeetCodeDataset at a 600-
 from __future__ import annotations
 
 from microcoder.launch.config import load_config
-from microcoder.launch.problems import empty_heldout_warning
+from microcoder.launch.run.problems import empty_heldout_warning
 
 
 def test_an_empty_held_out_set_with_eval_every_is_warned_about_with_the_remedies():

@@ -1,5 +1,5 @@
 """A 2-step launch trains on the `answer` kind (configs/answer-tiny.toml: exact-answer problems
-scored by the shipped reward function, sandbox/answer.py, without the sandbox) with the
+scored by the shipped reward function, sandbox/rewards/answer.py, without the sandbox) with the
 random-weight tiny model: the run finishes its steps, every response gets AC or WA from the
 reward (none is judged as a program), the reward function's component reaches metrics.jsonl
 and no reward error is counted."""

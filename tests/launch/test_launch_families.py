@@ -15,7 +15,7 @@ from family_models import build_family
 from launch_testing.launched import start_launch
 from launch_testing.waiting import records
 
-from microcoder.learner.model_check import checkpoint_shapes
+from microcoder.learner.models.model_check import checkpoint_shapes
 
 FAMILIES = ["qwen3", "llama", "qwen3_moe"]
 

@@ -78,8 +78,8 @@ def test_the_all_filtered_condition_is_reported_with_the_pass_rate(finished_run)
 
 
 def test_the_held_out_fraction_is_evaluated_and_never_trained_on(finished_run):
-    from microcoder.data.holdout import is_held_out
-    from microcoder.data.loaders import load_problems
+    from microcoder.data.corpus.holdout import is_held_out
+    from microcoder.data.formats.loaders import load_problems
 
     _, run_dir = finished_run
     held = {p.id for p in load_problems(DATA) if is_held_out(p.id, 0.25)}

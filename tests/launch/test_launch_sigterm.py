@@ -19,8 +19,9 @@ TINY = Path(__file__).parents[2] / "configs" / "tiny-cpu.toml"
 
 
 def test_sigterm_after_ray_started_checkpoints_and_exits_130(monkeypatch, tmp_path):
-    from microcoder.launch import cluster, model_dir, monitor
-    from microcoder.launch.run_command import launch
+    from microcoder.launch.monitor import session as monitor
+    from microcoder.launch.run import cluster, model_dir
+    from microcoder.launch.run.command import launch
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""A local run starts its own Ray on loopback (launch/cluster.py: init_local_ray): it never
+"""A local run starts its own Ray on loopback (launch/run/cluster.py: init_local_ray): it never
 attaches to a cluster `ray start` recorded on the machine, and Ray's node IP is 127.0.0.1."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from microcoder.launch import cluster
 from microcoder.launch.config import load_config
+from microcoder.launch.run import cluster
 
 PROBE = """
 import json, ray
 from ray._private import services
-from microcoder.launch.cluster import init_local_ray
+from microcoder.launch.run.cluster import init_local_ray
 
 joined_by_a_bare_init = services.canonicalize_bootstrap_address(None)
 init_local_ray(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)

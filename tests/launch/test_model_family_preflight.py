@@ -1,6 +1,6 @@
-"""The launch's pre-start checks (launch/run_command.py: preflight_errors, shared by launch and
+"""The launch's pre-start checks (launch/run/command.py: preflight_errors, shared by launch and
 --dry-run) refuse a model folder whose family the learner does not support, or whose head_dim
-vLLM's CPU attention cannot run, naming why and what to change (learner/families.py)."""
+vLLM's CPU attention cannot run, naming why and what to change (learner/models/families.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from microcoder.launch.config import load_config
-from microcoder.launch.run_command import preflight_errors
+from microcoder.launch.run.command import preflight_errors
 
 TINY_CPU = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.toml"
 
@@ -52,7 +52,7 @@ def test_head_dim_16_is_refused_on_cpu_naming_the_knob_but_not_on_cuda(tmp_path)
 
 def test_a_padded_cpu_moe_layer_is_refused_on_cpu_but_not_on_cuda(tmp_path):
     """vLLM-CPU pads an MoE intermediate size that is not a multiple of 32, and the generators'
-    reload re-prepacks only unpadded experts (actors/worker_ext.py)."""
+    reload re-prepacks only unpadded experts (actors/engines/worker_ext.py)."""
     arch = dict(model_type="qwen3_moe", hidden_size=64, num_attention_heads=2, head_dim=32)
     assert _errors(tmp_path, _folder(tmp_path, **arch, moe_intermediate_size=64)) == []
     (tmp_path / "b").mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from microcoder.launch.config import load_config
-from microcoder.launch.placement import make_plan
+from microcoder.launch.run.placement import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_RECIPE = REPO / "configs" / "qwen2.5-coder-1.5b-8gpu.toml"
@@ -125,7 +125,7 @@ def joined_run(monkeypatch, tmp_path, resources: dict, *overrides: str):
     """A Run joining a cluster that advertises `resources` (ray.init and the cluster faked)."""
     import ray
 
-    from microcoder.launch.cluster import Run
+    from microcoder.launch.run.cluster import Run
 
     calls = {}
     monkeypatch.setattr(ray, "init", lambda **kw: calls.update(init=kw))
@@ -136,7 +136,7 @@ def joined_run(monkeypatch, tmp_path, resources: dict, *overrides: str):
 
 
 def test_a_joined_cluster_is_planned_with_its_own_resources_not_the_drivers(monkeypatch, tmp_path):
-    from microcoder.launch.placement import cluster_totals
+    from microcoder.launch.run.placement import cluster_totals
 
     assert cluster_totals({"CPU": 96.0, "GPU": 8.0, "memory": 1e12}) == (96.0, 8.0)
     assert cluster_totals({"CPU": 4.0}) == (4.0, 0.0)
@@ -191,8 +191,9 @@ def test_a_joined_launch_prints_no_driver_plan_and_leaves_device_auto_to_the_clu
     from types import SimpleNamespace
 
     from microcoder import device
-    from microcoder.launch import cluster, model_dir, monitor
-    from microcoder.launch.run_command import launch
+    from microcoder.launch.monitor import session as monitor
+    from microcoder.launch.run import cluster, model_dir
+    from microcoder.launch.run.command import launch
 
     def no_driver_device(requested):
         raise AssertionError("cluster.device resolved on the driver")

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from microcoder.launch.placement import GROUPS, release, release_all, replica_options
-from microcoder.launch.pools import Pool
+from microcoder.launch.run.placement import GROUPS, release, release_all, replica_options
+from microcoder.launch.run.pools import Pool
 
 
 def _state(pg) -> str:

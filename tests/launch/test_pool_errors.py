@@ -3,7 +3,7 @@ errors live replicas report in their stats, each logged once."""
 
 from __future__ import annotations
 
-from microcoder.launch.pools import Pool, error_summary
+from microcoder.launch.run.pools import Pool, error_summary
 
 RAY_TEXT = """ray::Generator.run() (pid=4242, ip=127.0.0.1, actor_id=abc, repr=<Generator>)
   File "/x/actors/generator.py", line 120, in run

@@ -7,10 +7,10 @@ import urllib.request
 
 from launch_testing.synthetic_metrics import feed, synthetic_eval, synthetic_step
 
-from microcoder.launch.dashboard_server import DashboardServer
-from microcoder.launch.dashboard_store import MetricsStore
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.prometheus import metric_name, prometheus_text
+from microcoder.launch.monitor.dashboard_server import DashboardServer
+from microcoder.launch.monitor.dashboard_store import MetricsStore
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.prometheus import metric_name, prometheus_text
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]\w*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
 

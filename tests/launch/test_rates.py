@@ -1,5 +1,5 @@
 """One `Rates` (microcoder/rates.py) for both of its users: the training loop's plain pool rates
-(launch/training_loop.py `pool_fields`) and the buffer's smoothed counter rates
+(launch/run/training_loop.py `pool_fields`) and the buffer's smoothed counter rates
 (buffer/accounting.py `counter_rates`)."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.learner.presets import PRESETS
+from microcoder.learner.algorithm.presets import PRESETS
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "compare-long.toml"
 

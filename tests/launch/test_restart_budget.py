@@ -1,9 +1,9 @@
-"""launch/pools.py: restarts are bounded (issue 33, fault 7). A replica whose loop dies again
+"""launch/run/pools.py: restarts are bounded (issue 33, fault 7). A replica whose loop dies again
 after every restart (a vLLM engine that cannot run the model) is given up on after
 `max_restarts` within the window; the pool's `fatal` names its last error (the engine's own)
 and the fix, and the supervisor stops the run. The pool runs a real Ray actor; the generator's
 half (an engine that died is noticed by `ready()` and its own error read from the log) is
-tested on its pieces: actors/async_engine.py `AsyncEngine.dead`, actors/logs.py
+tested on its pieces: actors/engines/async_llm.py `AsyncEngine.dead`, actors/logs.py
 `last_error_line`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from microcoder.launch.pools import Pool, RestartBudget
+from microcoder.launch.run.pools import Pool, RestartBudget
 
 ENGINE_ERROR = "RuntimeError: Unsupported CPU attention configuration: head_dim=16"
 
@@ -84,7 +84,7 @@ def test_a_replica_that_dies_after_every_restart_stops_the_pool_with_its_error_a
 
 
 def test_the_supervisor_stops_the_run_when_a_pool_gave_up():
-    from microcoder.launch.supervisor import Supervisor
+    from microcoder.launch.run.supervisor import Supervisor
 
     stopped: list[str] = []
     pool = SimpleNamespace(check=lambda before_loop=None: [], fatal="generator-0 failed 6 times")
@@ -125,7 +125,7 @@ def test_an_engine_whose_core_process_is_gone_is_dead(tmp_path):
     import subprocess
     import sys
 
-    from microcoder.actors.async_engine import AsyncEngine
+    from microcoder.actors.engines.async_llm import AsyncEngine
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 from microcoder.launch.run_dirs import newest_run
 
 

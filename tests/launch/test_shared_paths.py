@@ -1,4 +1,4 @@
-"""The shared-path rule of a joined cluster (launch/shared_paths.py): the run directory, the
+"""The shared-path rule of a joined cluster (launch/run/shared_paths.py): the run directory, the
 model folder, a data file and buffer.keys_dir lie under cluster.shared_dir, or the launch stops
 at start naming the path and what to set; a local run is not checked."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.launch.config import load_config
-from microcoder.launch.shared_paths import shared_path_errors
+from microcoder.launch.run.shared_paths import shared_path_errors
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.toml"
 
@@ -84,8 +84,8 @@ def test_a_shared_dir_that_is_not_a_folder_is_an_error(tmp_path):
 def test_a_joined_launch_that_breaks_the_rule_stops_at_start_before_ray(
     tmp_path, capsys, monkeypatch
 ):
-    from microcoder.launch.cluster import Run
-    from microcoder.launch.run_command import launch
+    from microcoder.launch.run.cluster import Run
+    from microcoder.launch.run.command import launch
 
     # The suite's session Ray may be up in this process: ask whether *this* launch starts one.
     monkeypatch.setattr(Run, "start_ray", lambda *a, **k: pytest.fail("the launch started Ray"))

@@ -9,13 +9,13 @@ import time
 import tomli_w
 from launch_testing.synthetic_metrics import feed, synthetic_step
 
-from microcoder.launch.cli import main
-from microcoder.launch.dashboard_server import DashboardServer
-from microcoder.launch.dashboard_store import MetricsStore
-from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.cli.main import main
+from microcoder.launch.monitor.dashboard_server import DashboardServer
+from microcoder.launch.monitor.dashboard_store import MetricsStore
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.monitor.status_sources import status_from_files
+from microcoder.launch.monitor.status_view import build_status, render_status
 from microcoder.launch.run_dirs import newest_run
-from microcoder.launch.status_sources import status_from_files
-from microcoder.launch.status_view import build_status, render_status
 
 REPLICAS = {
     "generator": [
@@ -196,7 +196,7 @@ def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
     from types import SimpleNamespace
 
     from microcoder.launch.config import load_config
-    from microcoder.launch.status_sources import status_live
+    from microcoder.launch.monitor.status_sources import status_live
 
     run = SimpleNamespace(
         cfg=load_config(None),

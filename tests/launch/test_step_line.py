@@ -1,10 +1,10 @@
-"""The launcher's per-step console line (launch/run_command.py: progress_line)."""
+"""The launcher's per-step console line (launch/run/command.py: progress_line)."""
 
 from __future__ import annotations
 
 from launch_testing.synthetic_metrics import synthetic_mismatch, synthetic_step
 
-from microcoder.launch.run_command import progress_line
+from microcoder.launch.run.command import progress_line
 
 
 def test_step_line_shows_the_mismatch_kl():

@@ -1,9 +1,9 @@
-"""The end-of-run summary (launch/summary.py) on synthetic metrics records: when T changed and
+"""The end-of-run summary (launch/monitor/summary.py) on synthetic metrics records: when T changed and
 the batch reward compared at equal T."""
 
 from __future__ import annotations
 
-from microcoder.launch.summary import summary_table, temperature_spans
+from microcoder.launch.monitor.summary import summary_table, temperature_spans
 
 SUMMARY = {"steps": 0, "wall_s": 1.0, "compute_s": 0.0, "sync_s": 0.0, "wait_s": 0.0}
 

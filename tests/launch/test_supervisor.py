@@ -1,4 +1,4 @@
-"""The control requests of a live run, both sides (launch/supervisor.py): `send_request` writes a
+"""The control requests of a live run, both sides (launch/run/supervisor.py): `send_request` writes a
 request file, the supervisor's `ControlInbox` reads it and `apply_control` answers it. The run
 and its pools are stand-ins (no Ray): these tests are about the file protocol and the reply."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from microcoder.launch.supervisor import ControlInbox, apply_control, send_request
+from microcoder.launch.run.supervisor import ControlInbox, apply_control, send_request
 
 
 class FakePool:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from microcoder.launch.metrics_export import WandbSink
-from microcoder.launch.metrics_log import MetricsLogger
+from microcoder.launch.monitor.metrics_export import WandbSink
+from microcoder.launch.monitor.metrics_log import MetricsLogger
 
 HEADER = b":W&B\xe1\xbe\x00"
 BLOCK = 32 * 1024

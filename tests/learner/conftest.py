@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.learner.tiny_model import SMALL_ARCH, build_tiny_model
+from microcoder.learner.models.tiny_model import SMALL_ARCH, build_tiny_model
 
 HERE = str(Path(__file__).parent)  # for `from learner_ranks import spawn_ranks` (importlib mode)
 if HERE not in sys.path:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from microcoder.learner.weight_relay import RelayReceiver
+from microcoder.learner.sync.relay import RelayReceiver
 
 
 class Dies(RelayReceiver):

@@ -12,7 +12,7 @@ import sys
 
 from safetensors.torch import save_file
 
-from microcoder.learner.weight_sync import WeightReceiver
+from microcoder.learner.sync.transport import WeightReceiver
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from microcoder.config import ConfigError, load_layers
-from microcoder.learner import grpo
+from microcoder.learner.algorithm import grpo
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sample import SampleGroup, TrainSample
 from microcoder.learner.trainer import Learner

@@ -1,4 +1,4 @@
-"""learner/collective_wait.py `wait_work`: every wait of a weight-sync collective is bounded by
+"""learner/sync/collective_wait.py `wait_work`: every wait of a weight-sync collective is bounded by
 its deadline, on NCCL (whose `work.wait()` does not block with one) as on gloo. The work
 objects are stand-ins with `is_completed`/`wait`, and the clock is the test's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.learner.collective_wait import CollectiveTimeout, wait_work
+from microcoder.learner.sync.collective_wait import CollectiveTimeout, wait_work
 
 
 class FakeWork:
@@ -93,13 +93,13 @@ def test_gloo_uses_its_own_blocking_wait_which_honours_the_group_timeout():
 
 
 def test_the_channel_waits_on_a_device_group_by_polling_and_aborts_it_at_the_deadline():
-    """learner/weight_sync.py `_wait`, which every broadcast of a sender and a receiver goes
+    """learner/sync/transport.py `_wait`, which every broadcast of a sender and a receiver goes
     through: a channel on a GPU (NCCL) polls, and past its timeout aborts its group."""
     from types import SimpleNamespace
 
     import torch
 
-    from microcoder.learner.weight_sync import _wait
+    from microcoder.learner.sync.transport import _wait
 
     aborted: list = []
     peer = SimpleNamespace(

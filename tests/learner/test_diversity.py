@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from microcoder.learner.diversity import batch_diversity, group_diversity, ngram_sets
+from microcoder.learner.algorithm.diversity import batch_diversity, group_diversity, ngram_sets
 
 
 def test_identical_responses_have_zero_diversity():

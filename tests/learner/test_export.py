@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sample import SampleGroup, TrainSample
 from microcoder.learner.trainer import Learner

@@ -1,4 +1,4 @@
-"""Every supported family (learner/families.py) is proven here on a tiny random-init folder
+"""Every supported family (learner/models/families.py) is proven here on a tiny random-init folder
 (tests/support/family_models.py): the learner's own packed log-probs, chunked and unchunked,
 equal transformers' forward (fp32, 1e-5); what it publishes carries the checkpoint's names and
 shapes and round-trips through `from_pretrained`; unsupported families and shapes are refused."""
@@ -13,9 +13,9 @@ from family_models import FAMILY_ARCH, build_family
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from microcoder.learner import logprob_check as lc
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
-from microcoder.learner.families import FAMILIES, family_errors, head_transform
+from microcoder.learner.models import logprob_check as lc
+from microcoder.learner.models.families import FAMILIES, family_errors, head_transform
 from microcoder.learner.trainer import Learner
 
 TEMPERATURE = 0.7

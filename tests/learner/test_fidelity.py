@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.launch.compare_arms import parse_arm
-from microcoder.launch.compare_plan import plan_grid
+from microcoder.launch.compare.arms import parse_arm
+from microcoder.launch.compare.plan import plan_grid
 from microcoder.launch.config import load_config
+from microcoder.learner.algorithm.presets import flat_values
 from microcoder.learner.config import AlgorithmConfig
-from microcoder.learner.presets import flat_values
 
 REPO = Path(__file__).resolve().parents[2]
 COVERED = ("microcoder", "dapo", "paper")

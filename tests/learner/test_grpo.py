@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from microcoder.learner import grpo, off_policy
+from microcoder.learner.algorithm import grpo, off_policy
 
 
 def test_advantages_normalise_within_each_group():

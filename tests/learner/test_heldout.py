@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.data.synthetic import generate_tasks
+from microcoder.data.synthetic.tasks import generate_tasks
 from microcoder.learner.heldout import heldout_eval, heldout_pass_rate
-from microcoder.learner.sft_data import response_text
+from microcoder.learner.warmstart.examples import response_text
 from microcoder.sandbox import JudgePool
 
 PROBLEMS = generate_tasks(0, "heldout", 6)

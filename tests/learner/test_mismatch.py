@@ -1,4 +1,4 @@
-"""The mismatch metrics (learner/mismatch.py) against their formulas computed here directly with
+"""The mismatch metrics (learner/algorithm/mismatch.py) against their formulas computed here directly with
 numpy: mean |Δ log p|, the k3 estimate, the ratio quantiles (within half a histogram bin of the
 exact inverted-CDF quantile), the fraction out of the band, per staleness and overall."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from microcoder.learner import mismatch
+from microcoder.learner.algorithm import mismatch
 
 CAP = 2.0
 

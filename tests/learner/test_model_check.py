@@ -44,7 +44,7 @@ def test_model_check_reports_a_supported_moe_folder_ok(checked):
 
 @pytest.mark.slow
 def test_the_moe_engine_greedy_equals_transformers_after_the_reload(checked):
-    """vLLM-CPU's fused experts after `reload_weights` (actors/worker_ext.py prepacks them)."""
+    """vLLM-CPU's fused experts after `reload_weights` (actors/engines/worker_ext.py prepacks them)."""
     _, _, res = checked
     stage = json.loads(res.stdout)["vllm"]
     assert stage["status"] == "ok" and stage["after"] == stage["transformers_greedy"], stage

@@ -1,4 +1,4 @@
-"""`model check`'s vLLM stage (actors/vllm_check.py): an engine built on random (dummy)
+"""`model check`'s vLLM stage (actors/engines/vllm_check.py): an engine built on random (dummy)
 weights loads the learner's published state through the worker extension's reload path, and its
 greedy tokens then equal transformers' on the folder, for qwen3 and llama (qwen3_moe:
 tests/learner/test_model_check.py). A head size vLLM's CPU attention refuses fails the stage with
@@ -43,7 +43,7 @@ def _config(**over) -> dict:
 
 
 def test_an_unsupported_cpu_head_size_fails_the_stage_without_an_engine(tmp_path):
-    from microcoder.actors.vllm_check import vllm_stage
+    from microcoder.actors.engines.vllm_check import vllm_stage
 
     stage = vllm_stage(tmp_path, _config(head_dim=16), {}, "cpu")
     assert stage["status"] == "failed" and stage["engine_started"] is False
@@ -51,8 +51,8 @@ def test_an_unsupported_cpu_head_size_fails_the_stage_without_an_engine(tmp_path
 
 
 def test_the_stage_is_skipped_with_the_reason_where_vllm_is_not_importable(tmp_path, monkeypatch):
-    from microcoder.actors.vllm_check import vllm_stage
-    from microcoder.learner.model_check import format_vllm
+    from microcoder.actors.engines.vllm_check import vllm_stage
+    from microcoder.learner.models.model_check import format_vllm
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises, as without it
     stage = vllm_stage(tmp_path, _config(), {}, "cpu")
@@ -68,7 +68,7 @@ def test_an_engine_past_its_deadline_fails_the_stage_instead_of_hanging(tmp_path
 
     from safetensors.torch import load_file
 
-    from microcoder.actors.vllm_check import vllm_stage
+    from microcoder.actors.engines.vllm_check import vllm_stage
 
     folder = build_family("qwen3", tmp_path / "qwen3")
     state = load_file(folder / "model.safetensors")

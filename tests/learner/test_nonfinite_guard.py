@@ -16,11 +16,11 @@ import torch
 from learner_groups import mixed_groups
 
 from microcoder.launch.config import load_config
-from microcoder.launch.metrics_log import MetricsLogger
-from microcoder.launch.training_loop import _train_steps
+from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.training_loop import _train_steps
+from microcoder.learner.algorithm.temperature import TemperatureController
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.sample import SampleGroup
-from microcoder.learner.temperature import TemperatureController
 from microcoder.learner.trainer import Learner, NonFiniteWeights
 
 

@@ -1,4 +1,4 @@
-"""The off-policy corrections (learner/off_policy.py: OFF_POLICY), each against its formula
+"""The off-policy corrections (learner/algorithm/off_policy.py: OFF_POLICY), each against its formula
 written out here in plain Python on hand-made ratios, the edges (all in band, all out, no
 tokens, a dummy token), where they must equal `tis`; and the config rules around them."""
 
@@ -12,7 +12,7 @@ import torch
 
 from microcoder.config import ConfigError
 from microcoder.launch.config import load_config
-from microcoder.learner import off_policy
+from microcoder.learner.algorithm import off_policy
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, OffPolicy
 from microcoder.learner.trainer import Learner
 

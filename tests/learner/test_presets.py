@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from microcoder.config import ConfigError
-from microcoder.launch.cmd_config import run_show
+from microcoder.launch.cli.cmd_config import run_show
 from microcoder.launch.config import load_config
+from microcoder.learner.algorithm.presets import PRESETS, flat_values, overridden
 from microcoder.learner.config import AlgorithmConfig
-from microcoder.learner.presets import PRESETS, flat_values, overridden
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,7 @@ DEADLINE_S = 5.0
 def receive_in_child(name: str, conn) -> None:
     """A generator worker: once imported, take the channel's address (JSON), join the channel,
     receive one round, report its sums as JSON."""
-    from microcoder.learner.weight_sync import WeightReceiver
+    from microcoder.learner.sync.transport import WeightReceiver
 
     conn.send("imported")
     host, port = json.loads(conn.recv())
@@ -46,7 +46,7 @@ def _send(publisher: WeightPublisher, name: str, out: dict) -> None:
 
 @pytest.mark.timeout(180)
 def test_a_generator_that_dies_mid_sync_is_given_up_on_in_time_and_the_other_sync_completes():
-    from microcoder.learner.weight_sync import _PREFIX
+    from microcoder.learner.sync.transport import _PREFIX
 
     state = {f"w{i}": torch.full((1 << 20,), float(i)) for i in range(8)}  # 8 x 4 MiB
     publisher = WeightPublisher(DEADLINE_S, host="127.0.0.1")

@@ -7,11 +7,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from microcoder.data.config import PromptConfig
-from microcoder.data.prompts import PromptRenderer
-from microcoder.data.synthetic import generate_tasks
-from microcoder.learner.sft import WarmStartError, train_sft
-from microcoder.learner.sft_config import WarmStartConfig
-from microcoder.learner.sft_data import encode_example
+from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.synthetic.tasks import generate_tasks
+from microcoder.learner.warmstart.config import WarmStartConfig
+from microcoder.learner.warmstart.examples import encode_example
+from microcoder.learner.warmstart.sft import WarmStartError, train_sft
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -6,9 +6,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from microcoder.data.config import PromptConfig
-from microcoder.data.prompts import PromptRenderer
-from microcoder.data.synthetic import generate_tasks
-from microcoder.learner.sft_data import (
+from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.synthetic.tasks import generate_tasks
+from microcoder.learner.warmstart.examples import (
     IGNORE,
     batch_indices,
     collate,

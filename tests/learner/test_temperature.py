@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.learner.temperature import TemperatureController, calibrate
+from microcoder.learner.algorithm.temperature import TemperatureController, calibrate
 
 # A constructed diversity curve where the answer is known: diversity rises with temperature.
 CURVE = {0.6: 0.10, 0.8: 0.25, 1.0: 0.42, 1.2: 0.55, 1.4: 0.70}
@@ -136,7 +136,7 @@ def changes_over(c: TemperatureController, series: list[float]) -> list:
 
 def test_the_microcoder_preset_changes_t_at_most_once_over_100_decaying_steps():
     from microcoder.launch.config import load_config
-    from microcoder.learner.temperature import controller_for
+    from microcoder.learner.algorithm.temperature import controller_for
 
     cfg = load_config(None, ["algorithm.preset=microcoder", "max_steps=100"])
     c = controller_for(cfg.algorithm.temperature, 1.0, cfg.max_steps)
@@ -154,7 +154,7 @@ def test_without_a_budget_the_same_series_ramps_t_up_the_ladder():
 
 
 def test_the_auto_window_is_a_tenth_of_the_run_and_at_least_5():
-    from microcoder.learner.temperature import resolve_window
+    from microcoder.learner.algorithm.temperature import resolve_window
 
     assert [resolve_window("auto", n) for n in (16, 40, 59, 100, 500)] == [5, 5, 5, 10, 50]
     assert resolve_window(2, 500) == 2 and resolve_window(0, 500) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from microcoder.learner.tiny_model import build_tiny_model
+from microcoder.learner.models.tiny_model import build_tiny_model
 
 
 def weights(path: Path) -> bytes:

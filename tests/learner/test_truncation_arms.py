@@ -8,7 +8,7 @@ import torch
 
 from microcoder.config import ConfigError
 from microcoder.launch.config import load_config
-from microcoder.learner import grpo
+from microcoder.learner.algorithm import grpo
 from microcoder.learner.batch import build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, TruncationMask
 from microcoder.learner.sample import SampleGroup, TrainSample

@@ -10,14 +10,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from microcoder.data.config import PromptConfig
-from microcoder.learner.sft_config import WarmStartConfig
-from microcoder.learner.warmstart import (
+from microcoder.learner.warmstart.build import (
     MANIFEST,
     default_system_prompt,
     find_finished,
     settings_of,
     warm_start,
 )
+from microcoder.learner.warmstart.config import WarmStartConfig
 
 # A window of [0, 1] accepts the first evaluation: this checks the machinery, not the learning.
 SMALL = WarmStartConfig(
@@ -145,11 +145,11 @@ import torch
 torch.set_num_threads(1)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from vllm import LLM
-from microcoder.data.synthetic import generate_tasks
-from microcoder.learner.hf_sample import sample_replies
+from microcoder.data.synthetic.tasks import generate_tasks
+from microcoder.learner.warmstart.hf_sample import sample_replies
 sys.path.insert(0, sys.argv[2])  # tests/support, for engine_testing
 from engine_testing.vllm_replies import vllm_replies
-from microcoder.data.prompts import PromptRenderer
+from microcoder.data.prompting.render import PromptRenderer
 path = sys.argv[1]
 tok = AutoTokenizer.from_pretrained(path)
 renderer = PromptRenderer(tok)

@@ -1,4 +1,4 @@
-"""The chain relay (learner/weight_relay.py): real gloo groups on loopback, the receivers in
+"""The chain relay (learner/sync/relay.py): real gloo groups on loopback, the receivers in
 threads of this process (each with its own group member), the sender in the test's thread."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_relay import (
+from microcoder.learner.sync.relay import (
     RelayError,
     RelayReceiver,
     RelaySender,
     relay_layout,
 )
-from microcoder.learner.weight_sync import WeightSyncError
+from microcoder.learner.sync.transport import WeightSyncError
 
 MEMBER = Path(__file__).with_name("relay_member.py")
 BUCKET = 64 << 10  # 64 KiB chunks

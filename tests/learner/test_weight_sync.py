@@ -12,7 +12,12 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_sync import WeightSender, WeightSyncError, _layout, channel_backend
+from microcoder.learner.sync.transport import (
+    WeightSender,
+    WeightSyncError,
+    _layout,
+    channel_backend,
+)
 
 RECEIVER = Path(__file__).with_name("sync_receiver.py")
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from microcoder.learner.distributed import free_port
-from microcoder.learner.weight_sync import WeightReceiver, WeightSender, WeightSyncError
+from microcoder.learner.sync.transport import WeightReceiver, WeightSender, WeightSyncError
 
 DEADLINE_S = 2.0
 

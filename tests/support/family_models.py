@@ -20,7 +20,7 @@ COMMON = dict(
     initializer_range=0.1,
     tie_word_embeddings=False,
 )
-"""Shared shape: head_dim 32 is one vLLM's CPU attention supports (learner/families.py)."""
+"""Shared shape: head_dim 32 is one vLLM's CPU attention supports (learner/models/families.py)."""
 
 FAMILY_ARCH: dict[str, dict] = {
     "qwen2": {},
@@ -53,7 +53,7 @@ FAMILY_ARCH: dict[str, dict] = {
 def build_family(model_type: str, out: str | Path, seed: int = 0, tokenizer: bool = False) -> Path:
     """Save a random-init tiny `model_type` model (fp32, safetensors) in `out`. With
     `tokenizer`, the folder is a launchable model: a byte-level BPE tokenizer with ChatML specials
-    and chat template (learner/tiny_model.py's, trained on 20 stdlib files), the vocabulary
+    and chat template (learner/models/tiny_model.py's, trained on 20 stdlib files), the vocabulary
     sized to it, and EOS/pad ids in config.json and generation_config.json."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
@@ -61,7 +61,7 @@ def build_family(model_type: str, out: str | Path, seed: int = 0, tokenizer: boo
     arch = {**COMMON, **FAMILY_ARCH[model_type]}
     tok = None
     if tokenizer:
-        from microcoder.learner.tiny_model import stdlib_corpus, train_tokenizer
+        from microcoder.learner.models.tiny_model import stdlib_corpus, train_tokenizer
 
         tok = train_tokenizer(stdlib_corpus(20), vocab_size=1024)
         ids = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -88,9 +88,9 @@ ONE_LAYER = dict(
 
 
 def tokenizer_model(out: str | Path) -> Path:
-    """A 1-layer tiny model (learner/tiny_model.py, seed 0) with a 300-token tokenizer trained on a
+    """A 1-layer tiny model (learner/models/tiny_model.py, seed 0) with a 300-token tokenizer trained on a
     little Python (`def add`, `class Solution`): what the prompt-rendering tests count tokens with."""
-    from microcoder.learner.tiny_model import build_tiny_model
+    from microcoder.learner.models.tiny_model import build_tiny_model
 
     corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
     return build_tiny_model(out, seed=0, corpus=corpus, vocab_size=300, **ONE_LAYER)

@@ -1,6 +1,6 @@
 """A stand-in for a generator's vLLM engine on the weight path: `collective_rpc` into its one
 worker, which joins the weight channel (`mc_open_channel`) and receives each round whole on a
-real WeightReceiver (`mc_receive_and_load`), as actors/worker_ext.py does in a real engine."""
+real WeightReceiver (`mc_receive_and_load`), as actors/engines/worker_ext.py does in a real engine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class ReceivingEngine:
         self.tensors = 0
 
     def collective_rpc(self, method: str, args: tuple = ()) -> list:
-        from microcoder.learner.weight_sync import WeightReceiver
+        from microcoder.learner.sync.transport import WeightReceiver
 
         if method == "mc_open_channel":
             (spec,) = args

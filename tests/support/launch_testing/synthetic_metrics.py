@@ -1,4 +1,4 @@
-"""Plausible step/eval/event records shaped like launch/training_loop.py's, for tests of the
+"""Plausible step/eval/event records shaped like launch/run/training_loop.py's, for tests of the
 dashboard, the exports and `microcoder status` without Ray (deterministic in `step`)."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def synthetic_step(step: int, generators: int = 2, executors: int = 2) -> dict[s
 
 
 def synthetic_mismatch(step: int) -> dict[str, Any]:
-    """The mismatch fields of a step record (learner/mismatch.py: mismatch_metrics), with the
+    """The mismatch fields of a step record (learner/algorithm/mismatch.py: mismatch_metrics), with the
     staleness buckets "0" and "1" at every step and "8+" from step 5 on."""
 
     def bucket(b: int) -> dict[str, float]:

@@ -1,0 +1,90 @@
+"""`microcoder data build|filter|stats`: assemble a clean training set (MicroCoder-Dataset's
+method). Parsing only here; each subcommand's work is in data/ (build.py, difficulty.py,
+stats.py), imported when the subcommand runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "data",
+        help="build a clean training set: verify, deduplicate, decontaminate, date-split, "
+        "difficulty-filter; corpus stats",
+        description="Training-data tools. `build` turns any mix of problem files into one clean "
+        "JSONL with a report of what each stage removed; `filter` keeps the hard-but-solvable "
+        "band by measured pass rate; `stats` counts a problem file.",
+    )
+    data_sub = p.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
+    _register_build(data_sub)
+    _register_filter(data_sub)
+    _register_stats(data_sub)
+
+
+def _dispatch(module: str):
+    """A `func` that imports `microcoder.data.<module>` and runs its `cli_main(args)`."""
+
+    def run(args: argparse.Namespace) -> int:
+        return importlib.import_module(f"microcoder.data.{module}").cli_main(args)
+
+    return run
+
+
+def _register_build(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "build",
+        help="validate, verify references, deduplicate, decontaminate and date-split sources",
+        description="Read any mix of loader formats (bad rows are reported, not fatal), run the "
+        "stages validate -> verify references -> exact duplicates -> near-duplicates -> "
+        "decontamination -> date cutoff, write our JSONL and a report.",
+    )
+    p.add_argument("--sources", nargs="+", required=True, metavar="FILE", help="problem files")
+    p.add_argument(
+        "--eval-sets", nargs="*", default=[], metavar="FILE", help="decontaminate against"
+    )
+    p.add_argument("--cutoff-date", help="drop rows dated after YYYY-MM-DD")
+    p.add_argument("--near-dup-threshold", type=float, default=0.7, help="Jaccard (default 0.7)")
+    p.add_argument("--out", default="data-build.jsonl", help="the clean JSONL")
+    p.add_argument("--report", default="data-build-report", help="report folder")
+    p.add_argument("--skip-verify", action="store_true", help="do not judge reference programs")
+    p.add_argument(
+        "--verify-max", type=int, default=1, metavar="N", help="references judged per problem"
+    )
+    p.add_argument("--workers", type=int, default=0, help="sandbox workers (default: CPU count)")
+    p.set_defaults(func=_dispatch("build"))
+
+
+def _register_filter(sub: argparse._SubParsersAction) -> None:
+    from microcoder.launch.jobs.data_filter import add_arguments  # stdlib-only at its top
+
+    p = sub.add_parser(
+        "filter",
+        help="difficulty filter: measure pass rates with a model, calibrate a predictor, select",
+        description="Measure each problem's pass rate (K samples through the eval path), fit a "
+        "predictor on the problems' metadata, and select the hard-but-solvable band.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=_run_filter)
+
+
+def _run_filter(args: argparse.Namespace) -> int:
+    """The filter's body is launch/jobs/data_filter.py (it drives the eval path's actors, which
+    data/ may not import)."""
+    from microcoder.launch.jobs.data_filter import cli_main
+
+    return cli_main(args)
+
+
+def _register_stats(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="counts by source, kind, platform, difficulty, test count and date",
+        description="Count a problem file (any loader format) by source, kind, platform, "
+        "difficulty, tests per problem and date.",
+    )
+    p.add_argument("file", help="problem file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_dispatch("stats"))

@@ -1,0 +1,109 @@
+"""`microcoder launch CONFIG [--set k=v ...] [--address ...] [--run-dir DIR] [--resume DIR] [--dry-run]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from microcoder.launch.cliargs import add_recipe_arguments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "launch", help="bring up a whole run (buffer, generators, executors, learner) and train"
+    )
+    add_recipe_arguments(p, "max_steps=5")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster: 'local' (start a private one, default), 'auto' or HOST:PORT",
+    )
+    p.add_argument("--run-dir", default=None, help="run directory (default runs/<timestamp>)")
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its newest checkpoint",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved config and placement plan and make the launch's checks (problem "
+        "file, shared paths, exporters), then exit: 0 = it would start, 1 = the plan does not "
+        "fit, 2 = a check failed",
+    )
+    p.add_argument(
+        "--cluster-cpus",
+        type=float,
+        default=None,
+        help="with --dry-run: CPUs of the described cluster",
+    )
+    p.add_argument(
+        "--cluster-gpus",
+        type=float,
+        default=None,
+        help="with --dry-run: GPUs of the described cluster",
+    )
+    p.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=None,
+        help="with --dry-run: memory of one GPU in GiB for the memory plan (default 80)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from microcoder.launch.config import load_config
+    from microcoder.launch.run.placement import make_plan
+
+    config_path = args.config
+    if args.resume:
+        config_path = Path(args.resume) / "config.toml"
+        if not config_path.exists():
+            print(f"launch: {args.resume} has no config.toml; is it a run directory?")
+            return 2
+    cfg = load_config(config_path, args.overrides)
+    if args.address:
+        cfg.cluster.address = args.address
+    if args.dry_run:
+        from microcoder.launch.run.memory_check import dry_run_memory
+
+        code = dry_run(cfg, args, make_plan)
+        return max(code, dry_run_memory(cfg, args.cluster_gpus, args.gpu_memory_gb))
+    from microcoder.launch.run.command import launch
+
+    return launch(cfg, args)
+
+
+def dry_run(cfg, args, make_plan) -> int:
+    """The launch's checks without starting anything: the same `preflight_errors` as the launch
+    (problem file, shared paths of a joined cluster, exporters; exit 2 like the launch) and the
+    placement plan on the described cluster (exit 1 when it does not fit)."""
+    from pathlib import Path
+
+    from microcoder.launch.run.command import preflight_errors, run_dir_path
+    from microcoder.launch.run_dirs import latest_checkpoint
+
+    if cfg.cluster.device == "auto":
+        gpus = args.cluster_gpus if args.cluster_gpus is not None else 0
+        device = "cuda" if gpus else "cpu"
+    else:
+        device = cfg.cluster.device
+    cpus = args.cluster_cpus if args.cluster_cpus is not None else float(os.cpu_count() or 1)
+    gpus = args.cluster_gpus if args.cluster_gpus is not None else 0.0
+    print(cfg.to_toml())
+    plan = make_plan(cfg, device, cpus, gpus)
+    print(plan.format())
+    run_dir = run_dir_path(cfg, args)
+    if cfg.cluster.address != "local":
+        run_dir = run_dir.resolve()
+    resume_from = latest_checkpoint(run_dir) if args.resume else None
+    errors = preflight_errors(cfg, run_dir, str(resume_from or Path(cfg.model.path)))
+    for error in errors:
+        print(f"launch: {error}")
+    if errors:
+        return 2
+    return 1 if plan.errors else 0

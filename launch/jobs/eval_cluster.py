@@ -1,0 +1,118 @@
+"""The actors of a standalone evaluation (`microcoder eval`, `microcoder bench eval`): Ray started
+the way a run starts it (launch/run/cluster.py `Run.start_ray`), G generators with no buffer and no
+weight publisher, E executors with no buffer and no run data. A training run's periodic eval
+uses the run's own pools instead. In launch/ because it brings up Ray from the root config."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from microcoder.evaluation.settings import EvalError
+from microcoder.launch.config import Config
+
+
+class EvalCluster:
+    """Start with `start(...)`, hand `generators` / `executors` to `evaluate`, then `close()`."""
+
+    def __init__(self, cfg: Config, out_dir: Path, address: str = "local"):
+        """`cfg.cluster.device` is resolved here (`auto` -> cuda or cpu); on cuda each generator
+        gets one GPU unless `generator.gpus_per_engine` says otherwise."""
+        from microcoder.device import resolve_device
+
+        cfg.cluster.device = resolve_device(cfg.cluster.device)
+        if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
+            cfg.generator.gpus_per_engine = 1.0
+        self.cfg, self.out_dir, self.address = cfg, out_dir, address
+        self.generators: dict[str, Any] = {}
+        self.executors: dict[str, Any] = {}
+        self.started_ray = False
+
+    def start(
+        self,
+        model_path: str | None,
+        n_generators: int,
+        n_executors: int,
+        log=print,
+        ready_timeout_s: float = 900.0,
+    ) -> None:
+        import ray
+
+        from microcoder.actors.remote import executor_cls, generator_cls
+        from microcoder.launch.run.actor_settings import generator_settings
+        from microcoder.launch.run.cluster import Run
+        from microcoder.launch.run.placement import replica_options
+
+        cfg = self.cfg
+        gens = n_generators if model_path else 0
+        cpus = gens * cfg.generator.cpus_per_engine + n_executors * cfg.executor.cpus_per_executor
+        if not ray.is_initialized():
+            # Run.start_ray reads only cfg, run_dir and address: the same Ray a run gets, with
+            # actor logs in <out>/logs/ (no training plan to check: no learner, no buffer).
+            Run.start_ray(
+                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address),
+                cpus,
+                check_plan=False,
+            )
+            self.started_ray = True
+        ex_cls = executor_cls(cfg.executor)
+        for i in range(n_executors):
+            name = f"executor-{i}"
+            self.executors[name] = ex_cls.remote(name, cfg.executor)  # no buffer, no run data
+        if gens:
+            gen_cls = generator_cls(cfg.generator)
+            g = cfg.generator
+            for i in range(gens):
+                name = f"generator-{i}"
+                opts = replica_options(
+                    g.cpus_per_engine, g.gpus_per_engine, cfg.cluster.device, name
+                )
+                self.generators[name] = gen_cls.options(**opts).remote(
+                    name, generator_settings(cfg, i), model_path, None
+                )
+            log(
+                f"starting {gens} generator(s) and {n_executors} executor(s) "
+                "(a vLLM engine takes a while to start) ..."
+            )
+        t0 = time.monotonic()
+        for name, handle in {**self.executors, **self.generators}.items():
+            left = max(1.0, ready_timeout_s - (time.monotonic() - t0))
+            try:
+                ray.get(handle.ready.remote(), timeout=left)
+            except Exception as err:  # named, with the remedy
+                lines = [ln for ln in str(err).splitlines() if ln.strip()]
+                raise EvalError(
+                    f"{name} did not start: {lines[-1] if lines else type(err).__name__}. See "
+                    f"{self.out_dir / 'logs' / (name + '.log')}"
+                    + (
+                        "; is the model folder complete and do --max-tokens + the prompt limit fit "
+                        "its context?"
+                        if name.startswith("generator")
+                        else "; does the sandbox work here (`microcoder judge`)?"
+                    )
+                ) from err
+        log(f"actors ready in {time.monotonic() - t0:.1f} s")
+
+    def close(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        calls = [h.shutdown.remote() for h in {**self.generators, **self.executors}.values()]
+        try:
+            ray.get(calls, timeout=60)
+        except Exception:  # best effort: the process is going away anyway
+            pass
+        for h in {**self.generators, **self.executors}.values():
+            try:
+                ray.kill(h)
+            except Exception:
+                pass
+        from microcoder.launch.run.placement import release
+
+        release(*self.generators)  # their placement groups (GPU runs; none on the CPU)
+        self.generators, self.executors = {}, {}
+        if self.started_ray:
+            ray.shutdown()

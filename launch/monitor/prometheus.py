@@ -1,0 +1,168 @@
+"""The Prometheus `/metrics` page: the newest step's values in the text exposition format 0.0.4.
+
+    microcoder_reward_mean 0.42                               gauges: every numeric step field
+    microcoder_buffer_depth{stage="scored"} 3                 queue depths by stage
+    microcoder_buffer_groups_total{outcome="consumed"} 120    the accounting counters
+    microcoder_buffer_consumed_by_staleness_total{staleness="1"} 40
+    microcoder_eval_heldout_pass_rate 0.3                     the newest "eval" record
+    microcoder_mismatch_by_staleness_kl{staleness="1"} 2e-4  the learner's mismatch by staleness
+    microcoder_verdict_counts{verdict="AC"} 12                the step's verdicts (and _rates)
+    microcoder_group_pass_hist{bin="(0%,25%]"} 3              groups by pass rate
+
+Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/monitor/dashboard_server.py
+serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
+sinks of launch/monitor/metrics_export.py, nothing is pushed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from microcoder.launch.monitor.dashboard_store import flatten, staleness_hist
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX = "microcoder_"
+OUTCOMES = ("issued", "consumed", "dropped_stale", "failed")
+"""Buffer counters exported as microcoder_buffer_groups_total{outcome=...}."""
+BUFFER_COUNTERS = ("response_tokens_in", "bytes_in", "bytes_out", "requests")
+"""Other monotonic buffer totals (exported with a _total suffix)."""
+BUFFER_HANDLED = ("depths", "staleness_hist", "failed_by_reason", "errors", "entered", "left")
+
+
+def metric_name(key: str) -> str:
+    """A valid Prometheus metric name for a dotted record key."""
+    name = re.sub(r"[^a-zA-Z0-9_:]", "_", key)
+    return PREFIX + (name if not name[:1].isdigit() else "_" + name)
+
+
+def _label(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _num(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+class _Page:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.seen: set[str] = set()
+
+    def metric(self, name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]):
+        if name in self.seen or not samples:
+            return
+        self.seen.add(name)
+        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for labels, value in samples:
+            lab = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+            self.lines.append(f"{name}{{{lab}}} {_num(value)}" if lab else f"{name} {_num(value)}")
+
+
+def _buffer_metrics(page: _Page, buf: dict[str, Any]) -> None:
+    depths = buf.get("depths") or {}
+    page.metric(
+        PREFIX + "buffer_depth",
+        "gauge",
+        "Groups in each buffer stage.",
+        [({"stage": k}, v) for k, v in sorted(depths.items())],
+    )
+    page.metric(
+        PREFIX + "buffer_groups_total",
+        "counter",
+        "Group slots by outcome since the run began.",
+        [({"outcome": k}, buf[k]) for k in OUTCOMES if isinstance(buf.get(k), (int, float))],
+    )
+    page.metric(
+        PREFIX + "buffer_failed_by_reason_total",
+        "counter",
+        "Failed group slots by reason.",
+        [({"reason": k}, v) for k, v in sorted((buf.get("failed_by_reason") or {}).items())],
+    )
+    page.metric(
+        PREFIX + "buffer_errors_total",
+        "counter",
+        "Bad requests to the buffer by code.",
+        [({"code": k}, v) for k, v in sorted((buf.get("errors") or {}).items())],
+    )
+    page.metric(
+        PREFIX + "buffer_consumed_by_staleness_total",
+        "counter",
+        "Groups the learner consumed, by staleness (versions behind).",
+        [({"staleness": k}, v) for k, v in staleness_hist({"buffer": buf}).items()],
+    )
+    for key in BUFFER_COUNTERS:
+        if isinstance(buf.get(key), (int, float)):
+            page.metric(
+                metric_name(f"buffer_{key}") + "_total",
+                "counter",
+                f"Buffer total {key}.",
+                [({}, buf[key])],
+            )
+    rest = {k: v for k, v in buf.items() if k not in BUFFER_HANDLED + OUTCOMES + BUFFER_COUNTERS}
+    for key, value in flatten(rest, "buffer.").items():
+        page.metric(metric_name(key), "gauge", f"Buffer {key[7:]}.", [({}, value)])
+
+
+def _mismatch_metrics(page: _Page, by: dict[str, dict[str, float]]) -> None:
+    """The learner's mismatch metrics per staleness bucket (learner/algorithm/mismatch.py), one gauge per
+    metric labelled by staleness ("0", "1", ..., the last one "8+")."""
+    names = sorted({n for values in by.values() for n in values})
+    for n in names:
+        page.metric(
+            metric_name(f"mismatch_by_staleness_{n}"),
+            "gauge",
+            f"Newest learner step: mismatch {n} over the tokens of responses that many versions "
+            "behind.",
+            [({"staleness": k}, v[n]) for k, v in by.items() if n in v],
+        )
+
+
+VERDICT_KEYS = ("verdict_counts", "verdict_rates")
+"""Step fields of {verdict: value}, exported as one gauge each with a `verdict` label."""
+
+
+def _verdict_metrics(page: _Page, step: dict[str, Any]) -> None:
+    """The step's verdict counts and rates by `verdict`, and its group pass-rate histogram by
+    `bin` (learner/verdict_stats.py: GROUP_PASS_BINS)."""
+    from microcoder.learner.verdict_stats import GROUP_PASS_BINS
+
+    for key in VERDICT_KEYS:
+        page.metric(
+            metric_name(key),
+            "gauge",
+            f"Newest learner step: {key.replace('_', ' ')} of the responses trained on, by verdict.",
+            [({"verdict": k}, v) for k, v in (step.get(key) or {}).items()],
+        )
+    hist = step.get("group_pass_hist") or []
+    page.metric(
+        metric_name("group_pass_hist"),
+        "gauge",
+        "Newest learner step: groups trained on, by pass rate (fraction AC).",
+        [({"bin": b}, v) for b, v in zip(GROUP_PASS_BINS, hist, strict=False)],
+    )
+
+
+def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
+    """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
+    page = _Page()
+    page.metric(PREFIX + "up", "gauge", "1 while the launcher serves metrics.", [({}, 1)])
+    if latest_step.get("time") is not None:
+        page.metric(
+            PREFIX + "last_step_timestamp_seconds",
+            "gauge",
+            "Unix time of the newest learner step.",
+            [({}, latest_step["time"])],
+        )
+    _buffer_metrics(page, latest_step.get("buffer") or {})
+    _mismatch_metrics(page, latest_step.get("mismatch_by_staleness") or {})
+    _verdict_metrics(page, latest_step)
+    skip = ("buffer", "time", "mismatch_by_staleness", *VERDICT_KEYS)
+    step = {k: v for k, v in latest_step.items() if k not in skip}
+    for key, value in flatten(step).items():
+        page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])
+    ev = {k: v for k, v in (latest_eval or {}).items() if k != "time"}
+    for key, value in flatten(ev, "eval.").items():
+        page.metric(metric_name(key), "gauge", f"Newest evaluation: {key[5:]}.", [({}, value)])
+    return "\n".join(page.lines) + "\n"

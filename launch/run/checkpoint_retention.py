@@ -1,0 +1,54 @@
+"""Which checkpoints of a run to keep (learner.keep_checkpoints): the newest N complete ones,
+and with learner.keep_best the one with the best held-out pass rate.
+
+Called by the driver right after a checkpoint is COMPLETE (launch/run/cluster.py: Run.checkpoint),
+so the newest resumable state always exists before an older one is deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+
+def _step(path: Path) -> int:
+    return int(path.name.split("_")[1])
+
+
+def prune_checkpoints(
+    checkpoints_dir: Path, keep: int, scores: dict[int, float] | None = None
+) -> list[Path]:
+    """Delete every `step_N` folder of `checkpoints_dir` but the `keep` newest COMPLETE ones
+    (0 = keep all); an incomplete folder (a save that died) older than the newest complete one
+    goes too. With `scores` ({step: held-out pass rate}), the complete checkpoint with the
+    highest score (the newest of equals) is kept as well. Returns what was deleted, oldest
+    first."""
+    if keep <= 0:
+        return []
+    folders = sorted((p for p in checkpoints_dir.glob("step_*") if p.name[5:].isdigit()), key=_step)
+    complete = [p for p in folders if (p / "COMPLETE").exists()]
+    if not complete:
+        return []
+    kept = set(complete[-keep:])
+    scored = [p for p in complete if _step(p) in (scores or {})]
+    if scored:
+        kept.add(max(scored, key=lambda p: (scores[_step(p)], _step(p))))
+    newest = _step(complete[-1])
+    doomed = [p for p in folders if p not in kept and _step(p) < newest]
+    for p in doomed:
+        (p / "COMPLETE").unlink(missing_ok=True)  # never a half-deleted "complete" checkpoint
+        shutil.rmtree(p)
+    return doomed
+
+
+def heldout_scores(metrics_path: Path) -> dict[int, float]:
+    """{step: held-out sampled pass@1} of the run's `eval` records (metrics.jsonl)."""
+    from microcoder.launch.monitor.metrics_log import read_metrics
+
+    if not metrics_path.is_file():
+        return {}
+    return {
+        int(r["step"]): float(r["heldout_pass_rate"])
+        for r in read_metrics(metrics_path, "eval")
+        if r.get("heldout_pass_rate") is not None
+    }

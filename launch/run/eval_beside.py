@@ -1,0 +1,150 @@
+"""The held-out eval beside training (eval.beside_training): the learner keeps stepping while
+the eval runs, and the eval samples at one fixed policy version.
+
+At an eval point (after learner step N, before step N+1 is asked for) the driver asks every
+running generator to take the learner's newest weights and keep them (`Generator.hold_weights`,
+within learner.sync_timeout_s per generator, named when late). Those at version N are the eval's
+generators; the eval (launch/run/heldout_eval.py `evaluate`) then runs in a background thread on them
+and on the executors, on the engines' spare capacity: the generators' training loops go on
+sampling on the held weights, and the learner goes on stepping on those groups as far as the
+buffer's staleness bound allows (buffer.max_staleness + 1 steps past N; after that the learner
+waits for fresh groups until the eval releases the weights). When the eval ends, every held
+generator is released (`release_weights`) and takes the newest weights at its next tick.
+
+At most one eval is in flight: an eval point reached while one runs first waits for it (the
+learner waits too, logged; eval.every steps should outlast an eval) for at most eval.wait_s, and
+is skipped (logged, and an "event" record event="eval_skipped") if it is still running then. A
+failed eval stops the run as a blocking one would: its error is raised in the training loop at the
+next step. At the end of the run the final eval, if due, is started the same way and awaited for
+at most eval.wait_s (then the run ends without its record, saying so).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+HOLD_REMEDY = (
+    "the generator did not take the learner's weights in time (its log says why); raise "
+    "learner.sync_timeout_s if it is only slow, or set eval.beside_training = false"
+)
+
+
+def hold_pool(run) -> tuple[int, dict[str, Any]]:
+    """Every running generator takes the newest weights and keeps them. Returns (the learner's
+    version, {name: handle} of the generators holding exactly it); the others are released."""
+    from microcoder.actors.deadline import get_within
+    from microcoder.launch.run.pools import with_log
+
+    version = int(run.learners.version)
+    replicas = {name: r.handle for name, r in dict(run.generators.replicas).items()}
+    refs = {name: h.hold_weights.remote() for name, h in replicas.items()}
+    held: dict[str, Any] = {}
+    for name, ref in refs.items():
+        try:
+            got = get_within(
+                ref, run.cfg.learner.sync_timeout_s, "hold_weights", with_log(name), HOLD_REMEDY
+            )
+        except Exception as err:  # that generator is left out of this eval
+            run.log(f"eval at step {version}: {name} left out: {str(err).splitlines()[-1]}")
+            got = None
+        if got == version:
+            held[name] = replicas[name]
+        else:
+            if got is not None:
+                run.log(f"eval at step {version}: {name} holds version {got}, not {version}")
+            release_pool(run, {name: replicas[name]})
+    return version, held
+
+
+def release_pool(run, held: dict[str, Any]) -> None:
+    """`release_weights` on each held generator (within learner.sync_timeout_s; a generator
+    that does not answer is logged: its next restart drops the hold)."""
+    from microcoder.actors.deadline import get_within
+    from microcoder.launch.run.pools import with_log
+
+    for name, handle in held.items():
+        try:
+            get_within(
+                handle.release_weights.remote(),
+                run.cfg.learner.sync_timeout_s,
+                "release_weights",
+                with_log(name),
+                "see its log; it keeps the eval's weights until it is restarted",
+            )
+        except Exception as err:
+            run.log(f"could not release {name} after the eval: {str(err).splitlines()[-1]}")
+
+
+class EvalBeside:
+    """One held-out eval at a time in a background thread (see the module docstring)."""
+
+    def __init__(self, run, wait_s: float):
+        self.run, self.wait_s = run, wait_s
+        self.step: int | None = None
+        """The step of the eval in flight (or of the last one)."""
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, step: int) -> bool:
+        """Start the eval at `step` beside training, after the one in flight (awaited for at most
+        eval.wait_s); False (logged) when that one is still running then, or no generator holds
+        the learner's version."""
+        self.raise_if_failed()
+        if self.busy():
+            self.run.log(f"eval at step {step}: waiting for the eval at step {self.step} first")
+            if not self.wait():
+                self._skip(step, f"the eval at step {self.step} is still running")
+                return False
+        version, held = hold_pool(self.run)
+        if not held:
+            self._skip(step, f"no generator holds policy version {version}")
+            return False
+        self.step, self._error = step, None
+        self._thread = threading.Thread(
+            target=self._run, args=(step, version, held), name=f"eval-step-{step}", daemon=True
+        )
+        self._thread.start()
+        return True
+
+    def _run(self, step: int, version: int, held: dict[str, Any]) -> None:
+        from microcoder.launch.run import heldout_eval as evaluation
+
+        try:
+            evaluation.evaluate(self.run, step, generators=held, held_version=version)
+        except BaseException as err:  # raised in the training loop (raise_if_failed)
+            self._error = err
+        finally:
+            release_pool(self.run, held)
+
+    def _skip(self, step: int, why: str) -> None:
+        msg = f"eval at step {step} skipped: {why}"
+        self.run.log(msg)
+        self.run.metrics.log("event", event="eval_skipped", step=step, message=msg)
+
+    def raise_if_failed(self) -> None:
+        """Raise the error of the eval that failed (once)."""
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+
+    def wait(self) -> bool:
+        """Await the eval in flight for at most eval.wait_s; False (logged) if it is still
+        running then. Raises its error if it failed."""
+        if self._thread is not None:
+            t0 = time.monotonic()
+            self._thread.join(self.wait_s)
+            if self._thread.is_alive():
+                self.run.log(
+                    f"the eval at step {self.step} did not finish within eval.wait_s = "
+                    f"{self.wait_s:g} s (waited {time.monotonic() - t0:.0f} s): it goes on "
+                    "without being waited for, and the run may end without its record; raise "
+                    "eval.wait_s to wait longer"
+                )
+                return False
+        self.raise_if_failed()
+        return True

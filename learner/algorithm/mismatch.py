@@ -1,0 +1,112 @@
+"""The per-step mismatch between the generators' and the learner's log-probs, by staleness.
+
+Per response token, Δ = log pi_learner(o_t) − log pi_behaviour(o_t) and ρ = exp(Δ), where
+pi_learner is the learner's policy at the start of the step (the recomputed pi_old, or this
+step's forward with one mini-batch) and pi_behaviour the generator's reported log-prob. Even at
+staleness 0 they differ: vLLM's kernels and precision are not the learner's.
+
+    abs_dlogp      mean |Δ|
+    kl             mean k3 = ρ − 1 − Δ, Schulman's estimate of KL(pi_behaviour ‖ pi_learner) from
+                   tokens sampled by pi_behaviour (≥ 0 per token)
+    ratio_p1/p50/p99   quantiles of ρ over the tokens (from a histogram of Δ, see below)
+    out_of_band_frac   fraction of tokens with ρ outside [1/C, C] (C = algorithm.tis_cap: the
+                   band of the `mask` and `geo-reject` corrections, learner/algorithm/off_policy.py)
+
+Each micro-batch adds its tokens to one fixed-size float64 vector (`mismatch_sums`): per
+staleness bucket (learner version − the response's policy version; 0 … STALENESS_BUCKETS − 2,
+and a last bucket for every older one) four sums and a histogram of Δ in bins of BIN_WIDTH over
+[−LOG_RANGE, LOG_RANGE] (values beyond are counted in the edge bins). The vector is summed over
+micro-batches and ranks with the step's other sums (one collective, no host sync before it);
+`mismatch_metrics` turns the total into the step's metrics. A quantile is the centre of the
+first bin where the cumulative count reaches p · N, so it is within BIN_WIDTH / 2 in log space
+(0.1 % in ratio) of the exact inverted-CDF quantile, inside the range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from microcoder.learner.algorithm.grpo import kl_k3
+
+STALENESS_BUCKETS = 9
+"""Buckets 0 … 7 hold responses of that staleness, bucket 8 ("8+") every older one."""
+BIN_WIDTH = 2e-3
+"""Histogram bin width in log-ratio (nats)."""
+LOG_RANGE = 4.0
+"""The histogram spans log ratios in [−LOG_RANGE, LOG_RANGE] (ratios e^±4 ≈ 55 and 1/55)."""
+BINS = int(round(2 * LOG_RANGE / BIN_WIDTH)) + 1
+_SUMS = ("tokens", "abs_dlogp", "kl", "out_of_band")
+SIZE = STALENESS_BUCKETS * (len(_SUMS) + BINS)
+"""Length of the vector `mismatch_sums` returns."""
+QUANTILES = {"ratio_p1": 0.01, "ratio_p50": 0.5, "ratio_p99": 0.99}
+
+
+def mismatch_sums(
+    learner_logp: torch.Tensor,  # [T] log pi_learner at the sampled tokens
+    behaviour_logp: torch.Tensor,  # [T] log pi_behaviour
+    staleness: torch.Tensor,  # [T] long: staleness of each token's response
+    real: torch.Tensor,  # [T] bool: tokens to count (finite, not a dummy)
+    cap: float,  # C: the band [1/C, C]
+) -> torch.Tensor:  # [SIZE] float64
+    """One micro-batch's per-bucket sums and Δ histogram (layout: [buckets × 4 sums, buckets ×
+    BINS histogram]). Tokens that are not `real` add nothing."""
+    k = STALENESS_BUCKETS
+    delta = (learner_logp.detach().double() - behaviour_logp.double()).where(real, 0.0)
+    w = real.double()
+    bucket = staleness.clamp(0, k - 1)
+    values = torch.stack(
+        [
+            w,
+            delta.abs() * w,
+            kl_k3(torch.zeros_like(delta), delta) * w,
+            (delta.abs() > math.log(cap)).double() * w,
+        ],
+        dim=1,
+    )  # [T, 4]
+    sums = torch.zeros(k, len(_SUMS), dtype=torch.float64, device=delta.device)
+    sums.index_add_(0, bucket, values)
+    bins = ((delta + LOG_RANGE) / BIN_WIDTH).round().clamp(0, BINS - 1).long()
+    hist = torch.zeros(k * BINS, dtype=torch.float64, device=delta.device)
+    hist.index_add_(0, bucket * BINS + bins, w)
+    return torch.cat([sums.flatten(), hist])
+
+
+def _quantile(hist: torch.Tensor, p: float) -> float:
+    """exp(centre of the first bin where the cumulative count reaches p · N)."""
+    cdf = hist.cumsum(0)
+    i = int(torch.searchsorted(cdf, p * float(cdf[-1]) - 1e-9))
+    return math.exp(-LOG_RANGE + min(i, BINS - 1) * BIN_WIDTH)
+
+
+def _describe(sums: torch.Tensor, hist: torch.Tensor) -> dict[str, float]:
+    n = float(sums[0])
+    out = {
+        "tokens": n,
+        "abs_dlogp": float(sums[1]) / n,
+        "kl": float(sums[2]) / n,
+        "out_of_band_frac": float(sums[3]) / n,
+    }
+    return out | {name: _quantile(hist, p) for name, p in QUANTILES.items()}
+
+
+def bucket_name(b: int) -> str:
+    """ "0" … "7", and "8+" for the last bucket."""
+    return f"{b}+" if b == STALENESS_BUCKETS - 1 else str(b)
+
+
+def mismatch_metrics(total: torch.Tensor) -> dict:
+    """The step's mismatch metrics from the summed `mismatch_sums` vectors (on the host):
+    `mismatch_<name>` over every token, and `mismatch_by_staleness` {bucket: {name: value}}
+    for each bucket that has tokens ({} and no overall values when there are none)."""
+    total = total.detach().double().cpu()
+    k = STALENESS_BUCKETS
+    sums = total[: k * len(_SUMS)].view(k, len(_SUMS))
+    hist = total[k * len(_SUMS) :].view(k, BINS)
+    if float(sums[:, 0].sum()) == 0:
+        return {"mismatch_by_staleness": {}}
+    overall = _describe(sums.sum(0), hist.sum(0))
+    by = {bucket_name(b): _describe(sums[b], hist[b]) for b in range(k) if float(sums[b, 0]) > 0}
+    out = {f"mismatch_{name}": v for name, v in overall.items() if name != "tokens"}
+    return out | {"mismatch_by_staleness": by}
