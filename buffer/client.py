@@ -121,9 +121,27 @@ class BufferClient:
             self._connect()
         rid = next(self._rids)
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        self._sock.send_multipart(encode(msg, rid, list(blobs)), copy=False)
-        _, reply, frames = self._reply(msg, {rid}, time.monotonic() + timeout, timeout)
+        deadline = time.monotonic() + timeout
+        # a DEALER with no live connection (a refused CurveZMQ handshake drops the pipe) blocks
+        # on send: the send waits for room within the request's deadline too
+        if not self._sock.poll(max(1, int(timeout * 1000)), zmq.POLLOUT):
+            raise self._unreachable(msg, timeout)
+        self._sock.send_multipart(encode(msg, rid, list(blobs)), flags=zmq.NOBLOCK, copy=False)
+        _, reply, frames = self._reply(msg, {rid}, deadline, timeout)
         return reply, frames
+
+    def _unreachable(self, msg: m.Message, timeout: float) -> BufferUnreachable:
+        """The error of a request the buffer did not take or answer in time; the socket is
+        replaced, so a late reply can never be read as the answer to the next request."""
+        self.close()
+        self._connect()
+        return BufferUnreachable(
+            f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
+            f"{timeout:.1f} s: is the buffer server running and reachable "
+            "(and, with buffer.curve, does this client hold the run's keys: "
+            "RUN_DIR/keys or buffer.keys_dir)? Its log is RUN_DIR/logs/buffer.log; "
+            "raise buffer.request_timeout_s if it is only slow"
+        )
 
     def _wait_call(self, msg: Any, until: float | None):
         """A long-poll request: its wait is bounded by long_poll_s and by `until`."""
@@ -248,15 +266,7 @@ class BufferClient:
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
-                self.close()
-                self._connect()
-                raise BufferUnreachable(
-                    f"no reply from the buffer at {self.address} to '{msg.KIND}' within "
-                    f"{timeout:.1f} s: is the buffer server running and reachable "
-                    "(and, with buffer.curve, does this client hold the run's keys: "
-                    "RUN_DIR/keys or buffer.keys_dir)? Its log is RUN_DIR/logs/buffer.log; "
-                    "raise buffer.request_timeout_s if it is only slow"
-                )
+                raise self._unreachable(msg, timeout)
             frames = self._sock.recv_multipart(copy=False)
             try:
                 rid, reply = decode_header(frames[0])

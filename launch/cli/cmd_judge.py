@@ -57,14 +57,14 @@ def serve(args: argparse.Namespace) -> int:
         server = make_server(cfg, args.host, args.port)
     except (SandboxUnavailable, OSError) as e:
         return _fail(str(e))
-    print(
-        f"microcoder judge serve: {server.url} ({server.pool.size} workers, isolation "
-        f"{cfg.isolation}); trainers: executor.backend = 'http', executor.judge_url = "
-        f"'{server.url}'",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
+    try:  # a Ctrl-C right after the banner also ends in close() and exit status 0
+        print(
+            f"microcoder judge serve: {server.url} ({server.pool.size} workers, isolation "
+            f"{cfg.isolation}); trainers: executor.backend = 'http', executor.judge_url = "
+            f"'{server.url}'",
+            file=sys.stderr,
+            flush=True,
+        )
         server.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -5,7 +5,8 @@ makes the launch's own checks (issue 31, finding 2).
 A recipe names its cluster in one header line, `# dry-run: microcoder launch configs/NAME.toml
 --dry-run --cluster-gpus N --cluster-cpus C` (docs/recipes.md): the command a user runs to check
 it, and the one these tests run. The dry-runs run in a scratch working directory that holds
-what a recipe's relative paths name: a problem file at data.source and, at model.path, the
+what a recipe's relative paths name: a problem file at data.source (the recipe's own where the
+repository ships it) and, at model.path, the
 model's config.json (tests/fixtures/models: the public shapes, no weights), all the memory
 plan reads. A joined recipe's
 `cluster.shared_dir` is pointed at that directory, as a user points it at their shared mount.
@@ -63,7 +64,8 @@ def workdir(tmp_path, monkeypatch):
         source, model = Path(cfg.data.source), Path(cfg.model.path)
         if source.suffix == ".jsonl":
             (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(PROBLEMS, tmp_path / source)
+            shipped = REPO / source  # a recipe that ships its own problems (answer-tiny)
+            shutil.copy(shipped if shipped.is_file() else PROBLEMS, tmp_path / source)
         if not cfg.model.build_tiny:
             (tmp_path / model).mkdir(parents=True, exist_ok=True)
             shutil.copy(MODELS / model.name / "config.json", tmp_path / model / "config.json")
@@ -117,7 +119,12 @@ def test_a_dry_run_refuses_a_missing_problem_file_as_the_launch_does(workdir, ca
     assert rc == 2 and "data/nowhere.jsonl" in out and "set data.source" in out
 
 
-@pytest.mark.parametrize("recipe", RECIPES, **ids)
+# The held-out eval judges programs only: a recipe of another problem kind cannot evaluate yet
+# (issue 34, left: the `answer` kind's eval). Each entry names its reason; nothing else is exempt.
+NO_HELD_OUT = {"answer-tiny.toml": "the eval path judges programs; `answer` problems are refused"}
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.name not in NO_HELD_OUT], **ids)
 def test_every_recipe_evaluates_held_out_problems_at_its_response_length(recipe):
     cfg = load_config(recipe)
     assert cfg.eval.every > 0
