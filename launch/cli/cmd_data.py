@@ -25,10 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _dispatch(module: str):
-    """A `func` that imports `microcoder.data.<module>` and runs its `cli_main(args)`."""
+    """A `func` that imports `module` (a full dotted name) and runs its `cli_main(args)`."""
 
     def run(args: argparse.Namespace) -> int:
-        return importlib.import_module(f"microcoder.data.{module}").cli_main(args)
+        return importlib.import_module(module).cli_main(args)
 
     return run
 
@@ -54,7 +54,7 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
         "--verify-max", type=int, default=1, metavar="N", help="references judged per problem"
     )
     p.add_argument("--workers", type=int, default=0, help="sandbox workers (default: CPU count)")
-    p.set_defaults(func=_dispatch("build"))
+    p.set_defaults(func=_dispatch("microcoder.data.corpus.build"))
 
 
 def _register_filter(sub: argparse._SubParsersAction) -> None:
@@ -87,4 +87,4 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", help="problem file")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_dispatch("stats"))
+    p.set_defaults(func=_dispatch("microcoder.data.corpus.stats"))
