@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 
@@ -44,6 +45,10 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(args: argparse.Namespace) -> int:
     """`microcoder judge serve`: the judge service, until Ctrl-C."""
     from microcoder.launch.config import load_config
@@ -57,6 +62,10 @@ def serve(args: argparse.Namespace) -> int:
         server = make_server(cfg, args.host, args.port)
     except (SandboxUnavailable, OSError) as e:
         return _fail(str(e))
+    # Ctrl-C and SIGTERM stop the service, also where SIGINT was inherited as ignored (a
+    # background job of a script, a test runner's worker): Python then raises nothing on it
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:  # a Ctrl-C right after the banner also ends in close() and exit status 0
         print(
             f"microcoder judge serve: {server.url} ({server.pool.size} workers, isolation "

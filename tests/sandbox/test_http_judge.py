@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -112,12 +113,20 @@ def test_with_a_token_the_server_refuses_requests_without_it(monkeypatch):
         guarded.close()
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_judge_serve_is_a_command_that_serves_until_interrupted():
     root = Path(__file__).parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop(TOKEN_ENV, None)
     cmd = [sys.executable, "-m", "microcoder", "judge", "serve", "--port", "0", "--workers", "1"]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    # SIGINT starts ignored in the child, as under a test runner's worker or a script's
+    # background job (it hung there: Python raises nothing on an inherited SIG_IGN)
+    proc = subprocess.Popen(
+        cmd, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint
+    )
     try:
         line = proc.stderr.readline()  # the banner names the URL to set
         url = re.search(r"(http://127\.0\.0\.1:\d+)", line).group(1)
