@@ -100,11 +100,7 @@ class JudgePool:
     def _enqueue(self, problem, code, solution_id, tag, done: queue.Queue) -> int:
         if self._closed:
             raise RuntimeError("JudgePool is closed")
-        if problem.kind not in JUDGED_KINDS:
-            raise ValueError(
-                f"problem {problem.id}: kind {problem.kind!r} is not a program the sandbox runs; "
-                "its reward function scores it (executor.reward, sandbox/rewards/plugin.py)"
-            )
+        check_judged(problem)
         job = _Job(next(self._ids), problem, code, solution_id, tag, done)
         self._jobs.put(job)
         return job.job_id
@@ -246,6 +242,15 @@ class JudgeChannel:
                 raise RuntimeError("JudgePool was closed while this channel waited for verdicts")
             self._pending -= 1
             yield verdict
+
+
+def check_judged(problem: Problem) -> None:
+    """Refuse a problem whose kind is not a program the sandbox runs (every backend's check)."""
+    if problem.kind not in JUDGED_KINDS:
+        raise ValueError(
+            f"problem {problem.id}: kind {problem.kind!r} is not a program the sandbox runs; "
+            "its reward function scores it (executor.reward, sandbox/rewards/plugin.py)"
+        )
 
 
 def resolve_workers(workers: int) -> int:

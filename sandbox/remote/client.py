@@ -34,15 +34,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import queue
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from microcoder.data.problem import JUDGED_KINDS, Problem
+from microcoder.data.problem import Problem
 from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.pool import JudgeChannel, check_judged
 from microcoder.sandbox.verdict import Verdict
 
 TOKEN_ENV = "MICROCODER_JUDGE_TOKEN"
@@ -135,19 +135,12 @@ class HttpJudgePool:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 
-class HttpChannel:
-    """One thread's submit / as_completed on an HttpJudgePool (as sandbox/pool.py JudgeChannel)."""
-
-    def __init__(self, pool: HttpJudgePool):
-        self.pool, self._pending = pool, 0
-        self._done: queue.Queue = queue.Queue()
+class HttpChannel(JudgeChannel):
+    """One thread's submit / as_completed on an HttpJudgePool: JudgeChannel's, with each job
+    sent to the service on one of the pool's threads instead of a local worker's queue."""
 
     def submit(self, problem: Problem, code: str | None, solution_id: str = "", tag=None) -> int:
-        if problem.kind not in JUDGED_KINDS:
-            raise ValueError(
-                f"problem {problem.id}: kind {problem.kind!r} is not a program the sandbox runs; "
-                "its reward function scores it (executor.reward, sandbox/rewards/plugin.py)"
-            )
+        check_judged(problem)
         job_id = next(self.pool._ids)
 
         def run() -> None:
@@ -158,14 +151,3 @@ class HttpChannel:
         self.pool._threads.submit(run)
         self._pending += 1
         return job_id
-
-    @property
-    def pending(self) -> int:
-        return self._pending
-
-    def as_completed(self, timeout: float | None = None) -> Iterator[Verdict]:
-        """Verdicts as they come back (queue.Empty after `timeout` s idle)."""
-        while self._pending:
-            verdict = self._done.get(timeout=timeout)
-            self._pending -= 1
-            yield verdict
