@@ -68,7 +68,7 @@ PRESETS: dict[str, Preset] = {
     "microcoder": Preset(
         "MicroCoder-GRPO (arXiv 2603.07777) with microcoder's own choices: no KL, clip-higher "
         "0.2/0.28 (DAPO's values), token-level loss, dynamic filtering (DAPO's; not in the "
-        "paper), conditional truncation mask (rho 0.1, m 128), the diversity-determined "
+        "paper's equation), conditional truncation mask (rho 0.1, m 128), the diversity-determined "
         "temperature (calibrated before step 1; an online monitor stepping T up once at most; ours)",
         {
             "eps_low": 0.2,
