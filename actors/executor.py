@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ class Executor:
         self._eval_init = threading.Lock()
         self.timer = PoolTimer()
         self.groups = self.responses = self.tests = self.failed = self.reward_errors = 0
+        self.eval_reward_errors = 0
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
         self._pool_lock = threading.Lock()  # guards the pool's own submit/as_completed (eval)
@@ -134,16 +136,13 @@ class Executor:
         share the pool (microcoder.evaluation.judge_queue), so workers stay busy across calls."""
         from microcoder.evaluation.judge_queue import SharedJudge
 
-        unknown = [pid for pid, _ in jobs if pid not in self.problems]
-        if unknown:
-            raise KeyError(
-                f"{self.name}: problem {unknown[0]!r} is not registered here; call "
-                "add_problems(problems) before judge_samples"
-            )
+        problems = [self._registered(pid) for pid, _ in jobs]
         with self._eval_init:
             if self._eval_judge is None:
                 self._eval_judge = SharedJudge(self.pool, self._pool_lock)
-        verdicts = self._eval_judge.judge([(self.problems[pid], code) for pid, code in jobs])
+        verdicts = self._eval_judge.judge(
+            [(p, code) for p, (_, code) in zip(problems, jobs, strict=True)]
+        )
         return [
             {
                 "verdict": v.verdict,
@@ -157,9 +156,61 @@ class Executor:
             for v in verdicts
         ]
 
+    def score_replies(self, jobs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+        """Score (problem_id, reply text) pairs of a kind the sandbox does not run (`answer`)
+        with the run's reward function, as training scores them (sandbox/rewards/plugin.py
+        `score_reply`): one dict per job, in order, shaped like `judge_samples`'s (verdict AC for
+        a reward >= 1, else WA; `components`). Nothing is run. A reward function that raises
+        gives that reply verdict SE, named in its message and counted in `eval_stats`
+        (`reward_errors`), as a training group fails; the evaluation goes on."""
+        from microcoder.sandbox.rewards.plugin import score_reply
+
+        out = []
+        for pid, text in jobs:
+            problem = self._registered(pid)
+            try:
+                reward, components, verdict = score_reply(self.reward_fn, problem, text or "")
+            except Exception as err:
+                name = getattr(self.reward_fn, "__qualname__", repr(self.reward_fn))
+                message = f"reward function {name} raised {type(err).__name__}: {err}"[:200]
+                print(f"{self.name}: eval reply to problem {pid}: {message}", file=sys.stderr)
+                self.eval_reward_errors += 1
+                reward, components, verdict = 0.0, {}, "SE"
+            else:
+                parts = "".join(f", {k} {v:g}" for k, v in components.items())
+                message = f"reward {reward:g}{parts}"
+            ok = verdict == "AC"
+            out.append(
+                {
+                    "verdict": verdict,
+                    "passed": ok,
+                    "tests_passed": int(ok),
+                    "total": 1,
+                    "first_failed": None if ok else 0,
+                    "reward": reward,
+                    "components": components,
+                    "message": message,
+                }
+            )
+        return out
+
+    def _registered(self, pid: str):
+        """The problem `pid` registered here (KeyError naming the fix otherwise)."""
+        if pid not in self.problems:
+            raise KeyError(
+                f"{self.name}: problem {pid!r} is not registered here; call "
+                "add_problems(problems) before judge_samples / score_replies"
+            )
+        return self.problems[pid]
+
     def eval_stats(self) -> dict[str, Any]:
-        """Programs judged through judge_samples so far."""
-        return {"name": self.name, "judged": self._eval_judge.judged if self._eval_judge else 0}
+        """Programs judged through judge_samples so far, and replies whose reward function raised
+        in score_replies."""
+        return {
+            "name": self.name,
+            "judged": self._eval_judge.judged if self._eval_judge else 0,
+            "reward_errors": self.eval_reward_errors,
+        }
 
     def shutdown(self) -> None:
         self.stop()

@@ -102,12 +102,12 @@ def score_groups(
 def _score(reward_fn: Callable, problem: Problem, text: str, v, extraction: str) -> Score:
     """One response's Score: the reward function's reward and components, the verdict's facts
     (AC / WA by the reward for a kind with no verdict)."""
-    from microcoder.sandbox.rewards.plugin import check_reward
+    from microcoder.sandbox.rewards.plugin import check_reward, score_reply
 
-    reward, components = check_reward(reward_fn(problem, text, v))
     if v is None:
-        ok = reward >= 1.0
-        return Score(reward, "AC" if ok else "WA", int(ok), 1, "", extraction, components)
+        reward, components, verdict = score_reply(reward_fn, problem, text)
+        return Score(reward, verdict, int(verdict == "AC"), 1, "", extraction, components)
+    reward, components = check_reward(reward_fn(problem, text, v))
     return Score(
         reward=reward,
         verdict=v.verdict,

@@ -4,8 +4,11 @@ Generation is cut into calls of about `sequences_per_call` sequences, sent round
 generators with `calls_in_flight` queued per generator. As each call's samples come back their
 programs are extracted (microcoder.sandbox.extract under `settings.reasoning`, as in training)
 and sent to the executors at once (a reply cut inside its reasoning or its final code block is
-not sent: verdict `unfinished`, as in training), `judge_calls_in_flight` calls per executor, so judging runs while the
-generators go on. A sample is written (samples.jsonl) as soon as all its budgets are judged.
+not sent: verdict `unfinished`, as in training), `judge_calls_in_flight` calls per executor, so
+judging runs while the generators go on. The reply to a problem of a kind the sandbox does not
+run (`answer`, data/problem.py JUDGED_KINDS) is not extracted: the whole reply goes to an
+executor's `score_replies`, which scores it with the run's reward function (`executor.reward`)
+as training does: AC for a reward >= 1, else WA. A sample is written (samples.jsonl) as soon as all its budgets are judged.
 Every call has a deadline; an actor error stops the evaluation with the actor's name and the
 remedy (what was written is kept for --resume).
 """
@@ -18,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from microcoder.data.problem import Problem
+from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.evaluation.plan import Todo, next_chunk
 from microcoder.evaluation.samples import SampleRecord
 from microcoder.evaluation.settings import EvalError, EvalSettings
@@ -54,7 +57,7 @@ class PendingSample:
 
 @dataclass
 class _Call:
-    kind: str  # "generate" | "judge"
+    kind: str  # "generate" | "judge" (programs) | "score" (replies of kinds not run)
     actor: str
     started: float
     payload: Any
@@ -101,6 +104,7 @@ class Driver:
         self._inflight: dict[Any, _Call] = {}
         self._load = {name: 0 for name, _ in self.gens + self.execs}
         self._queue: deque = deque()  # program keys to judge
+        self._replies: deque = deque()  # reply keys to score (kinds the sandbox does not run)
         self._queued: set = set()
         self._waiting: dict[Any, list[PendingSample]] = {}
         self._uid = 0
@@ -134,10 +138,11 @@ class Driver:
                     cursor = end
             self._send_judging()
             if not self._inflight:
-                if cursor >= len(todos) and not self._queue:
+                left = len(self._queue) + len(self._replies)
+                if cursor >= len(todos) and not left:
                     break
                 if cursor >= len(todos):
-                    raise EvalError(f"{len(self._queue)} programs to judge but no executor")
+                    raise EvalError(f"{left} programs or replies to judge but no executor")
             ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=0.25)
             if ready:
                 ready, _ = ray.wait(
@@ -165,16 +170,20 @@ class Driver:
         self.stats.generate_calls += 1
 
     def _send_judging(self) -> None:
-        while self._queue:
-            name, handle = min(self.execs, key=lambda e: self._load[e[0]], default=(None, None))
-            if name is None or self._load[name] >= self.s.judge_calls_in_flight:
-                return
-            batch = [self._queue.popleft() for _ in range(min(self.judge_batch, len(self._queue)))]
-            ref = handle.judge_samples.remote([(k[0], k[1]) for k in batch])
-            self._inflight[ref] = _Call("judge", name, time.monotonic(), batch)
-            self._load[name] += 1
-            self.stats.judge_calls += 1
-            self.stats.judged += len(batch)
+        """Programs to `judge_samples`, replies to `score_replies`, on the least loaded
+        executors, as long as they take calls."""
+        for kind, keys in (("judge", self._queue), ("score", self._replies)):
+            while keys:
+                name, handle = min(self.execs, key=lambda e: self._load[e[0]], default=(None, None))
+                if name is None or self._load[name] >= self.s.judge_calls_in_flight:
+                    return
+                batch = [keys.popleft() for _ in range(min(self.judge_batch, len(keys)))]
+                method = handle.judge_samples if kind == "judge" else handle.score_replies
+                ref = method.remote([(k[0], k[1]) for k in batch])
+                self._inflight[ref] = _Call(kind, name, time.monotonic(), batch)
+                self._load[name] += 1
+                self.stats.judge_calls += 1
+                self.stats.judged += len(batch)
 
     # ------------------------------------------------------------ receiving
 
@@ -186,7 +195,7 @@ class Driver:
             result = ray.get(ref, timeout=60)
         except Exception as err:  # named and re-raised with the remedy
             raise EvalError(_actor_failure(call, err)) from err
-        if call.kind == "judge":
+        if call.kind != "generate":
             for key, verdict in zip(call.payload, result, strict=True):
                 self._verdict(key, verdict)
             return
@@ -200,7 +209,7 @@ class Driver:
                     self._count_done(passed=False)
                     continue
                 views = [
-                    _view(v, self.s.reasoning)
+                    _view(v, self.s.reasoning, todo.problem)
                     for v in sample["views"]
                     if v["max_tokens"] in todo.budgets[index]
                 ]
@@ -231,7 +240,8 @@ class Driver:
                 self.stats.reused += 1  # the same program is already on its way to a judge
             else:
                 self._queued.add(key)
-                self._queue.append(key)
+                program = sample.problem.kind in JUDGED_KINDS
+                (self._queue if program else self._replies).append(key)
         if sample.waiting == 0:
             self._record(sample)
 
@@ -309,9 +319,20 @@ class Driver:
         )
 
 
-def _view(v: dict, reasoning: str) -> dict:
+def _view(v: dict, reasoning: str, problem: Problem) -> dict:
+    """One budget's view of a generated sample: its extracted program (`code`), or for a kind
+    the sandbox does not run its whole reply (scored by the reward function, never unfinished:
+    the reward function reads the reply as training's does)."""
     from microcoder.sandbox import extract
 
+    if problem.kind not in JUDGED_KINDS:
+        return {
+            "max_tokens": v["max_tokens"],
+            "code": v["text"],
+            "tokens": v["tokens"],
+            "finish_reason": v["finish_reason"],
+            "unfinished": "",
+        }
     found = extract(v["text"], reasoning, v["finish_reason"] == "length")
     return {
         "max_tokens": v["max_tokens"],
@@ -326,7 +347,8 @@ def _describe(call: _Call) -> str:
     if call.kind == "generate":
         ids = [t.problem.id for t in call.payload]
         return f"generate {len(ids)} prompts, e.g. {ids[0]!r}"
-    return f"judge {len(call.payload)} programs of e.g. problem {call.payload[0][0]!r}"
+    what = "programs" if call.kind == "judge" else "replies"
+    return f"judge {len(call.payload)} {what} of e.g. problem {call.payload[0][0]!r}"
 
 
 def _actor_failure(call: _Call, err: BaseException) -> str:

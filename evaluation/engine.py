@@ -6,7 +6,8 @@
 - `problems`: the Problem records to evaluate (already selected, prompts already measured).
 - `generators` / `executors`: Ray handles of actors/generator.py / actors/executor.py, as a
   list (named generator-i / executor-i) or a {name: handle} dict. Generators need
-  `sample_eval`, executors `add_problems` + `judge_samples`; the problems are registered on the
+  `sample_eval`, executors `add_problems` + `judge_samples` (+ `score_replies` for `answer`
+  problems, scored by the reward function); the problems are registered on the
   executors here. A training run passes its live pools (their loops keep running).
 - `renderer_text(problem) -> str`: the fully rendered prompt (data/prompting/render.py
   `PromptRenderer.text`); needed unless `generations` is given.

@@ -6,6 +6,8 @@ JSONL, one sample per line:
     {"problem_id": ..., "sample_index": 0, "code": "..."}           code used as is (null: none)
 LiveCodeBench's own output files are read too (a JSON array or JSONL of rows with
 `question_id` and `code_list`): sample i of a problem is `code_list[i]`.
+For a problem of a kind the sandbox does not run (`answer`), nothing is extracted: `text` (or
+`code`) is the reply the reward function scores, whole.
 A bad line, a duplicate (problem_id, sample_index) or an unknown problem id raises
 ProblemFormatError naming file:line.
 """
@@ -27,7 +29,8 @@ class Generation:
     problem_id: str
     sample_index: int
     code: str | None
-    """The code to judge (None: the reply has none, or is unfinished; a failed sample)."""
+    """The code to judge (None: the reply has none, or is unfinished; a failed sample); for a
+    kind the sandbox does not run, the whole reply, scored by the reward function."""
     line: int
     """Line (or array index + 1) it came from."""
     unfinished: str = ""
@@ -80,10 +83,15 @@ def _expand(row, src: str, n: int) -> list[tuple[str, int, str | None, bool]]:
 
 
 def read_generations(
-    path: str | Path, problem_ids: Collection[str], reasoning: str = "auto"
+    path: str | Path,
+    problem_ids: Collection[str],
+    reasoning: str = "auto",
+    replies: Collection[str] = (),
 ) -> list[Generation]:
     """Every sample of the file (code extracted from `text` with the training extractor under
-    `reasoning`, the resolved `prompt.reasoning`; `auto`: decided per reply)."""
+    `reasoning`, the resolved `prompt.reasoning`; `auto`: decided per reply). `replies`: the ids
+    of problems whose samples are replies, not programs (kinds the sandbox does not run): kept
+    whole."""
     from microcoder.sandbox import extract
 
     path = Path(path)
@@ -105,6 +113,9 @@ def read_generations(
                     f"({pid!r}, {idx}) already given on line {seen[(pid, idx)]}; indices must be unique",
                 )
             seen[(pid, idx)] = n
+            if pid in replies:
+                out.append(Generation(pid, idx, body, n))
+                continue
             found = extract(body, reasoning) if is_text else None
             code = found.code if found is not None else body
             if code is not None and not code.strip():

@@ -33,7 +33,8 @@ class SampleRecord:
     first_failed: int | None
     """Index of the first failing test (None when accepted or nothing ran)."""
     code: str | None
-    """The extracted code that was judged (None: the reply had no code, or was unfinished)."""
+    """The extracted code that was judged (None: the reply had no code, or was unfinished); for
+    a kind the sandbox does not run (`answer`), the whole reply the reward function scored."""
     tokens: int | None
     """Response tokens at this budget (None when unknown: precomputed generations)."""
     finish_reason: str | None
@@ -43,7 +44,8 @@ class SampleRecord:
     tests_total: int = 0
     """Tests the problem has."""
     message: str = ""
-    """The judge's short reason (first 200 characters)."""
+    """The judge's short reason (first 200 characters); for a reply scored by the reward
+    function, its reward and components (`reward 1, formatted 1`)."""
 
     @property
     def key(self) -> Key:

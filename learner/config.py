@@ -102,7 +102,8 @@ class LearnerConfig(Section):
     """With learner.keep_checkpoints: also keep the checkpoint with the best held-out pass rate
     (the `eval` record's heldout_pass_rate at its step in metrics.jsonl; only checkpoints at
     a step that was evaluated count, so make learner.checkpoint_every a multiple of
-    eval.every)."""
+    eval.every). A checkpoint whose eval still runs beside training (eval.beside_training) is
+    kept until its score lands, even past keep_checkpoints."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
     collective_timeout_s: float = Field(600.0, gt=0)

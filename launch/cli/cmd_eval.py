@@ -1,7 +1,8 @@
 """`microcoder eval --model DIR --problems FILE [...]`: LiveCodeBench-style pass@k by platform and
 difficulty at one or more token budgets, through the training run's Generator and Executor
-actors (vLLM + the sandbox), pipelined. `--generations FILE` judges precomputed samples without
-a model. The work is microcoder.evaluation (launch/jobs/eval_command.py drives it)."""
+actors (vLLM + the sandbox), pipelined; replies to `answer` problems are scored by the reward
+function (`executor.reward`, as in training), not run. `--generations FILE` judges precomputed
+samples without a model. The work is microcoder.evaluation (launch/jobs/eval_command.py drives it)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pass@k of a model on a problem file (LiveCodeBench style), by platform/difficulty",
         description="LiveCodeBench-style pass@k by platform and difficulty at one or more token "
         "budgets, through the training run's Generator and Executor actors (vLLM + sandbox), "
-        "pipelined. --generations judges precomputed samples without a model.",
+        "pipelined; replies to `answer` problems are scored by the reward function "
+        "(executor.reward, as in training). --generations judges precomputed samples without a "
+        "model.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -112,9 +112,15 @@ def _run(args) -> int:
 def _given(args, all_problems, problems, settings):
     from collections import Counter
 
+    from microcoder.data.problem import JUDGED_KINDS
     from microcoder.evaluation.generations import read_generations
 
-    gens = read_generations(args.generations, {p.id for p in all_problems}, settings.reasoning)
+    gens = read_generations(
+        args.generations,
+        {p.id for p in all_problems},
+        settings.reasoning,
+        replies={p.id for p in all_problems if p.kind not in JUDGED_KINDS},
+    )
     wanted = {p.id for p in problems}
     per = Counter(g.problem_id for g in gens if g.problem_id in wanted)
     lacking = [p.id for p in problems if not per[p.id]]

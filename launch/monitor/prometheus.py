@@ -8,6 +8,8 @@
     microcoder_mismatch_by_staleness_kl{staleness="1"} 2e-4  the learner's mismatch by staleness
     microcoder_verdict_counts{verdict="AC"} 12                the step's verdicts (and _rates)
     microcoder_group_pass_hist{bin="(0%,25%]"} 3              groups by pass rate
+    microcoder_reward_components{component="formatted"} 0.5  the reward function's components
+    microcoder_reward_errors_total 2                          groups its errors failed (run total)
 
 Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/monitor/dashboard_server.py
 serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
@@ -121,6 +123,8 @@ def _mismatch_metrics(page: _Page, by: dict[str, dict[str, float]]) -> None:
 
 VERDICT_KEYS = ("verdict_counts", "verdict_rates")
 """Step fields of {verdict: value}, exported as one gauge each with a `verdict` label."""
+REWARD_KEYS = ("reward_components", "reward_errors")
+"""Step fields of the reward function (`executor.reward`), exported by `_reward_metrics`."""
 
 
 def _verdict_metrics(page: _Page, step: dict[str, Any]) -> None:
@@ -144,6 +148,27 @@ def _verdict_metrics(page: _Page, step: dict[str, Any]) -> None:
     )
 
 
+def _reward_metrics(page: _Page, step: dict[str, Any]) -> None:
+    """The reward function's named components ({name: mean}, learner/verdict_stats.py) as one
+    gauge labelled by `component`, and the groups its errors failed (the executors' cumulative
+    `reward_errors`) as a counter."""
+    page.metric(
+        metric_name("reward_components"),
+        "gauge",
+        "Newest learner step: mean of each named component of the reward function over the "
+        "responses that report it.",
+        [({"component": k}, v) for k, v in sorted((step.get("reward_components") or {}).items())],
+    )
+    if isinstance(step.get("reward_errors"), (int, float)):
+        page.metric(
+            metric_name("reward_errors") + "_total",
+            "counter",
+            "Groups failed because the reward function raised or returned no number, since the "
+            "run began.",
+            [({}, step["reward_errors"])],
+        )
+
+
 def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
     """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
     page = _Page()
@@ -158,7 +183,8 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
     _buffer_metrics(page, latest_step.get("buffer") or {})
     _mismatch_metrics(page, latest_step.get("mismatch_by_staleness") or {})
     _verdict_metrics(page, latest_step)
-    skip = ("buffer", "time", "mismatch_by_staleness", *VERDICT_KEYS)
+    _reward_metrics(page, latest_step)
+    skip = ("buffer", "time", "mismatch_by_staleness", *VERDICT_KEYS, *REWARD_KEYS)
     step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():
         page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from microcoder.actors.deadline import get_within
@@ -376,14 +377,16 @@ class Run:
 
     # ------------------------------------------------------------ checkpoints
 
-    def checkpoint(self) -> Path:
+    def checkpoint(self, pending: Collection[int] = ()) -> Path:
         """Buffer snapshot, learner (HF folder + optimizer/RNG/version), controller state, then
         COMPLETE. Named by the learner's own version: after Ctrl-C mid-step the learner may be one
         step ahead. The snapshot comes first, so a buffer that is dead or does not answer leaves
         nothing written, and a version already checkpointed COMPLETE is not written again (the
-        learner has not changed since; rewriting could only break a good checkpoint)."""
+        learner has not changed since; rewriting could only break a good checkpoint).
+        `pending`: steps whose held-out eval is still running (kept by learner.keep_best until
+        their score lands, launch/run/checkpoint_retention.py)."""
 
-        from microcoder.launch.run.checkpoint_retention import heldout_scores, prune_checkpoints
+        from microcoder.launch.run.checkpoint_retention import retain
 
         self.raise_if_stopped()
         step = get_within(  # waits for a train, publish or save in flight
@@ -403,10 +406,15 @@ class Run:
             (path / "temperature.json").write_text(json.dumps(self.controller.state_dict()))
         (path / "COMPLETE").write_text(str(step))
         self.log(f"checkpoint step {step} -> {path} ({time.perf_counter() - t0:.1f} s)")
-        keep = self.cfg.learner.keep_checkpoints
-        scores = heldout_scores(self.metrics.path) if self.cfg.learner.keep_best else None
-        for old in prune_checkpoints(path.parent, keep, scores):
-            self.log(f"deleted {old.name} (learner.keep_checkpoints = {keep})")
+        learner = self.cfg.learner
+        retain(
+            path.parent,
+            learner.keep_checkpoints,
+            learner.keep_best,
+            self.metrics.path,
+            pending,
+            self.log,
+        )
         return path
 
     # ------------------------------------------------------------ teardown

@@ -1,5 +1,7 @@
 """Held-out evaluation during a run, through the same code path as `microcoder eval`
-(microcoder.evaluation.evaluate) on the run's live generator and executor pools.
+(microcoder.evaluation.evaluate) on the run's live generator and executor pools: programs are
+judged in the sandbox, replies to `answer` problems scored by the run's reward function
+(`executor.reward`, `Executor.score_replies`), as training scores them.
 
 Two evaluations at each point: the sampled pass@1 (eval.samples per problem at eval.temperature
 and eval.top_p) and the greedy pass rate (one sample at T = 0), both with eval.max_tokens new

@@ -227,7 +227,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             if stopped:
                 break
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
-            last_ckpt = run.checkpoint()
+            last_ckpt = run.checkpoint(pending=evals.pending())
         if cfg.eval.every and step % cfg.eval.every == 0:
             last_eval = step
             evals.at(step)
@@ -260,6 +260,13 @@ class Evaluations:
         from microcoder.launch.run.heldout_eval import evaluate
 
         evaluate(self.run, step)
+
+    def pending(self) -> set[int]:
+        """The step of the eval still running beside training ({} when none): its record, and
+        so its checkpoint's score for learner.keep_best, is not in yet."""
+        if self.beside is not None and self.beside.busy() and self.beside.step is not None:
+            return {self.beside.step}
+        return set()
 
     def raise_if_failed(self) -> None:
         if self.beside is not None:

@@ -93,6 +93,16 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def score_reply(reward_fn: RewardFn, problem, response: str) -> tuple[float, dict[str, float], str]:
+    """(reward, components, verdict) of a reply to a kind the sandbox does not run (`answer`):
+    the reward function with verdict None, checked (`check_reward`); the verdict is AC for a
+    reward >= 1, else WA. Training's Score (actors/scoring.py) and the held-out eval's record
+    (`Executor.score_replies`) both come from here. Raises what the function raises, or
+    RewardError."""
+    reward, components = check_reward(reward_fn(problem, response, None))
+    return reward, components, "AC" if reward >= 1.0 else "WA"
+
+
 def judge_or_answer(problem, response: str, verdict) -> float | tuple[float, dict[str, float]]:
     """The default reward: the judge's reward for code kinds (1/0, or the fraction of tests
     passed with `partial_credit`); for `answer` problems the exact-answer check

@@ -119,12 +119,7 @@ def test_a_dry_run_refuses_a_missing_problem_file_as_the_launch_does(workdir, ca
     assert rc == 2 and "data/nowhere.jsonl" in out and "set data.source" in out
 
 
-# The held-out eval judges programs only: a recipe of another problem kind cannot evaluate yet
-# (issue 34, left: the `answer` kind's eval). Each entry names its reason; nothing else is exempt.
-NO_HELD_OUT = {"answer-tiny.toml": "the eval path judges programs; `answer` problems are refused"}
-
-
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.name not in NO_HELD_OUT], **ids)
+@pytest.mark.parametrize("recipe", RECIPES, **ids)
 def test_every_recipe_evaluates_held_out_problems_at_its_response_length(recipe):
     cfg = load_config(recipe)
     assert cfg.eval.every > 0

@@ -54,3 +54,18 @@ def test_keep_best_also_keeps_the_best_evaluated_checkpoint_from_the_metrics(tmp
     assert scores[4] == 0.5
     prune_checkpoints(ckpts, 1, scores)
     assert sorted(p.name for p in ckpts.iterdir()) == ["step_4", "step_8"]
+
+
+def test_keep_best_keeps_a_checkpoint_whose_eval_is_pending_until_its_score_lands(tmp_path):
+    ckpts = tmp_path / "checkpoints"
+    for step in (0, 2, 3, 4):
+        make(ckpts, step)
+    scores = {0: 0.5}  # the eval of step 2 is still running beside training
+    prune_checkpoints(ckpts, 1, scores, pending={2})
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step_0", "step_2", "step_4"]
+    make(ckpts, 5)
+    prune_checkpoints(ckpts, 1, {0: 0.5, 2: 0.1})  # landed, and not the best: it goes
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step_0", "step_5"]
+    make(ckpts, 6)
+    prune_checkpoints(ckpts, 1, None, pending={5})  # without keep_best, pending changes nothing
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step_6"]

@@ -143,6 +143,7 @@ def test_a_run_without_verdict_or_mismatch_metrics_says_so(loaded):
     dom, _ = loaded
     points = chart_points(dom)
     assert points["verdicts"] == points["passhist"] == points["mismatch"] == 0
-    assert points["mismatch-kl"] == 0
+    assert points["mismatch-kl"] == points["components"] == 0
     assert dom.count("no verdicts recorded") == 2 and dom.count("no mismatch recorded") == 2
+    assert "no reward components recorded" in dom and "data-reward-errors" not in dom
     assert "data-nonfinite" not in dom

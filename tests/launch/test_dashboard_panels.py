@@ -10,7 +10,12 @@ import urllib.request
 
 import pytest
 from launch_testing.chromium import chart_points, page_dom, series_points
-from launch_testing.synthetic_metrics import synthetic_mismatch, synthetic_step, synthetic_verdicts
+from launch_testing.synthetic_metrics import (
+    synthetic_mismatch,
+    synthetic_rewards,
+    synthetic_step,
+    synthetic_verdicts,
+)
 
 from microcoder.launch.monitor.dashboard_server import DashboardServer
 from microcoder.launch.monitor.dashboard_store import MetricsStore, flatten
@@ -22,12 +27,14 @@ NONFINITE_AT = 7
 
 
 def full_step(step: int) -> dict:
-    """A step record with the mismatch and verdict fields; step 7 dropped non-finite samples."""
+    """A step record with the mismatch, verdict and reward-function fields; step 7 dropped
+    non-finite samples."""
     guard = {
         "nonfinite_dropped": 2.0 if step == NONFINITE_AT else 0.0,
         "nonfinite_learner_dropped": 1.0 if step == NONFINITE_AT else 0.0,
     }
-    return synthetic_step(step) | synthetic_mismatch(step) | synthetic_verdicts(step) | guard
+    fields = synthetic_mismatch(step) | synthetic_verdicts(step) | synthetic_rewards(step)
+    return synthetic_step(step) | fields | guard
 
 
 def test_flatten_gives_a_series_per_staleness_bucket_and_verdict():
@@ -113,3 +120,16 @@ def test_group_pass_histogram_has_the_newest_steps_six_bins(page):
     assert chart_points(dom)["passhist"] == 6
     bars = [int(n) for n in re.findall(r'data-pass-bin="[^"]+" data-count="(\d+)"', dom)]
     assert bars == synthetic_verdicts(STEPS)["group_pass_hist"]
+
+
+def test_reward_components_are_drawn_per_step_with_the_reward_errors(page):
+    """The reward function's named components, one line each (`length` from step 4), and the
+    run's reward errors (the newest step's cumulative count) under the chart."""
+    api, dom = page
+    assert api["steps"][-1]["reward_components.length"] == 0.5
+    series = series_points(dom)
+    assert series[("components", "reward_components.formatted")] == STEPS
+    assert series[("components", "reward_components.length")] == STEPS - 3
+    errors = synthetic_rewards(STEPS)["reward_errors"]
+    assert f'data-reward-errors="{errors}"' in dom
+    assert "no reward components recorded" not in dom

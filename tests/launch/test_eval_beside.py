@@ -181,3 +181,35 @@ def test_a_held_generator_takes_no_newer_weights_until_released():
     assert gen.version == 3 and gen.updates == 1
     gen.release_weights()
     assert gen.maybe_update(throttled=False) and gen.version == 5
+
+
+@pytest.mark.timeout(60)
+def test_keep_best_keeps_a_checkpoint_whose_eval_lands_steps_later(tmp_path, monkeypatch, held):
+    """learner.keep_best with a checkpoint every step: the eval at step 2 (the best score) runs
+    while steps 3 and 4 are checkpointed with keep_checkpoints = 1; its checkpoint must still be
+    there when its record lands. The stand-in checkpoint writes the folder and runs the run's
+    own retention (launch/run/checkpoint_retention.py `retain`, as Run.checkpoint does)."""
+    from microcoder.launch.run.checkpoint_retention import retain
+
+    sets = ("learner.checkpoint_every=1", "learner.keep_checkpoints=1", "learner.keep_best=true")
+    run, scores = stand_in_run(tmp_path, *sets), {0: 0.1, 2: 0.9, 4: 0.2, 6: 0.3}
+    ckpts = tmp_path / "checkpoints"
+
+    def checkpoint(pending=()):
+        path = ckpts / f"step_{run.learners.version}"
+        path.mkdir(parents=True)
+        (path / "COMPLETE").write_text(str(run.learners.version))
+        retain(ckpts, 1, True, run.metrics.path, pending, run.log)
+        return path
+
+    def evaluate(run, step, generators=None, held_version=None):
+        time.sleep(1.0)  # the learner checkpoints the next steps meanwhile
+        return run.metrics.log("eval", step=step, heldout_pass_rate=scores[step])
+
+    run.checkpoint = checkpoint
+    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    _train_steps(run, None)
+    left = sorted(int(p.name[5:]) for p in ckpts.glob("step_*"))
+    assert 2 in left  # the best evaluated checkpoint (0.9), kept while its eval ran
+    assert 6 in left and not {1, 3, 5} & set(left)
+    assert "deleted step_3 (learner.keep_checkpoints = 1)" in run.logs

@@ -2,7 +2,8 @@
 scored by the shipped reward function, sandbox/rewards/answer.py, without the sandbox) with the
 random-weight tiny model: the run finishes its steps, every response gets AC or WA from the
 reward (none is judged as a program), the reward function's component reaches metrics.jsonl
-and no reward error is counted."""
+and no reward error is counted. The held-out fifth is evaluated at the start and at step 2, its
+replies scored by the same reward function (issue 34: the `answer` kind's eval)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,13 @@ def test_a_two_step_launch_trains_on_answer_problems(tiny_model_dir, tmp_path):
         assert sum(counts.values()) in (2, 4)  # the groups trained on, 2 responses each
         assert set(r["reward_components"]) == {"formatted"}
         assert r["reward_errors"] == 0
+    evals = [r for r in map(json.loads, lines) if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [0, 2]
+    for r in evals:
+        assert r["heldout_problems"] == 7  # eval.holdout_fraction = 0.2 of the 40
+        assert 0.0 <= r["heldout_pass_rate"] <= 1.0
+        assert 0.0 <= r["heldout_greedy_pass_rate"] <= 1.0
+    samples = run_dir / "evals" / "step_2" / "sampled" / "samples.jsonl"
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(rows) == 7 and {r["verdict"] for r in rows} <= {"AC", "WA"}
+    assert all(r["message"].startswith("reward ") for r in rows)  # the reward function's

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from launch_testing.synthetic_metrics import feed, synthetic_eval, synthetic_step
+import pytest
+from launch_testing.synthetic_metrics import feed, synthetic_eval, synthetic_rewards, synthetic_step
 
 from microcoder.launch.monitor.dashboard_server import DashboardServer
 from microcoder.launch.monitor.dashboard_store import MetricsStore
@@ -112,3 +113,19 @@ def test_verdicts_and_the_pass_rate_histogram_are_labelled():
     assert got['microcoder_group_pass_hist{bin="(25%,50%]"}'] == 2
     assert got['microcoder_group_pass_hist{bin="100%"}'] == 1
     assert not any(k.startswith("microcoder_verdict_counts_") for k in got)
+
+
+def test_reward_components_are_labelled_and_reward_errors_a_counter():
+    rec = {**synthetic_step(6), **synthetic_rewards(6)}
+    text = prometheus_text(rec)
+    got = parse(text)
+    assert got['microcoder_reward_components{component="formatted"}'] == pytest.approx(0.6)
+    assert got['microcoder_reward_components{component="length"}'] == 0.5
+    assert got["microcoder_reward_errors_total"] == 1
+    assert "# TYPE microcoder_reward_errors_total counter" in text
+    assert "# TYPE microcoder_reward_components gauge" in text
+    assert not any(k.startswith("microcoder_reward_components_") for k in got)
+    assert "microcoder_reward_errors" not in got  # only the counter, not a gauge beside it
+    # a step without them (no reward function components): neither metric, no empty family
+    plain = prometheus_text(synthetic_step(6))
+    assert "reward_components" not in plain and "reward_errors" not in plain

@@ -34,6 +34,9 @@ const CHARTS = [
   { id: "verdicts", title: "Verdicts per step", unit: "% of responses", pct: true, ymax: 1,
     empty: "no verdicts recorded", series: () => nestedSeries("verdict_rates.", "", verdictRank),
     note: verdictNote },
+  { id: "components", title: "Reward components", unit: "mean per response",
+    empty: "no reward components recorded", series: () => nestedSeries("reward_components.", "", () => 0),
+    note: rewardNote },
   { id: "passhist", title: "Group pass rates (newest step)", unit: "groups", bars: passHistBars },
   { id: "truncation", title: "Truncated, looping and masked responses", unit: "%", pct: true,
     ymax: 1, series: [["truncated_frac", "truncated"], ["looping_frac", "looping"],
@@ -131,6 +134,12 @@ function verdictNote(last) {
       ` · extraction failed ${fmt(last.extraction_failed)}`));
   }
   return out;
+}
+// The reward function's errors (executor.reward raised: its group failed), a run total.
+function rewardNote(last) {
+  if (typeof last.reward_errors !== "number") return [];
+  return [el("span", { class: last.reward_errors > 0 ? "err" : "", "data-reward-errors": String(last.reward_errors) },
+    `reward function errors (groups failed, run total): ${fmt(last.reward_errors)}`)];
 }
 function mismatchNote(last) {
   const out = [];

@@ -110,6 +110,13 @@ def synthetic_verdicts(step: int) -> dict[str, Any]:
     }
 
 
+def synthetic_rewards(step: int) -> dict[str, Any]:
+    """The reward function's fields of a step record (issue 34): components `formatted` (every
+    step) and `length` (from step 4), and the executors' cumulative reward errors."""
+    components = {"formatted": 0.1 * (step % 10)} | ({"length": 0.5} if step >= 4 else {})
+    return {"reward_components": components, "reward_errors": step // 5}
+
+
 def synthetic_eval(step: int) -> dict[str, Any]:
     """Fields of an "eval" record (held-out pass rates) at `step`."""
     return {
