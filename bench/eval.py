@@ -27,6 +27,8 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from microcoder.launch.cliargs import add_actor_counts, add_set_argument
+
     p.add_argument(
         "--model",
         default="",
@@ -37,19 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=4, help="samples per problem (4)")
     p.add_argument("--max-tokens", type=int, default=96, help="budget in new tokens (96)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
-    p.add_argument("--generators", type=int, default=1, help="generator actors (1)")
-    p.add_argument("--executors", type=int, default=1, help="executor actors (1)")
+    add_actor_counts(p)
     p.add_argument("--workers", type=int, default=1, help="sandbox workers per executor (1)")
     p.add_argument("--sequences-per-call", type=int, default=64, help="per generator call (64)")
     p.add_argument("--device", default="cpu", help="cluster.device: auto | cpu | cuda (cpu)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra config override (repeatable)",
-    )
+    add_set_argument(p, help="extra config override (repeatable)")
 
 
 def _model(args, tmp: Path) -> str:
@@ -120,13 +114,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.start(model, args.generators, args.executors, log=lambda m: None)
         gens, execs = cluster.generators, cluster.executors
         warm = EvalSettings(**{**settings.to_dict(), "samples": 1})
-        evaluate(problems[:8], warm, gens, execs, None, lambda p: texts[p.id])
+        cluster.evaluate(problems[:8], warm, None, texts)
         samples, gen_s = _timed(
             lambda: generate_only(problems, settings, gens, lambda p: texts[p.id])
         )
-        report, eval_s = _timed(
-            lambda: evaluate(problems, settings, gens, execs, tmp / "eval", lambda p: texts[p.id])
-        )
+        report, eval_s = _timed(lambda: cluster.evaluate(problems, settings, tmp / "eval", texts))
         records, _ = read_samples(tmp / "eval" / "samples.jsonl")
         given = [Generation(r.problem_id, r.sample_index, r.code, 0) for r in records]
         judged, judge_s = _timed(
