@@ -24,43 +24,24 @@ from typing import Any
 DESCRIPTION = (
     "microcoder eval: pipelined wall vs generate-only and judge-only (goal overlap <= 1.15)"
 )
+USUAL_MODELS = ("runs/tiny-model-warm", "runs/tiny-model")
+"""Where the bench looks for a model without --model (the warm-started one first)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        default="",
-        help="model folder (default runs/tiny-model-warm, else runs/tiny-model, else "
-        "a tiny model built in a temp folder)",
-    )
+    from microcoder.bench.model_folder import add_model_argument
+    from microcoder.launch.cliargs import add_actor_counts, add_set_argument
+
+    add_model_argument(p, USUAL_MODELS)
     p.add_argument("--problems", type=int, default=240, help="synthetic held-out problems (240)")
     p.add_argument("--samples", type=int, default=4, help="samples per problem (4)")
     p.add_argument("--max-tokens", type=int, default=96, help="budget in new tokens (96)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
-    p.add_argument("--generators", type=int, default=1, help="generator actors (1)")
-    p.add_argument("--executors", type=int, default=1, help="executor actors (1)")
+    add_actor_counts(p)
     p.add_argument("--workers", type=int, default=1, help="sandbox workers per executor (1)")
     p.add_argument("--sequences-per-call", type=int, default=64, help="per generator call (64)")
     p.add_argument("--device", default="cpu", help="cluster.device: auto | cpu | cuda (cpu)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra config override (repeatable)",
-    )
-
-
-def _model(args, tmp: Path) -> str:
-    from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
-
-    for path in [args.model] if args.model else ["runs/tiny-model-warm", "runs/tiny-model"]:
-        if is_tiny_model_dir(path) or (args.model and Path(path, "config.json").is_file()):
-            return str(path)
-    if args.model:
-        raise SystemExit(f"--model {args.model}: no model folder there")
-    return str(build_tiny_model(tmp / "tiny-model", seed=0))
+    add_set_argument(p, help="extra config override (repeatable)")
 
 
 def _timed(fn) -> tuple[Any, float]:
@@ -90,6 +71,7 @@ def _config(args, model: str):
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
+    from microcoder.bench.model_folder import model_folder
     from microcoder.data.prompting.render import PromptRenderer
     from microcoder.data.synthetic.tasks import generate_tasks
     from microcoder.evaluation.engine import evaluate, generate_only
@@ -99,7 +81,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from microcoder.launch.jobs.eval_cluster import EvalCluster
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    model = _model(args, tmp)
+    model = model_folder(args.model, USUAL_MODELS, tmp)
     cfg = _config(args, model)
     problems = generate_tasks(0, split="heldout")[: args.problems]
     settings = EvalSettings(
@@ -120,13 +102,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster.start(model, args.generators, args.executors, log=lambda m: None)
         gens, execs = cluster.generators, cluster.executors
         warm = EvalSettings(**{**settings.to_dict(), "samples": 1})
-        evaluate(problems[:8], warm, gens, execs, None, lambda p: texts[p.id])
+        cluster.evaluate(problems[:8], warm, None, texts)
         samples, gen_s = _timed(
             lambda: generate_only(problems, settings, gens, lambda p: texts[p.id])
         )
-        report, eval_s = _timed(
-            lambda: evaluate(problems, settings, gens, execs, tmp / "eval", lambda p: texts[p.id])
-        )
+        report, eval_s = _timed(lambda: cluster.evaluate(problems, settings, tmp / "eval", texts))
         records, _ = read_samples(tmp / "eval" / "samples.jsonl")
         given = [Generation(r.problem_id, r.sample_index, r.code, 0) for r in records]
         judged, judge_s = _timed(

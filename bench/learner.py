@@ -24,6 +24,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from microcoder.bench import learner_intake, learner_memory
+    from microcoder.bench.model_folder import add_model_argument
 
     parser.add_argument(
         "--intake",
@@ -38,9 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     memory = parser.add_argument_group("--memory options")
     learner_memory.add_arguments(memory)
-    parser.add_argument(
-        "--model", default="", help="HF model folder (default: build the tiny model in a temp dir)"
-    )
+    add_model_argument(parser)
     parser.add_argument(
         "--groups", type=int, default=None, help="groups per batch (default 8; 64 with --intake)"
     )
@@ -104,13 +103,13 @@ def run(args: argparse.Namespace) -> dict:
     import tempfile
     import time
 
+    from microcoder.bench.model_folder import model_folder
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
-    from microcoder.learner.models.tiny_model import build_tiny_model
     from microcoder.learner.trainer import Learner
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or str(build_tiny_model(tmp, seed=0))
+        model = model_folder(args.model, (), tmp)
         algo = AlgorithmConfig(truncation_mask="none")
         learners = {
             mode: Learner(

@@ -162,6 +162,44 @@ def simulate(
     return out
 
 
+MODEL_OPTIONS: dict[str, tuple[type, float | None, str]] = {
+    "gbps": (float, 50.0, "link bandwidth, Gbit/s (default 50)"),
+    "latency_us": (float, 5.0, "one-way latency of a link, microseconds (default 5)"),
+    "model_gb": (
+        float,
+        15.2,
+        "bytes each receiver gets, GB (1e9; default 15.2, a 7B model in bf16)",
+    ),
+    "chunk_mib": (float, 16.0, "relay chunk, MiB (default 16)"),
+    "serial_bucket_mib": (
+        float,
+        SERIAL_BUCKET_MIB,
+        f"serial scheme's bucket, MiB (default {SERIAL_BUCKET_MIB:.0f}, today's)",
+    ),
+    "slots": (
+        int,
+        2,
+        "chunk buffers per relay receiver and on the sender (default 2); with 2, each chunk "
+        "waits for its slot's release to travel back, and the period grows by a latency and "
+        "half a post",
+    ),
+    "copy_gb_s": (
+        float,
+        None,
+        "rate of packing and loading, GB/s, instead of the CPU calibration's (copies on a "
+        "GPU); the fixed parts stay calibrated",
+    ),
+    "post_us": (
+        float,
+        None,
+        "a hop's fixed cost per chunk, microseconds, instead of the CPU calibration's (gloo on "
+        "loopback); for another transport's per-message cost",
+    ),
+}
+"""The model's parameters: each an option `--NAME` (type, default, help after "--simulate: ")
+and, as given, a key of the result's `parameters`."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `--simulate`; `--receivers` too, unless the measured bench of N receivers
     (bench/weight_relay.py) registered it already: both read it as comma-separated counts."""
@@ -178,52 +216,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the event model of the chain relay and of serial sync instead of a measurement",
     )
-    parser.add_argument(
-        "--gbps", type=float, default=50.0, help="--simulate: link bandwidth, Gbit/s (default 50)"
-    )
-    parser.add_argument(
-        "--latency-us",
-        type=float,
-        default=5.0,
-        help="--simulate: one-way latency of a link, microseconds (default 5)",
-    )
-    parser.add_argument(
-        "--model-gb",
-        type=float,
-        default=15.2,
-        help="--simulate: bytes each receiver gets, GB (1e9; default 15.2, a 7B model in bf16)",
-    )
-    parser.add_argument(
-        "--chunk-mib", type=float, default=16.0, help="--simulate: relay chunk, MiB (default 16)"
-    )
-    parser.add_argument(
-        "--serial-bucket-mib",
-        type=float,
-        default=SERIAL_BUCKET_MIB,
-        help=f"--simulate: serial scheme's bucket, MiB (default {SERIAL_BUCKET_MIB:.0f}, today's)",
-    )
-    parser.add_argument(
-        "--slots",
-        type=int,
-        default=2,
-        help="--simulate: chunk buffers per relay receiver and on the sender (default 2); with 2, "
-        "each chunk waits for its slot's release to travel back, and the period grows by a "
-        "latency and half a post",
-    )
-    parser.add_argument(
-        "--copy-gb-s",
-        type=float,
-        default=None,
-        help="--simulate: rate of packing and loading, GB/s, instead of the CPU calibration's "
-        "(copies on a GPU); the fixed parts stay calibrated",
-    )
-    parser.add_argument(
-        "--post-us",
-        type=float,
-        default=None,
-        help="--simulate: a hop's fixed cost per chunk, microseconds, instead of the CPU "
-        "calibration's (gloo on loopback); for another transport's per-message cost",
-    )
+    for name, (kind, default, text) in MODEL_OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=kind, default=default, help="--simulate: " + text)
     parser.add_argument(
         "--calibration",
         default=None,
@@ -283,15 +278,8 @@ def run(args: argparse.Namespace) -> dict:
     return {
         "simulated": simulated,
         "parameters": {
-            "gbps": args.gbps,
-            "latency_us": args.latency_us,
-            "model_gb": args.model_gb,
-            "chunk_mib": args.chunk_mib,
+            **{name: getattr(args, name) for name in MODEL_OPTIONS},
             "chunks": len(chunk_sizes(model_bytes, chunk)),
-            "serial_bucket_mib": args.serial_bucket_mib,
-            "copy_gb_s": args.copy_gb_s,
-            "post_us": args.post_us,
-            "slots": args.slots,
             "costs": asdict(costs),
         },
         "calibration": calibration,

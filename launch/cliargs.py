@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 
-def add_set_argument(parser, example: str = "learner.lr=1e-6") -> None:
-    """The `--set KEY=VALUE` option every config-reading command takes (repeatable)."""
+def add_set_argument(
+    parser,
+    example: str = "learner.lr=1e-6",
+    *,
+    flag: str = "--set",
+    dest: str = "overrides",
+    help: str = "",
+) -> None:
+    """The `--set KEY=VALUE` option every config-reading command takes (repeatable), into
+    `args.overrides`; another repeatable KEY=VALUE option with `flag`, `dest` and `help` (a
+    bench's settings of the runs it launches, the warm start's settings)."""
     parser.add_argument(
-        "--set",
-        dest="overrides",
+        flag,
+        dest=dest,
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override a config field, e.g. --set {example} (repeatable)",
+        help=help or f"override a config field, e.g. --set {example} (repeatable)",
     )
 
 

@@ -14,7 +14,6 @@ learner decodes meta + tensors and the scores). Its rate is `proxy_codec_groups_
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 LEGS = ("to_executor", "scores", "to_learner")
@@ -47,24 +46,18 @@ def proxy_generator(to_ex: str, to_lrn: str, group, n: int, wave: int, ready, go
     each leg: meta + text to the executor's leg, meta + tensors to the learner's."""
     import zmq
 
+    from microcoder.bench.buffer.road import zmq_child
     from microcoder.buffer.codec import group_frames
 
     groups = [replace(group, group_id=i) for i in range(n)]
-    ctx = zmq.Context()
-    ex, lrn = ctx.socket(zmq.PUSH), ctx.socket(zmq.PUSH)
-    ex.connect(to_ex)
-    lrn.connect(to_lrn)
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    for i in range(0, n, wave):
-        encoded = [group_frames(g) for g in groups[i : i + wave]]
-        ex.send_multipart([f for meta, text, _ in encoded for f in (meta, text)], copy=False)
-        lrn.send_multipart([f for meta, _, tensors in encoded for f in (meta, tensors)], copy=False)
-    for s in (ex, lrn):
-        s.close(linger=-1)
-    ctx.term()  # flush before the child exits
-    cpu.value = time.process_time() - t0
+    ends = (zmq.PUSH, to_ex, False), (zmq.PUSH, to_lrn, False)
+    with zmq_child(ready, go, cpu, *ends) as (ex, lrn):
+        for i in range(0, n, wave):
+            encoded = [group_frames(g) for g in groups[i : i + wave]]
+            ex.send_multipart([f for meta, text, _ in encoded for f in (meta, text)], copy=False)
+            lrn.send_multipart(
+                [f for meta, _, tensors in encoded for f in (meta, tensors)], copy=False
+            )
 
 
 def proxy_executor(from_gen: str, to_lrn: str, scores, n: int, per_get: int, ready, go, cpu):
@@ -72,29 +65,16 @@ def proxy_executor(from_gen: str, to_lrn: str, scores, n: int, per_get: int, rea
     scores of `per_get` groups per message."""
     import zmq
 
+    from microcoder.bench.buffer.road import received, zmq_child
     from microcoder.buffer.codec import read_group, scores_frame
 
-    ctx = zmq.Context()
-    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
-    pull.connect(from_gen)
-    push.connect(to_lrn)
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    done = 0
-    while done < n:
-        frames = pull.recv_multipart(copy=False)
-        for i in range(0, len(frames), 2 * per_get):
-            part = frames[i : i + 2 * per_get]
+    ends = (zmq.PULL, from_gen, False), (zmq.PUSH, to_lrn, False)
+    with zmq_child(ready, go, cpu, *ends) as (pull, push):
+        for part in received(pull, n, 2, per_get):
             groups = [read_group(part[j], part[j + 1]) for j in range(0, len(part), 2)]
             push.send_multipart(
                 [scores_frame(replace(scores, group_id=g.group_id)) for g in groups], copy=False
             )
-            done += len(groups)
-    pull.close(linger=0)
-    push.close(linger=-1)
-    ctx.term()
-    cpu.value = time.process_time() - t0
 
 
 def proxy_learner(groups_addr: str, scores_addr: str, n: int) -> int:

@@ -6,9 +6,51 @@ learner_rank.py. Every function here runs in a spawned child (or the parent for 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 PROMPT_TOKENS = 256
+
+
+@contextmanager
+def released(ready, go, cpu):
+    """A child's timed part: signal `ready`, wait for `go`, run the body; `cpu` gets the CPU
+    seconds the body took (all threads of the process, zmq's included)."""
+    ready.set()
+    go.wait()
+    t0 = time.process_time()
+    yield
+    cpu.value = time.process_time() - t0
+
+
+@contextmanager
+def zmq_child(ready, go, cpu, *ends: tuple[int, str, bool]):
+    """A raw child's sockets, one per end (zmq socket type, address, bind?), opened before it
+    signals `ready`; the body is timed as by `released`, and so is the close: PUSH sockets send
+    all they hold first (a multiprocessing child ends with os._exit, dropping queued messages,
+    and the sending is part of the cost)."""
+    import zmq
+
+    ctx = zmq.Context()
+    socks = [ctx.socket(kind) for kind, _, _ in ends]
+    for sock, (_, address, bind) in zip(socks, ends, strict=True):
+        (sock.bind if bind else sock.connect)(address)
+    with released(ready, go, cpu):
+        yield socks
+        for sock in socks:
+            sock.close(linger=-1 if sock.type == zmq.PUSH else 0)
+        ctx.term()
+
+
+def received(pull, n: int, width: int, per_get: int):
+    """The frames of `per_get` groups at a time (`width` frames a group) as they arrive on
+    `pull`, until `n` groups came."""
+    done = 0
+    while done < n:
+        frames = pull.recv_multipart(copy=False)
+        for i in range(0, len(frames), width * per_get):
+            yield frames[i : i + width * per_get]
+        done += len(frames) // width
 
 
 def make_group(group_id: int, problem_id: str, g: int, tokens: int):
@@ -110,18 +152,15 @@ def buffer_generator(address: str, n: int, g: int, t: int, wave: int, window: in
                 for a in got
             ]
 
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    if window > 1:
-        client.put_unscored_many(waves(), window)
-    else:
-        for w in waves():
-            if w:
-                client.put_unscored(w)
-    client.close()
-    lessor.close()
-    cpu.value = time.process_time() - t0
+    with released(ready, go, cpu):
+        if window > 1:
+            client.put_unscored_many(waves(), window)
+        else:
+            for w in waves():
+                if w:
+                    client.put_unscored(w)
+        client.close()
+        lessor.close()
 
 
 def buffer_executor(
@@ -133,18 +172,15 @@ def buffer_executor(
 
     client = BufferClient(address, "ex", timeout_s=120)
     template = make_scores(0, g)
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    done = 0
-    while done < n:
-        groups = client.get_unscored(per_get, wait_s=5, tokens=tokens)
-        assert all(len(x.responses) == g for x in groups)
-        if groups:
-            client.put_scored([replace(template, group_id=x.group_id) for x in groups])
-        done += len(groups)
-    client.close()
-    cpu.value = time.process_time() - t0
+    with released(ready, go, cpu):
+        done = 0
+        while done < n:
+            groups = client.get_unscored(per_get, wait_s=5, tokens=tokens)
+            assert all(len(x.responses) == g for x in groups)
+            if groups:
+                client.put_scored([replace(template, group_id=x.group_id) for x in groups])
+            done += len(groups)
+        client.close()
 
 
 def buffer_learner(address: str, n: int, batch: int, announce: bool) -> int:
@@ -174,21 +210,14 @@ def raw_generator(address: str, frames: list, n: int, wave: int, codec, ready, g
     from microcoder.buffer.codec import group_frames
 
     groups = [replace(codec, group_id=i) for i in range(n)] if codec is not None else None
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(address)
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    for i in range(0, n, wave):
-        k = min(wave, n - i)
-        if groups is None:
-            sock.send_multipart(frames * k, copy=False)
-        else:
-            sock.send_multipart([f for g in groups[i : i + k] for f in group_frames(g)], copy=False)
-    sock.close(linger=-1)
-    ctx.term()  # flush (a multiprocessing child ends with os._exit, dropping queued messages)
-    cpu.value = time.process_time() - t0  # after the flush: the sending is part of the cost
+    with zmq_child(ready, go, cpu, (zmq.PUSH, address, False)) as (sock,):
+        for i in range(0, n, wave):
+            k = min(wave, n - i)
+            if groups is None:
+                sock.send_multipart(frames * k, copy=False)
+            else:
+                encoded = [f for g in groups[i : i + k] for f in group_frames(g)]
+                sock.send_multipart(encoded, copy=False)
 
 
 def raw_executor(
@@ -202,18 +231,10 @@ def raw_executor(
 
     from microcoder.buffer.codec import read_group, scores_frame
 
-    ctx = zmq.Context()
-    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
-    pull.bind(pull_addr)
-    push.connect(push_addr)
-    ready.set()
-    go.wait()
-    t0 = time.process_time()
-    done = 0
-    while done < n:
-        frames = pull.recv_multipart(copy=False)
-        for i in range(0, len(frames), 3 * per_get):
-            part, out = frames[i : i + 3 * per_get], []
+    ends = (zmq.PULL, pull_addr, True), (zmq.PUSH, push_addr, False)
+    with zmq_child(ready, go, cpu, *ends) as (pull, push):
+        for part in received(pull, n, 3, per_get):
+            out = []
             for j in range(0, len(part), 3):
                 meta, text, tensors = part[j : j + 3]
                 if codec is not None:
@@ -221,11 +242,6 @@ def raw_executor(
                     scores = scores_frame(replace(codec, group_id=group.group_id))
                 out += (meta, tensors, scores)
             push.send_multipart(out, copy=False)
-        done += len(frames) // 3
-    pull.close(linger=0)
-    push.close(linger=-1)
-    ctx.term()
-    cpu.value = time.process_time() - t0
 
 
 def raw_learner(pull, n: int, codec: bool) -> int:

@@ -32,17 +32,19 @@ from microcoder.protocol import TrainingPrompt
 
 DESCRIPTION = "generator actor tokens/s vs bare vLLM (goal >= 0.95x) and the weight-sync cycle"
 FIELDS = ("actor_tokens_per_s", "bare_tokens_per_s", "ratio", "sync_cycle_s")
+USUAL_MODELS = ("runs/tiny-model",)
+"""Where the bench looks for a model without --model."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from microcoder.bench.model_folder import add_model_argument
+
     parser.add_argument("--prompts", type=int, default=64, help="prompts per run (default 64)")
     parser.add_argument("--group-size", type=int, default=8, help="G samples per prompt (8)")
     parser.add_argument("--tokens", type=int, default=128, help="tokens per response (128)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per side (default 3)")
     parser.add_argument("--sync-cycles", type=int, default=3, help="timed sync cycles (3)")
-    parser.add_argument(
-        "--model", default="", help="model folder (default: runs/tiny-model, else build one)"
-    )
+    add_model_argument(parser, USUAL_MODELS)
     parser.add_argument("--device", default="auto", help="cluster.device: auto | cpu | cuda")
     w = parser.add_argument_group("streaming vs waves (--workload)")
     w.add_argument(
@@ -96,13 +98,9 @@ def bench_config(args: argparse.Namespace, model_path: str):
 
 
 def _model_path(args: argparse.Namespace, tmp: str) -> str:
-    if args.model:
-        return args.model
-    if os.path.exists(os.path.join("runs", "tiny-model", "config.json")):
-        return os.path.abspath(os.path.join("runs", "tiny-model"))
-    from microcoder.learner.models.tiny_model import build_tiny_model
+    from microcoder.bench.model_folder import model_folder
 
-    return str(build_tiny_model(os.path.join(tmp, "tiny-model"), seed=0))
+    return model_folder(args.model, USUAL_MODELS, tmp)
 
 
 def _prompt_batches(cfg, prompts: list[TrainingPrompt], n: int, batches: int) -> list[list]:

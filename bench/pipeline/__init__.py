@@ -32,6 +32,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from microcoder.launch.cliargs import add_set_argument
+
     real = parser.add_argument_group("real tiny workload")
     real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
     real.add_argument("--max-steps", type=int, default=30, help="learner steps per launch")
@@ -47,12 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument(
         "--async-staleness", type=int, default=2, help="max_staleness of the async run"
     )
-    real.add_argument(
-        "--real-set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra --set for both launches (repeatable)",
+    add_set_argument(
+        real, flag="--real-set", dest="real_set", help="extra --set for both launches (repeatable)"
     )
     real.add_argument("--runs-dir", default="", help="keep the two run directories here")
     real.add_argument("--skip-real", action="store_true", help="only the simulated part")

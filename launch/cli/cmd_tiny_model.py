@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from microcoder.launch.cliargs import add_set_argument
+
 DEFAULT_OUT = "runs/tiny-model"
 DEFAULT_WARM_OUT = "runs/tiny-model-warm"
 WARM_OUTS = {"synthetic": DEFAULT_WARM_OUT, "synthetic-long": "runs/tiny-model-long"}
@@ -47,11 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--target-high", type=float, default=None, help="window high end (0.45)")
     w.add_argument("--max-steps", type=int, default=None, help="give up after N steps (600)")
     w.add_argument("--eval-every", type=int, default=None, help="evaluate every N steps (10)")
-    w.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
+    add_set_argument(
+        w,
+        dest="set",
         help="any other warm-start setting (see learner/warmstart/config.py), e.g. --set lr=5e-4",
     )
     w.add_argument("--no-progress", action="store_true", help="log lines instead of a bar")

@@ -60,7 +60,6 @@ def measure_chunk(
     """One `evaluate` call over `chunk` (resuming the work folder's samples, reporting to
     `progress`, e.g. evaluation/progress.py's ProgressLine); the rates. `reasoning`: the
     resolved `prompt.reasoning` (render_prompts resolved it)."""
-    from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.report import per_problem_counts
     from microcoder.evaluation.samples import read_samples
     from microcoder.evaluation.settings import EvalSettings
@@ -76,15 +75,8 @@ def measure_chunk(
         label="measure",
         reasoning=reasoning,
     )
-    evaluate(
-        chunk,
-        settings,
-        cluster.generators,
-        cluster.executors,
-        folder,
-        renderer_text=lambda p: texts[p.id],
-        progress=progress,
-        context={"data_filter": identity},
+    cluster.evaluate(
+        chunk, settings, folder, texts, progress=progress, context={"data_filter": identity}
     )
     records, _ = read_samples(folder / "samples.jsonl")
     ids = {p.id for p in chunk}

@@ -95,6 +95,21 @@ class EvalCluster:
                 ) from err
         log(f"actors ready in {time.monotonic() - t0:.1f} s")
 
+    def evaluate(self, problems, settings, out_dir: Path | None, texts: dict[str, str], **kwargs):
+        """`evaluation.engine.evaluate` on these actors, each problem's prompt its rendered text
+        in `texts` (by problem id); `kwargs` (progress, generations, context) go through."""
+        from microcoder.evaluation.engine import evaluate
+
+        return evaluate(
+            problems,
+            settings,
+            self.generators,
+            self.executors,
+            out_dir,
+            renderer_text=lambda p: texts[p.id],
+            **kwargs,
+        )
+
     def close(self) -> None:
         import ray
 

@@ -166,7 +166,6 @@ def _prompts(args, cfg, problems, settings, context):
 
 
 def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -> int:
-    from microcoder.evaluation.engine import evaluate
     from microcoder.evaluation.progress import ProgressLine
     from microcoder.evaluation.report_md import group_table
     from microcoder.launch.jobs.eval_cluster import EvalCluster
@@ -181,13 +180,11 @@ def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -
             args.executors,
             log=lambda m: print(f"microcoder eval: {m}", file=sys.stderr),
         )
-        report = evaluate(
+        report = cluster.evaluate(
             problems,
             settings,
-            cluster.generators,
-            cluster.executors,
             out,
-            renderer_text=lambda p: texts[p.id],
+            texts,
             progress=progress,
             generations=generations,
             context=context,
