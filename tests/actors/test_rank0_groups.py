@@ -13,7 +13,7 @@ WeightReceiver on a thread of this process. A prober asks rank 0's version all a
 The device-channel path, forced on CPU: rank 0 sends under `WorkLock` only over a channel that
 broadcasts from its GPU (`WeightPublisher.sends_from_device`: NCCL). On CPU every channel is
 gloo and never takes the lock, so here rank 0 takes its gloo channels for device ones
-(`GlooAsDevice`): every send waits for the lock, as over NCCL on the 8-GPU recipe.
+(tests/support/rank0_stand_in.py: `GlooAsDevice`): every send waits for the lock, as over NCCL on the 8-GPU recipe.
 
 Every wait runs with a short deadline (DEADLINE_S: learner.sync_timeout_s and step_timeout_s,
 the batch wait, the probe), and the test fails if any is reached: any error in any thread.
@@ -27,6 +27,7 @@ import time
 import pytest
 from buffer_testing import put_scored_groups
 from engine_testing.stand_in import ReceivingEngine
+from rank0_stand_in import GlooAsDevice
 
 from microcoder.actors.deadline import get_within
 from microcoder.actors.weight_pull import pull_weights
@@ -43,12 +44,6 @@ def device_path_rank_cls(cfg):
     gloo channels for channels that send from the device, so every send takes WorkLock."""
     from microcoder.actors.learner_rank import LearnerRank
     from microcoder.actors.remote import learner_rank_cls
-    from microcoder.actors.weight_sync import WeightPublisher
-
-    class GlooAsDevice(WeightPublisher):
-        def sends_from_device(self, name: str) -> bool:
-            super().sends_from_device(name)  # waits for the channel's build, as over NCCL
-            return True
 
     class DevicePathRank(LearnerRank):
         def setup(self, *args):
