@@ -25,7 +25,7 @@ import threading
 import time
 
 import pytest
-from buffer_testing import put_scored_groups
+from buffer_testing import put_scored_groups, start_buffer_host
 from engine_testing.stand_in import ReceivingEngine
 from rank0_stand_in import GlooAsDevice
 
@@ -71,7 +71,6 @@ def in_thread(fn, errors: list, *args) -> threading.Thread:
 def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     ray_cluster, actor_cfg, actor_prompts
 ):
-    from microcoder.actors.remote import buffer_host_cls
     from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
@@ -82,8 +81,7 @@ def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     # A train longer than a generator's poll (weight_poll_s, 0.5 s): most sends of a version
     # come while the next step runs, and wait for its publish, as on a real run.
     cfg.learner.batch_size, cfg.learner.mini_batches = 8, 4
-    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, actor_prompts)
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, cfg, actor_prompts)
     try:
         group = LearnerGroup(cfg, cfg.model.path, address, rank_cls=device_path_rank_cls(cfg))
     except BaseException:
