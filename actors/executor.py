@@ -160,11 +160,7 @@ class Executor:
     def shutdown(self) -> None:
         self.stop()
         if self.client is not None:
-            try:
-                self.client.release()
-            except Exception:
-                pass
-            self.client.close()
+            self.client.release_and_close()
         if self._eval_judge is not None:
             self._eval_judge.close()
         self.pool.close()

@@ -492,11 +492,7 @@ class Generator:
         """Stop the loop, return held leases, and shut the engine down (its EngineCore exits)."""
         self.stop()
         if self.client is not None:
-            try:
-                self.client.release()
-            except Exception:
-                pass
-            self.client.close()
+            self.client.release_and_close()
         try:
             self.engine.shutdown()
         except Exception:
