@@ -1,4 +1,5 @@
-"""Buffer messages -> learner records: a field copy, so neither side depends on the other.
+"""Buffer messages -> learner records: a field copy, so neither side depends on the other, and
+rank 0's intake of one batch (`Intake`: conversion, the non-finite guard, the dynamic filter).
 
 The arrays the buffer's codec decoded are passed on by reference (no `.tolist()`): rank 0 packs
 them into the learner's PackedBatch (learner/intake.py: `pack`).
@@ -6,10 +7,14 @@ them into the learner's PackedBatch (learner/intake.py: `pack`).
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+
 import numpy as np
 
+from microcoder.learner.algorithm.diversity import batch_diversity
 from microcoder.learner.algorithm.grpo import is_non_incorrect
-from microcoder.learner.intake import GroupArrays
+from microcoder.learner.intake import GroupArrays, IntakeStats, drop_nonfinite, signal_filter
 from microcoder.learner.verdict_stats import NO_CODE
 from microcoder.protocol import ScoredGroup
 
@@ -63,3 +68,62 @@ def component_inputs(groups: list[ScoredGroup]) -> list[dict[str, float]]:
     """Every response's reward components (`Score.components`), the input of
     learner/verdict_stats.py `reward_component_means`."""
     return [s.components for sg in groups for s in sg.result.scores]
+
+
+@dataclass
+class Intake:
+    """The groups of one batch as rank 0 fetches them (actors/learner_rank.py `fetch_batch`):
+    each reply of the buffer converted, the non-finite guard and THE dynamic filter applied, and
+    what the batch's IntakeStats are taken over."""
+
+    kept: list[GroupArrays] = field(default_factory=list)
+    """The groups to train on, in the order fetched."""
+    scored: dict[int, ScoredGroup] = field(default_factory=dict)
+    """Every fetched group by id, with its verdicts (and texts when asked for)."""
+    responses: list[list] = field(default_factory=list)
+    """Every fetched response's token ids (diversity's n-grams); its length counts the budget."""
+    rewards: list[float] = field(default_factory=list)
+    """Every fetched response's reward, filtered groups included."""
+    staleness: list[float] = field(default_factory=list)
+    """The buffer's staleness of each kept group."""
+    filtered: int = 0
+    """Groups the dynamic filter dropped."""
+    nonfinite: int = 0
+    """Responses dropped for a NaN or infinite log-prob."""
+    done: bool = False
+    """The buffer said no more groups will come."""
+
+    def add(self, batch, dynamic_filtering: bool) -> list[int]:
+        """Take one reply of `BufferClient.get_batch`; returns the ids of the groups that will not
+        be trained on (filtered or emptied), for `report_filtered`."""
+        self.done = batch.done
+        groups = [to_group_arrays(sg) for sg in batch.groups]
+        self.scored.update((sg.group.group_id, sg) for sg in batch.groups)
+        stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
+        for g in groups:
+            self.rewards += g.rewards.tolist()
+            self.responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
+        groups, bad, emptied = drop_nonfinite(groups)  # NaN/Inf log-probs: logged, dropped
+        self.nonfinite += len(bad)
+        good, dropped = signal_filter(groups, dynamic_filtering)
+        self.kept += good
+        self.staleness += [stale[g.group_id] for g in good]
+        self.filtered += len(dropped)
+        return [g.group_id for g in dropped] + emptied
+
+    def stats(self, packed_from: float) -> IntakeStats:
+        """The batch's IntakeStats; `pack_s` counts from `packed_from` (perf_counter)."""
+        staleness, rewards = self.staleness, self.rewards
+        return IntakeStats(
+            filtered_groups=self.filtered,
+            reward_mean=sum(rewards) / max(len(rewards), 1),
+            staleness_mean=sum(staleness) / len(staleness) if staleness else None,
+            staleness_max=max(staleness) if staleness else None,
+            diversity=batch_diversity(self.responses),
+            pack_s=time.perf_counter() - packed_from,
+            nonfinite_dropped=self.nonfinite,
+        )
+
+    def trained(self) -> list[ScoredGroup]:
+        """The kept groups' ScoredGroups (verdicts, texts), in the batch's order."""
+        return [self.scored[g.group_id] for g in self.kept]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -69,17 +68,14 @@ class Executor:
         self._stop.set()
 
     def stats(self) -> dict[str, Any]:
-        import ray
+        from microcoder.actors.logs import replica_identity
 
-        busy = self.timer.busy_s
         return {
-            "name": self.name,
-            "pid": os.getpid(),
-            "node_ip": ray.util.get_node_ip_address(),  # the node hosting it, as Ray reports it
+            **replica_identity(self.name),
             "groups": self.groups,
             "responses": self.responses,
             "tests": self.tests,
-            "tests_per_s": self.tests / busy if busy else 0.0,
+            "tests_per_s": self.timer.per_busy_s(self.tests),
             "failed_groups": self.failed,
             "reward_errors": self.reward_errors,
             "verdicts": dict(self.verdicts),
@@ -215,11 +211,7 @@ class Executor:
     def shutdown(self) -> None:
         self.stop()
         if self.client is not None:
-            try:
-                self.client.release()
-            except Exception:
-                pass
-            self.client.close()
+            self.client.release_and_close()
         if self._eval_judge is not None:
             self._eval_judge.close()
         self.pool.close()

@@ -26,7 +26,6 @@ group is sampled (`_mixed`: every later update failure ends the loop too).
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import threading
@@ -158,18 +157,15 @@ class Generator:
         self.temperature = float(temperature)
 
     def stats(self) -> dict[str, Any]:
-        import ray
+        from microcoder.actors.logs import replica_identity
 
-        busy = self.timer.busy_s
         return {
-            "name": self.name,
-            "pid": os.getpid(),
-            "node_ip": ray.util.get_node_ip_address(),  # the node hosting it, as Ray reports it
+            **replica_identity(self.name),
             "version": self.version,
             "temperature": self.temperature,
             "groups": self.groups,
             "tokens": self.tokens,
-            "tokens_per_s": self.tokens / busy if busy else 0.0,
+            "tokens_per_s": self.timer.per_busy_s(self.tokens),
             "inflight": self.inflight,
             "weight_update": self.settings.generator.weight_update,
             "pauses": len(self.pause_s),
@@ -496,11 +492,7 @@ class Generator:
         """Stop the loop, return held leases, and shut the engine down (its EngineCore exits)."""
         self.stop()
         if self.client is not None:
-            try:
-                self.client.release()
-            except Exception:
-                pass
-            self.client.close()
+            self.client.release_and_close()
         try:
             self.engine.shutdown()
         except Exception:

@@ -261,77 +261,60 @@ class LearnerRank:
         kept; on a `monitor.rollouts_every` step the groups come with their texts and the reply
         carries the step's rollouts rows (actors/rollouts.py) under "rollouts"."""
         from microcoder.actors import rollouts
-        from microcoder.actors.convert import component_inputs, to_group_arrays, verdict_inputs
-        from microcoder.buffer.client import BufferTimeout, BufferUnreachable
-        from microcoder.learner.algorithm.diversity import batch_diversity
-        from microcoder.learner.intake import IntakeStats, drop_nonfinite, pack, signal_filter
+        from microcoder.actors.convert import Intake, component_inputs, verdict_inputs
+        from microcoder.learner.intake import pack
         from microcoder.learner.verdict_stats import reward_component_means, step_verdict_metrics
 
-        want, kept, filtered, staleness, rewards = self.settings.learner.batch_size, [], 0, [], []
-        nonfinite = 0
-        responses, scored = [], {}  # scored: group id -> ScoredGroup (verdicts, texts)
+        want = self.settings.learner.batch_size
+        budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
         step = self.learner.version + 1  # the step this batch trains
         texts = rollouts.due(step, self.settings.rollouts_every)
-        t0 = time.perf_counter()
+        got, t0 = Intake(), time.perf_counter()
         deadline = None if timeout_s is None else t0 + timeout_s
-        budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
-        done = False
-        while len(kept) < want and not done and len(responses) < budget and not self._stop:
-            try:
-                batch = self.client.get_batch(
-                    min(want - len(kept), budget - len(responses)),
-                    self.learner.version,
-                    timeout_s=1.0,
-                    text=texts,
-                )
-            except BufferUnreachable:
-                raise  # the buffer itself does not answer: no batch will come from waiting
-            except BufferTimeout as err:
-                if deadline is not None and time.perf_counter() > deadline:
-                    raise BufferTimeout(
-                        f"learner rank 0 got no batch within learner.batch_wait_s = {timeout_s:.0f}"
-                        f" s: {err}; the launcher's waiting notices say what the generators and "
-                        "executors did; raise learner.batch_wait_s (0 = no limit) if they are slow"
-                    ) from None
-                continue
-            done = batch.done
-            groups = [to_group_arrays(sg) for sg in batch.groups]
-            scored.update((sg.group.group_id, sg) for sg in batch.groups)
-            stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
-            for g in groups:
-                rewards += g.rewards.tolist()
-                responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
-            groups, bad, emptied = drop_nonfinite(groups)  # NaN/Inf log-probs: logged, dropped
-            nonfinite += len(bad)
-            good, dropped = signal_filter(groups, self.dynamic_filtering)
-            kept += good
-            staleness += [stale[g.group_id] for g in good]
-            filtered += len(dropped)
-            # untrained groups give their capacity back (admission control)
-            self.client.report_filtered([g.group_id for g in dropped] + emptied)
+        # 1. Fetch until the batch is full (a filtered group is replaced), the buffer is done,
+        #    the budget is spent or the rank stops; report what will not train (admission).
+        while len(got.kept) < want and not got.done and len(got.responses) < budget:
+            if self._stop:
+                break
+            n = min(want - len(got.kept), budget - len(got.responses))
+            batch = self._get_batch(n, texts, deadline, timeout_s)
+            if batch is not None:  # untrained groups give their capacity back
+                self.client.report_filtered(got.add(batch, self.dynamic_filtering))
+        # 2. Pack what was kept: the next train broadcasts it.
         t1 = time.perf_counter()
-        self._batch = pack(kept) if kept else None  # broadcast by the next train
-        stats = IntakeStats(
-            filtered_groups=filtered,
-            reward_mean=sum(rewards) / max(len(rewards), 1),
-            staleness_mean=sum(staleness) / len(staleness) if staleness else None,
-            staleness_max=max(staleness) if staleness else None,
-            diversity=batch_diversity(responses),
-            pack_s=time.perf_counter() - t1,
-            nonfinite_dropped=nonfinite,
-        )
-        trained = [scored[g.group_id] for g in kept]
+        self._batch = pack(got.kept) if got.kept else None
+        stats = got.stats(packed_from=t1)
+        # 3. The reply: the batch's size and its metrics (each computed once, here).
+        trained = got.trained()
         out = {
-            "n_groups": len(kept),
-            "done": done,
+            "n_groups": len(got.kept),
+            "done": got.done,
             "wait_s": t1 - t0,
             "metrics": stats.metrics()
             | step_verdict_metrics(verdict_inputs(trained))
             | reward_component_means(component_inputs(trained)),
         }
-        if texts and kept:
-            out["rollouts"] = self._rollout_rows(step, kept, trained)
+        if texts and got.kept:
+            out["rollouts"] = self._rollout_rows(step, got.kept, trained)
         return out
+
+    def _get_batch(self, n: int, texts: bool, deadline: float | None, timeout_s: float | None):
+        """Rank 0: one `get_batch` of up to `n` groups, waiting 1 s; None when none came in that
+        second (an error once `deadline` has passed, naming learner.batch_wait_s)."""
+        from microcoder.buffer.client import BufferTimeout, BufferUnreachable
+
+        try:
+            return self.client.get_batch(n, self.learner.version, timeout_s=1.0, text=texts)
+        except BufferUnreachable:
+            raise  # the buffer itself does not answer: no batch will come from waiting
+        except BufferTimeout as err:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise BufferTimeout(
+                    f"learner rank 0 got no batch within learner.batch_wait_s = {timeout_s:.0f}"
+                    f" s: {err}; the launcher's waiting notices say what the generators and "
+                    "executors did; raise learner.batch_wait_s (0 = no limit) if they are slow"
+                ) from None
+            return None
 
     def _rollout_rows(self, step: int, kept, trained) -> list[dict[str, Any]]:
         """Rank 0: the rollouts rows of the batch it just packed (actors/rollouts.py), with the

@@ -1,11 +1,20 @@
 """Per-actor log files in the run directory: an actor's stdout/stderr (its own prints and those of
-vLLM, torch, the judge) go to `<run_dir>/logs/<name>.log` when the launcher set the folder."""
+vLLM, torch, the judge) go to `<run_dir>/logs/<name>.log` when the launcher set the folder; and
+what names a replica's process (`replica_identity`)."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
+
+
+def replica_identity(name: str) -> dict[str, object]:
+    """The head of a pool replica's `stats()`: its name, pid and the node hosting it (as Ray
+    reports it), so that a status line or an error can name the process."""
+    import ray
+
+    return {"name": name, "pid": os.getpid(), "node_ip": ray.util.get_node_ip_address()}
 
 
 def redirect_to_run_dir(name: str) -> str | None:

@@ -306,92 +306,118 @@ def streaming_loop(
     returned prompts, before their tasks are submitted (so new groups start on the newest
     weights: the lease may have waited while the learner stepped), unless the reply's `version`
     (the learner's newest, as announced to the buffer) is not newer than `version()`: then
-    there is nothing to ask. Idle (nothing in flight), the lease waits for a prompt as the
-    buffer's long poll; with groups in flight a refused lease is asked again after
-    `_LEASE_RETRY_S`: the loop never turns without waiting on something. `maybe_update` returns a
-    truthy value when it loaded new weights. Ends when `stop` is set, the buffer says done
-    (after the in-flight groups finish and are put), or after `max_groups` groups (leased and
-    finished). A group whose task raises is given to `on_error` (re-raised without one; an
+    there is nothing to ask. Idle, a lease is the buffer's long poll (`_Leases`). `maybe_update`
+    returns a truthy value when it loaded new weights. Ends when `stop` is set, the buffer says
+    done (after the in-flight groups finish and are put), or after `max_groups` groups (leased
+    and finished). A group whose task raises is given to `on_error` (re-raised without one; an
     EngineDeadError is always re-raised: only a restart helps). On stop, in-flight tasks are
     cancelled (vLLM aborts their requests) and their leases are left to the caller's
     `client.release()`.
 
-    A weight update that raises does not end the loop: it is counted (`update_failures`), given
-    to `on_update_error(err, failures_in_a_row)` (printed without one) and retried at the next
-    tick, while the groups in flight go on. After `max_failed_updates` failures in a row the
-    loop leases nothing more, hands in the groups in flight as they finish and then raises
-    `WeightUpdatesFailed` (from the last failure). An update that failed because the engine
-    died, or after its load began (`WeightsMixedError`), is re-raised at once.
+    A weight update that raises does not end the loop (`_Updates`, the module docstring): given to
+    `on_update_error(err, failures_in_a_row)`, retried; after `max_failed_updates` in a row the
+    loop raises `WeightUpdatesFailed` once the groups in flight are handed in.
 
     `hold_leases()` true: lease nothing this tick (the Generator's: a weight send asked of rank 0
     and not yet ready, actors/weight_pull.py; new groups would start on weights about to be
     replaced, overrunning the staleness budget); the groups in flight go on and are handed in."""
     stats, flight = StreamStats(), _InFlight()
     updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)
-    t_start, source_done, next_lease = time.monotonic(), False, 0.0
-    groups_at_give_up = 0  # groups handed in before the loop gave up on the weights
+    leases = _Leases(
+        client, flight, stats, timer, stop, updates, version, capacity, max_groups, hold_leases
+    )
+    t_start, groups_at_give_up = time.monotonic(), 0  # groups handed in before it gave up
     try:
         while not stop.is_set():
             stats.ticks += 1
-            wait = _TICK_S if flight.futures else 0.0
+            # 1. Hand in what finished (waiting up to a tick while groups are in flight).
             with timer.busy() if flight.futures else timer.idle():
-                finished = flight.take(wait)
+                finished = flight.take(_TICK_S if flight.futures else 0.0)
             _hand_in(client, finished, stats, timer, on_groups, on_error)
-            if max_groups is not None and stats.leased >= max_groups and not flight.futures:
+            # 2. The end: max_groups leased, or the buffer done, and nothing left in flight.
+            if not flight.futures and (leases.all_leased() or leases.source_done):
                 break
-            if source_done and not flight.futures:
-                break
-            if updates.gave_up:  # lease nothing more; end once the groups in flight are in
+            # 3. Gave up on the weights: lease nothing more; raise once the groups are in.
+            if updates.gave_up:
                 if not flight.futures:
                     raise updates.error(stats.groups - groups_at_give_up) from updates.last
                 continue
             groups_at_give_up = stats.groups
-            free = capacity - len(flight.futures)
-            if max_groups is not None:
-                free = min(free, max_groups - stats.leased)
-            held = hold_leases is not None and hold_leases()
-            idle = not flight.futures
-            # Idle, the lease is a long poll (the buffer holds it until it has a prompt or
-            # admission opens): never a retry delay then, which would leave the loop turning
-            # with nothing to wait on.
-            if (
-                free > 0
-                and not source_done
-                and not held
-                and (idle or time.monotonic() >= next_lease)
-            ):
-                asked = time.monotonic()
-                with timer.idle() if idle else timer.io():
-                    reply = client.get_prompts(free, wait_s=_IDLE_LEASE_WAIT_S if idle else 0.0)
-                stats.lease_calls += 1
-                source_done = reply.done
-                if reply.assignments:
-                    # Update after the lease, before sampling (as the wave loop synced): a lease
-                    # may wait while the learner steps, and new groups must start on the newest
-                    # weights, else admission control's staleness budget is overrun. The reply
-                    # names the learner's newest version: when ours is that, nothing to ask.
-                    if getattr(reply, "version", -1) < 0 or reply.version > version():
-                        updates(leased=True)
-                    _submit(
-                        engine, flight, reply.assignments, params_for, prompt_ids, version, owner
-                    )
-                    stats.leased += len(reply.assignments)
-                    stats.max_inflight = max(stats.max_inflight, len(flight.futures))
-                    continue
-                if not idle:  # the buffer's retry_after_s is its long poll: too long here
-                    next_lease = time.monotonic() + _LEASE_RETRY_S
-                elif not reply.done and time.monotonic() - asked < _TICK_S:
-                    with timer.idle():  # a buffer that did not hold the poll: not a spin
-                        stop.wait(_TICK_S)
-            elif held and not flight.futures:  # nothing to hand in: wait a tick, not spin
-                with timer.idle():
-                    stop.wait(_TICK_S)
+            # 4. Lease up to the free capacity, submit a task per prompt, turn again at once.
+            if assignments := leases.tick():
+                _submit(engine, flight, assignments, params_for, prompt_ids, version, owner)
+                stats.max_inflight = max(stats.max_inflight, len(flight.futures))
+                continue
+            # 5. This tick's weight update (a failure is counted and retried, not raised).
             updates()
     finally:
-        stats.inflight = flight.cancel_all()
-        stats.busy_s = flight.busy_s
+        stats.inflight, stats.busy_s = flight.cancel_all(), flight.busy_s
         stats.wall_s = time.monotonic() - t_start
     return stats
+
+
+class _Leases:
+    """`streaming_loop`'s leasing: when to ask the buffer for prompts, and the weight update a
+    reply with prompts calls for. Idle (nothing in flight), the lease waits for a prompt as the
+    buffer's long poll; with groups in flight a refused lease is asked again after
+    `_LEASE_RETRY_S`: the loop never turns without waiting on something."""
+
+    def __init__(
+        self, client, flight, stats, timer, stop, updates, version, capacity, max_groups, hold
+    ):
+        self.client, self.flight, self.stats, self.timer = client, flight, stats, timer
+        self.stop, self.updates, self.version = stop, updates, version
+        self.capacity, self.max_groups, self.hold = capacity, max_groups, hold
+        self.source_done = False  # the buffer said done: no prompt will come
+        self.next_lease = 0.0  # with groups in flight, no lease before this (monotonic)
+
+    def all_leased(self) -> bool:
+        return self.max_groups is not None and self.stats.leased >= self.max_groups
+
+    def tick(self) -> list[PromptAssignment]:
+        """This tick's lease, if one is due: the prompts leased (none: nothing leased)."""
+        free = self.capacity - len(self.flight.futures)
+        if self.max_groups is not None:
+            free = min(free, self.max_groups - self.stats.leased)
+        held = self.hold is not None and self.hold()
+        idle = not self.flight.futures
+        # Idle, the lease is a long poll (the buffer holds it until it has a prompt or
+        # admission opens): never a retry delay then, which would leave the loop turning
+        # with nothing to wait on.
+        if (
+            free > 0
+            and not self.source_done
+            and not held
+            and (idle or time.monotonic() >= self.next_lease)
+        ):
+            return self._lease(free, idle)
+        if held and idle:  # nothing to hand in: wait a tick, not spin
+            with self.timer.idle():
+                self.stop.wait(_TICK_S)
+        return []
+
+    def _lease(self, free: int, idle: bool) -> list[PromptAssignment]:
+        """Ask for up to `free` prompts; with prompts, update the weights first if newer."""
+        asked = time.monotonic()
+        with self.timer.idle() if idle else self.timer.io():
+            reply = self.client.get_prompts(free, wait_s=_IDLE_LEASE_WAIT_S if idle else 0.0)
+        self.stats.lease_calls += 1
+        self.source_done = reply.done
+        if reply.assignments:
+            # Update after the lease, before sampling (as the wave loop synced): a lease
+            # may wait while the learner steps, and new groups must start on the newest
+            # weights, else admission control's staleness budget is overrun. The reply
+            # names the learner's newest version: when ours is that, nothing to ask.
+            if getattr(reply, "version", -1) < 0 or reply.version > self.version():
+                self.updates(leased=True)
+            self.stats.leased += len(reply.assignments)
+            return reply.assignments
+        if not idle:  # the buffer's retry_after_s is its long poll: too long here
+            self.next_lease = time.monotonic() + _LEASE_RETRY_S
+        elif not reply.done and time.monotonic() - asked < _TICK_S:
+            with self.timer.idle():  # a buffer that did not hold the poll: not a spin
+                self.stop.wait(_TICK_S)
+        return []
 
 
 def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, version, owner) -> None:

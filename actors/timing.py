@@ -41,6 +41,11 @@ class PoolTimer:
     def busy_s(self) -> float:
         return self.seconds["busy"]
 
+    def per_busy_s(self, count: float) -> float:
+        """`count` per busy second (0 before any busy time): a replica's throughput."""
+        busy = self.busy_s
+        return count / busy if busy else 0.0
+
     def summary(self) -> dict[str, float]:
         """Seconds per phase and the idle fraction of the wall time since start."""
         wall = max(time.monotonic() - self.started, 1e-9)

@@ -199,6 +199,15 @@ class BufferClient:
         reply, _ = self.call(m.Release(owner or self.owner, died))
         return reply
 
+    def release_and_close(self) -> None:
+        """An actor's shutdown: return this client's leases if the buffer still answers (at the
+        end of a run it may be gone first: nothing is owed then), and close the socket."""
+        try:
+            self.release()
+        except Exception:
+            pass
+        self.close()
+
     def put_unscored_many(self, waves: Iterable[list[Group]], window: int = 4) -> m.PutReply:
         """Hand in several waves of groups, one request each, with up to `window` requests in
         flight (replies matched by request id): the next wave is encoded and sent while the

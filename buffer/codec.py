@@ -62,6 +62,8 @@ _RESPONSE_COLUMNS = {  # per-response column: allowed element types
     "finish_reason": frozenset((str,)),
     "gen_time_s": _NUM,
 }
+_DERIVED = ("lengths", "text_bytes")
+"""The response columns the codec computes (token and text sizes); the others are attributes."""
 _OPTIONAL_COLUMNS = {  # per-response column that may be absent: allowed element types
     "last_policy_version": frozenset((int, type(None))),
 }
@@ -165,6 +167,11 @@ def check_scores(data: dict) -> ScoresInfo:
 # ---------------------------------------------------------------- Group
 
 
+def _columns(items: list, *tables) -> dict[str, list]:
+    """A column per attribute named in `tables` (in their order): each item's value of it."""
+    return {name: [getattr(x, name) for x in items] for table in tables for name in table}
+
+
 def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
     """A Group as its (meta, text, tensors) frames; ValueError if a response's arrays disagree."""
     rs = group.responses
@@ -189,12 +196,8 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
         "prompt_bytes": len(texts[0]),
         "lengths": lengths,
         "text_bytes": [len(t) for t in texts[1:]],
-        "temperature": [r.temperature for r in rs],
-        "policy_version": [r.policy_version for r in rs],
-        "truncated": [r.truncated for r in rs],
-        "finish_reason": [r.finish_reason for r in rs],
-        "gen_time_s": [r.gen_time_s for r in rs],
-        "last_policy_version": [r.last_policy_version for r in rs],
+        # the Response attributes the checks name, in their order
+        **_columns(rs, [c for c in _RESPONSE_COLUMNS if c not in _DERIVED], _OPTIONAL_COLUMNS),
     }
     tensors = b"".join((ids.reshape(-1), lps.reshape(-1)))
     return pack(meta), b"".join(texts), tensors
@@ -261,12 +264,7 @@ def scores_frame(result: GroupScores) -> bytes:
         {
             "group_id": result.group_id,
             "executor": result.executor,
-            "reward": [s.reward for s in ss],
-            "verdict": [s.verdict for s in ss],
-            "tests_passed": [s.tests_passed for s in ss],
-            "tests_total": [s.tests_total for s in ss],
-            "detail": [s.detail for s in ss],
-            "extraction": [s.extraction for s in ss],
+            **_columns(ss, _SCORE_COLUMNS, ["extraction"]),
             **({"components": [s.components for s in ss]} if any(s.components for s in ss) else {}),
         }
     )

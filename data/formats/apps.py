@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import json
 
-from microcoder.data.formats.common import RowContext, parse_megabytes, parse_seconds
+from microcoder.data.formats.common import (
+    RowContext,
+    json_value,
+    parse_megabytes,
+    parse_seconds,
+)
 from microcoder.data.formats.literals import to_json
 from microcoder.data.problem import Problem
 
@@ -30,10 +35,7 @@ def io_tests(io, ctx: RowContext, field_name: str = "input_output") -> tuple[str
     if isinstance(io, str):
         if not io.strip():
             raise ctx.error(field_name, "empty: the row has no tests")
-        try:
-            io = json.loads(io)
-        except json.JSONDecodeError as e:
-            raise ctx.error(field_name, f"not valid JSON ({e.msg})") from None
+        io = json_value(io, ctx, field_name)
     if not isinstance(io, dict):
         raise ctx.error(field_name, f"expected an object, got {type(io).__name__}")
     inputs, outputs = io.get("inputs"), io.get("outputs")

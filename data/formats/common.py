@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections import Counter
 
@@ -28,6 +29,27 @@ class RowContext:
             )
             raise self.error(name, f"expected {want}, got {type(value).__name__}")
         return value
+
+
+def json_value(text: str, ctx: RowContext, field_name: str, what: str = "not valid JSON"):
+    """`text` parsed as JSON; a row error on `field_name` ("`what` (the parser's message)")."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ctx.error(field_name, f"{what} ({e.msg})") from None
+
+
+def str_pairs(items: list, ctx: RowContext, field_name: str) -> list[dict[str, str]]:
+    """Tests given as `[{input: str, output: str}, ...]` (other keys dropped); a row error on
+    `field_name[i]` for an item that is not."""
+    out = []
+    for i, t in enumerate(items):
+        if not isinstance(t, dict) or not all(
+            isinstance(t.get(k), str) for k in ("input", "output")
+        ):
+            raise ctx.error(f"{field_name}[{i}]", "expected {input: str, output: str}")
+        out.append({"input": t["input"], "output": t["output"]})
+    return out
 
 
 def dropped(meta: dict, reason: str, n: int = 1) -> None:
@@ -62,26 +84,28 @@ def signature(starter_code: str, fn_name: str) -> tuple[list[str], str] | None:
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 
 
-def parse_seconds(value) -> float | None:
-    """`2`, `2.5`, `"1 second"`, `"2.0 seconds"`, `"1000 ms"` → seconds; None when unknown."""
+def _amount(value) -> tuple[float, str] | None:
+    """A positive number given as such or in a text (`2`, `"2.5 seconds"`), with the text (empty
+    for a number); None when there is none."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
+        return float(value), ""
     if isinstance(value, str) and (m := _NUMBER.search(value)):
         n = float(m.group(1))
-        if n <= 0:
-            return None
-        return n / 1000 if "ms" in value or "milli" in value else n
+        return (n, value) if n > 0 else None
     return None
+
+
+def parse_seconds(value) -> float | None:
+    """`2`, `2.5`, `"1 second"`, `"2.0 seconds"`, `"1000 ms"` → seconds; None when unknown."""
+    if (got := _amount(value)) is None:
+        return None
+    n, text = got
+    return n / 1000 if "ms" in text or "milli" in text else n
 
 
 def parse_megabytes(value) -> int | None:
     """`256`, `"256 megabytes"`, `"512 MB"` → MiB; None when unknown."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    if isinstance(value, str) and (m := _NUMBER.search(value)):
-        n = float(m.group(1))
-        if n <= 0:
-            return None
-        unit = value.lower()
-        return int(n * 1024) if ("gb" in unit or "gib" in unit or "giga" in unit) else int(n)
-    return None
+    if (got := _amount(value)) is None:
+        return None
+    n, unit = got[0], got[1].lower()
+    return int(n * 1024) if ("gb" in unit or "gib" in unit or "giga" in unit) else int(n)

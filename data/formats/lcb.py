@@ -8,9 +8,7 @@ JSON or (the released files) base64(zlib(pickle(JSON string))); the pickle is op
 
 from __future__ import annotations
 
-import json
-
-from microcoder.data.formats.common import RowContext
+from microcoder.data.formats.common import RowContext, json_value, str_pairs
 from microcoder.data.formats.safe_pickle import UnsafePickleError, decode_b64_zlib_pickle
 from microcoder.data.problem import Problem
 
@@ -21,10 +19,7 @@ def _as_cases(value, ctx: RowContext, field_name: str) -> list[dict[str, str]]:
         if not text:
             return []
         if text[0] in "[{":
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise ctx.error(field_name, f"not valid JSON ({e.msg})") from None
+            value = json_value(text, ctx, field_name)
         else:
             try:
                 value = decode_b64_zlib_pickle(text)
@@ -33,29 +28,16 @@ def _as_cases(value, ctx: RowContext, field_name: str) -> list[dict[str, str]]:
             except ValueError as e:
                 raise ctx.error(field_name, f"not JSON nor base64+zlib+pickle: {e}") from None
             if isinstance(value, (str, bytes)):
-                try:
-                    value = json.loads(value)
-                except json.JSONDecodeError as e:
-                    raise ctx.error(field_name, f"decoded blob is not JSON ({e.msg})") from None
+                value = json_value(value, ctx, field_name, "decoded blob is not JSON")
     if not isinstance(value, list):
         raise ctx.error(field_name, f"expected a list of tests, got {type(value).__name__}")
-    cases = []
-    for i, t in enumerate(value):
-        if not isinstance(t, dict) or not all(
-            isinstance(t.get(k), str) for k in ("input", "output")
-        ):
-            raise ctx.error(f"{field_name}[{i}]", "expected {input: str, output: str}")
-        cases.append({"input": t["input"], "output": t["output"]})
-    return cases
+    return str_pairs(value, ctx, field_name)
 
 
 def _metadata(row: dict, ctx: RowContext) -> dict:
     meta = row.get("metadata") or {}
     if isinstance(meta, str):
-        try:
-            meta = json.loads(meta) if meta.strip() else {}
-        except json.JSONDecodeError as e:
-            raise ctx.error("metadata", f"not valid JSON ({e.msg})") from None
+        meta = json_value(meta, ctx, "metadata") if meta.strip() else {}
     if not isinstance(meta, dict):
         raise ctx.error("metadata", f"expected an object, got {type(meta).__name__}")
     return meta

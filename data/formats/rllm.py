@@ -14,19 +14,13 @@ from pathlib import Path
 
 from microcoder.data.formats.apps import io_tests
 from microcoder.data.formats.check_split import split_check_script
-from microcoder.data.formats.common import RowContext
+from microcoder.data.formats.common import RowContext, str_pairs
 from microcoder.data.formats.leetcode_prelude import LEETCODE_PRELUDE
 from microcoder.data.problem import Problem
 
 
 def _list_tests(tests: list, ctx: RowContext) -> list[dict]:
-    out = []
-    for i, t in enumerate(tests):
-        if not isinstance(t, dict) or not all(
-            isinstance(t.get(k), str) for k in ("input", "output")
-        ):
-            raise ctx.error(f"tests[{i}]", "expected {input: str, output: str}")
-        out.append({"input": t["input"], "output": t["output"]})
+    out = str_pairs(tests, ctx, "tests")
     if not out:
         raise ctx.error("tests", "empty: the row has no tests")
     return out

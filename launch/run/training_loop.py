@@ -160,9 +160,9 @@ def train(run: Run, progress=None) -> dict[str, Any]:
 
 
 def _train_steps(run: Run, progress) -> dict[str, Any]:
-
-    from microcoder.actors.rollouts import write_rollouts
-
+    """`train`'s loop: a learner step a turn until max_steps, the data's end or a stop (the
+    all-filtered patience, a non-finite update); each step logged, checkpointed and evaluated
+    on its schedule."""
     cfg, controller = run.cfg, run.controller
     rates, step, t_start = Rates(), run.learners.version, time.time()
     sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
@@ -173,6 +173,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         evals.at(step)
     on_wait = waiter(run)
     while step < cfg.max_steps:
+        # 1. Before the step: a stop, a failed eval, the temperature schedule's stage.
         run.raise_if_stopped()
         evals.raise_if_failed()
         change = controller.start_step(step)
@@ -180,6 +181,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             apply_change(run, change)
         temperature = controller.temperature
         t0 = time.time()
+        # 2. The step (fetch, train, publish: launch/run/learner_group.py); None: no more data.
         m = run.learners.step(
             timeout_s=cfg.learner.batch_wait_s or None,
             on_wait=on_wait,
@@ -189,6 +191,7 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         if m is None:
             run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
             break
+        # 3. No learning signal (every group filtered): skipped, until the patience runs out.
         if m.get("skipped"):
             skipped.append(m)
             run.log(
@@ -203,25 +206,8 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
                     break
             continue
         skipped = []
-        step = int(m["version"])
-        change = controller.observe(step, m["diversity"])
-        if change is not None:
-            apply_change(run, change)
-        for k in sums:
-            sums[k] += m[k]
-        if "rollouts" in m:  # monitor.rollouts_every: rank 0's rows of this step
-            write_rollouts(run.run_dir, step, m.pop("rollouts"))
-        record = run.metrics.log(
-            "step",
-            step=step,
-            policy_version=step,
-            temperature=temperature,
-            step_s=time.time() - t0,
-            **m,
-            **pool_fields(run, rates),
-        )
-        if progress is not None:
-            progress(record)
+        # 4. A trained step: its record (launch/monitor), then what its number makes due.
+        step = _log_step(run, m, temperature, t0, sums, rates, progress)
         if m.get("update_skipped"):
             stopped = nonfinite_skipped(run, step, m)
             if stopped:
@@ -241,6 +227,34 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         "last_checkpoint": last_ckpt,
         "stopped": stopped,
     }
+
+
+def _log_step(run: Run, m: dict, temperature: float, t0: float, sums, rates, progress) -> int:
+    """A trained step's bookkeeping: the temperature monitor, the run's `sums`, rank 0's rollouts
+    rows, the "step" record (its `step_s` since `t0`, given to `progress`); returns the step's
+    version."""
+    from microcoder.actors.rollouts import write_rollouts
+
+    step = int(m["version"])
+    change = run.controller.observe(step, m["diversity"])
+    if change is not None:
+        apply_change(run, change)
+    for k in sums:
+        sums[k] += m[k]
+    if "rollouts" in m:  # monitor.rollouts_every: rank 0's rows of this step
+        write_rollouts(run.run_dir, step, m.pop("rollouts"))
+    record = run.metrics.log(
+        "step",
+        step=step,
+        policy_version=step,
+        temperature=temperature,
+        step_s=time.time() - t0,
+        **m,
+        **pool_fields(run, rates),
+    )
+    if progress is not None:
+        progress(record)
+    return step
 
 
 class Evaluations:

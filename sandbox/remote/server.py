@@ -83,20 +83,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(401, {"error": f"send Authorization: Bearer <the server's {TOKEN_ENV}>"})
         return False
 
-    def do_GET(self) -> None:
+    def _serves(self, path: str) -> bool:
+        """The request is authorised and for `path`; else its error reply has gone (401, 404)."""
         if not self._authorised():
-            return
-        if self.path != "/health":
+            return False
+        if self.path != path:
             self._reply(404, {"error": "unknown path; GET /health, POST /judge"})
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        if not self._serves("/health"):
             return
         pool = self.server.pool
         self._reply(200, {"ok": True, "workers": pool.size, "isolation": pool.cfg.isolation})
 
     def do_POST(self) -> None:
-        if not self._authorised():
-            return
-        if self.path != "/judge":
-            self._reply(404, {"error": "unknown path; GET /health, POST /judge"})
+        if not self._serves("/judge"):
             return
         try:
             problem, program = self._request()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from buffer_testing import start_buffer_host
 
 pytestmark = pytest.mark.slow
 
@@ -12,13 +13,10 @@ HOSTILE = "import os\nwhile True:\n    os.fork()\n"
 
 @pytest.fixture(scope="module")
 def exec_setup(ray_cluster, actor_cfg, actor_prompts):
-    from microcoder.actors.remote import buffer_host_cls, executor_cls
+    from microcoder.actors.remote import executor_cls
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(
-        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
-    )
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, actor_cfg, actor_prompts)
     ex = executor_cls(actor_cfg.executor).remote(
         "exec-0", actor_cfg.executor, actor_cfg.buffer, address, actor_cfg.data, actor_cfg.seed
     )

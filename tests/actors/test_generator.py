@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from buffer_testing import start_buffer_host
 
 pytestmark = pytest.mark.slow
 
@@ -14,14 +15,10 @@ def gen_setup(ray_cluster, actor_cfg, actor_prompts):
     method, `generate_wave` (tests/support/engine_testing/wave.py), and nothing else changed."""
     from engine_testing.wave import wave_generator_cls
 
-    from microcoder.actors.remote import buffer_host_cls
     from microcoder.launch.run.actor_settings import generator_settings
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(
-        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
-    )
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, actor_cfg, actor_prompts)
     gen = wave_generator_cls(actor_cfg.generator).remote(
         "gen-0", generator_settings(actor_cfg), actor_cfg.model.path, address
     )

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from buffer_testing import ScriptedBuffer, put_scored_groups
+from buffer_testing import ScriptedBuffer, put_scored_groups, start_buffer_host
 
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.learner.config import LearnerConfig
@@ -167,14 +167,12 @@ def test_a_send_that_waits_longer_than_the_sync_timeout_fails_naming_the_setting
 @pytest.fixture(scope="module")
 def two_ranks(ray_cluster, actor_cfg, actor_prompts):
     """A buffer host and a two-rank LearnerGroup on it: (ray, cfg, buffer address, group)."""
-    from microcoder.actors.remote import buffer_host_cls
     from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
     cfg = actor_cfg.model_copy(deep=True)
     cfg.learner.world_size = 2
-    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, actor_prompts)
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, cfg, actor_prompts)
     group = LearnerGroup(cfg, cfg.model.path, address)
     try:
         yield ray, cfg, address, group

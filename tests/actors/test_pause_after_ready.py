@@ -4,8 +4,8 @@ engine must keep generating meanwhile, paused for the transfer alone.
 
 Real Ray: rank 0 is the product's LearnerRank in a Ray actor, with its real `WorkLock` and
 `WeightPublisher` over a real gloo channel; only its Learner is a stand-in whose train sleeps
-TRAIN_S. The device-channel path is forced on CPU, as in tests/actors/test_rank0_groups.py
-(`GlooAsDevice`), so every send waits for the lock as over NCCL. The generator side is the
+TRAIN_S. The device-channel path is forced on CPU (tests/support/rank0_stand_in.py:
+`GlooAsDevice`), so every send waits for the lock as over NCCL. The generator side is the
 product's `Generator.maybe_update`, called as the streaming loop's ticks call it (request; the
 ticks go on until rank 0 is ready; then pause, receive, relabel, resume); its vLLM
 engine is a stand-in that records when it was paused and receives on a real WeightReceiver.
@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 from engine_testing.stand_in import ReceivingEngine
+from rank0_stand_in import StandInLearner, rank0_actor_cls
 
 TRAIN_S = 3.0
 DEADLINE_S = 20.0
@@ -47,44 +48,10 @@ class PauseRecordingEngine(ReceivingEngine):
 
 
 def rank0_actor(ray, sync_timeout_s: float = DEADLINE_S):
-    """Rank 0: the product's LearnerRank with a stand-in Learner, sending as over NCCL."""
-    from microcoder.actors.learner_rank import LearnerRank, group_sizes
-    from microcoder.actors.weight_sync import WeightPublisher
-    from microcoder.learner.config import LearnerConfig
-
-    class SleepyLearner:
-        def __init__(self) -> None:
-            self.version = 0
-
-        def train_step(self, groups):
-            time.sleep(TRAIN_S)
-            self.version += 1
-            return {}
-
-        def full_state_dict(self):
-            import torch
-
-            return {"w": torch.full((4096,), float(self.version))}
-
-    class GlooAsDevice(WeightPublisher):
-        def sends_from_device(self, name: str) -> bool:
-            super().sends_from_device(name)
-            return True
-
-    class Rank0(LearnerRank):
-        def stand_in_setup(self) -> int:
-            self.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=sync_timeout_s))
-            self.learner = SleepyLearner()
-            self.client = SimpleNamespace(announce_version=lambda v: None)
-            self.publisher = GlooAsDevice(DEADLINE_S, host="127.0.0.1")
-            self.publish()
-            return self.learner.version
-
-    # The groups rank 0's methods may carry: actors/remote.py `learner_rank_cls` tags
-    # LearnerRank's own functions, so after another test built that class in this process
-    # (test_rank0_groups on the same xdist worker) Ray refuses a class without them.
-    groups = group_sizes(1)
-    return ray.remote(num_cpus=0, max_concurrency=8, concurrency_groups=groups)(Rank0).remote(0, 1)
+    """Rank 0: the product's LearnerRank with a stand-in Learner whose train sleeps TRAIN_S,
+    sending as over NCCL (tests/support/rank0_stand_in.py)."""
+    learner = StandInLearner(train_s=TRAIN_S)
+    return rank0_actor_cls(ray, generators=1).remote(learner, sync_timeout_s, DEADLINE_S)
 
 
 def stand_in_generator(rank0):

@@ -13,7 +13,7 @@ WeightReceiver on a thread of this process. A prober asks rank 0's version all a
 The device-channel path, forced on CPU: rank 0 sends under `WorkLock` only over a channel that
 broadcasts from its GPU (`WeightPublisher.sends_from_device`: NCCL). On CPU every channel is
 gloo and never takes the lock, so here rank 0 takes its gloo channels for device ones
-(`GlooAsDevice`): every send waits for the lock, as over NCCL on the 8-GPU recipe.
+(tests/support/rank0_stand_in.py: `GlooAsDevice`): every send waits for the lock, as over NCCL on the 8-GPU recipe.
 
 Every wait runs with a short deadline (DEADLINE_S: learner.sync_timeout_s and step_timeout_s,
 the batch wait, the probe), and the test fails if any is reached: any error in any thread.
@@ -25,8 +25,9 @@ import threading
 import time
 
 import pytest
-from buffer_testing import put_scored_groups
+from buffer_testing import put_scored_groups, start_buffer_host
 from engine_testing.stand_in import ReceivingEngine
+from rank0_stand_in import GlooAsDevice
 
 from microcoder.actors.deadline import get_within
 from microcoder.actors.weight_pull import pull_weights
@@ -43,12 +44,6 @@ def device_path_rank_cls(cfg):
     gloo channels for channels that send from the device, so every send takes WorkLock."""
     from microcoder.actors.learner_rank import LearnerRank
     from microcoder.actors.remote import learner_rank_cls
-    from microcoder.actors.weight_sync import WeightPublisher
-
-    class GlooAsDevice(WeightPublisher):
-        def sends_from_device(self, name: str) -> bool:
-            super().sends_from_device(name)  # waits for the channel's build, as over NCCL
-            return True
 
     class DevicePathRank(LearnerRank):
         def setup(self, *args):
@@ -76,7 +71,6 @@ def in_thread(fn, errors: list, *args) -> threading.Thread:
 def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     ray_cluster, actor_cfg, actor_prompts
 ):
-    from microcoder.actors.remote import buffer_host_cls
     from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
@@ -87,8 +81,7 @@ def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
     # A train longer than a generator's poll (weight_poll_s, 0.5 s): most sends of a version
     # come while the next step runs, and wait for its publish, as on a real run.
     cfg.learner.batch_size, cfg.learner.mini_batches = 8, 4
-    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, actor_prompts)
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, cfg, actor_prompts)
     try:
         group = LearnerGroup(cfg, cfg.model.path, address, rank_cls=device_path_rank_cls(cfg))
     except BaseException:

@@ -8,28 +8,23 @@ import concurrent.futures
 import threading
 
 import pytest
+from engine_testing.loop import FutureEngine, run_loop
 
-from microcoder.actors.stream import WeightUpdatesFailed, streaming_loop
-from microcoder.actors.timing import PoolTimer
+from microcoder.actors.stream import WeightUpdatesFailed
 from microcoder.actors.weight_sync import WeightsMixedError
 from microcoder.protocol import Group, PromptAssignment, Prompts
 
 
-class HeldEngine:
+class HeldEngine(FutureEngine):
     """Each submitted group is a future the test finishes (`finish_all`) or the loop cancels."""
 
-    llm = None
     cache_salt = "w0"
 
     def __init__(self) -> None:
         self.tasks: list[tuple[int, concurrent.futures.Future]] = []
 
-    def submit(self, coro):
-        group_id = coro.cr_frame.f_locals["assignment"].group_id
-        coro.close()
-        future: concurrent.futures.Future = concurrent.futures.Future()
+    def started(self, group_id: int, future: concurrent.futures.Future) -> None:
         self.tasks.append((group_id, future))
-        return future
 
     def finish_all(self) -> None:
         for gid, f in self.tasks:
@@ -55,18 +50,7 @@ class Client:
 
 
 def loop(client, engine, maybe_update, **kw):
-    return streaming_loop(
-        client,
-        engine,
-        capacity=3,
-        params_for=lambda a: None,
-        prompt_ids=lambda text: [1, 2, 3],
-        version=lambda: 0,
-        maybe_update=maybe_update,
-        timer=PoolTimer(),
-        stop=threading.Event(),
-        **kw,
-    )
+    return run_loop(client, engine, maybe_update=maybe_update, **kw)
 
 
 @pytest.mark.timeout(30)

@@ -15,28 +15,20 @@ import threading
 import time
 
 import pytest
+from engine_testing.loop import FutureEngine, run_loop
 
-from microcoder.actors.stream import streaming_loop
-from microcoder.actors.timing import PoolTimer
 from microcoder.protocol import Group, PromptAssignment, Prompts
 
 
-class SleepingEngine:
+class SleepingEngine(FutureEngine):
     """Each group finishes `group_s` after it is submitted (on a timer thread)."""
-
-    llm = None
-    cache_salt = None
 
     def __init__(self, group_s: float) -> None:
         self.group_s = group_s
 
-    def submit(self, coro):
-        gid = coro.cr_frame.f_locals["assignment"].group_id
-        coro.close()
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        done = Group(group_id=gid, problem_id=f"p{gid}")
+    def started(self, group_id: int, future: concurrent.futures.Future) -> None:
+        done = Group(group_id=group_id, problem_id=f"p{group_id}")
         threading.Timer(self.group_s, _finish, (future, done)).start()
-        return future
 
 
 def _finish(future: concurrent.futures.Future, group: Group) -> None:
@@ -75,18 +67,7 @@ class AdmissionClient:
 def run_for(wall_s: float, client, engine, **kw):
     stop = threading.Event()
     threading.Timer(wall_s, stop.set).start()
-    kw.setdefault("maybe_update", lambda: None)
-    return streaming_loop(
-        client,
-        engine,
-        capacity=4,
-        params_for=lambda a: None,
-        prompt_ids=lambda text: [1, 2, 3],
-        version=lambda: 0,
-        timer=PoolTimer(),
-        stop=stop,
-        **kw,
-    )
+    return run_loop(client, engine, capacity=4, stop=stop, **kw)
 
 
 @pytest.mark.timeout(30)

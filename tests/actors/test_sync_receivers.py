@@ -6,8 +6,8 @@ than `PAUSE_HOLD_S`.
 
 Rank 0 is the product's `LearnerRank` (its real `WorkLock` and `send_weights`) with a stand-in
 Learner, in this process, no Ray; its `WeightPublisher` is the product's over real gloo
-channels, forced onto the device path (`sends_from_device` true, as tests/actors/
-test_rank0_groups.py does), so every send takes `WorkLock` as over NCCL, which is where one
+channels, forced onto the device path (`sends_from_device` true: tests/support/
+rank0_stand_in.py), so every send takes `WorkLock` as over NCCL, which is where one
 generator could hold the others. Receivers are real `WeightReceiver`s: on threads of this
 process, or in a spawned process the test kills (SIGKILL)."""
 
@@ -19,47 +19,22 @@ import os
 import signal
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 import torch
+from rank0_stand_in import StandInLearner, StandInRank0
 
 from microcoder.actors.learner_rank import LearnerRank
-from microcoder.actors.weight_sync import PAUSE_HOLD_S, WeightPublisher
-from microcoder.learner.config import LearnerConfig
+from microcoder.actors.weight_sync import PAUSE_HOLD_S
 from microcoder.learner.sync.transport import WeightReceiver, ready_key
 
 SYNC_S = 6.0  # learner.sync_timeout_s of these tests
 STATE = {f"w{i}": torch.full((1 << 18,), float(i)) for i in range(4)}  # 4 x 1 MiB
 
 
-class GlooAsDevice(WeightPublisher):
-    def sends_from_device(self, name: str) -> bool:
-        super().sends_from_device(name)
-        return True
-
-
-class QuickLearner:
-    """Stand-in Learner: a train takes no time; `entered`: when each train started."""
-
-    def __init__(self) -> None:
-        self.version, self.entered = 0, []
-
-    def train_step(self, groups):
-        self.entered.append(time.monotonic())
-        self.version += 1
-        return {}
-
-    def full_state_dict(self):
-        return dict(STATE)
-
-
-def rank0() -> LearnerRank:
-    rank = LearnerRank(0, 1)
-    rank.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=SYNC_S))
-    rank.learner, rank.client = QuickLearner(), SimpleNamespace(announce_version=lambda v: None)
-    rank.publisher = GlooAsDevice(SYNC_S, host="127.0.0.1")
-    rank.publish()
+def rank0() -> StandInRank0:
+    rank = StandInRank0(StandInLearner(state=STATE), SYNC_S)  # a train takes no time
+    rank.stand_in_setup()
     return rank
 
 
@@ -142,6 +117,23 @@ def child_generator(rank: LearnerRank, name: str):
     return proc, pipe, spec
 
 
+def killed_and_ok_sends(rank, proc, spec: dict, ticket: str, dead_first: bool):
+    """Kill gen-dead's process (`proc`, joined on `spec`), then ask rank 0 to send to it
+    (`ticket`) and to gen-ok (joined here); with `dead_first` gen-ok asks only once gen-dead's
+    send holds the lock. Returns (gen-dead's send, gen-ok's send, what gen-ok received)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    ok_spec, ok_rx = joined(rank, "gen-ok")
+    dead, dead_out = in_thread(rank.send_weights, "gen-dead", ticket, spec["port"])
+    if dead_first:
+        ready_signalled(spec, ticket)  # its send holds the lock now
+    ok, ok_out = in_thread(rank.send_weights, "gen-ok", "t-ok", ok_spec["port"])
+    got = receive_ok(ok_rx)
+    ok.join(SYNC_S * 3)
+    dead.join(SYNC_S * 3)
+    return dead_out, ok_out, got
+
+
 @pytest.mark.timeout(300)
 def test_a_generator_that_dies_before_its_round_is_named_and_the_others_sync_in_time():
     """gen-dead asked for weights and died before its workers started receiving (killed after
@@ -153,15 +145,7 @@ def test_a_generator_that_dies_before_its_round_is_named_and_the_others_sync_in_
     rank = rank0()
     proc, _pipe, spec = child_generator(rank, "gen-dead")
     try:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(10)
-        ok_spec, ok_rx = joined(rank, "gen-ok")
-        dead, dead_out = in_thread(rank.send_weights, "gen-dead", "t-dead", spec["port"])
-        ready_signalled(spec, "t-dead")  # its send holds the lock now
-        ok, ok_out = in_thread(rank.send_weights, "gen-ok", "t-ok", ok_spec["port"])
-        got = receive_ok(ok_rx)
-        ok.join(SYNC_S * 3)
-        dead.join(SYNC_S * 3)
+        dead_out, ok_out, got = killed_and_ok_sends(rank, proc, spec, "t-dead", dead_first=True)
     finally:
         proc.kill()
     assert "error" not in ok_out, ok_out.get("error")
@@ -251,14 +235,7 @@ def test_a_generator_that_died_after_a_sync_fails_its_next_send_at_once_and_is_f
         assert pipe.poll(60) and pipe.recv() == "received 0"
         first.join(SYNC_S * 2)
         assert "error" not in first_out, first_out.get("error")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(10)
-        ok_spec, ok_rx = joined(rank, "gen-ok")
-        dead, dead_out = in_thread(rank.send_weights, "gen-dead", "t-1", spec["port"])
-        ok, ok_out = in_thread(rank.send_weights, "gen-ok", "t-ok", ok_spec["port"])
-        got = receive_ok(ok_rx)
-        ok.join(SYNC_S * 3)
-        dead.join(SYNC_S * 3)
+        dead_out, ok_out, got = killed_and_ok_sends(rank, proc, spec, "t-1", dead_first=False)
     finally:
         proc.kill()
     err = dead_out.get("error")

@@ -4,6 +4,7 @@ transformers' greedy output with the learner's new weights, and differs from bef
 from __future__ import annotations
 
 import pytest
+from buffer_testing import start_buffer_host
 from engine_testing.greedy import engine_greedy, hf_greedy
 
 pytestmark = pytest.mark.slow
@@ -13,15 +14,12 @@ PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Pr
 
 @pytest.fixture(scope="module")
 def trio(ray_cluster, actor_cfg, actor_prompts):
-    from microcoder.actors.remote import buffer_host_cls, generator_cls
+    from microcoder.actors.remote import generator_cls
     from microcoder.launch.run.actor_settings import generator_settings
     from microcoder.launch.run.learner_group import LearnerGroup
 
     ray = ray_cluster
-    host = buffer_host_cls().remote(
-        actor_cfg.buffer, actor_cfg.data, actor_cfg.learner.batch_size, actor_prompts
-    )
-    address = ray.get(host.get_address.remote())
+    host, address = start_buffer_host(ray, actor_cfg, actor_prompts)
     group = LearnerGroup(actor_cfg, actor_cfg.model.path, address)
     assert group.version == 0
     gen = generator_cls(actor_cfg.generator).remote(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from bench_testing import pipeline_result
 
 from microcoder.bench.pipeline import add_arguments, format_table, headline
 from microcoder.bench.pipeline.real import launch_command, summarize_run, window_idle
@@ -157,15 +158,7 @@ def _result():
         "points": points,
         "ratio": {str(p["generators"]): p["ratio"] for p in points},
     }
-    return {
-        "date": "today",
-        "cpus": 2,
-        "load_start": 1.0,
-        "load_end": 2.0,
-        "real": real,
-        "simulated": sim,
-        **headline(real, 2),
-    }
+    return pipeline_result(real, simulated=sim)
 
 
 def test_headline_speedup_is_async_over_sync_samples_per_second():

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from bench_testing import pipeline_result
 
-from microcoder.bench.pipeline import add_arguments, format_table, headline
+from microcoder.bench.pipeline import add_arguments, format_table
 from microcoder.bench.pipeline.heldout import heldout_headline, heldout_summary
 from microcoder.bench.pipeline.real import launch_command, summarize_run
 
@@ -123,14 +124,7 @@ def _result(warmstart):
         "warmstart": warmstart,
         "runs": {"0": {**run, "command": "launch A"}, "2": {**fast, "command": "launch B"}},
     }
-    return {
-        "date": "today",
-        "cpus": 2,
-        "load_start": 1.0,
-        "load_end": 2.0,
-        "real": real,
-        **headline(real, 2),
-    }
+    return pipeline_result(real)
 
 
 CACHED = {"warmstart": True, "model": "runs/m", "cached": True}

@@ -28,3 +28,16 @@ def mixed_problems():
     from microcoder.data.formats.loaders import load_problems
 
     return {p.id: p for p in load_problems(FIXTURES / "prompts_mixed.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def train(request):
+    """The train split of seed 0 of the synthetic family the test module tests (its module's
+    `generate_tasks`: data/synthetic's short or long tasks)."""
+    return request.module.generate_tasks(0, "train")
+
+
+@pytest.fixture(scope="module")
+def heldout(request):
+    """The held-out split of seed 0 of the test module's synthetic family (as `train`)."""
+    return request.module.generate_tasks(0, "heldout")

@@ -14,16 +14,6 @@ from microcoder.data.synthetic.tasks import (
 )
 
 
-@pytest.fixture(scope="module")
-def train():
-    return generate_tasks(0, "train")
-
-
-@pytest.fixture(scope="module")
-def heldout():
-    return generate_tasks(0, "heldout")
-
-
 def test_same_seed_gives_identical_tasks():
     assert generate_tasks(7, n=40) == generate_tasks(7, n=40)
 

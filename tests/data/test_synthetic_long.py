@@ -23,16 +23,6 @@ MIN_SHARE_OF_CAP = 0.75
 
 
 @pytest.fixture(scope="module")
-def train():
-    return generate_tasks(0, "train")
-
-
-@pytest.fixture(scope="module")
-def heldout():
-    return generate_tasks(0, "heldout")
-
-
-@pytest.fixture(scope="module")
 def long_tokenizer(tmp_path_factory):
     """The tokenizer the variant's warm start builds (its corpus, its vocabulary budget)."""
     from transformers import AutoTokenizer

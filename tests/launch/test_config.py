@@ -65,24 +65,18 @@ def test_executor_partial_credit_is_the_working_key():
     assert load_config(None, ["executor.partial_credit=true"]).executor.partial_credit is True
 
 
-def test_unknown_section_suggests_the_nearest_section():
-    with pytest.raises(ConfigError, match="did you mean 'generator'"):
-        load_config(None, ["generatr.num_engines=2"])
-
-
-def test_wrong_type_names_the_field_and_value():
-    with pytest.raises(ConfigError, match=r"learner\.lr.*'abc'"):
-        load_config(None, ["learner.lr=abc"])
-
-
-def test_out_of_range_value_is_an_error():
-    with pytest.raises(ConfigError, match="buffer.max_staleness"):
-        load_config(None, ["buffer.max_staleness=-1"])
-
-
-def test_set_without_equals_explains_the_syntax():
-    with pytest.raises(ConfigError, match="key=value"):
-        load_config(None, ["learner.lr"])
+@pytest.mark.parametrize(
+    "setting, match",
+    [
+        ("generatr.num_engines=2", "did you mean 'generator'"),  # nearest section suggested
+        ("learner.lr=abc", r"learner\.lr.*'abc'"),  # a wrong type names the field and value
+        ("buffer.max_staleness=-1", "buffer.max_staleness"),  # out of range
+        ("learner.lr", "key=value"),  # no equals sign: the syntax explained
+    ],
+)
+def test_a_bad_set_is_an_error_saying_what_is_wrong(setting, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, [setting])
 
 
 def test_missing_file_points_at_configs(tmp_path):

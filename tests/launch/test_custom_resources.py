@@ -30,14 +30,16 @@ def test_an_amount_that_is_not_positive_is_an_error_saying_what_to_set(amount):
         load_config(TINY, [f"executor.resources={{second = {amount}}}"])
 
 
-def test_an_empty_resource_name_is_an_error_showing_a_named_one():
-    with pytest.raises(ConfigError, match=r"generator.resources.*empty name.*second = 1"):
-        load_config(TINY, ['generator.resources={"" = 1}'])
-
-
-def test_a_blank_resource_name_is_an_error():
-    with pytest.raises(ConfigError, match="empty name"):
-        load_config(TINY, ['learner.resources={" " = 1}'])
+@pytest.mark.parametrize(
+    "setting, match",
+    [
+        ('generator.resources={"" = 1}', r"generator.resources.*empty name.*second = 1"),
+        ('learner.resources={" " = 1}', "empty name"),  # a blank name is empty too
+    ],
+)
+def test_an_empty_resource_name_is_an_error_showing_a_named_one(setting, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(TINY, [setting])
 
 
 @pytest.mark.parametrize(("name", "field"), [("CPU", "cpus_per_"), ("GPU", "gpus_per_")])

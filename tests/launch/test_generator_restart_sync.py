@@ -6,7 +6,7 @@ Real Ray and the product's pieces: launch/run/pools.py `Pool` supervises three g
 (`check()`, as the supervisor thread calls it); learner rank 0 is the product's `LearnerRank`
 in a Ray actor, its `WorkLock`, `send_weights` and `WeightPublisher` over real gloo channels,
 forced onto the device path (every send takes the lock, as over NCCL), with a stand-in Learner
-whose steps are instant. Each generator actor is a stand-in for the Generator's weight path:
+whose steps are instant (tests/support/rank0_stand_in.py). Each generator actor is a stand-in for the Generator's weight path:
 its loop calls the product's `request_weights` / `PendingSync` (actors/weight_pull.py) with a
 real `WeightReceiver` as its engine's worker. generator-1 dies once (os._exit) right after rank
 0 told it to receive: its process is gone mid-sync, rank 0 holds nothing for it for long, Ray
@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from rank0_stand_in import StandInLearner, rank0_actor_cls
 
 SYNC_S = 6.0
 STEP_EVERY_S = 0.5
@@ -91,43 +92,6 @@ def generator_cls(ray, flag: str):
     return ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=4)(SyncingGenerator)
 
 
-def rank0_cls(ray):
-    from types import SimpleNamespace
-
-    from microcoder.actors.learner_rank import LearnerRank, group_sizes
-    from microcoder.actors.weight_sync import WeightPublisher
-    from microcoder.learner.config import LearnerConfig
-
-    class Instant:
-        def __init__(self) -> None:
-            self.version = 0
-
-        def train_step(self, groups):
-            self.version += 1
-            return {}
-
-        def full_state_dict(self):
-            import torch
-
-            return {"w": torch.full((1 << 18,), float(self.version))}
-
-    class GlooAsDevice(WeightPublisher):
-        def sends_from_device(self, name: str) -> bool:
-            super().sends_from_device(name)
-            return True
-
-    class Rank0(LearnerRank):
-        def stand_in_setup(self) -> int:
-            self.settings = SimpleNamespace(learner=LearnerConfig(sync_timeout_s=SYNC_S))
-            self.learner, self.client = Instant(), SimpleNamespace(announce_version=lambda v: 0)
-            self.publisher = GlooAsDevice(SYNC_S, host="127.0.0.1")
-            self.publish()
-            return self.learner.version
-
-    groups = group_sizes(3)  # as test_pause_after_ready: Ray wants the groups LearnerRank tags
-    return ray.remote(num_cpus=0, max_concurrency=8, concurrency_groups=groups)(Rank0)
-
-
 @pytest.mark.timeout(400)
 def test_a_generator_that_died_in_a_sync_is_restarted_and_reopens_while_the_others_go_on(
     ray_cluster, tmp_path
@@ -135,7 +99,9 @@ def test_a_generator_that_died_in_a_sync_is_restarted_and_reopens_while_the_othe
     from microcoder.launch.run.pools import Pool
 
     ray = ray_cluster
-    rank0 = rank0_cls(ray).options(name="mc-test-restart-rank0").remote(0, 1)
+    learner = StandInLearner(numel=1 << 18)  # a train takes no time
+    rank0 = rank0_actor_cls(ray, generators=3).options(name="mc-test-restart-rank0")
+    rank0 = rank0.remote(learner, SYNC_S)
     assert ray.get(rank0.stand_in_setup.remote(), timeout=120) == 0
     cls = generator_cls(ray, str(tmp_path / "generator-1-died"))
     released, logged = [], []

@@ -33,19 +33,34 @@ def scale_pick(root) -> str:
     return req.parent.parent.name
 
 
-def test_a_just_started_run_without_metrics_is_the_newest(tmp_path):
-    write(tmp_path / "old" / "config.toml", "max_steps = 5\n", age_s=100)
-    write(tmp_path / "old" / "metrics.jsonl", "", age_s=90)
-    write(tmp_path / "new" / "config.toml", "max_steps = 5\n", age_s=1)
-    assert newest_run(tmp_path).name == "new"
-
-
-def test_a_run_still_writing_metrics_beats_one_started_later_that_stopped(tmp_path):
-    write(tmp_path / "long" / "config.toml", "max_steps = 500\n", age_s=1000)
-    write(tmp_path / "long" / "metrics.jsonl", "", age_s=1)
-    write(tmp_path / "short" / "config.toml", "max_steps = 5\n", age_s=500)
-    write(tmp_path / "short" / "metrics.jsonl", "", age_s=400)
-    assert newest_run(tmp_path).name == "long"
+@pytest.mark.parametrize(
+    "files, newest",
+    [
+        (  # a just-started run without metrics is the newest
+            [
+                ("old/config.toml", 5, 100),
+                ("old/metrics.jsonl", None, 90),
+                ("new/config.toml", 5, 1),
+            ],
+            "new",
+        ),
+        (  # a run still writing metrics beats one started later that stopped
+            [
+                ("long/config.toml", 500, 1000),
+                ("long/metrics.jsonl", None, 1),
+                ("short/config.toml", 5, 500),
+                ("short/metrics.jsonl", None, 400),
+            ],
+            "long",
+        ),
+    ],
+)
+def test_the_newest_run_is_the_one_written_to_last(tmp_path, files, newest):
+    """`files`: (path, max_steps of a config.toml or None for an empty metrics.jsonl, age in s)."""
+    for path, max_steps, age_s in files:
+        text = "" if max_steps is None else f"max_steps = {max_steps}\n"
+        write(tmp_path / path, text, age_s=age_s)
+    assert newest_run(tmp_path).name == newest
 
 
 def test_folders_without_run_files_are_not_runs(tmp_path):

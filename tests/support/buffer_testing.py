@@ -1,10 +1,19 @@
-"""Test helpers for tests that feed a real buffer (tests/actors): `put_scored_groups` acts as
-generator and executor; `ScriptedBuffer` stands in for rank 0's BufferClient. Importable as `buffer_testing` because tests/conftest.py puts
+"""Test helpers for tests that feed a real buffer (tests/actors): `start_buffer_host` starts the
+product's buffer actor, `put_scored_groups` acts as generator and executor; `ScriptedBuffer` stands in for rank 0's BufferClient. Importable as `buffer_testing` because tests/conftest.py puts
 tests/support on sys.path."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def start_buffer_host(ray, cfg, prompts) -> tuple:
+    """The product's buffer actor (actors/remote.py `buffer_host_cls`) for root config `cfg`,
+    serving `prompts` ((problem_id, prompt text) pairs); returns (its handle, its address)."""
+    from microcoder.actors.remote import buffer_host_cls
+
+    host = buffer_host_cls().remote(cfg.buffer, cfg.data, cfg.learner.batch_size, prompts)
+    return host, ray.get(host.get_address.remote())
 
 
 def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> dict:

@@ -2,5 +2,6 @@
 tests/learner), outside the product: `greedy` (a vLLM engine's and transformers' greedy tokens,
 to compare after a weight sync), `wave` (a generator that also samples one wave of leased
 prompts on request), `vllm_replies` (held-out replies from a vllm.LLM, rendered like the
-generator's prompts). Importable as `engine_testing.*` because tests/conftest.py puts
+generator's prompts), `stand_in` (an engine on the weight path), `loop` (actors/stream.py's loop
+over an engine whose groups are futures). Importable as `engine_testing.*` because tests/conftest.py puts
 tests/support on sys.path (pytest's importlib mode puts no test folder there)."""
