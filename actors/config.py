@@ -73,9 +73,8 @@ class GeneratorConfig(Section):
     2026-12-04; the step record's `mismatch_by_span`): a response that straddles an update has
     a behaviour/learner mismatch of k3 3.6e-4 with "reuse" against 3e-11 (exact) with
     "recompute", a fifth of what one step of staleness costs (2.0e-3), on 4-6 % of responses at
-    max_staleness 1; at max_staleness 3 the reuse runs' overall mismatch was twice the
-    recompute runs' in 2 of 2 pairs, not explained by the straddling responses alone (not
-    settled). Ignored with "between_groups"."""
+    max_staleness 1; at max_staleness 3 (3 pairs) the run-to-run spread, 2x either way,
+    hides any difference. Ignored with "between_groups"."""
     weight_poll_s: float = Field(0.5, gt=0)
     """Seconds between two asks of the learner's newest version (one cheap Ray call each)."""
     max_failed_syncs: int = Field(3, ge=1)
