@@ -68,8 +68,13 @@ class GeneratorConfig(Section):
     sequences in flight at ~97 tokens of context, "recompute" re-prefilled ~12,400 tokens and
     its kept sequences took 5-18 s (4-9 decode steps) to sample again after the resume, against
     one step (1.0-1.4 s) for "reuse"; that re-prefill grows with sequences x context (512 x
-    several thousand tokens in the recipe), at every update of every generator. Ignored with
-    "between_groups"."""
+    several thousand tokens in the recipe), at every update of every generator. Its price in
+    correctness, measured on tiny runs (bench/RESULTS.md, "reuse vs recompute in mismatch",
+    2026-12-04; the step record's `mismatch_by_span`): a response that straddles an update has
+    a behaviour/learner mismatch of k3 3.6e-4 with "reuse" against 3e-11 (exact) with
+    "recompute", a fifth of what one step of staleness costs (2.0e-3), on 4-6 % of responses at
+    max_staleness 1; at max_staleness 3 (3 pairs) the run-to-run spread, 2x either way,
+    hides any difference. Ignored with "between_groups"."""
     weight_poll_s: float = Field(0.5, gt=0)
     """Seconds between two asks of the learner's newest version (one cheap Ray call each)."""
     max_failed_syncs: int = Field(3, ge=1)

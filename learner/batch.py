@@ -49,6 +49,7 @@ class TrainBatch:
     policy_versions: torch.Tensor  # [S] long
     stats: BatchStats
     masked: torch.Tensor | None = None  # [S] bool: the truncation mask took the sequence
+    last_policy_versions: torch.Tensor | None = None  # [S] long; None = policy_versions
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -70,7 +71,16 @@ class TrainBatch:
             policy_versions=self.policy_versions[idx],
             stats=self.stats,
             masked=None if self.masked is None else self.masked[idx],
+            last_policy_versions=None
+            if self.last_policy_versions is None
+            else self.last_policy_versions[idx],
         )
+
+    @property
+    def spanned(self) -> torch.Tensor:  # [S] bool: an in-flight update split the response
+        if self.last_policy_versions is None:
+            return torch.zeros(len(self), dtype=torch.bool)
+        return self.last_policy_versions != self.policy_versions
 
 
 def mask_generator(seed: int, version: int) -> torch.Generator:
@@ -148,4 +158,5 @@ def build_batch(
         policy_versions=batch.policy_versions,
         stats=stats,
         masked=masked,
+        last_policy_versions=batch.last_policy_versions,
     )

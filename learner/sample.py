@@ -33,7 +33,8 @@ class TrainSample:
     """Learner version of the weights that sampled the response's first token (for staleness)."""
     last_policy_version: int | None = None
     """Version that sampled its last token (later than policy_version after an in-flight weight
-    update); None when the producer did not record it. For metrics only."""
+    update); None when the producer did not record it. For metrics only (`mixed_version_frac`,
+    `mismatch_by_span`)."""
 
     def __post_init__(self) -> None:
         if len(self.prompt_ids) < 1:

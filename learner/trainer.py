@@ -154,12 +154,15 @@ class Learner:
         # staleness of each sequence (the buffer's: learner version − its policy version), and the
         # sequences the non-finite guard dropped, per mini-batch
         stale = [(self.version - m.policy_versions).clamp(min=0).to(self.device) for m in minis]
+        spans = [m.spanned.to(self.device) for m in minis]  # split by an in-flight update
         bad = [torch.zeros(len(m), dtype=torch.bool, device=self.device) for m in minis]
         for k, micros in enumerate(plans):
             for j, mb in enumerate(micros):
                 self._set_sync(j == len(micros) - 1)
                 old_logp = None if old is None else old[k][j]
-                part, m = self._loss_and_stats(mb, old_logp, len(minis[k]), stale[k], bad[k])
+                part, m = self._loss_and_stats(
+                    mb, old_logp, len(minis[k]), stale[k], bad[k], spans[k]
+                )
                 (part * self.world).backward()
                 acc[:-1] += m[:-1]
                 torch.maximum(acc[-1:], m[-1:], out=acc[-1:])
@@ -231,11 +234,13 @@ class Learner:
         num_seqs: int | None = None,
         staleness: torch.Tensor | None = None,
         bad_out: torch.Tensor | None = None,
+        spanned: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """This micro-batch's share of the loss, and its metric sums (SUMS order, the mismatch
         vector, then IS max). `num_seqs`: sequences in the mini-batch (mb.seq_index's range;
         None = from mb, one host sync); `staleness` [num_seqs] of each (None = 0); `bad_out`
-        [num_seqs] bool: the sequences the non-finite guard drops are or-ed into it."""
+        [num_seqs] bool: the sequences the non-finite guard drops are or-ed into it; `spanned`
+        [num_seqs] bool: the sequences an in-flight update split (None = none)."""
         algo = self.algo
         logp, entropy = self._logp(self.model, mb)
         learner_logp = logp.detach() if old_logp is None else old_logp  # the step's start policy
@@ -274,7 +279,12 @@ class Learner:
             if staleness is None:
                 staleness = torch.zeros(num_seqs, dtype=torch.long, device=seq.device)
             stale_tok = staleness[seq.clamp(min=0)] if num_seqs else torch.zeros_like(seq)
-            shift = mismatch.mismatch_sums(learner_logp, behaviour, stale_tok, real, algo.tis_cap)
+            span_tok = None
+            if spanned is not None and num_seqs:
+                span_tok = spanned[seq.clamp(min=0)]
+            shift = mismatch.mismatch_sums(
+                learner_logp, behaviour, stale_tok, real, algo.tis_cap, span_tok
+            )
             sums = micro_batch_sums(loss, terms, corr, entropy, real, bad, seq, num_seqs, mb.tokens)
         return loss, torch.cat([sums[:-1], shift, sums[-1:]])
 

@@ -17,7 +17,12 @@ staleness bucket (learner version − the response's policy version; 0 … STALE
 and a last bucket for every older one) four sums and a histogram of Δ in bins of BIN_WIDTH over
 [−LOG_RANGE, LOG_RANGE] (values beyond are counted in the edge bins). The vector is summed over
 micro-batches and ranks with the step's other sums (one collective, no host sync before it);
-`mismatch_metrics` turns the total into the step's metrics. A quantile is the centre of the
+`mismatch_metrics` turns the total into the step's metrics.
+The same four sums are also kept for two spans, responses sampled by one policy version
+("single") and responses that an in-flight weight update split between two ("spanned": their
+last version is newer than their first, `generator.weight_update = "inflight"`), so the price in
+mismatch of `generator.inflight_kv` (old KV kept under new weights, or recomputed) can be read
+apart from the staleness (`mismatch_by_span`; no histogram, so no quantiles). A quantile is the centre of the
 first bin where the cumulative count reaches p · N, so it is within BIN_WIDTH / 2 in log space
 (0.1 % in ratio) of the exact inverted-CDF quantile, inside the range.
 """
@@ -38,7 +43,10 @@ LOG_RANGE = 4.0
 """The histogram spans log ratios in [−LOG_RANGE, LOG_RANGE] (ratios e^±4 ≈ 55 and 1/55)."""
 BINS = int(round(2 * LOG_RANGE / BIN_WIDTH)) + 1
 _SUMS = ("tokens", "abs_dlogp", "kl", "out_of_band")
-SIZE = STALENESS_BUCKETS * (len(_SUMS) + BINS)
+_MEANS = ("abs_dlogp", "kl", "out_of_band_frac")  # _SUMS[1:] divided by the tokens
+SPANS = ("single", "spanned")
+"""The `mismatch_by_span` keys: responses of one policy version, and those an update split."""
+SIZE = STALENESS_BUCKETS * (len(_SUMS) + BINS) + len(SPANS) * len(_SUMS)
 """Length of the vector `mismatch_sums` returns."""
 QUANTILES = {"ratio_p1": 0.01, "ratio_p50": 0.5, "ratio_p99": 0.99}
 
@@ -49,9 +57,11 @@ def mismatch_sums(
     staleness: torch.Tensor,  # [T] long: staleness of each token's response
     real: torch.Tensor,  # [T] bool: tokens to count (finite, not a dummy)
     cap: float,  # C: the band [1/C, C]
+    spanned: torch.Tensor | None = None,  # [T] bool: the token's response spans two versions
 ) -> torch.Tensor:  # [SIZE] float64
-    """One micro-batch's per-bucket sums and Δ histogram (layout: [buckets × 4 sums, buckets ×
-    BINS histogram]). Tokens that are not `real` add nothing."""
+    """One micro-batch's per-bucket sums and Δ histogram, then the per-span sums (layout:
+    [buckets × 4 sums, buckets × BINS histogram, spans × 4 sums]). Tokens that are not `real`
+    add nothing; `spanned` None = every response of one version."""
     k = STALENESS_BUCKETS
     delta = (learner_logp.detach().double() - behaviour_logp.double()).where(real, 0.0)
     w = real.double()
@@ -70,7 +80,10 @@ def mismatch_sums(
     bins = ((delta + LOG_RANGE) / BIN_WIDTH).round().clamp(0, BINS - 1).long()
     hist = torch.zeros(k * BINS, dtype=torch.float64, device=delta.device)
     hist.index_add_(0, bucket * BINS + bins, w)
-    return torch.cat([sums.flatten(), hist])
+    span = torch.zeros_like(bucket) if spanned is None else spanned.long()
+    by_span = torch.zeros(len(SPANS), len(_SUMS), dtype=torch.float64, device=delta.device)
+    by_span.index_add_(0, span, values)
+    return torch.cat([sums.flatten(), hist, by_span.flatten()])
 
 
 def _quantile(hist: torch.Tensor, p: float) -> float:
@@ -98,15 +111,24 @@ def bucket_name(b: int) -> str:
 
 def mismatch_metrics(total: torch.Tensor) -> dict:
     """The step's mismatch metrics from the summed `mismatch_sums` vectors (on the host):
-    `mismatch_<name>` over every token, and `mismatch_by_staleness` {bucket: {name: value}}
-    for each bucket that has tokens ({} and no overall values when there are none)."""
+    `mismatch_<name>` over every token, `mismatch_by_staleness` {bucket: {name: value}} for
+    each bucket that has tokens, and `mismatch_by_span` {"single" | "spanned": {tokens,
+    abs_dlogp, kl, out_of_band_frac}} for each span that has tokens ({} and no overall values
+    when there are none)."""
     total = total.detach().double().cpu()
-    k = STALENESS_BUCKETS
-    sums = total[: k * len(_SUMS)].view(k, len(_SUMS))
-    hist = total[k * len(_SUMS) :].view(k, BINS)
+    k, n = STALENESS_BUCKETS, len(_SUMS)
+    sums = total[: k * n].view(k, n)
+    hist = total[k * n : k * (n + BINS)].view(k, BINS)
+    spans = total[k * (n + BINS) :].view(len(SPANS), n)
     if float(sums[:, 0].sum()) == 0:
-        return {"mismatch_by_staleness": {}}
+        return {"mismatch_by_staleness": {}, "mismatch_by_span": {}}
     overall = _describe(sums.sum(0), hist.sum(0))
     by = {bucket_name(b): _describe(sums[b], hist[b]) for b in range(k) if float(sums[b, 0]) > 0}
     out = {f"mismatch_{name}": v for name, v in overall.items() if name != "tokens"}
-    return out | {"mismatch_by_staleness": by}
+    by_span = {
+        name: {"tokens": float(row[0])}
+        | {m: float(row[i]) / float(row[0]) for i, m in enumerate(_MEANS, 1)}
+        for name, row in zip(SPANS, spans, strict=True)
+        if float(row[0]) > 0
+    }
+    return out | {"mismatch_by_staleness": by, "mismatch_by_span": by_span}

@@ -92,4 +92,41 @@ def test_ratios_beyond_the_histogram_land_in_its_edge_bins():
 
 def test_no_tokens_gives_no_values():
     empty = torch.zeros(mismatch.SIZE, dtype=torch.float64)
-    assert mismatch.mismatch_metrics(empty) == {"mismatch_by_staleness": {}}
+    assert mismatch.mismatch_metrics(empty) == {"mismatch_by_staleness": {}, "mismatch_by_span": {}}
+
+
+def test_by_span_splits_the_responses_an_update_split_from_the_others():
+    # spanned tokens carry a wide mismatch (old KV under new weights), single ones a narrow one
+    rng = np.random.default_rng(1)
+    n = 2000
+    behaviour = -rng.uniform(0.1, 6.0, n)
+    spanned = rng.random(n) < 0.3
+    delta = rng.normal(0.0, np.where(spanned, 0.4, 0.02))
+    learner = behaviour + delta
+    real = np.ones(n, dtype=bool)
+    real[:7] = False  # not counted anywhere
+    got = mismatch.mismatch_metrics(
+        mismatch.mismatch_sums(
+            torch.tensor(learner),
+            torch.tensor(behaviour),
+            torch.zeros(n, dtype=torch.long),  # one staleness: only the span tells them apart
+            torch.tensor(real),
+            CAP,
+            torch.tensor(spanned),
+        )
+    )
+    d = learner - behaviour
+    for name, sel in (("single", ~spanned & real), ("spanned", spanned & real)):
+        want = direct(d[sel])
+        span = got["mismatch_by_span"][name]
+        assert span["tokens"] == sel.sum()
+        for k in ("abs_dlogp", "kl", "out_of_band_frac"):
+            assert span[k] == pytest.approx(want[k], rel=1e-9, abs=1e-12), (name, k)
+    assert got["mismatch_by_span"]["spanned"]["kl"] > 10 * got["mismatch_by_span"]["single"]["kl"]
+
+
+def test_by_span_without_the_flag_counts_every_token_as_single():
+    m = mismatch.mismatch_metrics(sums([-1.0, -2.0], [-1.5, -2.0], [0, 1]))
+    assert set(m["mismatch_by_span"]) == {"single"}
+    assert m["mismatch_by_span"]["single"]["tokens"] == 2
+    assert m["mismatch_by_span"]["single"]["abs_dlogp"] == pytest.approx(0.25)

@@ -7,6 +7,7 @@ One in-process rank on CPU (a gloo world of 1), the small model of conftest.py."
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -109,3 +110,35 @@ def test_a_non_finite_learner_log_prob_never_reaches_the_loss(small_model):
     # Its gradient is NaN all the same (backward through the NaN row of log_softmax): the step
     # guard skips that update (learner.max_skipped_steps), as docs/architecture.md says.
     assert m["update_skipped"] == 1.0
+
+
+def test_a_step_splits_the_mismatch_of_responses_an_update_split(small_model):
+    """Responses whose last version is newer than their first (an in-flight update split them)
+    are counted under mismatch_by_span "spanned", the others under "single"."""
+    learner = make_learner(small_model)
+    groups = mixed_groups(0)
+    split = {(0, 1), (1, 3)}  # (group, response) sampled across the update 0 -> 1
+    groups = [
+        SampleGroup(
+            g.group_id,
+            [
+                dataclasses.replace(s, last_policy_version=1) if (k, i) in split else s
+                for i, s in enumerate(g.samples)
+            ],
+        )
+        for k, g in enumerate(groups)
+    ]
+    m = learner.train_step(groups)
+    by = m["mismatch_by_span"]
+    tokens = {
+        name: sum(
+            len(s.response_ids)
+            for k, g in enumerate(groups)
+            for i, s in enumerate(g.samples)
+            if ((k, i) in split) == (name == "spanned")
+        )
+        for name in ("single", "spanned")
+    }
+    assert {name: row["tokens"] for name, row in by.items()} == tokens
+    assert all(row["kl"] > 0 and row["abs_dlogp"] > 0 for row in by.values())
+    assert m["mixed_version_frac"] == 2 / 8
