@@ -79,6 +79,14 @@ class EvalConfig(Section):
     wait_s: float = Field(3600.0, gt=0)
     """Beside training: how long an eval point (or the run's end) waits for the eval still in
     flight before going on without it (logged; a late eval at the end loses its record)."""
+    nice: int = Field(4, ge=0, le=19)
+    """Beside training on a CPU run (cluster.device = "cpu"): while an eval runs, the held
+    generators (their engines included), the executors (judge programs included) and the
+    driver's eval thread run this much nicer (OS niceness added, at most 19; Ray starts its
+    workers at 15, so 4 puts them at 19), then are set back. The learner, sharing the cores,
+    then takes the CPU first and the eval uses what it leaves. Setting it back needs
+    CAP_SYS_NICE or `ulimit -e`; without either an actor is not lowered (logged). 0 = off. A GPU
+    run's eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> EvalConfig:
