@@ -74,28 +74,33 @@ def can_restore(to: int) -> bool:
 
 @dataclass
 class Lowered:
-    """What `lower` did: the old niceness of each thread it set, by process."""
+    """What `lower` did: the old niceness and policy of each thread it set, by process."""
 
     by: int
-    old: dict[int, dict[int, int]] = field(default_factory=dict)
-    """{pid: {tid: niceness before}}."""
+    idle: bool = False
+    """Whether the threads were also put under SCHED_IDLE."""
+    old: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    """{pid: {tid: (niceness, scheduling policy) before}}."""
     skipped: str = ""
     """Why nothing was lowered (empty when it was)."""
 
 
-def _set(tid: int, nice: int) -> None:
+def _set(tid: int, nice: int, policy: int | None = None) -> None:
     try:
+        if policy is not None:
+            os.sched_setscheduler(tid, policy, os.sched_param(0))
         os.setpriority(os.PRIO_PROCESS, tid, nice)
     except (ProcessLookupError, PermissionError):
         pass  # exited meanwhile; or (restore) not allowed, which `lower` checked beforehand
 
 
-def lower(by: int, root: int | None = None) -> Lowered:
+def lower(by: int, root: int | None = None, idle: bool = False) -> Lowered:
     """Add `by` to the niceness of every thread of `root` (default this process) and of every
-    process below it, up to 19."""
+    process below it, up to 19; `idle`: also put them under SCHED_IDLE (they run only when no
+    normal thread of the same group wants the CPU, and a waking normal thread preempts them)."""
     root = os.getpid() if root is None else root
-    done = Lowered(by)
-    if by <= 0:
+    done = Lowered(by, idle)
+    if by <= 0 and not idle:
         done.skipped = "eval.nice = 0"
         return done
     base = thread_nice(root)
@@ -109,11 +114,11 @@ def lower(by: int, root: int | None = None) -> Lowered:
     for pid in process_tree(root):
         for tid in threads(pid):
             try:
-                nice = thread_nice(tid)
+                nice, policy = thread_nice(tid), os.sched_getscheduler(tid)
             except (OSError, ValueError, IndexError):
                 continue
-            done.old.setdefault(pid, {})[tid] = nice
-            _set(tid, min(MAX_NICE, nice + by))
+            done.old.setdefault(pid, {})[tid] = (nice, policy)
+            _set(tid, min(MAX_NICE, nice + by), os.SCHED_IDLE if idle else None)
     return done
 
 
@@ -138,7 +143,8 @@ def restore(done: Lowered, root: int | None = None) -> None:
             continue
         base = old.get(pid, min(old.values()))
         for tid in threads(pid):
-            _set(tid, old.get(tid, base))
+            nice, policy = old.get(tid, base)
+            _set(tid, nice, policy if done.idle else None)
 
 
 class PriorityControl:
@@ -147,11 +153,12 @@ class PriorityControl:
 
     _lowered: Lowered | None = None
 
-    def lower_priority(self, by: int) -> str:
-        """Run this actor's process tree `by` nicer until `restore_priority` (once: a second call
-        before the restore changes nothing). Returns why nothing was lowered, or ""."""
+    def lower_priority(self, by: int, idle: bool = False) -> str:
+        """Run this actor's process tree `by` nicer (`idle`: under SCHED_IDLE too) until
+        `restore_priority` (once: a second call before the restore changes nothing). Returns why
+        nothing was lowered, or ""."""
         if self._lowered is None:
-            self._lowered = lower(by)
+            self._lowered = lower(by, idle=idle)
         return self._lowered.skipped
 
     def restore_priority(self) -> None:

@@ -87,6 +87,12 @@ class EvalConfig(Section):
     then takes the CPU first and the eval uses what it leaves. Setting it back needs
     CAP_SYS_NICE or `ulimit -e`; without either an actor is not lowered (logged). 0 = off. A GPU
     run's eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
+    sched_idle: bool = True
+    """With eval.nice, on a CPU run: the eval's processes and thread also run under the
+    SCHED_IDLE policy while the eval runs: they take the CPU only when no normal thread of the
+    run wants it, and a waking learner thread preempts them at once (niceness alone only
+    weights the share). Set back after the eval, on the same rights as eval.nice. false =
+    niceness only."""
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> EvalConfig:

@@ -109,11 +109,12 @@ def lower_pool(run, held: dict[str, Any]) -> dict[str, Any]:
     takes the CPU first. Returns the actors asked ({name: handle}) for `restore_pool`. A GPU
     run's eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
     by = run.cfg.eval.nice
-    if by <= 0 or run.cfg.cluster.device != "cpu":
+    if (by <= 0 and not run.cfg.eval.sched_idle) or run.cfg.cluster.device != "cpu":
         return {}
     actors = dict(held)
     actors.update({name: r.handle for name, r in dict(run.executors.replicas).items()})
-    for name, why in _call_each(run, actors, "lower_priority", by).items():
+    idle = run.cfg.eval.sched_idle
+    for name, why in _call_each(run, actors, "lower_priority", by, idle).items():
         if why:
             run.log(f"eval.nice: {name} not lowered: {why}")
     return actors
@@ -128,10 +129,12 @@ def restore_pool(run, lowered: dict[str, Any]) -> None:
 def lower_this_thread(run) -> None:
     """The driver's eval thread (its sample bookkeeping and report) also runs eval.nice nicer on
     a CPU run; raising a thread's niceness needs no right, and the thread ends with the eval."""
-    if run.cfg.eval.nice > 0 and run.cfg.cluster.device == "cpu":
+    if run.cfg.cluster.device == "cpu":
         tid = threading.get_native_id()
         now = os.getpriority(os.PRIO_PROCESS, tid)
         os.setpriority(os.PRIO_PROCESS, tid, min(19, now + run.cfg.eval.nice))
+        if run.cfg.eval.sched_idle:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
 
 
 class EvalBeside:

@@ -1,10 +1,11 @@
 """actors/niceness.py on real processes: `lower` raises the niceness of every thread of a process
-tree (a child and its extra thread included) and `restore` sets each back, also a thread born
-while lowered; a user who could not set it back is left as it is. The actors' PriorityControl
+tree (a child and its extra thread included), `idle` also puts them under SCHED_IDLE, and
+`restore` sets each back, also a process born while lowered; a user who could not set it back is left as it is. The actors' PriorityControl
 lowers once until restored."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -60,6 +61,11 @@ def all_nice(root: int) -> list[int]:
     ]
 
 
+def all_policies(root: int) -> list[int]:
+    tids = [t for p in niceness.process_tree(root) for t in niceness.threads(p)]
+    return [os.sched_getscheduler(t) for t in tids]
+
+
 def test_lower_then_restore_every_thread_of_the_tree(tree):
     before = all_nice(tree.pid)
     assert len(before) == 4  # parent and child, two threads each
@@ -68,6 +74,20 @@ def test_lower_then_restore_every_thread_of_the_tree(tree):
     assert all_nice(tree.pid) == [min(19, n + 4) for n in before]
     niceness.restore(done, root=tree.pid)
     assert all_nice(tree.pid) == before
+
+
+def test_lower_idle_puts_every_thread_under_sched_idle_and_back(tree):
+    before, policies = all_nice(tree.pid), all_policies(tree.pid)
+    assert set(policies) == {os.SCHED_OTHER}
+    done = niceness.lower(4, root=tree.pid, idle=True)
+    assert done.skipped == "", done.skipped
+    assert all_policies(tree.pid) == [os.SCHED_IDLE] * 4
+    tree.stdin.write("spawn\n")  # born under SCHED_IDLE, inherits it
+    tree.stdin.flush()
+    assert tree.stdout.readline().strip() == "spawned"
+    niceness.restore(done, root=tree.pid)
+    assert set(all_policies(tree.pid)) == {os.SCHED_OTHER}
+    assert all_nice(tree.pid)[: len(before)] == before
 
 
 def test_restore_also_sets_back_a_process_born_while_lowered(tree):
@@ -101,10 +121,15 @@ def test_can_restore_reads_the_nice_limit(monkeypatch):
 
 def test_priority_control_lowers_once_until_restored(monkeypatch):
     calls: list = []
-    monkeypatch.setattr(niceness, "lower", lambda by: calls.append(by) or niceness.Lowered(by))
+
+    def lower(by, idle=False):
+        calls.append((by, idle))
+        return niceness.Lowered(by, idle)
+
+    monkeypatch.setattr(niceness, "lower", lower)
     monkeypatch.setattr(niceness, "restore", lambda done: calls.append("restore"))
     actor = niceness.PriorityControl()
-    assert actor.lower_priority(4) == "" and actor.lower_priority(4) == ""
+    assert actor.lower_priority(4, True) == "" and actor.lower_priority(4) == ""
     actor.restore_priority()
     actor.restore_priority()
-    assert calls == [4, "restore"]
+    assert calls == [(4, True), "restore"]

@@ -161,7 +161,8 @@ def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
     tmp_path, monkeypatch, held, device
 ):
     """eval.nice: during each eval the held generators and the executors are lowered (and set
-    back after it), and the driver's eval thread runs eval.nice nicer; on GPU nothing changes."""
+    back after it), and the driver's eval thread runs eval.nice nicer under SCHED_IDLE
+    (eval.sched_idle); on GPU nothing changes."""
     run = stand_in_run(tmp_path, f"cluster.device={device}", "eval.nice=3")
     calls, seen = [], []
     learner_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -171,20 +172,21 @@ def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
         return {name: "" for name in actors}
 
     def evaluate(run, step, generators=None, held_version=None):
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        tid = threading.get_native_id()
+        seen.append((os.getpriority(os.PRIO_PROCESS, tid), os.sched_getscheduler(tid)))
         calls.append(("eval", step))
 
     monkeypatch.setattr(eval_beside, "_call_each", call_each)
     monkeypatch.setattr(evaluation, "evaluate", evaluate)
     _train_steps(run, None)
-    lowered = ("lower_priority", ["executor-0", "generator-0"], 3)
+    lowered = ("lower_priority", ["executor-0", "generator-0"], 3, True)
     restored = ("restore_priority", ["executor-0", "generator-0"])
     if device == "cpu":
         assert calls == [c for step in (0, 2, 4, 6) for c in (lowered, ("eval", step), restored)]
-        assert seen == [min(19, learner_nice + 3)] * 4
+        assert seen == [(min(19, learner_nice + 3), os.SCHED_IDLE)] * 4
     else:
         assert calls == [("eval", step) for step in (0, 2, 4, 6)]
-        assert seen == [learner_nice] * 4
+        assert seen == [(learner_nice, os.SCHED_OTHER)] * 4
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == learner_nice
 
 
