@@ -12,11 +12,12 @@ waits for fresh groups until the eval releases the weights). When the eval ends,
 generator is released (`release_weights`) and takes the newest weights at its next tick.
 
 On a CPU run the learner shares its cores with the engines and the judge, so the eval's work
-would stretch the learner's steps: while the eval runs, the held generators (engine included),
-the executors (judge programs included) and the driver's eval thread run `eval.nice` nicer
-(`lower_pool`, actors/niceness.py) and are restored after it. The learner then takes the CPU
-first, and the eval gets the cycles it leaves (its waits for data, the other cores). A GPU run's
-eval samples on the generators' GPUs, never the learner's: nothing is lowered there.
+stretches the learner's steps. Opt-in (`eval.nice` > 0, `eval.sched_idle`; off by default, as
+measured in bench/RESULTS.md): while the eval runs, the held generators (engine included), the
+executors (judge programs included) and the driver's eval thread run nicer (`lower_pool`,
+actors/niceness.py) and are restored after it, so the learner takes the CPU first and the eval
+gets the cycles it leaves. A GPU run's eval samples on the generators' GPUs, never the
+learner's: nothing is lowered there.
 
 At most one eval is in flight: an eval point reached while one runs first waits for it (the
 learner waits too, logged; eval.every steps should outlast an eval) for at most eval.wait_s, and
@@ -104,8 +105,8 @@ def _call_each(run, actors: dict[str, Any], method: str, *args) -> dict[str, Any
 
 
 def lower_pool(run, held: dict[str, Any]) -> dict[str, Any]:
-    """On a CPU run with eval.nice > 0: the held generators and every executor run eval.nice
-    nicer while the eval runs (actors/niceness.py), so the learner, which shares their cores,
+    """On a CPU run with eval.nice > 0 or eval.sched_idle: the held generators and every executor
+    run lower while the eval runs (actors/niceness.py), so the learner, which shares their cores,
     takes the CPU first. Returns the actors asked ({name: handle}) for `restore_pool`. A GPU
     run's eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
     by = run.cfg.eval.nice

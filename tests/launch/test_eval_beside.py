@@ -163,7 +163,7 @@ def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
     """eval.nice: during each eval the held generators and the executors are lowered (and set
     back after it), and the driver's eval thread runs eval.nice nicer under SCHED_IDLE
     (eval.sched_idle); on GPU nothing changes."""
-    run = stand_in_run(tmp_path, f"cluster.device={device}", "eval.nice=3")
+    run = stand_in_run(tmp_path, f"cluster.device={device}", "eval.nice=3", "eval.sched_idle=true")
     calls, seen = [], []
     learner_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
@@ -188,6 +188,16 @@ def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
         assert calls == [("eval", step) for step in (0, 2, 4, 6)]
         assert seen == [(learner_nice, os.SCHED_OTHER)] * 4
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == learner_nice
+
+
+@pytest.mark.timeout(60)
+def test_by_default_nothing_is_lowered_on_cpu(tmp_path, monkeypatch, held):
+    """eval.nice = 0 and eval.sched_idle = false by default (measured worse on the shared box)."""
+    run, calls = stand_in_run(tmp_path, "cluster.device=cpu", "max_steps=2"), []
+    monkeypatch.setattr(eval_beside, "_call_each", lambda *a: calls.append(a) or {})
+    monkeypatch.setattr(evaluation, "evaluate", lambda run, step, **kw: None)
+    _train_steps(run, None)
+    assert calls == []
 
 
 def stand_in_generator(newest: list[int]):
