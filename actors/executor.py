@@ -6,6 +6,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.timing import PoolTimer
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from microcoder.sandbox.config import ExecutorConfig
 
 
-class Executor:
+class Executor(PriorityControl):
     """Ray actor body: leases unscored groups, judges them, hands in the scores."""
 
     def __init__(

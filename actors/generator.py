@@ -34,12 +34,13 @@ import traceback
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
+from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.rollout import count_tokens, sampling_params
 from microcoder.actors.stream import caused_by, engine_dead
 from microcoder.actors.timing import PoolTimer
 
 
-class Generator:
+class Generator(PriorityControl):
     """One generator replica (Ray actor body). `settings`: the sections it reads
     (actors/config.py); `learner0`: the Ray actor name of learner rank 0, the weight publisher
     (launch/run/learner_group.py `LearnerGroup.rank0_name`; None: no weight syncs). The generator

@@ -79,6 +79,23 @@ class EvalConfig(Section):
     wait_s: float = Field(3600.0, gt=0)
     """Beside training: how long an eval point (or the run's end) waits for the eval still in
     flight before going on without it (logged; a late eval at the end loses its record)."""
+    nice: int = Field(0, ge=0, le=19)
+    """Beside training on a CPU run (cluster.device = "cpu"): while an eval runs, the held
+    generators (their engines included), the executors (judge programs included) and the
+    driver's eval thread run this much nicer (OS niceness added, at most 19; Ray starts its
+    workers at 15, so 4 puts them at 19), then are set back, so the learner, sharing the cores,
+    takes the CPU first and the eval uses what it leaves. 0 = off, the default: on the shared
+    2-core box the eval then outlasted the staleness window and the learner waited for it, a
+    worse step-time ratio than without (bench/RESULTS.md "The eval's work at a lower CPU
+    priority"); try it where the host has cores the learner leaves idle. Setting it back needs
+    CAP_SYS_NICE or `ulimit -e`; without either an actor is not lowered (logged). A GPU run's
+    eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
+    sched_idle: bool = False
+    """On a CPU run beside training: the eval's processes and thread (as eval.nice) also run
+    under the SCHED_IDLE policy while an eval runs: they take the CPU only when no normal thread
+    of the run wants it, and a waking learner thread preempts them at once (niceness alone only
+    weights the share). Set back after the eval, on the same rights as eval.nice. Off by
+    default, for the same measured reason as eval.nice."""
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> EvalConfig:

@@ -11,6 +11,14 @@ buffer's staleness bound allows (buffer.max_staleness + 1 steps past N; after th
 waits for fresh groups until the eval releases the weights). When the eval ends, every held
 generator is released (`release_weights`) and takes the newest weights at its next tick.
 
+On a CPU run the learner shares its cores with the engines and the judge, so the eval's work
+stretches the learner's steps. Opt-in (`eval.nice` > 0, `eval.sched_idle`; off by default, as
+measured in bench/RESULTS.md): while the eval runs, the held generators (engine included), the
+executors (judge programs included) and the driver's eval thread run nicer (`lower_pool`,
+actors/niceness.py) and are restored after it, so the learner takes the CPU first and the eval
+gets the cycles it leaves. A GPU run's eval samples on the generators' GPUs, never the
+learner's: nothing is lowered there.
+
 At most one eval is in flight: an eval point reached while one runs first waits for it (the
 learner waits too, logged; eval.every steps should outlast an eval) for at most eval.wait_s, and
 is skipped (logged, and an "event" record event="eval_skipped") if it is still running then. A
@@ -21,6 +29,7 @@ at most eval.wait_s (then the run ends without its record, saying so).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -77,6 +86,58 @@ def release_pool(run, held: dict[str, Any]) -> None:
             run.log(f"could not release {name} after the eval: {str(err).splitlines()[-1]}")
 
 
+def _call_each(run, actors: dict[str, Any], method: str, *args) -> dict[str, Any]:
+    """`method(*args)` on each actor within learner.sync_timeout_s; {name: its answer} of those
+    that answered (the others logged)."""
+    from microcoder.actors.deadline import get_within
+    from microcoder.launch.run.pools import with_log
+
+    refs = {name: getattr(h, method).remote(*args) for name, h in actors.items()}
+    out: dict[str, Any] = {}
+    for name, ref in refs.items():
+        try:
+            out[name] = get_within(
+                ref, run.cfg.learner.sync_timeout_s, method, with_log(name), "see its log"
+            )
+        except Exception as err:
+            run.log(f"{method} on {name} failed: {str(err).splitlines()[-1]}")
+    return out
+
+
+def lower_pool(run, held: dict[str, Any]) -> dict[str, Any]:
+    """On a CPU run with eval.nice > 0 or eval.sched_idle: the held generators and every executor
+    run lower while the eval runs (actors/niceness.py), so the learner, which shares their cores,
+    takes the CPU first. Returns the actors asked ({name: handle}) for `restore_pool`. A GPU
+    run's eval samples on the generators' GPUs, not the learner's: nothing is lowered there."""
+    by = run.cfg.eval.nice
+    if (by <= 0 and not run.cfg.eval.sched_idle) or run.cfg.cluster.device != "cpu":
+        return {}
+    actors = dict(held)
+    actors.update({name: r.handle for name, r in dict(run.executors.replicas).items()})
+    idle = run.cfg.eval.sched_idle
+    for name, why in _call_each(run, actors, "lower_priority", by, idle).items():
+        if why:
+            run.log(f"eval.nice: {name} not lowered: {why}")
+    return actors
+
+
+def restore_pool(run, lowered: dict[str, Any]) -> None:
+    """`restore_priority` on the actors `lower_pool` lowered."""
+    if lowered:
+        _call_each(run, lowered, "restore_priority")
+
+
+def lower_this_thread(run) -> None:
+    """The driver's eval thread (its sample bookkeeping and report) also runs eval.nice nicer on
+    a CPU run; raising a thread's niceness needs no right, and the thread ends with the eval."""
+    if run.cfg.cluster.device == "cpu":
+        tid = threading.get_native_id()
+        now = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, now + run.cfg.eval.nice))
+        if run.cfg.eval.sched_idle:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+
+
 class EvalBeside:
     """One held-out eval at a time in a background thread (see the module docstring)."""
 
@@ -114,11 +175,15 @@ class EvalBeside:
     def _run(self, step: int, version: int, held: dict[str, Any]) -> None:
         from microcoder.launch.run import heldout_eval as evaluation
 
+        lowered: dict[str, Any] = {}
         try:
+            lower_this_thread(self.run)
+            lowered = lower_pool(self.run, held)
             evaluation.evaluate(self.run, step, generators=held, held_version=version)
         except BaseException as err:  # raised in the training loop (raise_if_failed)
             self._error = err
         finally:
+            restore_pool(self.run, lowered)
             release_pool(self.run, held)
 
     def _skip(self, step: int, why: str) -> None:

@@ -6,6 +6,7 @@ the last eval is awaited with a deadline, and a failed eval stops the run. The g
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -37,6 +38,8 @@ class StandInLearners:
 
 
 class StandInPool:
+    replicas = {"executor-0": SimpleNamespace(handle="executor handle")}
+
     def stats(self):
         return []
 
@@ -150,6 +153,51 @@ def test_a_failed_eval_stops_the_run_at_the_next_step(tmp_path, monkeypatch, hel
     with pytest.raises(RuntimeError, match="executor-0 died"):
         _train_steps(run, None)
     assert run.learners.version < 50 and ("release",) in held
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
+    tmp_path, monkeypatch, held, device
+):
+    """eval.nice: during each eval the held generators and the executors are lowered (and set
+    back after it), and the driver's eval thread runs eval.nice nicer under SCHED_IDLE
+    (eval.sched_idle); on GPU nothing changes."""
+    run = stand_in_run(tmp_path, f"cluster.device={device}", "eval.nice=3", "eval.sched_idle=true")
+    calls, seen = [], []
+    learner_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def call_each(run, actors, method, *args):
+        calls.append((method, sorted(actors), *args))
+        return {name: "" for name in actors}
+
+    def evaluate(run, step, generators=None, held_version=None):
+        tid = threading.get_native_id()
+        seen.append((os.getpriority(os.PRIO_PROCESS, tid), os.sched_getscheduler(tid)))
+        calls.append(("eval", step))
+
+    monkeypatch.setattr(eval_beside, "_call_each", call_each)
+    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    _train_steps(run, None)
+    lowered = ("lower_priority", ["executor-0", "generator-0"], 3, True)
+    restored = ("restore_priority", ["executor-0", "generator-0"])
+    if device == "cpu":
+        assert calls == [c for step in (0, 2, 4, 6) for c in (lowered, ("eval", step), restored)]
+        assert seen == [(min(19, learner_nice + 3), os.SCHED_IDLE)] * 4
+    else:
+        assert calls == [("eval", step) for step in (0, 2, 4, 6)]
+        assert seen == [(learner_nice, os.SCHED_OTHER)] * 4
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == learner_nice
+
+
+@pytest.mark.timeout(60)
+def test_by_default_nothing_is_lowered_on_cpu(tmp_path, monkeypatch, held):
+    """eval.nice = 0 and eval.sched_idle = false by default (measured worse on the shared box)."""
+    run, calls = stand_in_run(tmp_path, "cluster.device=cpu", "max_steps=2"), []
+    monkeypatch.setattr(eval_beside, "_call_each", lambda *a: calls.append(a) or {})
+    monkeypatch.setattr(evaluation, "evaluate", lambda run, step, **kw: None)
+    _train_steps(run, None)
+    assert calls == []
 
 
 def stand_in_generator(newest: list[int]):
