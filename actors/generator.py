@@ -533,8 +533,11 @@ class Generator:
         return {"version": self.version, "samples": samples}
 
     def shutdown(self) -> None:
-        """Stop the loop, return held leases, and shut the engine down (its EngineCore exits)."""
+        """Stop the loop, return held leases, leave the weight relay, and shut the engine down
+        (its EngineCore exits)."""
         self.stop()
+        if self._relay is not None and self._learner0_handle is not None:
+            self._learner0_handle.leave_relay.remote(self.name)  # dropped at the next version
         if self.client is not None:
             try:
                 self.client.release()

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-RELAY_BUCKET_BYTES = 32 << 20
+RELAY_BUCKET_BYTES = 16 << 20
 """Chunk size of the relay (learner/sync/relay.py): a receiver holds two chunks above its model,
 the sender two staging buffers of it, whatever the generator count."""
 

@@ -132,12 +132,21 @@ class Ticking:
     `hold[name]` set: that one stops ticking (a loop stuck elsewhere)."""
 
     def __init__(self, gens: dict) -> None:
-        self.gens, self.stop = gens, threading.Event()
-        self.hold = {name: threading.Event() for name in gens}
-        self.errors: dict[str, list[str]] = {name: [] for name in gens}
-        self.threads = [threading.Thread(target=self._tick, args=(n,), daemon=True) for n in gens]
-        for t in self.threads:
-            t.start()
+        self.gens, self.stop = {}, threading.Event()
+        self.hold: dict[str, threading.Event] = {}
+        self.errors: dict[str, list[str]] = {}
+        self.threads: list[threading.Thread] = []
+        for name in list(gens):
+            self.add(name, gens[name])
+
+    def add(self, name: str, gen) -> None:
+        """A generator that starts ticking now (`microcoder scale` added it)."""
+        self.gens[name] = gen
+        self.hold.setdefault(name, threading.Event())
+        self.errors.setdefault(name, [])
+        thread = threading.Thread(target=self._tick, args=(name,), daemon=True)
+        self.threads.append(thread)
+        thread.start()
 
     def _tick(self, name: str) -> None:
         gen = self.gens[name]
@@ -276,6 +285,40 @@ def test_a_member_missing_at_the_join_deadline_is_left_out_and_catches_up_on_its
             sync = g.syncs[-1]
             assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
             assert_bit_identical(g, 3)
+    finally:
+        ticking.close()
+        ray.kill(rank0)
+    for name, errors in ticking.errors.items():
+        assert not errors, (name, errors)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_next_version(
+    ray_cluster,
+):
+    """gen-0 and gen-1 are in the relay's epoch 1 at version 1 when gen-new starts (`microcoder
+    scale` added it): it syncs version 1 on its own channel, asks to join, and version 2
+    reaches all three through the relay, in epoch 2 (the new membership, a new group)."""
+    ray = ray_cluster
+    rank0, gens, ticking = joined_relay(ray, names=("gen-0", "gen-1"))
+    try:
+        assert step(ray, rank0) == 1
+        wait_for("version 1 on both", lambda: all(g.version == 1 for g in gens.values()))
+        assert all(g.syncs[-1]["epoch"] == 1 for g in gens.values())
+        new = gens["gen-new"] = generator("gen-new", rank0)
+        ticking.add("gen-new", new)
+        wait_for("gen-new synced on its channel and asked", lambda: new._relay.asked)
+        assert new.version == 1 and "transport" not in new.syncs[-1]
+        assert_bit_identical(new, 1)
+        assert step(ray, rank0) == 2
+        wait_for("version 2 everywhere", lambda: all(g.version == 2 for g in gens.values()))
+        for g in gens.values():
+            sync = g.syncs[-1]
+            assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
+            assert_bit_identical(g, 2)
+        wait_for("rank 0 settled the round", lambda: last_round(ray, rank0).get("version") == 2)
+        assert last_round(ray, rank0)["delivered"] == ["gen-0", "gen-1", "gen-new"]
     finally:
         ticking.close()
         ray.kill(rank0)
