@@ -12,6 +12,8 @@ relay joins, streamed receive), loading into a dict instead of a model."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -90,7 +92,7 @@ def rank0_actor(ray):
             return state_of(self.version)
 
     class Rank0(LearnerRank):
-        def stand_in_setup(self) -> int:
+        def stand_in_setup(self, chunk_bytes: int | None = None) -> int:
             cfg = LearnerConfig(
                 sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=JOIN_S
             )
@@ -98,6 +100,8 @@ def rank0_actor(ray):
             self.learner, self.client = Instant(), SimpleNamespace(announce_version=lambda v: 0)
             self.publisher = WeightPublisher(SYNC_S, host="127.0.0.1")
             self.start_relay(cfg)
+            if chunk_bytes:
+                self.relay.bucket_bytes = chunk_bytes
             self.publish()
             return self.learner.version
 
@@ -188,10 +192,10 @@ def last_round(ray, rank0) -> dict:
     return ray.get(rank0.relay_status.remote("-"), timeout=30)["last"]
 
 
-def joined_relay(ray, names=NAMES):
+def joined_relay(ray, names=NAMES, chunk_bytes: int | None = None):
     """Rank 0, the generators ticking, every one current on its channel and asked to join."""
     rank0 = rank0_actor(ray)
-    assert ray.get(rank0.stand_in_setup.remote(), timeout=120) == 0
+    assert ray.get(rank0.stand_in_setup.remote(chunk_bytes), timeout=120) == 0
     gens = {name: generator(name, rank0) for name in names}
     ticking = Ticking(gens)
     wait_for(
@@ -324,3 +328,84 @@ def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_ne
         ray.kill(rank0)
     for name, errors in ticking.errors.items():
         assert not errors, (name, errors)
+
+
+def member_that_dies(conn) -> None:
+    """A relay member's one worker in its own process: joins the epoch it is sent, then
+    receives the round and dies (os._exit) once it took its second tensor."""
+    from microcoder.learner.sync.relay import RelayReceiver
+
+    conn.send("imported")
+    spec, n = conn.recv()
+    rx = RelayReceiver(
+        spec["host"],
+        spec["port"],
+        spec["first_rank"],
+        spec["world"],
+        timeout_s=SYNC_S,
+        name=spec["name"],
+    )
+    rx.round = n
+    conn.send("joined")
+    for i, _ in enumerate(rx.receive()):
+        if i == 1:
+            os._exit(3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on_its_channel(
+    ray_cluster,
+):
+    """Epoch 1's chain is gen-0, gen-dies, gen-1 (their join order). gen-dies's process is
+    killed mid-round (after its second tensor; chunks of 1 MiB). gen-0, before it, gets
+    version 1; gen-1, after it, does not: its load had begun, so its loop sees
+    `WeightsMixedError`, and its next tick syncs version 1 on its own channel (bit-identical).
+    Rank 0 names gen-dies and drops it; version 2 reaches gen-0 and gen-1 through the relay,
+    in epoch 2."""
+    ray = ray_cluster
+    rank0, gens, ticking = joined_relay(ray, names=("gen-0",), chunk_bytes=1 << 20)
+    ctx = mp.get_context("spawn")
+    pipe, child = ctx.Pipe()
+    proc = ctx.Process(target=member_that_dies, args=(child,), daemon=True)
+    proc.start()
+    try:
+        assert pipe.poll(180) and pipe.recv() == "imported"
+        ray.get(rank0.join_relay.remote("gen-dies", 1), timeout=30)
+        gens["gen-1"] = generator("gen-1", rank0)
+        ticking.add("gen-1", gens["gen-1"])
+        wait_for("gen-1 asked to join", lambda: gens["gen-1"]._relay.asked)
+        assert step(ray, rank0) == 1
+        wait_for(
+            "gen-dies is in epoch 1",
+            lambda: ray.get(rank0.relay_status.remote("gen-dies"), timeout=30)["round"] is not None,
+        )
+        st = ray.get(rank0.relay_status.remote("gen-dies"), timeout=30)
+        assert st["epoch"]["first_rank"] == 2  # between gen-0 and gen-1
+        pipe.send((st["epoch"], st["round"]["n"]))
+        proc.join(60)
+        assert proc.exitcode == 3
+        wait_for("rank 0 settled round 0", lambda: last_round(ray, rank0).get("version") == 1)
+        last = last_round(ray, rank0)
+        assert last["delivered"] == ["gen-0"], last
+        assert set(last["failed"]) == {"gen-dies", "gen-1"}, last
+        wait_for("version 1 everywhere", lambda: all(g.version == 1 for g in gens.values()))
+        assert gens["gen-0"].syncs[-1]["transport"] == "relay"
+        assert "transport" not in gens["gen-1"].syncs[-1]  # its own channel, after the failure
+        for g in gens.values():
+            assert_bit_identical(g, 1)
+        assert any("WeightsMixedError" in e for e in ticking.errors["gen-1"])
+        wait_for("gen-1 asked to join again", lambda: gens["gen-1"]._relay.asked)
+        assert step(ray, rank0) == 2
+        wait_for("version 2 everywhere", lambda: all(g.version == 2 for g in gens.values()))
+        for g in gens.values():
+            sync = g.syncs[-1]
+            assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
+            assert_bit_identical(g, 2)
+        wait_for("rank 0 settled round 0 of epoch 2", lambda: last_round(ray, rank0)["epoch"] == 2)
+        assert last_round(ray, rank0)["delivered"] == ["gen-0", "gen-1"]
+    finally:
+        proc.kill()
+        ticking.close()
+        ray.kill(rank0)
+    assert not ticking.errors["gen-0"], ticking.errors["gen-0"]
