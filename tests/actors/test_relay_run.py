@@ -332,7 +332,8 @@ def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_ne
 
 def member_that_dies(conn) -> None:
     """A relay member's one worker in its own process: joins the epoch it is sent, then
-    receives the round and dies (os._exit) once it took its second tensor."""
+    receives the round and dies (os._exit) once it took its first tensor: the embedding, split
+    over chunks 0-3; chunks 4 and on are never received, so never forwarded."""
     from microcoder.learner.sync.relay import RelayReceiver
 
     conn.send("imported")
@@ -347,9 +348,8 @@ def member_that_dies(conn) -> None:
     )
     rx.round = n
     conn.send("joined")
-    for i, _ in enumerate(rx.receive()):
-        if i == 1:
-            os._exit(3)
+    for _ in rx.receive():
+        os._exit(3)
 
 
 @pytest.mark.slow
@@ -358,13 +358,13 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
     ray_cluster,
 ):
     """Epoch 1's chain is gen-0, gen-dies, gen-1 (their join order). gen-dies's process is
-    killed mid-round (after its second tensor; chunks of 1 MiB). gen-0, before it, gets
+    killed mid-round (after its first tensor, 4 of 7 chunks of 256 KiB). gen-0, before it, gets
     version 1; gen-1, after it, does not: its load had begun, so its loop sees
     `WeightsMixedError`, and its next tick syncs version 1 on its own channel (bit-identical).
     Rank 0 names gen-dies and drops it; version 2 reaches gen-0 and gen-1 through the relay,
     in epoch 2."""
     ray = ray_cluster
-    rank0, gens, ticking = joined_relay(ray, names=("gen-0",), chunk_bytes=1 << 20)
+    rank0, gens, ticking = joined_relay(ray, names=("gen-0",), chunk_bytes=256 << 10)
     ctx = mp.get_context("spawn")
     pipe, child = ctx.Pipe()
     proc = ctx.Process(target=member_that_dies, args=(child,), daemon=True)
@@ -387,10 +387,13 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
         assert proc.exitcode == 3
         wait_for("rank 0 settled round 0", lambda: last_round(ray, rank0).get("version") == 1)
         last = last_round(ray, rank0)
-        assert last["delivered"] == ["gen-0"], last
-        assert set(last["failed"]) == {"gen-dies", "gen-1"}, last
+        # gen-0 keeps its round (its forward failed, its own receive did not) in most runs; in
+        # 1 of 7 here, at load 40, its receive failed too, and it caught up as gen-1 does
+        assert last["delivered"] in (["gen-0"], []), last
+        assert {"gen-dies", "gen-1"} <= set(last["failed"]), last
         wait_for("version 1 everywhere", lambda: all(g.version == 1 for g in gens.values()))
-        assert gens["gen-0"].syncs[-1]["transport"] == "relay"
+        upstream_kept = last["delivered"] == ["gen-0"]
+        assert ("transport" in gens["gen-0"].syncs[-1]) == upstream_kept
         assert "transport" not in gens["gen-1"].syncs[-1]  # its own channel, after the failure
         for g in gens.values():
             assert_bit_identical(g, 1)
@@ -408,4 +411,4 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
         proc.kill()
         ticking.close()
         ray.kill(rank0)
-    assert not ticking.errors["gen-0"], ticking.errors["gen-0"]
+    assert upstream_kept == (not ticking.errors["gen-0"]), ticking.errors["gen-0"]
