@@ -32,6 +32,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
@@ -494,7 +496,7 @@ class Generator:
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
             for i, p in enumerate(prompts)
         ]
-        with self._weights:
+        with self._sampling():
             futures = [self._submit(self._sample_coro(a, temperature)) for a in assignments]
             groups = [f.result() for f in futures]
         return batch_diversity([[r.response_ids for r in g.responses] for g in groups])
@@ -504,7 +506,7 @@ class Generator:
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=0, max_tokens=max_tokens)
-        with self._weights:
+        with self._sampling():
             outs = self.engine.generate(
                 [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params
             )
@@ -526,11 +528,21 @@ class Generator:
         from microcoder.evaluation.sampling import sample_eval
 
         self.maybe_sync_weights()
-        with self._weights:
+        with self._sampling():
             samples = sample_eval(
                 self.engine, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
             )
         return {"version": self.version, "samples": samples}
+
+    @contextmanager
+    def _sampling(self) -> Iterator[None]:
+        """The weight lock, for sampling outside the loop. A relay round a tick said this
+        generator is ready for is received first: rank 0 put it in the round's chain, and the
+        members after it would lose the round if it did not receive."""
+        with self._weights:
+            if self._relay is not None and self._relay.busy:
+                self._update_locked()
+            yield
 
     def shutdown(self) -> None:
         """Stop the loop, return held leases, leave the weight relay, and shut the engine down

@@ -73,3 +73,65 @@ def test_a_confirmed_round_clears_the_check():
     last = {"epoch": 2, "n": 3, "delivered": ["gen-0"], "failed": {}}
     assert m.step(None, Rank0(status("in", latest=5, last=last)), version=5) == IDLE
     assert m.checking is None and m.asked
+
+
+class ReadiedMember:
+    """A member a tick readied for a round (rank 0 put it in the chain): `step` says receive."""
+
+    busy = True
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+        self.waiting = {"version": 7}
+
+    def step(self, engine, rank0, version: int) -> str:
+        return "receive"
+
+    def receive(self, engine) -> dict:
+        self.events.append("received")
+        self.busy, self.waiting = False, None
+        return {"version": 7}
+
+
+def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_samples():
+    """A tick readied the generator for a relay round; `greedy` (as `sample_eval` and the
+    diversity probe) takes the weight lock next. It receives the round first (the chain waits
+    for it), then samples on version 7. Before: it sampled, and the round was never received."""
+    import threading
+    from types import SimpleNamespace
+
+    from microcoder.actors.generator import Generator
+    from microcoder.actors.timing import PoolTimer
+
+    events: list[str] = []
+
+    class Engine:
+        version = None
+
+        def pause(self, mode, clear_cache=True):
+            pass
+
+        def resume(self):
+            pass
+
+        def set_version(self, v):
+            self.version = v
+
+        def reset_prefix_cache(self):
+            return True
+
+        def generate(self, prompts, params):
+            events.append(f"sampled at {self.version}")
+            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[1])]) for _ in prompts]
+
+    gen = Generator.__new__(Generator)
+    gen.name, gen.version, gen._pending, gen._held, gen._mixed = "gen-0", 6, None, None, False
+    gen.engine, gen._learner0_handle, gen.learner0 = Engine(), object(), "rank-0"
+    gen.settings = SimpleNamespace(
+        generator=SimpleNamespace(weight_update="inflight", inflight_kv="recompute")
+    )
+    gen.timer, gen.pause_s, gen.syncs, gen._weights = PoolTimer(), [], [], threading.Lock()
+    gen._prompt_cache = {"p": [1, 2]}
+    gen._relay = ReadiedMember(events)
+    assert gen.greedy(["p"], 4) == [[1]]
+    assert events == ["received", "sampled at 7"] and gen.version == 7
