@@ -81,6 +81,7 @@ class RelayHub:
         self.rounds: list[dict] = []
         """Every round's outcome, newest last (at most 100)."""
         self._want, self._done, self._closed, self._thread = -1, -1, False, None
+        self._boundary_version = -1  # the version of the last boundary made
         publisher.listeners.append(self.announce)
 
     # ------------------------------------------------------------ the generators' calls
@@ -112,7 +113,9 @@ class RelayHub:
     def status(self, name: str) -> dict[str, Any]:
         """What generator `name` needs, at once: "member" ("in": the epoch's; "pending": joins
         at the next boundary; "out"), the epoch's spec with its ranks, the announced round, the
-        last round's outcome and the newest version."""
+        last round's outcome, the newest version and the version of the last boundary (a
+        pending member whose version is older than one already past a boundary takes it by
+        its channel)."""
         with self._cond:
             if name in self._joining:
                 member = "pending"
@@ -131,6 +134,7 @@ class RelayHub:
                 "round": self._round if member == "in" else None,
                 "last": self.last,
                 "latest": self.publisher.version,
+                "boundary": self._boundary_version,
             }
 
     # ------------------------------------------------------------ rounds
@@ -192,6 +196,7 @@ class RelayHub:
         from microcoder.learner.distributed import free_port
 
         with self._cond:
+            self._boundary_version = version
             members = {n: w for n, w in self._members.items() if n not in self._leaving}
             changed = bool(self._joining) or members != self._members or self._sender is None
             members.update(self._joining)

@@ -122,8 +122,8 @@ class RelayMember:
             return self.fall_back(
                 "learner rank 0 does not count it a member (dropped, or restarted)"
             )
-        if st["member"] == "pending" and st["latest"] > version:
-            return CHANNEL  # joined after the last boundary: that version comes by its channel
+        if st["member"] == "pending" and st["latest"] > version and st["boundary"] >= st["latest"]:
+            return CHANNEL  # joined after the newest version's boundary: it comes by its channel
         rnd, spec = st["round"], st["epoch"]
         if st["member"] == "pending" or rnd is None or rnd["version"] <= version:
             return self._behind(st["latest"] > version, now)

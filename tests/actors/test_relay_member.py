@@ -35,8 +35,15 @@ def member() -> Member:
     return m
 
 
-def status(member: str, latest: int, last: dict | None = None) -> dict:
-    return {"member": member, "epoch": None, "round": None, "last": last or {}, "latest": latest}
+def status(member: str, latest: int, last: dict | None = None, boundary: int = -1) -> dict:
+    return {
+        "member": member,
+        "epoch": None,
+        "round": None,
+        "last": last or {},
+        "latest": latest,
+        "boundary": boundary if boundary >= 0 else latest,
+    }
 
 
 def test_a_member_joined_after_the_boundary_takes_the_version_it_lacks_on_its_channel():
@@ -46,6 +53,16 @@ def test_a_member_joined_after_the_boundary_takes_the_version_it_lacks_on_its_ch
     assert m.step(None, Rank0(status("pending", latest=4)), version=3) == CHANNEL
     assert m.asked and m.fallbacks == 0
     assert m.step(None, Rank0(status("pending", latest=4)), version=4) == IDLE
+
+
+def test_a_pending_member_waits_for_the_boundary_about_to_include_it():
+    """Version 4 is published and rank 0's hub has not made its boundary yet (the last was
+    version 3's): that boundary takes the member in, so it waits instead of syncing version 4
+    on its channel (a channel sync then would keep it from joining the new epoch, and the
+    epoch would not form for anyone)."""
+    m = member()
+    assert m.step(None, Rank0(status("pending", latest=4, boundary=3)), version=3) == IDLE
+    assert m.asked and m.fallbacks == 0
 
 
 def test_a_member_rank_0_counts_out_falls_back_to_its_channel():

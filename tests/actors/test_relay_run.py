@@ -24,7 +24,7 @@ import torch
 from microcoder.actors.engines.worker_ext import WeightLoaderExtension
 
 SYNC_S = 6.0
-JOIN_S = 2.0
+JOIN_S = 3.0
 POLL_S = 0.2
 NAMES = ("gen-0", "gen-1", "gen-2")
 
