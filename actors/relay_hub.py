@@ -278,6 +278,12 @@ class RelayHub:
                 missed[name] = str(why[0])[:300]
                 self._leaving.add(name)
             self.last = self._outcome(self._epoch, n, version, got, missed, seconds)
+        print(  # one line per round in rank 0's log
+            f"relay hub: epoch {self.last['epoch']} round {n}: version {version} to "
+            f"{', '.join(got) or 'nobody'} in {seconds:.2f} s"
+            + (f"; not to {', '.join(f'{k} ({v})' for k, v in missed.items())}" if missed else ""),
+            flush=True,
+        )
 
     def _outcome(self, epoch, n, version, delivered, failed, seconds) -> dict[str, Any]:
         out = {
