@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
@@ -119,6 +121,8 @@ class Generator(PriorityControl):
         self._pending = None
         """A send asked of learner rank 0 that it is not yet ready to make (actors/weight_pull.py
         `PendingSync`): the loop's ticks check it, the engine generating meanwhile."""
+        self._relay = relay_member(name, settings)
+        """learner.weight_transport = "relay": its side of the relay (actors/relay_member.py)."""
 
     # ------------------------------------------------------------ control (other threads)
 
@@ -147,6 +151,7 @@ class Generator(PriorityControl):
             pass
         with self._weights:
             self.version, self._channel, self._mixed, self._pending = 0, {}, False, None
+            self._relay = relay_member(self.name, self.settings)  # new workers: join again
             self._held = None  # a new engine holds no eval's version: its loop syncs first
             self.engine = self._build_engine()
         self.engine_rebuilds += 1
@@ -177,6 +182,7 @@ class Generator(PriorityControl):
             "failed_prompts": self.failed_prompts,
             "sync_failures": self.sync_failures,
             "engine_rebuilds": self.engine_rebuilds,
+            "relay": self._relay.summary() if self._relay is not None else {},
             "errors": [list(e) for e in self.errors],
         }
 
@@ -222,9 +228,14 @@ class Generator(PriorityControl):
             owner=self.name,
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
-            hold_leases=lambda: self._pending is not None,
+            hold_leases=self._sync_under_way,
         )
         return self.stats()
+
+    def _sync_under_way(self) -> bool:
+        """A send asked of rank 0, or a relay round, is under way: lease nothing, check it at
+        every tick."""
+        return self._pending is not None or (self._relay is not None and self._relay.busy)
 
     def _loop_version(self) -> int:
         """The version the loop sees: -1 while a failed load left the weights mixed, so that the
@@ -330,7 +341,7 @@ class Generator(PriorityControl):
             return False
         now = time.monotonic()
         poll_s = self.settings.generator.weight_poll_s
-        if throttled and self._pending is None and now - self._last_poll < poll_s:
+        if throttled and not self._sync_under_way() and now - self._last_poll < poll_s:
             return False
         if not self._weights.acquire(blocking=False):
             return False
@@ -388,8 +399,10 @@ class Generator(PriorityControl):
         """`block` False (the loop's tick): a sync asked of rank 0 and not yet ready returns
         False at once, and the next tick checks again (unthrottled); True waits for it."""
         from microcoder.actors.weight_pull import request_weights
-        from microcoder.actors.weight_sync import update_engine
 
+        relayed = self._relay_update(block)
+        if relayed is not None:
+            return relayed
         if self._pending is None:  # ask rank 0 to send; the engine keeps generating meanwhile
             cfg, publisher = self.settings.learner, self._publisher()
             self._pending = request_weights(
@@ -407,13 +420,42 @@ class Generator(PriorityControl):
             self._pending = None  # failed: the channel is marked closed, the next try reopens
             raise
         self._pending = None
+        loaded = self._load(pending.receive, pending.latest)
+        if loaded and self._relay is not None:  # current on its channel: join the relay
+            self._relay.joined_after_channel_sync(self.engine, self._publisher())
+        return loaded
+
+    def _relay_update(self, block: bool) -> bool | None:
+        """The relay's turn of a weight update (learner.weight_transport = "relay"): None when
+        the own channel is to sync now; else whether a relay round was loaded (`block`: wait
+        through a round under way, at most the member's own deadlines)."""
+        from microcoder.actors.relay_member import CHANNEL, RECEIVE, WAIT
+
+        if self._relay is None or self._pending is not None:
+            return None
+        while True:
+            way = self._relay.step(self.engine, self._publisher(), self.version)
+            if way == CHANNEL:
+                return None
+            if way == RECEIVE:
+                what = f"{self._relay.waiting['version']} (relay)"
+                return self._load(lambda: self._relay.receive(self.engine), what)
+            if way != WAIT or not block:
+                return False
+            time.sleep(0.02)
+
+    def _load(self, receive, what) -> bool:
+        """Pause the engine, `receive()` the round, relabel, resume (actors/weight_sync.py
+        `update_engine`); True when new weights were loaded."""
+        from microcoder.actors.weight_sync import update_engine
+
         mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
         with self.timer.sync():
             result, pause_s = update_engine(
                 self.engine,
                 mode,
-                pending.receive,
-                f"{self.name}: weight update to version {pending.latest}",
+                receive,
+                f"{self.name}: weight update to version {what}",
                 self.settings.generator.inflight_kv,
             )
         self.pause_s.append(pause_s)
@@ -451,7 +493,7 @@ class Generator(PriorityControl):
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
             for i, p in enumerate(prompts)
         ]
-        with self._weights:
+        with self._sampling():
             futures = [self._submit(self._sample_coro(a, temperature)) for a in assignments]
             groups = [f.result() for f in futures]
         return batch_diversity([[r.response_ids for r in g.responses] for g in groups])
@@ -461,7 +503,7 @@ class Generator(PriorityControl):
         from vllm import SamplingParams
 
         params = SamplingParams(temperature=0, max_tokens=max_tokens)
-        with self._weights:
+        with self._sampling():
             outs = self.engine.generate(
                 [{"prompt_token_ids": self._prompt_ids(p)} for p in prompts], params
             )
@@ -483,21 +525,44 @@ class Generator(PriorityControl):
         from microcoder.evaluation.sampling import sample_eval
 
         self.maybe_sync_weights()
-        with self._weights:
+        with self._sampling():
             samples = sample_eval(
                 self.engine, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
             )
         return {"version": self.version, "samples": samples}
 
+    @contextmanager
+    def _sampling(self) -> Iterator[None]:
+        """The weight lock, for sampling outside the loop. A relay round a tick said this
+        generator is ready for is received first: rank 0 put it in the round's chain, and the
+        members after it would lose the round if it did not receive."""
+        with self._weights:
+            if self._relay is not None and self._relay.busy:
+                self._update_locked()
+            yield
+
     def shutdown(self) -> None:
-        """Stop the loop, return held leases, and shut the engine down (its EngineCore exits)."""
+        """Stop the loop, return held leases, leave the weight relay, and shut the engine down
+        (its EngineCore exits)."""
         self.stop()
+        if self._relay is not None and self._learner0_handle is not None:
+            self._learner0_handle.leave_relay.remote(self.name)  # dropped at the next version
         if self.client is not None:
             self.client.release_and_close()
         try:
             self.engine.shutdown()
         except Exception:
             pass
+
+
+def relay_member(name: str, settings: GeneratorSettings):
+    """Generator `name`'s side of the weight relay, or None with learner.weight_transport
+    "channels"."""
+    if settings.learner.weight_transport != "relay":
+        return None
+    from microcoder.actors.relay_member import RelayMember
+
+    return RelayMember(name, settings.learner, settings.generator.weight_poll_s)
 
 
 class _Counted:

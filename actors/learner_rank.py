@@ -34,13 +34,17 @@ CONCURRENCY_GROUPS: dict[str, tuple[str, ...]] = {
         "weight_channel_host",
         "open_weight_channel",
         "batch_digest",
+        "join_relay",
+        "leave_relay",
+        "relay_status",
     ),
     "data": ("fetch_batch",),
     "weights": ("send_weights",),
 }
 """Rank 0's threads, by kind of call (Ray concurrency groups; each group has its own threads).
 - "control": the calls that answer at once and never wait for a lock or a peer: the driver's
-  liveness probe and the generators' version polls (`latest_version`), opening a channel.
+  liveness probe and the generators' version polls (`latest_version`), opening a channel,
+  the relay's membership and status (actors/relay_hub.py: its rounds run on its own thread).
 - "data": `fetch_batch`, which may wait for the buffer up to `learner.batch_wait_s`.
 - "weights": `send_weights`, one per generator syncing; over NCCL each waits for `WorkLock`
   up to `learner.sync_timeout_s`.
@@ -175,6 +179,7 @@ class LearnerRank:
         self.learner = None
         self.client = None
         self.publisher = None
+        self.relay = None  # rank 0 with learner.weight_transport = "relay": its RelayHub
         self._stop = False
         self._batch = None  # rank 0: the PackedBatch fetched for the next train
         self.last_digest = None  # the digest of the batch this rank last received
@@ -227,6 +232,7 @@ class LearnerRank:
             self.publisher = WeightPublisher(  # channels bind this node's IP, as Ray reports it
                 s.learner.sync_timeout_s, device=self.learner.device.type
             )
+            self.start_relay(s.learner)
         self.publish()
         return self.learner.version
 
@@ -418,9 +424,35 @@ class LearnerRank:
             name, ticket, port, exclusive=lambda: self._work.send(timeout_s, name)
         )
 
+    def start_relay(self, learner_cfg) -> None:
+        """Rank 0: the relay's hub with learner.weight_transport "relay" (actors/relay_hub.py)."""
+        from microcoder.actors.relay_hub import hub_for
+
+        self.relay = hub_for(self.publisher, learner_cfg, self._work)
+
+    def join_relay(self, name: str, workers: int) -> dict[str, Any]:
+        """Rank 0: generator `name` joins the relay at the next version (actors/relay_hub.py)."""
+        from microcoder.actors.relay_hub import RelayHub
+
+        if self.relay is None:
+            RelayHub.refuse(name)
+        return self.relay.join(name, workers)
+
+    def leave_relay(self, name: str) -> None:
+        if self.relay is not None:
+            self.relay.leave(name)
+
+    def relay_status(self, name: str) -> dict[str, Any]:
+        """Rank 0: the relay's epoch and round as generator `name` needs them (answers at once)."""
+        if self.relay is None:
+            return {"member": "out", "epoch": None, "round": None, "last": {}, "latest": -1}
+        return self.relay.status(name)
+
     def shutdown(self) -> None:
         import torch.distributed as dist
 
+        if self.relay is not None:
+            self.relay.close()
         self._stop = True
         time.sleep(1.5)  # let a fetch_batch in another thread see the flag and return
         if self.client is not None:

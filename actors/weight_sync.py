@@ -86,6 +86,8 @@ class WeightPublisher:
         self._state: dict = {}
         self._channels: dict[str, _Channel] = {}
         self._lock = threading.Lock()
+        self.listeners: list[Callable[[int], None]] = []
+        """Called with each version `publish` keeps (the relay's hub: actors/relay_hub.py)."""
 
     def publish(self, version: int, state: dict) -> None:
         """Keep `state` (full CPU weights) as the weights of `version`. One tensor under two
@@ -94,6 +96,13 @@ class WeightPublisher:
         state = served_names(state)
         with self._lock:
             self._state, self.version = state, version
+        for listener in self.listeners:
+            listener(version)
+
+    def newest(self) -> tuple[dict, int]:
+        """(the newest weights, their version), as `publish` kept them."""
+        with self._lock:
+            return self._state, self.version
 
     def open_channel(self, name: str, receivers: int | None = None) -> dict[str, Any]:
         """Start a sender for generator `name` (it completes when the generator's workers join);

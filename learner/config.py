@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
+
+WEIGHT_TRANSPORTS = ["channels", "relay"]
+"""The values of `learner.weight_transport`."""
 
 
 class LearnerConfig(Section):
@@ -106,6 +110,21 @@ class LearnerConfig(Section):
     kept until its score lands, even past keep_checkpoints."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
+    weight_transport: str = "channels"
+    """How rank 0 sends each new version to the generators. "channels": one broadcast group per
+    generator, sent in turn (actors/weight_sync.py; a sync's cost grows with the generator
+    count). "relay": one chain relay over every member generator's workers (actors/relay_hub.py,
+    learner/sync/relay.py): about one transfer for N generators, a receiver holding two chunks
+    above its model. With "relay" a generator still catches up on its own channel first (at
+    start, after a restart or a `scale` add), joins the relay at the next version, and falls
+    back to its channel for a version a relay round misses it. Default "channels": on CPU
+    loopback the relay measured no faster (bench/RESULTS.md, "Weights to N receivers": each
+    hop is a copy on the same cores) and its NCCL path has not run on GPUs yet; choose "relay"
+    where the links, not the CPU, bound a sync (many generators on their own GPUs)."""
+    relay_join_s: float = Field(10.0, gt=0)
+    """weight_transport = "relay": how long rank 0 waits at each round for the member
+    generators to be ready (and, in a new epoch, to join its group) before it goes on without
+    the missing ones; those catch up on their own channels and join again at a later version."""
     collective_timeout_s: float = Field(600.0, gt=0)
     """Seconds one collective of the learner's process group (gloo/NCCL: its rendezvous at
     setup, each all-gather/reduce of a step) waits for the other ranks before it fails; the
@@ -114,6 +133,17 @@ class LearnerConfig(Section):
     """Seconds the driver waits for every rank to finish one train, publish (the weight gather)
     or checkpoint save before it stops the run naming the rank that did not; raise it above
     the slowest step (compute_s + sync_s)."""
+
+    @field_validator("weight_transport")
+    @classmethod
+    def _known_transport(cls, v: str) -> str:
+        if v not in WEIGHT_TRANSPORTS:
+            close = difflib.get_close_matches(v, WEIGHT_TRANSPORTS, n=1, cutoff=0.0)
+            raise ValueError(
+                f"learner.weight_transport = {v!r} is not a transport; did you mean "
+                f"{close[0]!r}? (one of: {', '.join(repr(t) for t in WEIGHT_TRANSPORTS)})"
+            )
+        return v
 
     @field_validator("logprob_chunk_tokens")
     @classmethod

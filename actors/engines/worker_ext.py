@@ -124,6 +124,45 @@ class WeightLoaderExtension:
             raise RuntimeError(
                 "no weight channel is open in this worker; call mc_open_channel first"
             )
+        return self._mc_stream_load(receiver)
+
+    def mc_relay_worker(self) -> int:
+        """This worker's rank in its engine (the generator counts its workers by the replies)."""
+        return int(self.rank)
+
+    def mc_open_relay(self, spec: dict[str, Any]) -> None:
+        """Join the relay epoch `spec` (actors/relay_hub.py): this worker's rank is the
+        generator's `first_rank` + its rank in the engine, in a group of `world` ranks. The
+        epoch's previous group, if any, is left."""
+        from microcoder.learner.sync.relay import RelayReceiver
+
+        worker, workers = int(self.rank), int(self.parallel_config.world_size)
+        if workers != spec["workers"]:
+            raise ValueError(
+                f"relay epoch {spec['epoch']}: {spec['name']} joined with {spec['workers']} "
+                f"workers but its engine has {workers}"
+            )
+        self._mc_relay = None  # the old epoch's group goes with its receiver
+        self._mc_relay = RelayReceiver(
+            spec["host"],
+            spec["port"],
+            spec["first_rank"] + worker,
+            spec["world"],
+            timeout_s=spec["timeout_s"],
+            name=spec["name"] if workers == 1 else f"{spec['name']} tp-worker {worker}",
+            device=spec.get("device", "cpu"),
+        )
+
+    def mc_relay_receive_and_load(self, n: int) -> tuple[int, int, float, float]:
+        """Receive relay round `n` of the joined epoch and load it bucket by bucket, as
+        `mc_receive_and_load` does a channel's round (at most two chunks above the model)."""
+        receiver = getattr(self, "_mc_relay", None)
+        if receiver is None:
+            raise RuntimeError("this worker joined no relay epoch; call mc_open_relay first")
+        receiver.round = int(n)  # a round this member sat out leaves the counters apart
+        return self._mc_stream_load(receiver)
+
+    def _mc_stream_load(self, receiver) -> tuple[int, int, float, float]:
         t0 = time.perf_counter()
         stream = _TimedStream(receiver.receive())
         count = self.mc_load_weights(stream)

@@ -29,9 +29,10 @@ that a rank before it could not forward to, else the first that failed), the ran
 that did not get the version and the ones upstream the stall reached (`.delivered`: the ranks
 that confirmed it).
 
-Built and bench-measured (`microcoder bench weight-sync --receivers 1,2,4`); not yet the run's
-path: generators still get one channel each (actors/weight_sync.py). The design for the run:
-notes/issue-33-h19.md.
+Bench-measured by `microcoder bench weight-sync --receivers 1,2,4`. The run uses it with
+`learner.weight_transport = "relay"`: rank 0's `RelayHub` (actors/relay_hub.py) keeps the
+epoch's `RelaySender`, each generator's workers a `RelayReceiver` (actors/engines/worker_ext.py
+`mc_open_relay`), and the generator's loop drives its side (actors/relay_member.py).
 """
 
 from __future__ import annotations
@@ -89,17 +90,18 @@ class RelaySender(WeightSender):
         version: int,
         *,
         drop_missing: bool = False,
+        join_s: float | None = None,
     ) -> RelayStats:
         """Send all tensors as weights of `version` to every receiver; returns the stats once
         every receiver confirmed the same bytes, else raises `RelayError` naming who did not.
 
-        `drop_missing`: a receiver not ready within timeout_s is left out of this round (the
-        chain closes over it, `RelayStats.skipped`) instead of failing the round."""
+        `drop_missing`: a receiver not ready within `join_s` (default timeout_s) is left out of
+        this round (the chain closes over it, `RelayStats.skipped`) instead of failing it."""
         start = time.perf_counter()
         n, self.round = self.round, self.round + 1
         items = [(name, t.detach()) for name, t in named_tensors]
         header = relay_layout(items, version, self.bucket_bytes, self.dtype)
-        self.chain = self._members(n, drop_missing)
+        self.chain = self._members(n, drop_missing, self.timeout_s if join_s is None else join_s)
         self._cuda_mark()
         fp, failure = _Fingerprint(), None
         try:
@@ -124,16 +126,16 @@ class RelaySender(WeightSender):
             skipped=[r for r in range(1, self.world) if r not in self.chain],
         )
 
-    def _members(self, n: int, drop_missing: bool) -> list[int]:
+    def _members(self, n: int, drop_missing: bool, join_s: float) -> list[int]:
         """The round's chain: every receiver, or with `drop_missing` those ready within
-        timeout_s; published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
+        `join_s`; published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
         keys = {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)}
         what = f"start receiving relay round {n}"
         if not drop_missing:
-            _wait_keys(self.store, keys, self.names, what, self.timeout_s)
+            _wait_keys(self.store, keys, self.names, what, join_s)
         else:
             try:
-                self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
+                self.store.wait(list(keys.values()), timedelta(seconds=join_s))
             except RuntimeError:  # DistStoreError past the deadline: go on with the ready
                 pass
             if not any(self.store.check([k]) for k in keys.values()):
@@ -298,8 +300,7 @@ class RelayReceiver(WeightReceiver):
         if self.rank not in chain:
             raise WeightSyncError(
                 f"weight relay round {n}: this receiver was left out of the round (it was not "
-                f"ready within {self.timeout_s:.0f} s of its start); it gets the next version "
-                "at a later round"
+                "ready in time when the round started); it gets the version another way"
             )
         i = chain.index(self.rank)
         self.up, self.down = chain[i - 1], chain[i + 1] if i + 1 < len(chain) else None

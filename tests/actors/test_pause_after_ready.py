@@ -72,6 +72,7 @@ def stand_in_generator(rank0):
     gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
     gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
     gen._held = None  # no held-out eval holds its weights (Generator.hold_weights)
+    gen._relay = None  # learner.weight_transport = "channels"
     return gen
 
 

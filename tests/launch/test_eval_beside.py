@@ -206,6 +206,7 @@ def stand_in_generator(newest: list[int]):
 
     gen = Generator.__new__(Generator)
     gen.version, gen.learner0, gen._pending, gen._held = 0, "rank-0", None, None
+    gen._relay = None  # learner.weight_transport = "channels"
     gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
     gen.settings = SimpleNamespace(generator=SimpleNamespace(weight_poll_s=0.0))
     gen.updates = 0

@@ -1,0 +1,257 @@
+"""A generator's side of the weight relay (`learner.weight_transport = "relay"`; rank 0's side:
+actors/relay_hub.py). The generator's loop calls `RelayMember.step` at its ticks; it never
+blocks the loop on rank 0:
+
+1. After a completed sync on its own channel (at start, after a restart, after a `scale` add:
+   the generator is current), `joined_after_channel_sync` asks rank 0 to take it into the
+   relay (`join_relay`); it is a member from the next version on.
+2. At its version polls (`generator.weight_poll_s`) it asks rank 0's `relay_status` (answers at
+   once). A round of a newer version in a new epoch: its workers join the epoch's group
+   (`mc_open_relay`, on a thread: the loop goes on handing in groups). Then it sets its ready
+   keys in the epoch's store and waits, at every tick, for rank 0's chain of the round (a key
+   check, no call to rank 0). The loop leases nothing meanwhile (`busy`).
+3. The chain names it: the caller pauses the engine and `receive`s (the workers load the round
+   bucket by bucket, `mc_relay_receive_and_load`); the engine paused only once rank 0 sends.
+   The chain left it out (it was late), or rank 0 dropped it, or a deadline passed: it falls
+   back to its own channel (`step` says "channel"), and joins again after that sync.
+4. A receive that failed once it began raises `WeightsMixedError` (the load streams: the
+   engine may hold part of the new weights), as a channel's does; so does a round rank 0 did not
+   confirm for it (other bytes), seen at the next poll.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from microcoder.actors.weight_sync import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+
+CHANNEL, IDLE, WAIT, RECEIVE = "channel", "idle", "wait", "receive"
+"""What `RelayMember.step` tells the caller: sync over the own channel now; nothing to do;
+a round is under way (hold leases, check again next tick); receive the round now."""
+
+MARGIN_S = 5.0
+"""Added to rank 0's own waits before a member gives up on a round and falls back."""
+
+
+class _Join(threading.Thread):
+    """The workers joining an epoch's group (`mc_open_relay` blocks until every member's
+    workers joined, up to rank 0's `relay_join_s`)."""
+
+    def __init__(self, engine, spec: dict, round_: dict):
+        super().__init__(name=f"relay-join-{spec['epoch']}", daemon=True)
+        self.engine, self.spec, self.round, self.error = engine, spec, round_, None
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            self.engine.collective_rpc("mc_open_relay", args=(self.spec,))
+        except BaseException as err:
+            self.error = err
+
+
+class RelayMember:
+    """Generator `name`'s membership of the relay; `cfg` the run's LearnerConfig, `poll_s`
+    how often it asks rank 0 (`generator.weight_poll_s`)."""
+
+    def __init__(self, name: str, cfg, poll_s: float):
+        self.name, self.cfg, self.poll_s = name, cfg, poll_s
+        self.asked = False  # asked to join since its last fallback
+        self.epoch: int | None = None  # the epoch its workers joined
+        self.joining: _Join | None = None
+        self.waiting: dict | None = None  # the round it is ready for: n, version, ranks, since
+        self.checking: tuple[int, int] | None = None  # (epoch, n) received, not yet confirmed
+        self.store = None
+        self.polled = float("-inf")
+        self.behind_since: float | None = None
+        self.fallbacks, self.rounds, self.last_fallback = 0, 0, ""
+        self.round_s = 2 * cfg.relay_join_s + MARGIN_S  # rank 0: the build, then the ready wait
+
+    @property
+    def busy(self) -> bool:
+        """A round is under way for it: the loop leases nothing and asks every tick."""
+        return self.waiting is not None or self.joining is not None
+
+    def _ask(self, ref, what: str):
+        from microcoder.actors.deadline import get_within
+
+        return get_within(ref, self.cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
+
+    def joined_after_channel_sync(self, engine, rank0) -> None:
+        """The generator completed a sync on its own channel: join the relay (once)."""
+        if self.asked:
+            return
+        try:
+            workers = len(engine.collective_rpc("mc_relay_worker"))
+            self._ask(rank0.join_relay.remote(self.name, workers), "join_relay")
+        except Exception as err:  # the weights loaded all the same; asked again after the next
+            print(f"{self.name}: joining the weight relay failed: {err}", file=sys.stderr)
+            return
+        self.asked, self.polled = True, float("-inf")
+
+    def summary(self) -> dict[str, Any]:
+        """For the generator's stats: relay rounds loaded, fallbacks to the channel, the last
+        fallback's reason, and whether it is (asked to be) a member now."""
+        return {
+            "member": self.asked,
+            "epoch": self.epoch,
+            "rounds": self.rounds,
+            "fallbacks": self.fallbacks,
+            "last_fallback": self.last_fallback,
+        }
+
+    def step(self, engine, rank0, version: int) -> str:
+        """One tick (never blocks on rank 0 beyond an answer-at-once status call): CHANNEL,
+        IDLE, WAIT or RECEIVE (then call `receive(engine)` with the engine paused)."""
+        if not self.asked:
+            return CHANNEL
+        if self.joining is not None:
+            return self._joined()
+        if self.waiting is not None:
+            return self._chain_says()
+        now = time.monotonic()
+        if now - self.polled < self.poll_s:
+            return IDLE
+        self.polled = now
+        st = self._ask(rank0.relay_status.remote(self.name), "relay_status")
+        self._check_confirmed(st["last"])
+        if st["member"] == "out":
+            return self.fall_back(
+                "learner rank 0 does not count it a member (dropped, or restarted)"
+            )
+        if st["member"] == "pending" and st["latest"] > version and st["boundary"] >= st["latest"]:
+            return CHANNEL  # joined after the newest version's boundary: it comes by its channel
+        rnd, spec = st["round"], st["epoch"]
+        if st["member"] == "pending" or rnd is None or rnd["version"] <= version:
+            return self._behind(st["latest"] > version, now)
+        self.behind_since = None
+        if self.epoch != spec["epoch"]:
+            self.joining = _Join(engine, spec, rnd)
+            self.joining.start()
+            return WAIT
+        return self._ready(spec, rnd)
+
+    def _behind(self, behind: bool, now: float) -> str:
+        """No round for a newer version yet: wait for one (the hub makes it right after the
+        publish), up to rank 0's own waits; then fall back to the channel."""
+        if not behind:
+            self.behind_since = None
+            return IDLE
+        self.behind_since = self.behind_since or now
+        if now - self.behind_since > self.round_s + self.cfg.sync_timeout_s:
+            return self.fall_back("no relay round carried the newest version in time")
+        return IDLE
+
+    def _joined(self) -> str:
+        join = self.joining
+        if join.is_alive():
+            if time.monotonic() - join.started > self.round_s:
+                return self.fall_back("its workers did not join the epoch's group in time")
+            return WAIT
+        self.joining = None
+        if join.error is not None:
+            why = f"{type(join.error).__name__}: {str(join.error)[:300]}"
+            return self.fall_back(f"joining relay epoch {join.spec['epoch']} failed: {why}")
+        self.epoch = join.spec["epoch"]
+        self._close_store()
+        return self._ready(join.spec, join.round)
+
+    def _ready(self, spec: dict, rnd: dict) -> str:
+        """Set this member's ready keys for round rnd["n"] (rank 0 puts it in the chain)."""
+        from microcoder.learner.sync.transport import _PREFIX
+
+        store = self._store(spec)
+        first, workers = spec["first_rank"], spec["workers"]
+        for r in range(first, first + workers):
+            store.set(f"{_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
+        self.waiting = {**rnd, "first": first, "since": time.monotonic()}
+        return WAIT
+
+    def _chain_says(self) -> str:
+        from microcoder.learner.sync.transport import _PREFIX
+
+        w = self.waiting
+        key = f"{_PREFIX}/relay-chain/{w['n']}"
+        if not self.store.check([key]):
+            if time.monotonic() - w["since"] > self.round_s:
+                return self.fall_back(f"learner rank 0 did not start relay round {w['n']} in time")
+            return WAIT
+        if w["first"] in json.loads(self.store.get(key).decode()):
+            return RECEIVE
+        return self.fall_back(f"left out of relay round {w['n']} (not ready when it started)")
+
+    def receive(self, engine) -> dict[str, Any]:
+        """Receive and load the round the chain named it for (the engine paused). Returns its
+        timings and new version; a failure raises `WeightsMixedError` and falls back."""
+        w, t0 = self.waiting, time.perf_counter()
+        try:
+            out = engine.collective_rpc("mc_relay_receive_and_load", args=(w["n"],))
+            version, count, receive_s, reload_s = out[0]
+        except Exception as err:
+            self.fall_back(f"relay round {w['n']} failed: {type(err).__name__}")
+            raise WeightsMixedError(
+                f"{self.name}: the relay load of round {w['n']} failed after it may have begun, "
+                f"so the engine may hold part of the new weights: {type(err).__name__}: {err}"
+            ) from err
+        self.waiting, self.checking = None, (self.epoch, w["n"])
+        self.rounds += 1
+        t1 = time.perf_counter()
+        return {
+            "version": int(version),
+            "tensors": int(count),
+            "transport": "relay",
+            "epoch": self.epoch,
+            "round": w["n"],
+            "ready_s": t0 - w["since"],  # ready, until rank 0 sent (the engine generating)
+            "receive_s": receive_s,
+            "reload_s": reload_s,
+            "transfer_s": t1 - t0,
+        }
+
+    def _check_confirmed(self, last: dict) -> None:
+        """Rank 0's outcome of the last round this member loaded: not delivered (other bytes,
+        or rank 0's fingerprints disagree) means its weights are not the version's."""
+        if self.checking is None or not last:
+            return
+        if (last["epoch"], last["n"]) < self.checking:
+            return
+        if (last["epoch"], last["n"]) == self.checking and self.name not in last["delivered"]:
+            why = last["failed"].get(self.name, "not confirmed")
+            self.checking = None
+            self.fall_back(f"rank 0 did not confirm its round: {why}")
+            raise WeightsMixedError(
+                f"{self.name}: learner rank 0 did not confirm the relay round it loaded ({why}); "
+                "its weights may not be that version's"
+            )
+        self.checking = None
+
+    def fall_back(self, why: str) -> str:
+        """Leave the relay on this side: the next sync goes over the own channel, after which
+        it joins again. Returns CHANNEL."""
+        self.asked, self.epoch, self.joining, self.waiting = False, None, None, None
+        self.behind_since = None
+        self._close_store()
+        self.fallbacks += 1
+        self.last_fallback = why
+        print(f"{self.name}: weight relay: {why}; syncing on its own channel", file=sys.stderr)
+        return CHANNEL
+
+    def _store(self, spec: dict):
+        if self.store is None:
+            from datetime import timedelta
+
+            import torch.distributed as dist
+
+            self.store = dist.TCPStore(
+                spec["host"],
+                spec["port"],
+                is_master=False,
+                timeout=timedelta(seconds=self.cfg.sync_timeout_s),
+            )
+        return self.store
+
+    def _close_store(self) -> None:
+        self.store = None
