@@ -207,6 +207,19 @@ def joined_relay(ray, names=NAMES, chunk_bytes: int | None = None):
     return rank0, gens, ticking
 
 
+def step_reaches_all_through_the_relay(ray, rank0, gens, *, version: int, epoch: int) -> None:
+    """One training step publishes `version`; every generator loads it through the relay, in
+    `epoch`, bit-identical to rank 0's weights."""
+    assert step(ray, rank0) == version
+    wait_for(
+        f"version {version} everywhere", lambda: all(g.version == version for g in gens.values())
+    )
+    for g in gens.values():
+        sync = g.syncs[-1]
+        assert sync["transport"] == "relay" and sync["epoch"] == epoch, (g.name, sync)
+        assert_bit_identical(g, version)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_generators_on_one_epoch_get_each_version_bit_identical_through_one_relay(ray_cluster):
@@ -283,12 +296,7 @@ def test_a_member_missing_at_the_join_deadline_is_left_out_and_catches_up_on_its
             late._relay.last_fallback
         )
         wait_for("gen-2 asked to join again", lambda: late._relay.asked)
-        assert step(ray, rank0) == 3
-        wait_for("version 3 everywhere", lambda: all(g.version == 3 for g in gens.values()))
-        for g in gens.values():
-            sync = g.syncs[-1]
-            assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
-            assert_bit_identical(g, 3)
+        step_reaches_all_through_the_relay(ray, rank0, gens, version=3, epoch=2)
     finally:
         ticking.close()
         ray.kill(rank0)
@@ -315,12 +323,7 @@ def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_ne
         wait_for("gen-new synced on its channel and asked", lambda: new._relay.asked)
         assert new.version == 1 and "transport" not in new.syncs[-1]
         assert_bit_identical(new, 1)
-        assert step(ray, rank0) == 2
-        wait_for("version 2 everywhere", lambda: all(g.version == 2 for g in gens.values()))
-        for g in gens.values():
-            sync = g.syncs[-1]
-            assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
-            assert_bit_identical(g, 2)
+        step_reaches_all_through_the_relay(ray, rank0, gens, version=2, epoch=2)
         wait_for("rank 0 settled the round", lambda: last_round(ray, rank0).get("version") == 2)
         assert last_round(ray, rank0)["delivered"] == ["gen-0", "gen-1", "gen-new"]
     finally:
@@ -399,12 +402,7 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
             assert_bit_identical(g, 1)
         assert any("WeightsMixedError" in e for e in ticking.errors["gen-1"])
         wait_for("gen-1 asked to join again", lambda: gens["gen-1"]._relay.asked)
-        assert step(ray, rank0) == 2
-        wait_for("version 2 everywhere", lambda: all(g.version == 2 for g in gens.values()))
-        for g in gens.values():
-            sync = g.syncs[-1]
-            assert sync["transport"] == "relay" and sync["epoch"] == 2, (g.name, sync)
-            assert_bit_identical(g, 2)
+        step_reaches_all_through_the_relay(ray, rank0, gens, version=2, epoch=2)
         wait_for("rank 0 settled round 0 of epoch 2", lambda: last_round(ray, rank0)["epoch"] == 2)
         assert last_round(ray, rank0)["delivered"] == ["gen-0", "gen-1"]
     finally:
