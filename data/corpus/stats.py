@@ -79,11 +79,12 @@ def _why(reject) -> str:
     return f"{where}: field '{reject.field}': {reject.reason}"
 
 
-def file_stats(path: str) -> dict:
+def file_stats(path: str, format: str = "auto") -> dict:
     """`{"file", "format", "problems", "rejected", "first_reject", "counts":
     count_problems(...)}`; `first_reject` says where and why the first bad row failed (None
-    when every row loaded)."""
-    result = load_problems(path, strict=False)
+    when every row loaded). `format` names the loader (data/formats/loaders.py); "auto"
+    detects it from the first row."""
+    result = load_problems(path, format, strict=False)
     return {
         "file": str(path),
         "format": result.format,
@@ -95,11 +96,13 @@ def file_stats(path: str) -> dict:
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    """`microcoder data stats FILE [--json]`; 0 ok, 2 unreadable file."""
+    """`microcoder data stats FILE [--format NAME] [--json]`; 0 ok, 2 unreadable file."""
     try:
-        stats = file_stats(args.file)
+        stats = file_stats(args.file, getattr(args, "format", "auto"))
     except (ProblemFormatError, OSError, ValueError) as e:
         print(f"microcoder data stats: {e}", file=sys.stderr)
+        if isinstance(e, ProblemFormatError) and "name its format" in str(e):
+            print(f"here: microcoder data stats --format NAME {args.file}", file=sys.stderr)
         return 2
     print(json.dumps(stats, indent=1) if args.json else format_table(stats))
     return 0

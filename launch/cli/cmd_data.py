@@ -86,5 +86,10 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
         "difficulty, tests per problem and date.",
     )
     p.add_argument("file", help="problem file")
+    p.add_argument(
+        "--format",
+        default="auto",
+        help="the file's format, as data.format names it (default auto: from its first row)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dispatch("microcoder.data.corpus.stats"))

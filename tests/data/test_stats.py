@@ -100,3 +100,23 @@ def test_the_data_commands_reach_their_modules_through_the_cli(site_a, tmp_path,
     argv = ["data", "build", "--sources", site_a["file"], "--out", out, "--report", report]
     assert main([*argv, "--skip-verify"]) == 0
     assert (tmp_path / "out.jsonl").is_file()
+
+
+def test_stats_reads_the_file_in_the_format_named_and_says_how_to_name_one(tmp_path, capsys):
+    """`--format` reaches the loader (an lcb reading of a HumanEval file rejects every row),
+    and a row no format recognises is answered with this command's own flag."""
+    from pathlib import Path
+
+    from microcoder.launch.cli.main import main
+
+    humaneval = Path(__file__).resolve().parents[1] / "fixtures" / "data" / "humaneval.jsonl"
+    assert main(["data", "stats", str(humaneval), "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert auto["format"] == "humaneval" and auto["problems"] > 0
+    assert main(["data", "stats", str(humaneval), "--format", "lcb", "--json"]) == 0
+    as_lcb = json.loads(capsys.readouterr().out)
+    assert (as_lcb["format"], as_lcb["problems"]) == ("lcb", 0)
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('{"id": "x1", "question": "add", "tests": "t"}\n')
+    assert main(["data", "stats", str(unknown)]) == 2
+    assert f"microcoder data stats --format NAME {unknown}" in capsys.readouterr().err
