@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.resources import CustomResources
-
-WEIGHT_TRANSPORTS = ["channels", "relay"]
-"""The values of `learner.weight_transport`."""
 
 
 class LearnerConfig(Section):
@@ -110,7 +106,7 @@ class LearnerConfig(Section):
     kept until its score lands, even past keep_checkpoints."""
     sync_timeout_s: float = Field(120.0, gt=0)
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
-    weight_transport: str = "channels"
+    weight_transport: Literal["channels", "relay"] = "channels"
     """How rank 0 sends each new version to the generators. "channels": one broadcast group per
     generator, sent in turn (actors/weight_sync.py; a sync's cost grows with the generator
     count). "relay": one chain relay over every member generator's workers (actors/relay_hub.py,
@@ -133,17 +129,6 @@ class LearnerConfig(Section):
     """Seconds the driver waits for every rank to finish one train, publish (the weight gather)
     or checkpoint save before it stops the run naming the rank that did not; raise it above
     the slowest step (compute_s + sync_s)."""
-
-    @field_validator("weight_transport")
-    @classmethod
-    def _known_transport(cls, v: str) -> str:
-        if v not in WEIGHT_TRANSPORTS:
-            close = difflib.get_close_matches(v, WEIGHT_TRANSPORTS, n=1, cutoff=0.0)
-            raise ValueError(
-                f"learner.weight_transport = {v!r} is not a transport; did you mean "
-                f"{close[0]!r}? (one of: {', '.join(repr(t) for t in WEIGHT_TRANSPORTS)})"
-            )
-        return v
 
     @field_validator("logprob_chunk_tokens")
     @classmethod

@@ -9,6 +9,7 @@ docstring right under them (pydantic's `use_attribute_docstrings`), which is als
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +41,16 @@ def _suggest(key: str, options: list[str], prefix: str = "") -> str:
     if close:
         return f"; did you mean '{prefix}{close[0]}'?"
     return f"; valid keys here: {', '.join(sorted(options))}"
+
+
+def _nearest_choice(error: dict[str, Any]) -> str:
+    """For a value outside a Literal field's choices (pydantic's `literal_error`), the nearest
+    choice as "; did you mean 'x'?", else ""."""
+    if error.get("type") != "literal_error" or not isinstance(error.get("input"), str):
+        return ""
+    choices = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+    close = difflib.get_close_matches(error["input"], choices, n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str = "") -> None:
@@ -115,7 +126,7 @@ def load_layers(
         for e in err.errors():
             loc = ".".join(str(x) for x in e["loc"])
             if loc:
-                lines.append(f"  {loc}: {e['msg']} (got {e.get('input')!r})")
+                lines.append(f"  {loc}: {e['msg']}{_nearest_choice(e)} (got {e.get('input')!r})")
             else:  # a rule across sections: its message names the keys; the input is everything
                 lines.append(f"  {e['msg']}")
         where = f" in {path}" if path else ""

@@ -47,6 +47,26 @@ def test_unknown_key_suggests_the_nearest_valid_key(tmp_path):
         load_config(write(tmp_path, "[learner]\nlrr = 0.5\n"))
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "nearest"),
+    [
+        ("learner.weight_transport", "rellay", "relay"),
+        ("generator.inflight_kv", "reus", "reuse"),
+    ],
+)
+def test_a_value_outside_a_choice_names_the_nearest_choice(key, value, nearest):
+    with pytest.raises(
+        ConfigError, match=rf"{key}: .*did you mean '{nearest}'\? \(got '{value}'\)"
+    ):
+        load_config(None, [f"{key}={value}"])
+
+
+def test_a_value_far_from_every_choice_names_the_choices_only():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["learner.weight_transport=zzz"])
+    assert "'channels' or 'relay'" in str(err.value) and "did you mean" not in str(err.value)
+
+
 def test_removed_algorithm_partial_credit_points_at_the_executor_key(tmp_path):
     with pytest.raises(
         ConfigError, match="algorithm.partial_credit' was removed.*executor.partial_credit"
