@@ -70,25 +70,26 @@ def hold_pool(run) -> tuple[int, dict[str, Any]]:
 def release_pool(run, held: dict[str, Any]) -> None:
     """`release_weights` on each held generator (within learner.sync_timeout_s; a generator
     that does not answer is logged: its next restart drops the hold)."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.run.pools import with_log
-
-    for name, handle in held.items():
-        try:
-            get_within(
-                handle.release_weights.remote(),
-                run.cfg.learner.sync_timeout_s,
-                "release_weights",
-                with_log(name),
-                "see its log; it keeps the eval's weights until it is restarted",
-            )
-        except Exception as err:
-            run.log(f"could not release {name} after the eval: {str(err).splitlines()[-1]}")
+    _call_each(
+        run,
+        held,
+        "release_weights",
+        remedy="see its log; it keeps the eval's weights until it is restarted",
+        failed="could not release {name} after the eval",
+    )
 
 
-def _call_each(run, actors: dict[str, Any], method: str, *args) -> dict[str, Any]:
-    """`method(*args)` on each actor within learner.sync_timeout_s; {name: its answer} of those
-    that answered (the others logged)."""
+def _call_each(
+    run,
+    actors: dict[str, Any],
+    method: str,
+    *args,
+    remedy: str = "see its log",
+    failed: str = "{method} on {name} failed",
+) -> dict[str, Any]:
+    """`method(*args)` on each actor (all asked at once), each answer awaited within
+    learner.sync_timeout_s; {name: its answer} of those that answered. One that did not is
+    logged as `failed` (formatted with name and method), its deadline error naming `remedy`."""
     from microcoder.actors.deadline import get_within
     from microcoder.launch.run.pools import with_log
 
@@ -97,10 +98,11 @@ def _call_each(run, actors: dict[str, Any], method: str, *args) -> dict[str, Any
     for name, ref in refs.items():
         try:
             out[name] = get_within(
-                ref, run.cfg.learner.sync_timeout_s, method, with_log(name), "see its log"
+                ref, run.cfg.learner.sync_timeout_s, method, with_log(name), remedy
             )
         except Exception as err:
-            run.log(f"{method} on {name} failed: {str(err).splitlines()[-1]}")
+            why = str(err).splitlines()[-1]
+            run.log(f"{failed.format(name=name, method=method)}: {why}")
     return out
 
 
