@@ -93,15 +93,14 @@ def _quantile(hist: torch.Tensor, p: float) -> float:
     return math.exp(-LOG_RANGE + min(i, BINS - 1) * BIN_WIDTH)
 
 
-def _describe(sums: torch.Tensor, hist: torch.Tensor) -> dict[str, float]:
+def _means(sums: torch.Tensor) -> dict[str, float]:
+    """The token count and the per-token means of one row of the four sums (`_SUMS`)."""
     n = float(sums[0])
-    out = {
-        "tokens": n,
-        "abs_dlogp": float(sums[1]) / n,
-        "kl": float(sums[2]) / n,
-        "out_of_band_frac": float(sums[3]) / n,
-    }
-    return out | {name: _quantile(hist, p) for name, p in QUANTILES.items()}
+    return {"tokens": n} | {m: float(sums[i]) / n for i, m in enumerate(_MEANS, 1)}
+
+
+def _describe(sums: torch.Tensor, hist: torch.Tensor) -> dict[str, float]:
+    return _means(sums) | {name: _quantile(hist, p) for name, p in QUANTILES.items()}
 
 
 def bucket_name(b: int) -> str:
@@ -126,9 +125,6 @@ def mismatch_metrics(total: torch.Tensor) -> dict:
     by = {bucket_name(b): _describe(sums[b], hist[b]) for b in range(k) if float(sums[b, 0]) > 0}
     out = {f"mismatch_{name}": v for name, v in overall.items() if name != "tokens"}
     by_span = {
-        name: {"tokens": float(row[0])}
-        | {m: float(row[i]) / float(row[0]) for i, m in enumerate(_MEANS, 1)}
-        for name, row in zip(SPANS, spans, strict=True)
-        if float(row[0]) > 0
+        name: _means(row) for name, row in zip(SPANS, spans, strict=True) if float(row[0]) > 0
     }
     return out | {"mismatch_by_staleness": by, "mismatch_by_span": by_span}
