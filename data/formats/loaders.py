@@ -19,6 +19,7 @@ as `Reject`s and a `LoadResult` is returned so a sanity run can count them.
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -107,7 +108,11 @@ def _resolve_format(path: Path, fmt: str) -> str:
     if fmt != "auto":
         fmt = FORMAT_ALIASES.get(fmt, fmt)
         if fmt not in CONVERTERS:
-            raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+            near = difflib.get_close_matches(fmt, FORMAT_CHOICES, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ValueError(
+                f"unknown format {fmt!r}; {hint}choose one of {', '.join(FORMAT_CHOICES)}"
+            )
         return fmt
     unreadable = None
     for line, row in iter_rows(path):

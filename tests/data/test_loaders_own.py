@@ -101,3 +101,10 @@ def test_a_file_whose_rows_are_all_unreadable_names_the_first_bad_line(tmp_path)
     with pytest.raises(ProblemFormatError, match="not valid JSON") as info:
         load_problems(bad)
     assert info.value.line == 1
+
+
+def test_an_unknown_format_name_names_the_nearest_format(fixture_path):
+    from microcoder.data.formats.loaders import load_problems
+
+    with pytest.raises(ValueError, match="did you mean 'leetcodedataset'"):
+        load_problems(fixture_path("lcb.jsonl"), format="leetcod")
