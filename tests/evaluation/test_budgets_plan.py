@@ -38,15 +38,8 @@ def problem(pid):
 
 
 def test_plan_skips_judged_keys_and_keeps_missing_budgets():
-    done = {
-        ("a", 0, 64),
-        ("a", 0, 128),
-        ("a", 1, 128),
-        ("b", 0, 64),
-        ("b", 0, 128),
-        ("b", 1, 64),
-        ("b", 1, 128),
-    }
+    every = {(pid, i, budget) for pid in "ab" for i in (0, 1) for budget in (64, 128)}
+    done = every - {("a", 1, 64)}  # all judged but one key
     todos = plan_samples([problem("a"), problem("b")], 2, [64, 128], done)
     assert len(todos) == 1 and todos[0].problem.id == "a"
     assert todos[0].sample_indices == [1] and todos[0].budgets == {1: [64]}

@@ -3,23 +3,21 @@ in place; greedy output then equals transformers' greedy output on the new weigh
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 from engine_testing.greedy import engine_greedy, hf_greedy
+from engine_testing.reload import load_over_channel
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.timeout(480)
 def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model_dir, tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from vllm import SamplingParams
 
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
-    from microcoder.actors.weight_sync import WeightPublisher
     from microcoder.learner.models.tiny_model import build_tiny_model
 
     assert torch.cuda.is_available(), "tests/gpu needs a CUDA GPU"
@@ -41,17 +39,9 @@ def test_cuda_engine_reloads_in_place_and_matches_transformers_greedy(tiny_model
     try:
         before = engine_greedy(llm, ids, params)
         assert before == hf_greedy(tiny_model_dir, ids, 12, torch.float32)  # the engine as loaded
-        publisher = WeightPublisher(timeout_s=120, device="cuda")
-        state = AutoModelForCausalLM.from_pretrained(new).state_dict()
-        publisher.publish(1, {k: v.detach().clone() for k, v in state.items()})
-        llm.collective_rpc("mc_open_channel", args=(publisher.open_channel("gen-cuda"),))
-        sent: dict = {}
-        thread = threading.Thread(target=lambda: sent.update(publisher.send("gen-cuda")))
-        thread.start()
-        (version, count, _, _), *_ = llm.collective_rpc("mc_receive_and_load")
-        thread.join(120)
-        llm.reset_prefix_cache()
-        assert (version, count) == (1, len(state)) and sent["version"] == 1
+        sync = load_over_channel(llm, new, "gen-cuda", timeout_s=120, device="cuda")
+        (version, count, _, _), *_ = sync.loaded
+        assert (version, count) == (1, sync.tensors) and sync.sent["version"] == 1
         after = engine_greedy(llm, ids, params)
     finally:
         llm.llm_engine.engine_core.shutdown()

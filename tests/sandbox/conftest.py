@@ -14,8 +14,17 @@ SECRET_VALUE = "env-s3cr3t-7f1c"
 
 
 def stdin_problem(tests: list[tuple[str, str]], pid: str = "p", **extra):
+    """A stdin problem with (input, output) `tests`; `extra` fields (e.g. time_limit_s) added."""
     rows = [{"input": i, "output": o} for i, o in tests]
     return validate_problem({"id": pid, "kind": "stdin", "tests": rows, **extra})
+
+
+def functional_problem(fn: str, tests: list[tuple[str, str]], pid: str = "p", **extra):
+    """A functional problem calling `fn`, with (arguments, return value) `tests` (JSON lines)."""
+    rows = [{"input": i, "output": o} for i, o in tests]
+    return validate_problem(
+        {"id": pid, "kind": "functional", "fn_name": fn, "tests": rows, **extra}
+    )
 
 
 SUM = stdin_problem([("1 2\n", "3\n"), ("40 2\n", "42\n")], pid="sum")

@@ -7,21 +7,12 @@ import signal
 
 import pytest
 
-from microcoder.data.problem import validate_problem
 from microcoder.sandbox import JudgePool, SandboxUnavailable
 from microcoder.sandbox import bwrap as bwrap_module
 
-SUM = validate_problem(
-    {
-        "id": "sum",
-        "kind": "stdin",
-        "tests": [
-            {"input": "1 2\n", "output": "3\n"},
-            {"input": "2 2\n", "output": "5\n"},
-            {"input": "3 3\n", "output": "6\n"},
-        ],
-    }
-)
+from .conftest import stdin_problem
+
+SUM = stdin_problem([("1 2\n", "3\n"), ("2 2\n", "5\n"), ("3 3\n", "6\n")], pid="sum")
 OK = "a, b = map(int, input().split())\nprint(a + b)"
 
 
@@ -90,9 +81,7 @@ def test_no_run_starts_after_the_first_failing_test(pool, monkeypatch):
 
 
 def test_files_a_solution_leaves_are_gone_for_the_next():
-    problem = validate_problem(
-        {"id": "files", "kind": "stdin", "tests": [{"input": "", "output": "clean\n"}]}
-    )
+    problem = stdin_problem([("", "clean\n")], pid="files")
     dirty = (
         "import os\nopen('left.txt', 'w').write('x')\nopen('/tmp/left2', 'w').write('x')\n"
         "os.mkdir('sub')\nos.chmod('.', 0o500)\nprint('clean')"
@@ -149,13 +138,7 @@ def test_workers_0_outside_ray_means_the_cores_this_process_may_use():
     assert resolve_workers(0) == len(os.sched_getaffinity(0))
 
 
-DRAWS = validate_problem(
-    {
-        "id": "draws",
-        "kind": "stdin",
-        "tests": [{"input": "\n", "output": "first\n"}, {"input": "\n", "output": "differ\n"}],
-    }
-)
+DRAWS = stdin_problem([("\n", "first\n"), ("\n", "differ\n")], pid="draws")
 DRAW_TWICE = (
     "import os, random\nx = str(random.getrandbits(64))\n"
     "if os.path.exists('d'):\n    print('differ' if open('d').read() != x else 'same')\n"

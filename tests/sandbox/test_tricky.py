@@ -6,11 +6,7 @@ import pytest
 
 from microcoder.data.problem import validate_problem
 
-
-def stdin_problem(tests, pid="p"):
-    rows = [{"input": i, "output": o} for i, o in tests]
-    return validate_problem({"id": pid, "kind": "stdin", "tests": rows})
-
+from .conftest import functional_problem, stdin_problem
 
 LINES = stdin_problem([("3\n1\n2\n3\n", "6\n"), ("2\n10\n-4\n", "6\n")], pid="lines")
 
@@ -83,13 +79,8 @@ def test_float_bigint_and_yesno_outputs(pool, problem, code, ok):
     assert (pool.judge(problem, code).verdict == "AC") is ok
 
 
-FUNCTIONAL = validate_problem(
-    {
-        "id": "sorted",
-        "kind": "functional",
-        "fn_name": "sortDesc",
-        "tests": [{"input": "[3, 1, 2]", "output": "[3, 2, 1]"}, {"input": "[]", "output": "[]"}],
-    }
+FUNCTIONAL = functional_problem(
+    "sortDesc", [("[3, 1, 2]", "[3, 2, 1]"), ("[]", "[]")], pid="sorted"
 )
 
 
@@ -152,10 +143,8 @@ def test_the_whole_standard_library_is_importable(pool):
 
 def test_functional_time_limit_is_per_test_not_per_solution(pool):
     busy = "def spin(x):\n    import time\n    t = time.process_time()\n    while time.process_time() - t < 0.3:\n        pass\n    return x"
-    tests = [{"input": str(i), "output": str(i)} for i in range(8)]  # 2.4 s in all, 0.3 s each
-    problem = validate_problem(
-        {"id": "spin", "kind": "functional", "fn_name": "spin", "time_limit_s": 0.5, "tests": tests}
-    )
+    tests = [(str(i), str(i)) for i in range(8)]  # 2.4 s in all, 0.3 s each
+    problem = functional_problem("spin", tests, pid="spin", time_limit_s=0.5)
     assert pool.judge(problem, busy).verdict == "AC"
 
 
@@ -193,22 +182,10 @@ def test_integer_answers_compare_as_integers(pool, name):
     assert v.verdict == ("AC" if accepted else "WA"), v
 
 
-PRODUCT_FN = validate_problem(
-    {
-        "id": "mulfn",
-        "kind": "functional",
-        "fn_name": "mul",
-        "tests": [{"input": "1000000000\n1000000000", "output": "1000000000000000000"}],
-    }
+PRODUCT_FN = functional_problem(
+    "mul", [("1000000000\n1000000000", "1000000000000000000")], pid="mulfn"
 )
-HALF_FN = validate_problem(
-    {
-        "id": "halffn",
-        "kind": "functional",
-        "fn_name": "half",
-        "tests": [{"input": "4", "output": "2.0"}, {"input": "5", "output": "2.5"}],
-    }
-)
+HALF_FN = functional_problem("half", [("4", "2.0"), ("5", "2.5")], pid="halffn")
 
 
 @pytest.mark.parametrize(
@@ -227,14 +204,8 @@ def test_functional_int_answers_need_an_int(pool, problem, code, verdict):
 
 
 LINES_200K = "\n".join(str(i * 10007) for i in range(200_000)) + "\n"  # 1.9 MB
-LARGE = validate_problem(  # a 5 s limit: the property is the output cap, not speed under load
-    {
-        "id": "large",
-        "kind": "stdin",
-        "time_limit_s": 5.0,
-        "tests": [{"input": "200000\n", "output": LINES_200K}],
-    }
-)
+# A 5 s limit: the property is the output cap, not speed under load.
+LARGE = stdin_problem([("200000\n", LINES_200K)], pid="large", time_limit_s=5.0)
 
 
 @pytest.mark.parametrize(

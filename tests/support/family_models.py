@@ -2,7 +2,7 @@
 `model check` tests): `AutoModelForCausalLM.from_config(...).save_pretrained(dir)`, shapes small
 enough for a CPU test, with each family's features biting on the test's 17-23 token sequences
 (sliding windows of 8, small soft-caps, weights large enough for the caps to matter).
-`tokenizer_model`: the 1-layer tiny model the prompt-rendering tests take their tokenizer from."""
+`tokenizer_model`: the small tiny model the prompt-rendering tests take their tokenizer from."""
 
 from __future__ import annotations
 
@@ -77,20 +77,11 @@ def build_family(model_type: str, out: str | Path, seed: int = 0, tokenizer: boo
     return Path(out)
 
 
-ONE_LAYER = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-)
-"""The smallest tiny Qwen2 the tests build: for a real tokenizer, where the model itself is idle."""
-
-
 def tokenizer_model(out: str | Path) -> Path:
-    """A 1-layer tiny model (learner/models/tiny_model.py, seed 0) with a 300-token tokenizer trained on a
-    little Python (`def add`, `class Solution`): what the prompt-rendering tests count tokens with."""
-    from microcoder.learner.models.tiny_model import build_tiny_model
+    """The CPU tests' small model (learner/models/tiny_model.py `SMALL_ARCH`, seed 0) with a
+    300-token tokenizer trained on a little Python (`def add`, `class Solution`): what the
+    prompt-rendering tests count tokens with (the model itself is idle)."""
+    from microcoder.learner.models.tiny_model import SMALL_ARCH, build_tiny_model
 
     corpus = ["def add(a, b):\n    return a + b\n\nclass Solution:\n    pass\n"] * 20
-    return build_tiny_model(out, seed=0, corpus=corpus, vocab_size=300, **ONE_LAYER)
+    return build_tiny_model(out, seed=0, corpus=corpus, vocab_size=300, **SMALL_ARCH)
