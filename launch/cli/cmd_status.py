@@ -1,4 +1,4 @@
-"""`microcoder status [--run DIR] [--json] [--watch S]`: one screen about a run.
+"""`microcoder status [RUN_DIR | --run DIR] [--json] [--watch S]`: one screen about a run.
 
 A live run is asked through its dashboard (`run_dir/dashboard.json` names the address); a
 stopped or finished one is read from its metrics.jsonl, config.toml and launcher.log.
@@ -22,6 +22,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--run", metavar="DIR", help="run directory (default: the newest under runs/)")
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="the same as --run DIR")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.add_argument("--watch", type=float, metavar="S", default=0.0, help="refresh every S seconds")
     p.set_defaults(func=run)
@@ -50,7 +51,11 @@ def run(args) -> int:
     from microcoder.launch.monitor.status_view import render_status
     from microcoder.launch.run_dirs import newest_run
 
-    run_dir = Path(args.run) if args.run else newest_run("runs")
+    if args.run and args.run_dir and Path(args.run) != Path(args.run_dir):
+        print(f"status: two runs given ({args.run}, {args.run_dir}); pass one", file=sys.stderr)
+        return 2
+    given = args.run or args.run_dir
+    run_dir = Path(given) if given else newest_run("runs")
     if run_dir is None:
         print("status: no run found under runs/ (pass --run DIR)", file=sys.stderr)
         return 2

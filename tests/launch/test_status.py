@@ -147,6 +147,14 @@ def test_cli_status_of_a_finished_run(tmp_path, capsys):
     assert "run r1  [finished, from files]" in out and "step 3/3" in out
 
 
+def test_cli_status_takes_the_run_directory_as_a_positional_argument_too(tmp_path, capsys):
+    make_run(tmp_path, steps=3, max_steps=3)
+    assert main(["status", str(tmp_path / "runs" / "r1")]) == 0
+    assert "run r1  [finished, from files]" in capsys.readouterr().out
+    assert main(["status", str(tmp_path / "runs" / "r1"), "--run", str(tmp_path)]) == 2
+    assert "two runs given" in capsys.readouterr().err
+
+
 def test_cli_status_defaults_to_the_newest_run_under_runs(tmp_path, capsys, monkeypatch):
     make_run(tmp_path, steps=2, max_steps=5)
     monkeypatch.chdir(tmp_path)
