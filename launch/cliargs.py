@@ -24,6 +24,22 @@ def add_set_argument(
     )
 
 
+PROBLEM_FORMATS = ("jsonl", "lcb", "humaneval", "leetcodedataset", "apps", "taco", "rllm", "answer")
+"""The loaders' names as `--format` lists them (data/formats/loaders.py `FORMATS`, which
+tests/launch/test_cliargs.py keeps this equal to; the loaders are not imported here)."""
+
+
+def add_format_argument(parser) -> None:
+    """`--format NAME`: the loader of a command's problem file (`eval`, `judge`, `data filter`,
+    `data stats`, `prompts show`), into `args.format`; auto detects it from the file's first row."""
+    parser.add_argument(
+        "--format",
+        default="auto",
+        help=f"problem file format: auto (from its first row), {', '.join(PROBLEM_FORMATS)} "
+        "(default auto)",
+    )
+
+
 def add_recipe_arguments(parser, example: str = "learner.lr=1e-6") -> None:
     """A positional recipe (default: the embedded tiny-cpu one) plus `--set`."""
     parser.add_argument(

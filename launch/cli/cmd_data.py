@@ -1,12 +1,14 @@
 """`microcoder data build|filter|stats`: assemble a clean training set (MicroCoder-Dataset's
-method). Parsing only here; each subcommand's work is in data/ (build.py, difficulty.py,
-stats.py), imported when the subcommand runs.
+method). Parsing only here; each subcommand's work is imported when it runs: data/corpus/build.py,
+data/corpus/stats.py, and launch/jobs/data_filter.py (over data/difficulty/).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+
+from microcoder.launch.cliargs import add_format_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,15 +69,8 @@ def _register_filter(sub: argparse._SubParsersAction) -> None:
         "predictor on the problems' metadata, and select the hard-but-solvable band.",
     )
     add_arguments(p)
-    p.set_defaults(func=_run_filter)
-
-
-def _run_filter(args: argparse.Namespace) -> int:
-    """The filter's body is launch/jobs/data_filter.py (it drives the eval path's actors, which
-    data/ may not import)."""
-    from microcoder.launch.jobs.data_filter import cli_main
-
-    return cli_main(args)
+    # Its body is in launch/jobs/ (it drives the eval path's actors, which data/ may not import).
+    p.set_defaults(func=_dispatch("microcoder.launch.jobs.data_filter"))
 
 
 def _register_stats(sub: argparse._SubParsersAction) -> None:
@@ -86,10 +81,6 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
         "difficulty, tests per problem and date.",
     )
     p.add_argument("file", help="problem file")
-    p.add_argument(
-        "--format",
-        default="auto",
-        help="the file's format, as data.format names it (default auto: from its first row)",
-    )
+    add_format_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dispatch("microcoder.data.corpus.stats"))

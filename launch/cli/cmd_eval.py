@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from microcoder.launch.cliargs import add_actor_counts, add_eval_config
+from microcoder.launch.cliargs import add_actor_counts, add_eval_config, add_format_argument
 
 EPILOG = """\
 defaults follow LiveCodeBench's pass@1 setting: --samples 10 at --temperature 0.2, --top-p 0.95.
@@ -47,12 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _source_arguments(src) -> None:
     src.add_argument("--model", help="Hugging Face model folder (needed unless --generations)")
     src.add_argument("--problems", required=True, help="problem file (any loader format, .gz ok)")
-    src.add_argument(
-        "--format",
-        default="auto",
-        help="problem file format: auto, jsonl, lcb, humaneval, leetcodedataset, "
-        "apps, rllm (default auto)",
-    )
+    add_format_argument(src)
     src.add_argument(
         "--generations",
         metavar="FILE",

@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from microcoder.launch.cliargs import add_set_argument
+from microcoder.launch.cliargs import add_format_argument, add_set_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write one verdict per line here (JSONL); default: stdout")
     p.add_argument("--workers", type=int, default=0, help="sandbox workers (default: CPU count)")
     p.add_argument("--all-tests", action="store_true", help="run every test (partial credit)")
-    p.add_argument("--format", default="auto", help="problem file format (default: auto)")
+    add_format_argument(p)
     p.add_argument("--config", help="TOML config whose [executor] section is used")
     add_set_argument(p, "executor.isolation=none")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from microcoder.launch.cliargs import add_set_argument
+from microcoder.launch.cliargs import add_format_argument, add_set_argument
 
 TEXT_DEFAULT_N = 3
 """Prompts printed in text mode when --n is not given (--json prints all)."""
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("data", help="problem file (our JSONL or any loader format, optionally .gz)")
     show.add_argument("--config", help="TOML recipe whose [prompt], [model], [generator] are used")
     add_set_argument(show, "prompt.template=lcb")
-    show.add_argument("--format", default="auto", help="problem file format (default: auto)")
+    add_format_argument(show)
     show.add_argument(
         "--n",
         type=int,

@@ -20,11 +20,11 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `data filter` (launch/cli/cmd_data.py calls this)."""
-    from microcoder.launch.cliargs import add_actor_counts, add_eval_config
+    from microcoder.launch.cliargs import add_actor_counts, add_eval_config, add_format_argument
 
     p.add_argument("--model", help="model folder (Hugging Face layout); needed to measure")
     p.add_argument("--problems", required=True, help="problem file (any loader format)")
-    p.add_argument("--format", default="auto", help="problem file format (default auto)")
+    add_format_argument(p)
     p.add_argument("--samples", type=int, default=8, help="K samples per problem (default 8)")
     p.add_argument(
         "--keep", default="0.0-0.9", help="pass-rate band LOW-HIGH kept, inclusive (0.0-0.9)"

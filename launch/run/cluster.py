@@ -1,8 +1,8 @@
 """The cluster handle of a run (`Run`): Ray, the actors it owns, checkpoints and shutdown.
 
-Bring-up: Ray -> model folder -> buffer host -> learner group (publishes version 0) -> executors
--> generators (each pulls the learner's weights; the first calibrates the temperature before its
-loop). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
+Bring-up: Ray -> model folder -> the problems (loaded by launch/run/problems.py) -> buffer host
+-> learner group (publishes version 0) -> executors -> generators (each pulls the learner's
+weights; the first calibrates the temperature before its loop). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
 logger, and owns the life and death of the actors; it drives nothing. The training loop is
 launch/run/training_loop.py, the thread keeping the pools alive launch/run/supervisor.py, the `launch`
 command launch/run/command.py.
@@ -98,12 +98,13 @@ class Run:
         self.controller = None
         self.start_time = time.time()
         self.problems = None
-        self.reasoning = "none"  # prompt.reasoning resolved for the model (bring_up)
         """The run's RunProblems (launch/run/problems.py): training prompts and the held-out set."""
+        self.reasoning = "none"
+        """prompt.reasoning resolved for the model's tokenizer (launch/run/problems.py)."""
         self.fatal = ""
+        """Why the run cannot go on (the supervisor sets it: the buffer died); "" while it can."""
         self.fatal_error: type[Exception] = BufferDied
         """What `raise_if_stopped` raises once `fatal` is set."""
-        """Why the run cannot go on (the supervisor sets it: the buffer died); "" while it can."""
 
     def log(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
@@ -187,35 +188,16 @@ class Run:
                 plan_on_cluster(self.cfg, self.address, self.log)
 
     def bring_up(self, model_path: str) -> None:
-        """Start the run's actors in order: the problems, the buffer, the learner group, then the
-        executor and generator pools (each step needs the one before it)."""
-        self.load_problems(model_path)
+        """Start the run's actors in order: the problems (launch/run/problems.py: `load_for_run`),
+        the buffer, the learner group, then the executor and generator pools (each step needs the
+        one before it)."""
+        from microcoder.launch.run.problems import load_for_run
+
+        self.problems, self.reasoning = load_for_run(self.cfg, model_path, self.run_dir, self.log)
         self.start_buffer()
         self.start_learners(model_path)
         self.start_pools(model_path)
         self.log("all pools running")
-
-    def load_problems(self, model_path: str) -> None:
-        """The run's problems, measured with the model's tokenizer, and its reasoning extraction."""
-        from transformers import AutoTokenizer
-
-        from microcoder.data.prompting.reasoning import resolve_reasoning
-        from microcoder.launch.run.problems import empty_heldout_warning, prepare_run_problems
-
-        cfg = self.cfg
-        self.log("loading the problems and measuring their prompts")
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.reasoning = resolve_reasoning(
-            cfg.prompt.reasoning, tokenizer, cfg.model.chat_template_kwargs
-        )
-        self.log(f"extraction: prompt.reasoning = {cfg.prompt.reasoning!r} -> {self.reasoning!r}")
-        self.problems = prepare_run_problems(cfg, tokenizer, self.run_dir, self.log)
-        self.log(
-            f"{len(self.problems.prompts)} training prompts ({self.problems.skipped} skipped as "
-            f"too long), {len(self.problems.heldout)} held-out problems"
-        )
-        if warning := empty_heldout_warning(cfg, self.problems.heldout):
-            self.log(warning)
 
     def start_buffer(self) -> None:
         """The buffer actor on the driver's node (restoring the checkpoint's snapshot on a

@@ -10,6 +10,8 @@ load time, and the held-out set of the periodic evaluation.
   warns once with the count and the remedy.
 - Held-out problems: the synthetic family's own held-out split, `eval.problems_file`, or the
   held-out fraction of the training file; the first `eval.problems` of them.
+- A run's bring-up loads them with `load_for_run`, which also resolves `prompt.reasoning` for the
+  model's tokenizer (how the executors extract replies).
 """
 
 from __future__ import annotations
@@ -134,3 +136,28 @@ def empty_heldout_warning(cfg: Config, heldout: list) -> str:
         "evaluation will run; give eval.problems_file or eval.holdout_fraction, or raise "
         "generator.max_prompt_tokens if the held-out prompts were skipped above"
     )
+
+
+def load_for_run(
+    cfg: Config, model_path: str, run_dir: Path, log: Callable[[str], None]
+) -> tuple[RunProblems, str]:
+    """(the run's problems, its reasoning extraction), for `Run.bring_up` (launch/run/cluster.py):
+    the problems measured with the model's tokenizer (`prepare_run_problems`), and
+    `prompt.reasoning` resolved for that tokenizer (data/prompting/reasoning.py), which the
+    executors extract replies under. Each step is logged through `log`."""
+    from transformers import AutoTokenizer
+
+    from microcoder.data.prompting.reasoning import resolve_reasoning
+
+    log("loading the problems and measuring their prompts")
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    reasoning = resolve_reasoning(cfg.prompt.reasoning, tokenizer, cfg.model.chat_template_kwargs)
+    log(f"extraction: prompt.reasoning = {cfg.prompt.reasoning!r} -> {reasoning!r}")
+    problems = prepare_run_problems(cfg, tokenizer, run_dir, log)
+    log(
+        f"{len(problems.prompts)} training prompts ({problems.skipped} skipped as "
+        f"too long), {len(problems.heldout)} held-out problems"
+    )
+    if warning := empty_heldout_warning(cfg, problems.heldout):
+        log(warning)
+    return problems, reasoning
