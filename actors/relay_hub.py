@@ -38,6 +38,33 @@ RELAY_BUCKET_BYTES = 16 << 20
 the sender two staging buffers of it, whatever the generator count."""
 
 
+ANNOUNCE_KEY = "microcoder/relay-next"
+"""`{ANNOUNCE_KEY}/{n}` in an epoch's store: the hub starts round n (its version; -1: the epoch
+ended). A member's watcher waits for it (actors/relay_member.py), so it asks `status` at once
+instead of at its next poll."""
+
+LEAVE_CHECK_S = 0.2
+"""How often a round's wait for its members looks for ones that left meanwhile."""
+
+
+def _tell(sender, n: int, version: int) -> None:
+    """Announce round n (of `version`) in the epoch's store, for the members' watchers."""
+    try:
+        sender.store.set(f"{ANNOUNCE_KEY}/{n}", str(version))
+    except Exception as err:  # the members find the round at their next poll all the same
+        print(f"relay hub: announcing round {n} failed: {err}", file=sys.stderr)
+
+
+def _leave_out(sender, n: int) -> None:
+    """Round n's chain, empty (learner/sync/relay.py's key): its ready members fall back now."""
+    from microcoder.learner.sync.transport import _PREFIX
+
+    try:
+        sender.store.set(f"{_PREFIX}/relay-chain/{n}", "[]")
+    except Exception:  # they fall back at their own deadline
+        pass
+
+
 def hub_for(publisher, learner_cfg, work) -> RelayHub | None:
     """Rank 0's hub for `learner_cfg` (a LearnerConfig): None unless its weight_transport is
     "relay"; over NCCL its rounds hold `work` (rank 0's WorkLock) as channel sends do."""
@@ -170,25 +197,68 @@ class RelayHub:
             self._done = version
 
     def _one_round(self) -> int:
-        """A round of the newest version (returned), after the boundary."""
+        """A round of the newest version (returned, as sent): the boundary, the announcement,
+        the wait for the members' ready keys without `WorkLock`, then the send, under it over
+        NCCL (a late member never holds the learner's next step)."""
         state, version = self.publisher.newest()
         sender = self._boundary(version)
         if sender is None:
             return version
         with self._cond:
             n = self._round["n"]
-        needs_lock = self.exclusive is not None and sender.device.type != "cpu"
+        _tell(sender, n, version)
         t0 = time.perf_counter()
         try:
-            with self.exclusive() if needs_lock else nullcontext():
-                stats = sender.send(state.items(), version, drop_missing=True, join_s=self.join_s)
+            self._ready_wait(sender)
+            with self.exclusive() if self._holds_lock(sender) else nullcontext():
+                state, version = self._newest(n, state, version)
+                stats = sender.send(state.items(), version, drop_missing=True, join_s=0)
             delivered, failed = set(sender.chain), {r: "left out" for r in stats.skipped}
         except Exception as err:
             delivered = set(getattr(err, "delivered", []))
             failed = dict(getattr(err, "failed", {}))
+            if sender.round == n:  # nothing sent (no lock in time): its members fall back now
+                _leave_out(sender, n)
             print(f"relay hub: round {n} of epoch {self._epoch}: {err}", file=sys.stderr)
         self._settle(n, version, delivered, failed, time.perf_counter() - t0)
         return version
+
+    def _holds_lock(self, sender) -> bool:
+        """The send holds rank 0's WorkLock: a group on the learner's GPU (NCCL)."""
+        return self.exclusive is not None and sender.device.type != "cpu"
+
+    def _ready_wait(self, sender) -> None:
+        """Wait up to join_s for the members' ready keys (no lock held); ends early once every
+        member not ready has left (a generator removed mid-round is not waited for)."""
+        deadline = time.monotonic() + self.join_s
+        while True:
+            left = deadline - time.monotonic()
+            missing = set(sender.wait_ready(max(0.01, min(left, LEAVE_CHECK_S))))
+            if not missing or left <= LEAVE_CHECK_S:
+                return
+            with self._cond:
+                ranks = self._spec["ranks"] if self._spec else {}
+                staying = {
+                    r
+                    for name, (first, workers) in ranks.items()
+                    if name not in self._leaving
+                    for r in range(first, first + workers)
+                }
+            if not missing & staying:
+                return
+
+    def _newest(self, n: int, state: dict, version: int) -> tuple[dict, int]:
+        """The weights to send in round n (under the lock, so no publish runs meanwhile): a
+        version published while the round waited for its members replaces the announced one,
+        and the announcement says so. Every member in the chain gets the same bytes."""
+        newer, latest = self.publisher.newest()
+        if latest <= version:
+            return state, version
+        with self._cond:
+            if self._round is not None and self._round["n"] == n:
+                self._round = {"n": n, "version": latest}
+        print(f"relay hub: round {n} sends version {latest} (announced {version})", flush=True)
+        return newer, latest
 
     def _boundary(self, version: int):
         """Apply the membership changes; a changed membership starts a new epoch (its group
@@ -213,6 +283,7 @@ class RelayHub:
                 self._round = {"n": 0, "version": version}
             spec = self._spec
         if old is not None:
+            _tell(old, old.round, -1)  # its members' watchers ask for the new epoch at once
             old.close()
         if spec is None:
             return None
