@@ -11,13 +11,17 @@ ranks), the old sender closed. One rule for gloo and NCCL: an NCCL communicator 
 must be rebuilt anyway, and after a timed-out gloo wait the group's other pairs are closed.
 
 Rounds. After each `publish(v)` the hub's thread (its own, no Ray thread) makes the boundary,
-publishes the announcement (`status`: the epoch's spec and the round's number and version),
-builds the epoch's sender when new (it waits up to `learner.relay_join_s` for the members'
-workers to join), and sends with `drop_missing`: the members ready within `relay_join_s` get the
-version, the others are left out of the chain and dropped at the next boundary. Over NCCL the
-send holds `WorkLock` once for all generators (`exclusive`); over gloo it sends the CPU copy
-and overlaps training. A generator polls `status` from its loop (actors/relay_member.py) and
-never waits on the hub: the calls answer at once (rank 0's "control" concurrency group).
+publishes the announcement (`status`: the epoch's spec and the round's number and version; and
+`ANNOUNCE_KEY` in the epoch's store, which the members' watchers wait on), builds the epoch's
+sender when new (it waits up to `learner.relay_join_s` for the members' workers to join), and
+waits up to `relay_join_s` for the members' ready keys, without rank 0's `WorkLock` (a member
+that left meanwhile is not waited for). Then it sends with `drop_missing`: the members ready by
+then get the version, the others are left out of the chain and dropped at the next boundary.
+Over NCCL only the send holds `WorkLock` (`exclusive`), once for all generators, so a late
+member never holds the learner's next step; a version published while the round waited is the
+one sent (and announced). Over gloo it sends the CPU copy and overlaps training. A generator asks
+`status` from its loop (actors/relay_member.py) and never waits on the hub: the calls answer at
+once (rank 0's "control" concurrency group).
 
 A generator joins only after a completed sync on its own channel (it is current), so the first
 round it is in carries the next version; one that rank 0 drops, or that falls back on its own,
@@ -181,6 +185,7 @@ class RelayHub:
             self._cond.notify_all()
             sender, self._sender = self._sender, None
         if sender is not None:
+            _tell(sender, sender.round, -1)  # the members' watchers end (not on a closed store)
             sender.close()
 
     def _loop(self) -> None:

@@ -6,14 +6,17 @@ blocks the loop on rank 0:
    the generator is current), `joined_after_channel_sync` asks rank 0 to take it into the
    relay (`join_relay`); it is a member from the next version on.
 2. At its version polls (`generator.weight_poll_s`) it asks rank 0's `relay_status` (answers at
-   once). A round of a newer version in a new epoch: its workers join the epoch's group
-   (`mc_open_relay`, on a thread: the loop goes on handing in groups). Then it sets its ready
-   keys in the epoch's store and waits, at every tick, for rank 0's chain of the round (a key
-   check, no call to rank 0). The loop leases nothing meanwhile (`busy`).
+   once), and at its next tick when its watcher (a thread waiting in the epoch's store) sees
+   rank 0 announce the next round or end the epoch. A round of a newer version in a new epoch:
+   its workers join the epoch's group (`mc_open_relay`, on a thread: the loop goes on handing
+   in groups). Then it sets its ready keys in the epoch's store and waits, at every tick, for
+   rank 0's chain of the round (a key check, no call to rank 0; rank 0 names the chain once it
+   may send, over NCCL once it holds `WorkLock`). The loop leases nothing meanwhile (`busy`).
 3. The chain names it: the caller pauses the engine and `receive`s (the workers load the round
    bucket by bucket, `mc_relay_receive_and_load`); the engine paused only once rank 0 sends.
    The chain left it out (it was late), or rank 0 dropped it, or a deadline passed: it falls
-   back to its own channel (`step` says "channel"), and joins again after that sync.
+   back to its own channel (`step` says "channel"), and joins again after that sync; after two
+   or more fallbacks in a row it first sits out more versions (`BACKOFF_AFTER`).
 4. A receive that failed once it began raises `WeightsMixedError` (the load streams: the
    engine may hold part of the new weights), as a channel's does; so does a round rank 0 did not
    confirm for it (other bytes), seen at the next poll.
