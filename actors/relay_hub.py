@@ -47,8 +47,8 @@ ANNOUNCE_KEY = "microcoder/relay-next"
 ended). A member's watcher waits for it (actors/relay_member.py), so it asks `status` at once
 instead of at its next poll."""
 
-LEAVE_CHECK_S = 0.2
-"""How often a round's wait for its members looks for ones that left meanwhile."""
+READY_CHECK_S = 0.02
+"""How often a round's wait for its members checks their ready keys (and who left meanwhile)."""
 
 
 def _tell(sender, n: int, version: int) -> None:
@@ -60,11 +60,14 @@ def _tell(sender, n: int, version: int) -> None:
 
 
 def _leave_out(sender, n: int) -> None:
-    """Round n's chain, empty (learner/sync/relay.py's key): its ready members fall back now."""
+    """A failed round n that named no chain (learner/sync/relay.py's key) names an empty one:
+    the members that are, or get, ready for it fall back now, not at their own deadline."""
     from microcoder.learner.sync.transport import _PREFIX
 
+    key = f"{_PREFIX}/relay-chain/{n}"
     try:
-        sender.store.set(f"{_PREFIX}/relay-chain/{n}", "[]")
+        if not sender.store.check([key]):
+            sender.store.set(key, "[]")
     except Exception:  # they fall back at their own deadline
         pass
 
@@ -222,8 +225,7 @@ class RelayHub:
         except Exception as err:
             delivered = set(getattr(err, "delivered", []))
             failed = dict(getattr(err, "failed", {}))
-            if sender.round == n:  # nothing sent (no lock in time): its members fall back now
-                _leave_out(sender, n)
+            _leave_out(sender, n)  # nothing sent (no lock in time, nobody ready)? not waited for
             print(f"relay hub: round {n} of epoch {self._epoch}: {err}", file=sys.stderr)
         self._settle(n, version, delivered, failed, time.perf_counter() - t0)
         return version
@@ -234,12 +236,11 @@ class RelayHub:
 
     def _ready_wait(self, sender) -> None:
         """Wait up to join_s for the members' ready keys (no lock held); ends early once every
-        member not ready has left (a generator removed mid-round is not waited for)."""
+        member not ready has left (a generator removed mid-round is not waited for). It checks
+        the keys every READY_CHECK_S: a store wait that times out logs a c10d warning each time."""
         deadline = time.monotonic() + self.join_s
-        while True:
-            left = deadline - time.monotonic()
-            missing = set(sender.wait_ready(max(0.01, min(left, LEAVE_CHECK_S))))
-            if not missing or left <= LEAVE_CHECK_S:
+        while missing := set(sender.wait_ready(0)):
+            if time.monotonic() >= deadline:
                 return
             with self._cond:
                 ranks = self._spec["ranks"] if self._spec else {}
@@ -251,6 +252,7 @@ class RelayHub:
                 }
             if not missing & staying:
                 return
+            time.sleep(READY_CHECK_S)
 
     def _newest(self, n: int, state: dict, version: int) -> tuple[dict, int]:
         """The weights to send in round n (under the lock, so no publish runs meanwhile): a

@@ -69,10 +69,9 @@ __all__ = ["RelayError", "RelayReceiver", "RelaySender", "RelayStats", "relay_la
 
 
 class RelaySender(WeightSender):
-    """Rank 0 of a relay group: sends each round down the chain 0 -> 1 -> ... -> N.
-
-    Built like `WeightSender` (same arguments; its group is the chain's); `dtype` is the serving
-    dtype floating tensors are cast to on the wire (None: as they are)."""
+    """Rank 0 of a relay group: sends each round down the chain 0 -> 1 -> ... -> N. Built like
+    `WeightSender` (same arguments; its group is the chain's); `dtype` is the serving dtype
+    floating tensors are cast to on the wire (None: as they are)."""
 
     def __init__(self, *args, dtype: torch.dtype | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -90,7 +89,6 @@ class RelaySender(WeightSender):
     ) -> RelayStats:
         """Send all tensors as weights of `version` to every receiver; returns the stats once
         every receiver confirmed the same bytes, else raises `RelayError` naming who did not.
-
         `drop_missing`: a receiver not ready within `join_s` (default timeout_s) is left out of
         this round (the chain closes over it, `RelayStats.skipped`) instead of failing it."""
         start = time.perf_counter()
@@ -123,16 +121,18 @@ class RelaySender(WeightSender):
         )
 
     def wait_ready(self, join_s: float, n: int | None = None) -> list[int]:
-        """Wait up to `join_s` for round `n`'s ready keys (default: the next round's); returns
-        the ranks not ready. Sends nothing: rank 0's hub waits here without `WorkLock`, then
-        sends under it with `drop_missing=True, join_s=0` (the chain: those ready by then)."""
+        """Wait up to `join_s` (0: not at all) for round `n`'s ready keys (default: the next
+        round's); returns the ranks not ready. Sends nothing: rank 0's hub waits with it without
+        `WorkLock`, then sends under it with `drop_missing=True, join_s=0`."""
         n = self.round if n is None else n
         keys = [f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)]
-        try:
-            self.store.wait(keys, timedelta(seconds=join_s))
-        except RuntimeError:  # DistStoreError past the deadline: the missing are returned
-            pass
-        return [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
+        if join_s > 0:
+            try:
+                self.store.wait(keys, timedelta(seconds=join_s))
+            except RuntimeError:  # DistStoreError past the deadline: the missing are returned
+                pass
+        all_ready = self.store.check(keys)  # one call when all are (the usual case)
+        return [] if all_ready else [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
 
     def _members(self, n: int, drop_missing: bool, join_s: float) -> list[int]:
         """The round's chain: every receiver, or with `drop_missing` those ready within `join_s`
@@ -141,7 +141,7 @@ class RelaySender(WeightSender):
         what = f"start receiving relay round {n}"
         if not drop_missing:
             _wait_keys(self.store, keys, self.names, what, join_s)
-        elif join_s > 0:
+        else:
             self.wait_ready(join_s, n)
         if drop_missing and not any(self.store.check([k]) for k in keys.values()):
             _wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
