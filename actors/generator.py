@@ -422,7 +422,7 @@ class Generator(PriorityControl):
         self._pending = None
         loaded = self._load(pending.receive, pending.latest)
         if loaded and self._relay is not None:  # current on its channel: join the relay
-            self._relay.joined_after_channel_sync(self.engine, self._publisher())
+            self._relay.joined_after_channel_sync(self.engine, self._publisher(), self.version)
         return loaded
 
     def _relay_update(self, block: bool) -> bool | None:
@@ -546,7 +546,7 @@ class Generator(PriorityControl):
         (its EngineCore exits)."""
         self.stop()
         if self._relay is not None and self._learner0_handle is not None:
-            self._learner0_handle.leave_relay.remote(self.name)  # dropped at the next version
+            self._relay.leave(self._learner0_handle)  # out of the next epoch, answered
         if self.client is not None:
             self.client.release_and_close()
         try:

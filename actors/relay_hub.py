@@ -11,13 +11,17 @@ ranks), the old sender closed. One rule for gloo and NCCL: an NCCL communicator 
 must be rebuilt anyway, and after a timed-out gloo wait the group's other pairs are closed.
 
 Rounds. After each `publish(v)` the hub's thread (its own, no Ray thread) makes the boundary,
-publishes the announcement (`status`: the epoch's spec and the round's number and version),
-builds the epoch's sender when new (it waits up to `learner.relay_join_s` for the members'
-workers to join), and sends with `drop_missing`: the members ready within `relay_join_s` get the
-version, the others are left out of the chain and dropped at the next boundary. Over NCCL the
-send holds `WorkLock` once for all generators (`exclusive`); over gloo it sends the CPU copy
-and overlaps training. A generator polls `status` from its loop (actors/relay_member.py) and
-never waits on the hub: the calls answer at once (rank 0's "control" concurrency group).
+publishes the announcement (`status`: the epoch's spec and the round's number and version; and
+`ANNOUNCE_KEY` in the epoch's store, which the members' watchers wait on), builds the epoch's
+sender when new (it waits up to `learner.relay_join_s` for the members' workers to join), and
+waits up to `relay_join_s` for the members' ready keys, without rank 0's `WorkLock` (a member
+that left meanwhile is not waited for). Then it sends with `drop_missing`: the members ready by
+then get the version, the others are left out of the chain and dropped at the next boundary.
+Over NCCL only the send holds `WorkLock` (`exclusive`), once for all generators, so a late
+member never holds the learner's next step; a version published while the round waited is the
+one sent (and announced). Over gloo it sends the CPU copy and overlaps training. A generator asks
+`status` from its loop (actors/relay_member.py) and never waits on the hub: the calls answer at
+once (rank 0's "control" concurrency group).
 
 A generator joins only after a completed sync on its own channel (it is current), so the first
 round it is in carries the next version; one that rank 0 drops, or that falls back on its own,
@@ -36,6 +40,36 @@ from typing import Any
 RELAY_BUCKET_BYTES = 16 << 20
 """Chunk size of the relay (learner/sync/relay.py): a receiver holds two chunks above its model,
 the sender two staging buffers of it, whatever the generator count."""
+
+
+ANNOUNCE_KEY = "microcoder/relay-next"
+"""`{ANNOUNCE_KEY}/{n}` in an epoch's store: the hub starts round n (its version; -1: the epoch
+ended). A member's watcher waits for it (actors/relay_member.py), so it asks `status` at once
+instead of at its next poll."""
+
+READY_CHECK_S = 0.02
+"""How often a round's wait for its members checks their ready keys (and who left meanwhile)."""
+
+
+def _tell(sender, n: int, version: int) -> None:
+    """Announce round n (of `version`) in the epoch's store, for the members' watchers."""
+    try:
+        sender.store.set(f"{ANNOUNCE_KEY}/{n}", str(version))
+    except Exception as err:  # the members find the round at their next poll all the same
+        print(f"relay hub: announcing round {n} failed: {err}", file=sys.stderr)
+
+
+def _leave_out(sender, n: int) -> None:
+    """A failed round n that named no chain (learner/sync/relay.py's key) names an empty one:
+    the members that are, or get, ready for it fall back now, not at their own deadline."""
+    from microcoder.learner.sync.transport import _PREFIX
+
+    key = f"{_PREFIX}/relay-chain/{n}"
+    try:
+        if not sender.store.check([key]):
+            sender.store.set(key, "[]")
+    except Exception:  # they fall back at their own deadline
+        pass
 
 
 def hub_for(publisher, learner_cfg, work) -> RelayHub | None:
@@ -154,6 +188,7 @@ class RelayHub:
             self._cond.notify_all()
             sender, self._sender = self._sender, None
         if sender is not None:
+            _tell(sender, sender.round, -1)  # the members' watchers end (not on a closed store)
             sender.close()
 
     def _loop(self) -> None:
@@ -170,25 +205,67 @@ class RelayHub:
             self._done = version
 
     def _one_round(self) -> int:
-        """A round of the newest version (returned), after the boundary."""
+        """A round of the newest version (returned, as sent): the boundary, the announcement,
+        the wait for the members' ready keys without `WorkLock`, then the send, under it over
+        NCCL (a late member never holds the learner's next step)."""
         state, version = self.publisher.newest()
         sender = self._boundary(version)
         if sender is None:
             return version
         with self._cond:
             n = self._round["n"]
-        needs_lock = self.exclusive is not None and sender.device.type != "cpu"
+        _tell(sender, n, version)
         t0 = time.perf_counter()
         try:
-            with self.exclusive() if needs_lock else nullcontext():
-                stats = sender.send(state.items(), version, drop_missing=True, join_s=self.join_s)
+            self._ready_wait(sender)
+            with self.exclusive() if self._holds_lock(sender) else nullcontext():
+                state, version = self._newest(n, state, version)
+                stats = sender.send(state.items(), version, drop_missing=True, join_s=0)
             delivered, failed = set(sender.chain), {r: "left out" for r in stats.skipped}
         except Exception as err:
             delivered = set(getattr(err, "delivered", []))
             failed = dict(getattr(err, "failed", {}))
+            _leave_out(sender, n)  # nothing sent (no lock in time, nobody ready)? not waited for
             print(f"relay hub: round {n} of epoch {self._epoch}: {err}", file=sys.stderr)
         self._settle(n, version, delivered, failed, time.perf_counter() - t0)
         return version
+
+    def _holds_lock(self, sender) -> bool:
+        """The send holds rank 0's WorkLock: a group on the learner's GPU (NCCL)."""
+        return self.exclusive is not None and sender.device.type != "cpu"
+
+    def _ready_wait(self, sender) -> None:
+        """Wait up to join_s for the members' ready keys (no lock held); ends early once every
+        member not ready has left (a generator removed mid-round is not waited for). It checks
+        the keys every READY_CHECK_S: a store wait that times out logs a c10d warning each time."""
+        deadline = time.monotonic() + self.join_s
+        while missing := set(sender.wait_ready(0)):
+            if time.monotonic() >= deadline:
+                return
+            with self._cond:
+                ranks = self._spec["ranks"] if self._spec else {}
+                staying = {
+                    r
+                    for name, (first, workers) in ranks.items()
+                    if name not in self._leaving
+                    for r in range(first, first + workers)
+                }
+            if not missing & staying:
+                return
+            time.sleep(READY_CHECK_S)
+
+    def _newest(self, n: int, state: dict, version: int) -> tuple[dict, int]:
+        """The weights to send in round n (under the lock, so no publish runs meanwhile): a
+        version published while the round waited for its members replaces the announced one,
+        and the announcement says so. Every member in the chain gets the same bytes."""
+        newer, latest = self.publisher.newest()
+        if latest <= version:
+            return state, version
+        with self._cond:
+            if self._round is not None and self._round["n"] == n:
+                self._round = {"n": n, "version": latest}
+        print(f"relay hub: round {n} sends version {latest} (announced {version})", flush=True)
+        return newer, latest
 
     def _boundary(self, version: int):
         """Apply the membership changes; a changed membership starts a new epoch (its group
@@ -213,6 +290,7 @@ class RelayHub:
                 self._round = {"n": 0, "version": version}
             spec = self._spec
         if old is not None:
+            _tell(old, old.round, -1)  # its members' watchers ask for the new epoch at once
             old.close()
         if spec is None:
             return None

@@ -6,14 +6,17 @@ blocks the loop on rank 0:
    the generator is current), `joined_after_channel_sync` asks rank 0 to take it into the
    relay (`join_relay`); it is a member from the next version on.
 2. At its version polls (`generator.weight_poll_s`) it asks rank 0's `relay_status` (answers at
-   once). A round of a newer version in a new epoch: its workers join the epoch's group
-   (`mc_open_relay`, on a thread: the loop goes on handing in groups). Then it sets its ready
-   keys in the epoch's store and waits, at every tick, for rank 0's chain of the round (a key
-   check, no call to rank 0). The loop leases nothing meanwhile (`busy`).
+   once), and at its next tick when its watcher (a thread waiting in the epoch's store) sees
+   rank 0 announce the next round or end the epoch. A round of a newer version in a new epoch:
+   its workers join the epoch's group (`mc_open_relay`, on a thread: the loop goes on handing
+   in groups). Then it sets its ready keys in the epoch's store and waits, at every tick, for
+   rank 0's chain of the round (a key check, no call to rank 0; rank 0 names the chain once it
+   may send, over NCCL once it holds `WorkLock`). The loop leases nothing meanwhile (`busy`).
 3. The chain names it: the caller pauses the engine and `receive`s (the workers load the round
    bucket by bucket, `mc_relay_receive_and_load`); the engine paused only once rank 0 sends.
    The chain left it out (it was late), or rank 0 dropped it, or a deadline passed: it falls
-   back to its own channel (`step` says "channel"), and joins again after that sync.
+   back to its own channel (`step` says "channel"), and joins again after that sync; after two
+   or more fallbacks in a row it first sits out more versions (`BACKOFF_AFTER`).
 4. A receive that failed once it began raises `WeightsMixedError` (the load streams: the
    engine may hold part of the new weights), as a channel's does; so does a round rank 0 did not
    confirm for it (other bytes), seen at the next poll.
@@ -27,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from microcoder.actors.relay_hub import ANNOUNCE_KEY
 from microcoder.actors.weight_sync import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
 
 CHANNEL, IDLE, WAIT, RECEIVE = "channel", "idle", "wait", "receive"
@@ -35,6 +39,58 @@ a round is under way (hold leases, check again next tick); receive the round now
 
 MARGIN_S = 5.0
 """Added to rank 0's own waits before a member gives up on a round and falls back."""
+
+BACKOFF_AFTER, BACKOFF_MAX = 2, 16
+"""A member that fell back `BACKOFF_AFTER` or more times in a row (no relay round loaded between)
+sits out versions before it joins again: min(2 ** (k - BACKOFF_AFTER), BACKOFF_MAX) after its
+k-th (1, 2, 4, 8, 16, 16, ...; `backoff_versions`), syncing them on its own channel. A
+chronically late member so stops costing every round its join wait and a new epoch."""
+
+LEAVE_S = 5.0
+"""How long a generator shutting down waits for rank 0 to take its `leave_relay`."""
+
+
+def backoff_versions(in_a_row: int) -> int:
+    """Versions a member sits out after its `in_a_row`-th fallback in a row (BACKOFF_AFTER)."""
+    if in_a_row < BACKOFF_AFTER:
+        return 0
+    return min(2 ** (in_a_row - BACKOFF_AFTER), BACKOFF_MAX)
+
+
+class _Watch(threading.Thread):
+    """Waits in the epoch's store for rank 0's announcement of round `n` (relay_hub.py
+    `ANNOUNCE_KEY`, set as the round starts), so that the member asks `relay_status` at its next
+    tick instead of its next poll; fires too when the store is gone (the epoch ended)."""
+
+    SLICE_S = 300.0
+    """One wait on the key (a timed-out wait logs a c10d warning: so, long). A stopped watcher
+    ends when the key comes (the next round, or the epoch's end) or after this."""
+
+    def __init__(self, spec: dict, n: int):
+        super().__init__(name=f"relay-watch-{spec['epoch']}-{n}", daemon=True)
+        self.spec, self.n = spec, n
+        self.fired, self.stopped = threading.Event(), threading.Event()
+
+    def run(self) -> None:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        key, slice_ = f"{ANNOUNCE_KEY}/{self.n}", timedelta(seconds=self.SLICE_S)
+        try:
+            store = dist.TCPStore(
+                self.spec["host"], self.spec["port"], is_master=False, timeout=timedelta(seconds=30)
+            )
+            while not self.stopped.is_set():
+                try:
+                    store.wait([key], slice_)
+                    break
+                except RuntimeError:  # past the slice: raises instead when the store is gone
+                    store.check([key])
+        except Exception:  # the store is gone: the epoch ended, ask rank 0 now
+            pass
+        if not self.stopped.is_set():
+            self.fired.set()
 
 
 class _Join(threading.Thread):
@@ -69,20 +125,43 @@ class RelayMember:
         self.behind_since: float | None = None
         self.fallbacks, self.rounds, self.last_fallback = 0, 0, ""
         self.round_s = 2 * cfg.relay_join_s + MARGIN_S  # rank 0: the build, then the ready wait
+        self.watch: _Watch | None = None  # for the next round's announcement
+        self.spec: dict | None = None  # the epoch its workers joined
+        self.version = -1  # the generator's, at the last step
+        self.in_row, self.rejoin_at = 0, -1  # fallbacks in a row; the backoff's first version
 
     @property
     def busy(self) -> bool:
-        """A round is under way for it: the loop leases nothing and asks every tick."""
-        return self.waiting is not None or self.joining is not None
+        """A round is under way for it (or announced): the loop leases nothing and asks every
+        tick."""
+        return self.waiting is not None or self.joining is not None or self._announced()
+
+    def _announced(self) -> bool:
+        return self.watch is not None and self.watch.fired.is_set()
+
+    def _watch(self, spec: dict, n: int) -> None:
+        """Watch for round n of `spec`'s epoch (a watcher already on it is kept)."""
+        w = self.watch
+        if w is not None and (w.spec["epoch"], w.n) == (spec["epoch"], n):
+            return
+        self._unwatch()
+        self.watch = _Watch(spec, n)
+        self.watch.start()
+
+    def _unwatch(self) -> None:
+        if self.watch is not None:
+            self.watch.stopped.set()
+            self.watch = None
 
     def _ask(self, ref, what: str):
         from microcoder.actors.deadline import get_within
 
         return get_within(ref, self.cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
 
-    def joined_after_channel_sync(self, engine, rank0) -> None:
-        """The generator completed a sync on its own channel: join the relay (once)."""
-        if self.asked:
+    def joined_after_channel_sync(self, engine, rank0, version: int) -> None:
+        """The generator completed a sync on its own channel, to `version`: join the relay
+        (once; not before `rejoin_at` while it backs off, `BACKOFF_AFTER`)."""
+        if self.asked or version < self.rejoin_at:
             return
         try:
             workers = len(engine.collective_rpc("mc_relay_worker"))
@@ -105,7 +184,9 @@ class RelayMember:
 
     def step(self, engine, rank0, version: int) -> str:
         """One tick (never blocks on rank 0 beyond an answer-at-once status call): CHANNEL,
-        IDLE, WAIT or RECEIVE (then call `receive(engine)` with the engine paused)."""
+        IDLE, WAIT or RECEIVE (then call `receive(engine)` with the engine paused). It asks
+        rank 0 every `poll_s`, and at once when its watcher saw a round announced."""
+        self.version = version
         if not self.asked:
             return CHANNEL
         if self.joining is not None:
@@ -113,7 +194,9 @@ class RelayMember:
         if self.waiting is not None:
             return self._chain_says()
         now = time.monotonic()
-        if now - self.polled < self.poll_s:
+        if self._announced():
+            self._unwatch()
+        elif now - self.polled < self.poll_s:
             return IDLE
         self.polled = now
         st = self._ask(rank0.relay_status.remote(self.name), "relay_status")
@@ -126,6 +209,8 @@ class RelayMember:
             return CHANNEL  # joined after the newest version's boundary: it comes by its channel
         rnd, spec = st["round"], st["epoch"]
         if st["member"] == "pending" or rnd is None or rnd["version"] <= version:
+            if rnd is not None and spec["epoch"] == self.epoch:
+                self._watch(spec, rnd["n"] + 1)
             return self._behind(st["latest"] > version, now)
         self.behind_since = None
         if self.epoch != spec["epoch"]:
@@ -163,7 +248,8 @@ class RelayMember:
         """Set this member's ready keys for round rnd["n"] (rank 0 puts it in the chain)."""
         from microcoder.learner.sync.transport import _PREFIX
 
-        store = self._store(spec)
+        self._unwatch()
+        store, self.spec = self._store(spec), spec
         first, workers = spec["first_rank"], spec["workers"]
         for r in range(first, first + workers):
             store.set(f"{_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
@@ -175,8 +261,8 @@ class RelayMember:
 
         w = self.waiting
         key = f"{_PREFIX}/relay-chain/{w['n']}"
-        if not self.store.check([key]):
-            if time.monotonic() - w["since"] > self.round_s:
+        if not self.store.check([key]):  # rank 0 names the chain once it holds WorkLock
+            if time.monotonic() - w["since"] > self.round_s + self.cfg.sync_timeout_s:
                 return self.fall_back(f"learner rank 0 did not start relay round {w['n']} in time")
             return WAIT
         if w["first"] in json.loads(self.store.get(key).decode()):
@@ -197,7 +283,8 @@ class RelayMember:
                 f"so the engine may hold part of the new weights: {type(err).__name__}: {err}"
             ) from err
         self.waiting, self.checking = None, (self.epoch, w["n"])
-        self.rounds += 1
+        self.rounds, self.in_row, self.version = self.rounds + 1, 0, int(version)
+        self._watch(self.spec, w["n"] + 1)
         t1 = time.perf_counter()
         return {
             "version": int(version),
@@ -230,14 +317,38 @@ class RelayMember:
 
     def fall_back(self, why: str) -> str:
         """Leave the relay on this side: the next sync goes over the own channel, after which
-        it joins again. Returns CHANNEL."""
+        it joins again (after `backoff_versions` more when it fell back often in a row).
+        Returns CHANNEL."""
         self.asked, self.epoch, self.joining, self.waiting = False, None, None, None
         self.behind_since = None
         self._close_store()
-        self.fallbacks += 1
-        self.last_fallback = why
-        print(f"{self.name}: weight relay: {why}; syncing on its own channel", file=sys.stderr)
+        self._unwatch()
+        self.fallbacks, self.in_row, self.last_fallback = self.fallbacks + 1, self.in_row + 1, why
+        wait = backoff_versions(self.in_row)
+        self.rejoin_at = self.version + 1 + wait
+        backoff = (
+            f"; fell back {self.in_row} times in a row: sits out {wait} version(s), joins "
+            f"again from version {self.rejoin_at}"
+            if wait
+            else ""
+        )
+        print(
+            f"{self.name}: weight relay: {why}; syncing on its own channel{backoff}",
+            file=sys.stderr,
+        )
         return CHANNEL
+
+    def leave(self, rank0) -> None:
+        """The generator shuts down (`scale` removed it): rank 0 takes it out of the next epoch.
+        Waits for the answer (within LEAVE_S), so that killing the process next loses nothing."""
+        from microcoder.actors.deadline import get_within
+
+        self._unwatch()
+        try:
+            ref = rank0.leave_relay.remote(self.name)
+            get_within(ref, LEAVE_S, "leave_relay", LEARNER0, "it is dropped at a deadline")
+        except Exception as err:  # it is dropped at the next round's deadline instead
+            print(f"{self.name}: leaving the weight relay failed: {err}", file=sys.stderr)
 
     def _store(self, spec: dict):
         if self.store is None:

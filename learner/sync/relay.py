@@ -1,38 +1,34 @@
 """Weights to N receivers at the cost of about one transfer: a pipelined chain relay (issue 33).
 
 One stateless group over rank 0 (the learner) and every receiver (ranks 1..N), built as the
-per-generator channel of learner/sync/transport.py is (`RelaySender` and `RelayReceiver` inherit
-its bring-up: store, hello/world/backend keys, gloo or NCCL). The model travels as one byte
-stream in the serving dtype, cut into fixed-size chunks of `bucket_bytes`: rank 0 sends chunk k
-to the first receiver of the round's chain (point-to-point), each receiver receives it from the
-one before it and forwards it to the next (async) while its caller loads it. So a sync to N receivers takes about (B + N - 1) chunk times
-for B chunks, where one channel per receiver sent in turn takes N x B.
+per-generator channel of learner/sync/transport.py is (`RelaySender`, `RelayReceiver` inherit its
+bring-up: store, hello/world/backend keys, gloo or NCCL). The model travels as one byte stream in
+the serving dtype, cut into chunks of `bucket_bytes`: rank 0 sends chunk k to the first receiver
+of the round's chain (point to point), each receiver receives it from the one before it and
+forwards it to the next (async) while its caller loads it. So a sync to N receivers takes about
+(B + N - 1) chunk times for B chunks, where one channel per receiver sent in turn takes N x B.
 
-Layout, memory bounds and the same-bytes fingerprint: learner/sync/relay_wire.py. In short: fixed
-chunks of `bucket_bytes`; rank 0 holds two staging buffers, a receiver two chunks (plus one
-tensor bigger than a chunk while it arrives); every receiver's fingerprint is compared with rank
-0's, which names every receiver that got other bytes.
+Layout, memory bounds, the same-bytes fingerprint (rank 0 names every receiver that got other
+bytes): learner/sync/relay_wire.py.
 
 Round n: every receiver sets `relay-ready/{rank}/{n}`; rank 0 waits for all (names the missing;
-with `drop_missing` it goes on with those ready at the deadline) and publishes the round's chain
-`relay-chain/{n}` (each receiver's neighbours in it; one left out is told so), sends an int64
-header length and the JSON header down the chain, then the chunks; every receiver ends with
-`relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error; or
-{"why": ...} when its round failed). Every wait is bounded by `timeout_s` on both backends
-(learner/sync/collective_wait.py `wait_work`), so once all receivers are ready, rank 0 gives up within
-2 x timeout_s (its send, then the receivers' keys). A receiver whose next rank died (gloo sees the closed connection at
-once) stops forwarding but keeps receiving and loading (its own copy is good) and reports it. A
-send completes only once the next rank takes it, so a member that is alive but stuck stalls the
-ones before it too, and on gloo a timed-out wait closes the group's other connections: they
-lose the round as well. Rank 0's `RelayError` names the member where the chain broke (the first
-that a rank before it could not forward to, else the first that failed), the ranks downstream
-that did not get the version and the ones upstream the stall reached (`.delivered`: the ranks
-that confirmed it).
+with `drop_missing` it goes on with those ready at the deadline; `wait_ready` is that wait alone)
+and publishes the round's chain `relay-chain/{n}` (each receiver's neighbours in it; one left out
+is told so), sends an int64 header length and the JSON header down the chain, then the chunks;
+every receiver ends with `relay-done/{rank}/{n}` (JSON: fingerprint, peak bytes, a forward error;
+or {"why": ...} when its round failed). Every wait is bounded by `timeout_s` on both backends
+(learner/sync/collective_wait.py `wait_work`): once all receivers are ready, rank 0 gives up
+within 2 x timeout_s (its send, then the receivers' keys). A receiver whose next rank died (gloo
+sees the closed connection at once) stops forwarding but keeps receiving and loading, and reports
+it. A send completes only once the next rank takes it, so a member alive but stuck stalls the ones
+before it too, and on gloo a timed-out wait closes the group's other connections: they lose the
+round as well. Rank 0's `RelayError` names the member where the chain broke (the first that a rank
+before it could not forward to, else the first that failed), the ranks downstream that did not get
+the version and the ones upstream the stall reached (`.delivered`: the ranks that confirmed it).
 
-Bench-measured by `microcoder bench weight-sync --receivers 1,2,4`. The run uses it with
-`learner.weight_transport = "relay"`: rank 0's `RelayHub` (actors/relay_hub.py) keeps the
-epoch's `RelaySender`, each generator's workers a `RelayReceiver` (actors/engines/worker_ext.py
-`mc_open_relay`), and the generator's loop drives its side (actors/relay_member.py).
+Bench: `microcoder bench weight-sync --receivers 1,2,4`. In a run (`learner.weight_transport =
+"relay"`) rank 0's `RelayHub` (actors/relay_hub.py) keeps the epoch's `RelaySender`, each
+generator's workers a `RelayReceiver` (worker_ext.py `mc_open_relay`; actors/relay_member.py).
 """
 
 from __future__ import annotations
@@ -73,10 +69,9 @@ __all__ = ["RelayError", "RelayReceiver", "RelaySender", "RelayStats", "relay_la
 
 
 class RelaySender(WeightSender):
-    """Rank 0 of a relay group: sends each round down the chain 0 -> 1 -> ... -> N.
-
-    Built like `WeightSender` (same arguments; its group is the chain's); `dtype` is the serving
-    dtype floating tensors are cast to on the wire (None: as they are)."""
+    """Rank 0 of a relay group: sends each round down the chain 0 -> 1 -> ... -> N. Built like
+    `WeightSender` (same arguments; its group is the chain's); `dtype` is the serving dtype
+    floating tensors are cast to on the wire (None: as they are)."""
 
     def __init__(self, *args, dtype: torch.dtype | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -94,7 +89,6 @@ class RelaySender(WeightSender):
     ) -> RelayStats:
         """Send all tensors as weights of `version` to every receiver; returns the stats once
         every receiver confirmed the same bytes, else raises `RelayError` naming who did not.
-
         `drop_missing`: a receiver not ready within `join_s` (default timeout_s) is left out of
         this round (the chain closes over it, `RelayStats.skipped`) instead of failing it."""
         start = time.perf_counter()
@@ -126,20 +120,31 @@ class RelaySender(WeightSender):
             skipped=[r for r in range(1, self.world) if r not in self.chain],
         )
 
+    def wait_ready(self, join_s: float, n: int | None = None) -> list[int]:
+        """Wait up to `join_s` (0: not at all) for round `n`'s ready keys (default: the next
+        round's); returns the ranks not ready. Sends nothing: rank 0's hub waits with it without
+        `WorkLock`, then sends under it with `drop_missing=True, join_s=0`."""
+        n = self.round if n is None else n
+        keys = [f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)]
+        if join_s > 0:
+            try:
+                self.store.wait(keys, timedelta(seconds=join_s))
+            except RuntimeError:  # DistStoreError past the deadline: the missing are returned
+                pass
+        all_ready = self.store.check(keys)  # one call when all are (the usual case)
+        return [] if all_ready else [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
+
     def _members(self, n: int, drop_missing: bool, join_s: float) -> list[int]:
-        """The round's chain: every receiver, or with `drop_missing` those ready within
-        `join_s`; published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
+        """The round's chain: every receiver, or with `drop_missing` those ready within `join_s`
+        (0: now); published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
         keys = {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)}
         what = f"start receiving relay round {n}"
         if not drop_missing:
             _wait_keys(self.store, keys, self.names, what, join_s)
         else:
-            try:
-                self.store.wait(list(keys.values()), timedelta(seconds=join_s))
-            except RuntimeError:  # DistStoreError past the deadline: go on with the ready
-                pass
-            if not any(self.store.check([k]) for k in keys.values()):
-                _wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
+            self.wait_ready(join_s, n)
+        if drop_missing and not any(self.store.check([k]) for k in keys.values()):
+            _wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
         chain = [r for r, k in keys.items() if self.store.check([k])]
         self.store.set(f"{_PREFIX}/relay-chain/{n}", json.dumps(chain))
         return chain
@@ -150,9 +155,8 @@ class RelaySender(WeightSender):
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def _cuda_peak(self) -> int:
-        if self.device.type != "cuda":
-            return 0
-        return torch.cuda.max_memory_allocated(self.device) - self._cuda_base
+        cuda = self.device.type == "cuda"
+        return torch.cuda.max_memory_allocated(self.device) - self._cuda_base if cuda else 0
 
     def _send_header(self, header: dict, n: int) -> None:
         raw = torch.frombuffer(bytearray(json.dumps(header).encode()), dtype=torch.uint8)
@@ -224,15 +228,11 @@ class RelaySender(WeightSender):
             first = self.chain[0]
             failed[first] = failure + (f"; {failed[first]}" if first in failed else "")
         if failed:
-            raise self._broken(failed, reports, n, version)
+            raise chain_error(self._who, self.chain, failed, reports, n, version)
         return reports
 
     def _who(self, r: int) -> str:
         return f"rank {r} ({self.names.get(r, '?')})"
-
-    def _broken(self, failed: dict, reports: dict, n: int, version: int) -> RelayError:
-        """The error of a round that did not reach everyone (relay_wire.py `chain_error`)."""
-        return chain_error(self._who, self.chain, failed, reports, n, version)
 
 
 class RelayReceiver(WeightReceiver):

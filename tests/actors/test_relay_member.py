@@ -4,9 +4,15 @@ channel, when it waits, and when a round rank 0 did not confirm makes its weight
 
 from __future__ import annotations
 
-import pytest
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+from types import SimpleNamespace
 
-from microcoder.actors.relay_member import CHANNEL, IDLE, RelayMember
+import pytest
+import torch.distributed as dist
+
+from microcoder.actors.relay_member import CHANNEL, IDLE, WAIT, RelayMember, backoff_versions
 from microcoder.actors.weight_sync import WeightsMixedError
 from microcoder.learner.config import LearnerConfig
 
@@ -152,3 +158,122 @@ def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_sa
     gen._relay = ReadiedMember(events)
     assert gen.greedy(["p"], 4) == [[1]]
     assert events == ["received", "sampled at 7"] and gen.version == 7
+
+
+class Rank0Joins(Rank0):
+    """Also takes `join_relay.remote(name, workers)` (the member's `_ask` takes it as is)."""
+
+    def __init__(self, status: dict) -> None:
+        super().__init__(status)
+        self.joins = 0
+        self.join_relay = SimpleNamespace(remote=self._join)
+
+    def _join(self, name: str, workers: int) -> dict:
+        self.joins += 1
+        return {}
+
+
+class OneWorker:
+    def collective_rpc(self, method: str, args: tuple = ()) -> list:
+        assert method == "mc_relay_worker"
+        return [0]
+
+
+def test_a_member_that_falls_back_again_and_again_sits_out_more_versions_each_time(capsys):
+    """Each fallback in a row (no relay round loaded between) from the second on makes the
+    member sit out more versions on its own channel before it joins again: 1, 2, 4, 8, 16,
+    then 16 (capped); the decision is logged once, at the fallback, and the channel syncs it
+    sits out ask rank 0 nothing and log nothing."""
+    m, rank0 = member(), Rank0Joins(status("out", latest=0))
+    version, waits = 10, []
+    for _ in range(7):
+        assert m.asked
+        assert m.step(None, rank0, version=version) == CHANNEL  # rank 0 dropped it: falls back
+        first = m.rejoin_at
+        waits.append(first - version - 1)
+        capsys.readouterr()
+        while True:  # channel syncs, one version each, until it joins again
+            version += 1
+            joins = rank0.joins
+            m.joined_after_channel_sync(OneWorker(), rank0, version)
+            if rank0.joins > joins:
+                break
+        assert version == first and m.asked
+        assert capsys.readouterr().err == ""  # nothing logged while it sat versions out
+    assert waits == [0, 1, 2, 4, 8, 16, 16]
+    assert [backoff_versions(k) for k in range(1, 8)] == waits
+    assert m.in_row == 7 and m.fallbacks == 7
+
+
+def test_a_relay_round_loaded_ends_the_run_of_fallbacks(capsys):
+    """A member that fell back three times in a row, then loaded a relay round: its next
+    fallback is its first in a row again (it rejoins after the next channel sync), and the
+    fallback that decided a backoff logged it once."""
+    m, rank0 = member(), Rank0Joins(status("out", latest=0))
+    for v in (10, 11, 13):
+        m.asked = True
+        m.step(None, rank0, version=v)
+    err = capsys.readouterr().err
+    assert err.count("sits out") == 2 and "fell back 3 times in a row: sits out 2 version(s)" in err
+    with epoch_store() as spec:
+        m.asked, m.epoch, m.spec = True, spec["epoch"], spec
+        m.waiting = {"n": 4, "version": 20, "first": 1, "since": 0.0}
+        loaded = m.receive(Loads(20))
+        assert loaded["version"] == 20 and m.in_row == 0
+        assert m.step(None, rank0, version=20) == CHANNEL
+        assert m.in_row == 1 and m.rejoin_at == 21
+
+
+class Loads:
+    """An engine whose one worker loads relay round n as version `version`."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+    def collective_rpc(self, method: str, args: tuple = ()) -> list:
+        assert method == "mc_relay_receive_and_load"
+        return [(self.version, 3, 0.01, 0.01)]
+
+
+@contextmanager
+def epoch_store():
+    """An epoch's store, as rank 0's sender hosts it: its spec for member gen-0 (rank 1)."""
+    from microcoder.learner.distributed import free_port
+
+    port = free_port("127.0.0.1")
+    master = dist.TCPStore(
+        "127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    )
+    spec = {"epoch": 3, "host": "127.0.0.1", "port": port, "first_rank": 1, "workers": 1}
+    try:
+        yield {**spec, "master": master}
+    finally:
+        del master
+
+
+def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
+    """A member of epoch 3 that has round 0 polls rank 0 only every 60 s; rank 0's hub starts
+    round 1 and announces it in the epoch's store (relay_hub.py `ANNOUNCE_KEY`): the member's
+    watcher sees it, the member counts as busy (its loop ticks it at once), and its next step
+    asks `relay_status` and sets its ready key for round 1, long before its next poll."""
+    from microcoder.actors.relay_hub import _tell
+    from microcoder.learner.sync.transport import _PREFIX
+
+    with epoch_store() as spec:
+        master = spec.pop("master")
+        m = Member("gen-0", LearnerConfig(sync_timeout_s=5, relay_join_s=1), poll_s=60.0)
+        m.asked, m.epoch = True, 3
+        st = {**status("in", latest=5), "epoch": spec, "round": {"n": 0, "version": 5}}
+        rank0 = Rank0(st)
+        assert m.step(None, rank0, version=5) == IDLE and rank0.asked == 1
+        assert m.step(None, rank0, version=5) == IDLE and rank0.asked == 1  # throttled
+        assert not m.busy
+        rank0.status = {**st, "latest": 6, "round": {"n": 1, "version": 6}}
+        _tell(SimpleNamespace(store=master), 1, 6)
+        deadline = time.monotonic() + 5
+        while not m.busy:
+            assert time.monotonic() < deadline, "the member's watcher did not see round 1"
+            time.sleep(0.01)
+        assert m.step(None, rank0, version=5) == WAIT and rank0.asked == 2
+        assert master.check([f"{_PREFIX}/relay-ready/1/1"]) and m.waiting["n"] == 1
+        m.fall_back("test over")

@@ -92,9 +92,13 @@ def rank0_actor(ray):
             return state_of(self.version)
 
     class Rank0(LearnerRank):
-        def stand_in_setup(self, chunk_bytes: int | None = None) -> int:
+        def stand_in_setup(
+            self, chunk_bytes: int | None = None, join_s: float = JOIN_S, device_path=False
+        ) -> int:
+            """`device_path`: the hub's sends take WorkLock, as from a GPU over NCCL (on CPU
+            a gloo relay sends its CPU copy without it)."""
             cfg = LearnerConfig(
-                sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=JOIN_S
+                sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=join_s
             )
             self.settings = SimpleNamespace(learner=cfg)
             self.learner, self.client = Instant(), SimpleNamespace(announce_version=lambda v: 0)
@@ -102,6 +106,8 @@ def rank0_actor(ray):
             self.start_relay(cfg)
             if chunk_bytes:
                 self.relay.bucket_bytes = chunk_bytes
+            if device_path:
+                self.relay._holds_lock = lambda sender: True
             self.publish()
             return self.learner.version
 
@@ -109,8 +115,8 @@ def rank0_actor(ray):
     return ray.remote(num_cpus=0, max_concurrency=8, concurrency_groups=groups)(Rank0).remote(0, 1)
 
 
-def generator(name: str, rank0):
-    """The product's Generator with only what its weight update reads."""
+def generator(name: str, rank0, join_s: float = JOIN_S):
+    """The product's Generator with only what its weight update (and `shutdown`) reads."""
     from microcoder.actors.generator import Generator, relay_member
     from microcoder.actors.timing import PoolTimer
     from microcoder.learner.config import LearnerConfig
@@ -119,14 +125,14 @@ def generator(name: str, rank0):
     gen.name, gen.version, gen._channel, gen._pending = name, -1, {}, None
     gen.engine, gen._learner0_handle, gen.learner0 = Engine(), rank0, "rank-0"
     gen.settings = SimpleNamespace(
-        learner=LearnerConfig(sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=JOIN_S),
+        learner=LearnerConfig(sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=join_s),
         generator=SimpleNamespace(
             weight_update="inflight", inflight_kv="recompute", weight_poll_s=POLL_S
         ),
     )
     gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
     gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
-    gen._held, gen.errors = None, []
+    gen._held, gen.errors, gen._stop, gen.client = None, [], threading.Event(), None
     gen._relay = relay_member(name, gen.settings)
     return gen
 
@@ -192,11 +198,12 @@ def last_round(ray, rank0) -> dict:
     return ray.get(rank0.relay_status.remote("-"), timeout=30)["last"]
 
 
-def joined_relay(ray, names=NAMES, chunk_bytes: int | None = None):
+def joined_relay(ray, names=NAMES, chunk_bytes=None, join_s=JOIN_S, device_path=False):
     """Rank 0, the generators ticking, every one current on its channel and asked to join."""
     rank0 = rank0_actor(ray)
-    assert ray.get(rank0.stand_in_setup.remote(chunk_bytes), timeout=120) == 0
-    gens = {name: generator(name, rank0) for name in names}
+    setup = rank0.stand_in_setup.remote(chunk_bytes, join_s, device_path)
+    assert ray.get(setup, timeout=120) == 0
+    gens = {name: generator(name, rank0, join_s) for name in names}
     ticking = Ticking(gens)
     wait_for(
         "every generator synced version 0 on its channel and asked to join",
@@ -410,3 +417,155 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
         ticking.close()
         ray.kill(rank0)
     assert upstream_kept == (not ticking.errors["gen-0"]), ticking.errors["gen-0"]
+
+
+LATE_JOIN_S = 10.0  # the join deadline of the tests below: far above any step's deadline
+STEP_S = 3.0  # each train and publish of the driver, while a round waits for a late member
+
+
+def timed_step(ray, rank0) -> tuple[int, float]:
+    """The driver's train and publish, each within STEP_S (a wait that reaches it fails)."""
+    t0 = time.monotonic()
+    ray.get(rank0.train.remote([]), timeout=STEP_S)
+    ray.get(rank0.publish.remote(), timeout=STEP_S)
+    return ray.get(rank0.latest_version.remote(), timeout=STEP_S), time.monotonic() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_late_member_never_holds_the_learners_next_step_over_the_device_path(ray_cluster):
+    """Over NCCL rank 0's hub sends a round under `WorkLock` (forced here: its gloo relay takes
+    the lock as a device one would). gen-1 stops ticking; version 2's round waits up to
+    LATE_JOIN_S (10 s) for its ready key. Meanwhile the driver's next train and publish
+    (version 3) run at once, each within STEP_S: the hub waits for its members without the
+    lock. It then takes the lock and sends the newest version, 3 (announced as such), to gen-0,
+    bit-identical; gen-1 is left out. Before: the hub held the lock through the wait, and the
+    train waited for it past STEP_S."""
+    ray = ray_cluster
+    rank0, gens, ticking = joined_relay(
+        ray, names=("gen-0", "gen-1"), join_s=LATE_JOIN_S, device_path=True
+    )
+    try:
+        assert timed_step(ray, rank0)[0] == 1
+        wait_for("version 1 on both", lambda: all(g.version == 1 for g in gens.values()))
+        assert all(g.syncs[-1]["transport"] == "relay" for g in gens.values())
+        ticking.hold["gen-1"].set()
+        time.sleep(0.2)  # a tick under way ends
+        t0 = time.monotonic()
+        assert timed_step(ray, rank0)[0] == 2
+        early = gens["gen-0"]
+        wait_for("gen-0 ready for version 2's round", lambda: early._relay.waiting is not None)
+        version, took = timed_step(ray, rank0)  # fails past STEP_S when the round holds the lock
+        assert version == 3 and time.monotonic() - t0 < LATE_JOIN_S * 0.8, took
+        wait_for("version 3 on gen-0", lambda: early.version == 3, within_s=LATE_JOIN_S + 20)
+        sync = early.syncs[-1]
+        assert sync["transport"] == "relay" and (sync["epoch"], sync["round"]) == (1, 1), sync
+        assert_bit_identical(early, 3)
+        wait_for("rank 0 settled round 1", lambda: last_round(ray, rank0).get("n") == 1)
+        last = last_round(ray, rank0)
+        assert last["version"] == 3 and last["delivered"] == ["gen-0"], last
+        assert list(last["failed"]) == ["gen-1"] and "left out" in last["failed"]["gen-1"]
+    finally:
+        ticking.close()
+        ray.kill(rank0)
+    assert not ticking.errors["gen-0"], ticking.errors["gen-0"]
+
+
+def member_that_leaves_no_word(conn) -> None:
+    """A relay member's one worker in its own process: joins the epoch it is sent, receives
+    one round whole (and confirms it), then dies (os._exit) without leaving the relay."""
+    from microcoder.learner.sync.relay import RelayReceiver
+
+    conn.send("imported")
+    spec, n = conn.recv()
+    rx = RelayReceiver(
+        spec["host"],
+        spec["port"],
+        spec["first_rank"],
+        spec["world"],
+        timeout_s=SYNC_S,
+        name=spec["name"],
+    )
+    rx.round = n
+    for _ in rx.receive():
+        pass
+    conn.send("received")
+    os._exit(3)
+
+
+def round_of(ray, rank0, version: int) -> dict:
+    wait_for(
+        f"rank 0 settled the round of version {version}",
+        lambda: last_round(ray, rank0).get("version") == version,
+        within_s=JOIN_S * 4 + 20,
+    )
+    return last_round(ray, rank0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_scale_down_a_generator_that_leaves_is_not_waited_for_and_a_dead_one_is_dropped(
+    ray_cluster,
+):
+    """`microcoder scale` down, as the pool does it: gen-2's loop stops, then its `shutdown`
+    (the product's) tells rank 0 it leaves, while version 2's round waits for its members.
+    The round goes on at once without it (not after JOIN_S), and version 3's epoch has only
+    gen-0 and gen-1, formed with no wait. Then gen-dies (a real process in the epoch, which
+    received version 4) dies without a word: version 5's round waits JOIN_S for it and reaches
+    gen-0 and gen-1, and version 6's epoch, without it, again waits for nobody."""
+    ray = ray_cluster
+    rank0, gens, ticking = joined_relay(ray)
+    ctx = mp.get_context("spawn")
+    pipe, child = ctx.Pipe()
+    proc = ctx.Process(target=member_that_leaves_no_word, args=(child,), daemon=True)
+    proc.start()
+    staying = {n: gens[n] for n in ("gen-0", "gen-1")}
+    try:
+        assert step(ray, rank0) == 1
+        wait_for("version 1 everywhere", lambda: all(g.version == 1 for g in gens.values()))
+        ticking.hold["gen-2"].set()  # the pool's `stop`: its loop ends first
+        time.sleep(0.2)
+        assert step(ray, rank0) == 2
+        wait_for(
+            "gen-0 and gen-1 ready for version 2's round",
+            lambda: all(g._relay.waiting is not None for g in staying.values()),
+        )
+        gens["gen-2"].shutdown()
+        assert ray.get(rank0.relay_status.remote("gen-2"), timeout=30)["member"] == "out"
+        last = round_of(ray, rank0, 2)
+        assert last["delivered"] == ["gen-0", "gen-1"] and list(last["failed"]) == ["gen-2"]
+        assert last["seconds"] < JOIN_S * 0.7, last  # not waited for to the deadline
+        t0 = time.monotonic()
+        step_reaches_all_through_the_relay(ray, rank0, staying, version=3, epoch=2)
+        assert time.monotonic() - t0 < JOIN_S * 0.7  # the new epoch waited for nobody
+        last = round_of(ray, rank0, 3)
+        assert (last["epoch"], last["delivered"], last["failed"]) == (2, ["gen-0", "gen-1"], {})
+
+        assert pipe.poll(180) and pipe.recv() == "imported"
+        ray.get(rank0.join_relay.remote("gen-dies", 1), timeout=30)
+        assert step(ray, rank0) == 4
+        wait_for(
+            "gen-dies is in epoch 3",
+            lambda: ray.get(rank0.relay_status.remote("gen-dies"), timeout=30)["round"] is not None,
+        )
+        st = ray.get(rank0.relay_status.remote("gen-dies"), timeout=30)
+        pipe.send((st["epoch"], st["round"]["n"]))
+        assert pipe.poll(60) and pipe.recv() == "received"
+        proc.join(30)
+        assert proc.exitcode == 3
+        assert round_of(ray, rank0, 4)["delivered"] == ["gen-0", "gen-1", "gen-dies"]
+        step_reaches_all_through_the_relay(ray, rank0, staying, version=5, epoch=3)
+        last = round_of(ray, rank0, 5)
+        assert last["delivered"] == ["gen-0", "gen-1"] and list(last["failed"]) == ["gen-dies"]
+        assert last["seconds"] > JOIN_S * 0.8, last  # waited for it to the deadline
+        t0 = time.monotonic()
+        step_reaches_all_through_the_relay(ray, rank0, staying, version=6, epoch=4)
+        assert time.monotonic() - t0 < JOIN_S * 0.7  # the epoch without it waited for nobody
+        last = round_of(ray, rank0, 6)
+        assert (last["delivered"], last["failed"]) == (["gen-0", "gen-1"], {}), last
+    finally:
+        proc.kill()
+        ticking.close()
+        ray.kill(rank0)
+    for name in staying:
+        assert not ticking.errors[name], (name, ticking.errors[name])
