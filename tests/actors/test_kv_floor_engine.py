@@ -72,7 +72,7 @@ def _blocker(engine, prompt: list[int]):
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    params = SamplingParams(n=SEATS, temperature=1.0, max_tokens=400, ignore_eos=True)
+    params = SamplingParams(n=SEATS, temperature=1.0, max_tokens=550, ignore_eos=True)
     params.output_kind = RequestOutputKind.CUMULATIVE
     started, latest = threading.Event(), {}
 
@@ -111,7 +111,7 @@ def _group_through_an_update(engine, prompt, new_dir, old_dir, kv: str):
         lambda: engine.cache_salt,
     )
     group = engine.submit(coro)
-    time.sleep(0.2)  # its requests reach the engine and queue behind the blocker
+    time.sleep(0.1)  # its requests reach the engine and queue behind the blocker
     try:
         update_engine(engine, "keep", lambda: _load(engine, new_dir, 1), "t", kv)
         version["now"] = 1
