@@ -110,14 +110,10 @@ async def sample_group(
     version (the oldest) and last_policy_version = last span's version; fallback when spans are
     missing: admitted_version / current_version() at completion (both conservative for staleness).
 
-    The KV floor: when the salt changed while the group was in flight (an update that kept the KV,
-    `generator.inflight_kv = "reuse"`), policy_version is at most `admitted_version`. vLLM fans
-    the group out into G requests; one first scheduled after the update (queued behind
-    `max_num_seqs`, or its prefill cut by the pause) samples every token under the new version
-    but reads the prompt blocks its siblings cached under the old salt, computed by the old
-    weights (notes/issue-33-h38.md). Its oldest input is then the version it was submitted at,
-    and staleness counts from there. Under "recompute" the salt never changes (the pause clears
-    the cache), so a response first scheduled after an update is all the new version's."""
+    The KV floor: when the salt changed while the group was in flight (an update kept the KV:
+    "reuse"), policy_version is at most `admitted_version`: a request first sampled after the
+    update may read old-weights prompt KV (blocks cached under its old salt, or its own prefill
+    cut by the pause; notes/issue-33-h38.md). Under "recompute" the salt never changes."""
     final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
     if params.output_kind is not final_only:
         params = params.clone()
