@@ -102,12 +102,18 @@ async def sample_group(
     current_version: Callable[[], int],
     owner: str,
     cache_salt: str | None = None,
+    current_salt: Callable[[], str | None] | None = None,
 ) -> Group:
     """One `llm.generate(..., n=G, output_kind=FINAL_ONLY)` (`llm` an AsyncLLM, run on its loop;
-    `cache_salt` the engine's `AsyncEngine.cache_salt` when the group was submitted).
-    Responses carry policy_version = first span's version (the oldest) and last_policy_version =
-    last span's version; fallback when spans are missing: admitted_version /
-    current_version() at completion (both conservative for staleness)."""
+    `cache_salt` the engine's `AsyncEngine.cache_salt` when the group was submitted,
+    `current_salt()` the engine's salt now). Responses carry policy_version = first span's
+    version (the oldest) and last_policy_version = last span's version; fallback when spans are
+    missing: admitted_version / current_version() at completion (both conservative for staleness).
+
+    The KV floor: when the salt changed while the group was in flight (an update kept the KV:
+    "reuse"), policy_version is at most `admitted_version`: a request first sampled after the
+    update may read old-weights prompt KV (blocks cached under its old salt, or its own prefill
+    cut by the pause; notes/issue-33-h38.md). Under "recompute" the salt never changes."""
     final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
     if params.output_kind is not final_only:
         params = params.clone()
@@ -122,8 +128,11 @@ async def sample_group(
     if final is None:
         raise RuntimeError(f"vLLM returned no output for group {assignment.group_id}")
     responses = []
+    kv_kept = current_salt is not None and current_salt() != cache_salt
     for c in final.outputs:
         first, last = _span_versions(c) or (admitted_version, current_version())
+        if kv_kept:
+            first = min(first, admitted_version)
         responses.append(
             response_of(
                 c,
@@ -425,7 +434,9 @@ def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, vers
     for a in assignments:
         v = version()
         ids, salt = prompt_ids(a.prompt), engine.cache_salt
-        coro = sample_group(engine.llm, a, ids, params_for(a), v, version, owner, salt)
+        coro = sample_group(
+            engine.llm, a, ids, params_for(a), v, version, owner, salt, lambda: engine.cache_salt
+        )
         flight.add(a, engine.submit(coro))
 
 

@@ -61,7 +61,10 @@ class AsyncEngine:
         """vLLM's `cache_salt` of every request submitted now: prefix-cache blocks are shared
         only between requests with the same salt. A pause that keeps the KV cache (`pause(...,
         clear_cache=False)`) changes it first, so no request submitted from then on reads
-        blocks computed under the old weights (the kept requests go on with their own)."""
+        blocks computed under the old weights (the kept requests go on with their own). A
+        request submitted before and first scheduled after (queued behind `max_num_seqs`) still
+        reads its salt's old blocks: actors/stream.py `sample_group` tags it with the version it
+        was submitted at when the salt changed while it was in flight (the KV floor)."""
         self._salt_epoch = 0
         built: concurrent.futures.Future = concurrent.futures.Future()
         self._thread = threading.Thread(

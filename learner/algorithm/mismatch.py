@@ -20,7 +20,10 @@ micro-batches and ranks with the step's other sums (one collective, no host sync
 `mismatch_metrics` turns the total into the step's metrics.
 The same four sums are also kept for two spans, responses sampled by one policy version
 ("single") and responses that an in-flight weight update split between two ("spanned": their
-last version is newer than their first, `generator.weight_update = "inflight"`), so the price in
+last version is newer than their first, `generator.weight_update = "inflight"`; under
+`generator.inflight_kv = "reuse"` also a response whose every token the new version sampled
+over prompt KV the old one may have cached, tagged with its submission version by
+actors/stream.py `sample_group`'s KV floor), so the price in
 mismatch of `generator.inflight_kv` (old KV kept under new weights, or recomputed) can be read
 apart from the staleness (`mismatch_by_span`; no histogram, so no quantiles). A quantile is the centre of the
 first bin where the cumulative count reaches p · N, so it is within BIN_WIDTH / 2 in log space
@@ -45,7 +48,8 @@ BINS = int(round(2 * LOG_RANGE / BIN_WIDTH)) + 1
 _SUMS = ("tokens", "abs_dlogp", "kl", "out_of_band")
 _MEANS = ("abs_dlogp", "kl", "out_of_band_frac")  # _SUMS[1:] divided by the tokens
 SPANS = ("single", "spanned")
-"""The `mismatch_by_span` keys: responses of one policy version, and those an update split."""
+"""The `mismatch_by_span` keys: responses of one policy version, and those an update split
+(last_policy_version newer than policy_version)."""
 SIZE = STALENESS_BUCKETS * (len(_SUMS) + BINS) + len(SPANS) * len(_SUMS)
 """Length of the vector `mismatch_sums` returns."""
 QUANTILES = {"ratio_p1": 0.01, "ratio_p50": 0.5, "ratio_p99": 0.99}
