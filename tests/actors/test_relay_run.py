@@ -340,10 +340,9 @@ def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_ne
         assert not errors, (name, errors)
 
 
-def member_that_dies(conn) -> None:
-    """A relay member's one worker in its own process: joins the epoch it is sent, then
-    receives the round and dies (os._exit) once it took its first tensor: the embedding, split
-    over chunks 0-3; chunks 4 and on are never received, so never forwarded."""
+def join_sent_epoch(conn):
+    """In a member process: say it imported, take the epoch's spec and round from the test,
+    and join that epoch as its one worker (a `RelayReceiver` at the announced round)."""
     from microcoder.learner.sync.relay import RelayReceiver
 
     conn.send("imported")
@@ -357,6 +356,14 @@ def member_that_dies(conn) -> None:
         name=spec["name"],
     )
     rx.round = n
+    return rx
+
+
+def member_that_dies(conn) -> None:
+    """A relay member's one worker in its own process: joins the epoch it is sent, then
+    receives the round and dies (os._exit) once it took its first tensor: the embedding, split
+    over chunks 0-3; chunks 4 and on are never received, so never forwarded."""
+    rx = join_sent_epoch(conn)
     conn.send("joined")
     for _ in rx.receive():
         os._exit(3)
@@ -474,19 +481,7 @@ def test_a_late_member_never_holds_the_learners_next_step_over_the_device_path(r
 def member_that_leaves_no_word(conn) -> None:
     """A relay member's one worker in its own process: joins the epoch it is sent, receives
     one round whole (and confirms it), then dies (os._exit) without leaving the relay."""
-    from microcoder.learner.sync.relay import RelayReceiver
-
-    conn.send("imported")
-    spec, n = conn.recv()
-    rx = RelayReceiver(
-        spec["host"],
-        spec["port"],
-        spec["first_rank"],
-        spec["world"],
-        timeout_s=SYNC_S,
-        name=spec["name"],
-    )
-    rx.round = n
+    rx = join_sent_epoch(conn)
     for _ in rx.receive():
         pass
     conn.send("received")
