@@ -24,6 +24,23 @@ class LearnerConfig(Section):
     replicas run only on nodes that advertise them (`ray start --resources '{"second": 4}'`),
     which pins the pool to those nodes; the placement plan checks the cluster has enough.
     Empty = any node."""
+    sequence_parallel: int = Field(1, ge=1)
+    """Ulysses sequence parallelism: each packed micro-batch is split along the sequence over
+    this many ranks of the learner group (consecutive ranks form one group), with an all-to-all
+    over attention heads around attention, so a rank holds 1/N of a long sequence's
+    activations. 1 = off. Must divide world_size / replicas; the model's attention and
+    key/value heads must divide by it (learner/sequence_parallel.py)."""
+    offload: Literal["none", "optimizer", "params"] = "none"
+    """What lives in host memory instead of on the GPU: "optimizer" = AdamW's moments (the
+    step streams them to the device and back), "params" = the fp32 master weights, their
+    gradients and the moments too (FSDP2's CPU offload; the optimizer step runs on the host).
+    Same weights, bit for bit, as "none"; costs host memory (the plan prints it per node) and
+    transfer time."""
+    replicas: int = Field(1, ge=1)
+    """HSDP: R replicas × (world_size / R) shards on a 2-D mesh. Each replica holds a full
+    sharded copy; gradients are reduce-scattered inside a replica and all-reduced across
+    replicas, so parameter all-gathers stay inside a replica (one node, say). 1 = plain FSDP
+    over every rank. Must divide world_size."""
     batch_size: int = Field(8, ge=1)
     """Scored groups (prompts × G responses) per optimizer step."""
     mini_batches: int = Field(1, ge=1)
@@ -129,6 +146,23 @@ class LearnerConfig(Section):
     """Seconds the driver waits for every rank to finish one train, publish (the weight gather)
     or checkpoint save before it stops the run naming the rank that did not; raise it above
     the slowest step (compute_s + sync_s)."""
+
+    @model_validator(mode="after")
+    def _parallel_shape_divides(self) -> LearnerConfig:
+        """replicas divides world_size, and sequence_parallel divides a replica's ranks."""
+        w, r, sp = self.world_size, self.replicas, self.sequence_parallel
+        if w % r:
+            raise ValueError(
+                f"learner.replicas = {r} does not divide learner.world_size = {w}; HSDP needs "
+                "R replicas of world_size / R ranks each: set world_size to a multiple of replicas"
+            )
+        if (w // r) % sp:
+            raise ValueError(
+                f"learner.sequence_parallel = {sp} does not divide the {w // r} ranks of a "
+                "replica (learner.world_size / learner.replicas); set world_size to a multiple "
+                "of replicas × sequence_parallel"
+            )
+        return self
 
     @field_validator("logprob_chunk_tokens")
     @classmethod
