@@ -50,6 +50,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="with --dry-run: memory of one GPU in GiB for the memory plan (default 80)",
     )
+    p.add_argument(
+        "--host-memory-gb",
+        type=float,
+        default=None,
+        help="with --dry-run: host memory of one node in GiB; the plan refuses a learner whose "
+        "offloaded states and published copy exceed it (default: not checked)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="with --dry-run: GPUs of one node, the learner ranks sharing its host memory "
+        "(default 8)",
+    )
+    p.add_argument(
+        "--flash-attn",
+        action="store_true",
+        help="with --dry-run: the learner's GPUs have flash-attn installed (the plan then "
+        "counts no [L, L] attention scores); default: only if this machine has it and a GPU",
+    )
     p.set_defaults(func=run)
 
 
@@ -72,7 +92,15 @@ def run(args: argparse.Namespace) -> int:
         from microcoder.launch.run.memory_check import dry_run_memory
 
         code = dry_run(cfg, args, make_plan)
-        return max(code, dry_run_memory(cfg, args.cluster_gpus, args.gpu_memory_gb))
+        memory = dry_run_memory(
+            cfg,
+            args.cluster_gpus,
+            args.gpu_memory_gb,
+            host_gb=args.host_memory_gb,
+            gpus_per_node=args.gpus_per_node,
+            flash_attn=args.flash_attn,
+        )
+        return max(code, memory)
     from microcoder.launch.run.command import launch
 
     return launch(cfg, args)

@@ -1,28 +1,35 @@
-"""The memory plan of a run's config: the learner rank's and each generator GPU's bytes, printed by
-`microcoder launch CONFIG --dry-run --cluster-gpus N [--gpu-memory-gb G]`, and the refusal of a
-recipe that will not fit, naming the knob to change. The counting is learner/models/memory_plan.py's.
+"""The memory plan of a run's config: the learner rank's and each generator GPU's bytes, and the
+learner's host memory per node, printed by `microcoder launch CONFIG --dry-run --cluster-gpus N
+[--gpu-memory-gb G] [--host-memory-gb M] [--gpus-per-node K] [--flash-attn]`, and the refusal of
+a recipe that will not fit, naming the knobs that would help (launch/run/memory_knobs.py). The
+counting is learner/models/memory_plan.py's.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from microcoder.launch.config import Config
+from microcoder.launch.run.memory_knobs import learner_knob
 from microcoder.learner.models.memory_plan import (
     GeneratorPlan,
     GiB,
     LearnerPlan,
     ModelShape,
     ShapeError,
-    largest_fitting,
+    host_per_node,
     plan_generator,
     plan_learner,
 )
 
 DEFAULT_GPU_GB = 80.0
 """GPU memory the dry-run plans with when --gpu-memory-gb is not given (an H100/A100 80 GB)."""
+
+DEFAULT_GPUS_PER_NODE = 8
+"""GPUs of one node the dry-run plans with when --gpus-per-node is not given."""
 
 
 @dataclass
@@ -46,8 +53,41 @@ def run_shape(cfg: Config) -> ModelShape:
     return ModelShape.from_folder(folder)
 
 
-def learner_inputs(cfg: Config, device: str) -> dict:
-    """plan_learner's keyword arguments for this config on `device`."""
+def local_flash() -> bool:
+    """Whether this machine would pick flash-attn (learner/attention.py: `choose`): it is
+    installed and torch sees a GPU. torch is imported only when flash_attn is there."""
+    if importlib.util.find_spec("flash_attn") is None:
+        return False
+    import torch
+
+    from microcoder.learner.attention import flash_available
+
+    return torch.cuda.is_available() and flash_available()
+
+
+def planned_kernel(cfg: Config, device: str, flash_attn: bool | None) -> tuple[str, str]:
+    """(the attention kernel the plan assumes, why): learner.attn_implementation when it names
+    one; for "auto", flash-attn when `flash_attn` is true (--flash-attn: the learner's GPUs have
+    it), when None this machine's choice, else microcoder's varlen attention."""
+    impl = cfg.learner.attn_implementation
+    if impl == "flash_attention_2":
+        return "flash", "learner.attn_implementation = flash_attention_2"
+    if impl == "eager":
+        return "eager", "learner.attn_implementation = eager: [L, L] scores on every layer"
+    if impl != "auto":
+        return "varlen", f"learner.attn_implementation = {impl}"
+    if device == "cuda" and (flash_attn or (flash_attn is None and local_flash())):
+        return "flash", "flash-attn on the learner's GPUs (" + (
+            "--flash-attn)" if flash_attn else "installed here)"
+        )
+    return "varlen", (
+        "microcoder varlen SDPA: flash-attn not assumed"
+        + ("; pass --flash-attn if the learner's GPUs have it" if device == "cuda" else "")
+    )
+
+
+def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
+    """plan_learner's keyword arguments for this config on `device`, with attention `kernel`."""
     lr, g, a = cfg.learner, cfg.generator, cfg.algorithm
     dtype = lr.dtype if lr.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     per_rank = a.group_size * lr.batch_size * (g.max_prompt_tokens + g.max_response_tokens)
@@ -60,7 +100,20 @@ def learner_inputs(cfg: Config, device: str) -> dict:
         activation_checkpointing=bool(lr.activation_checkpointing),
         grad_accumulation_unsharded=several and lr.grad_sync == "last_micro_batch",
         reference_model=a.kl_coef > 0,
+        longest_sequence=g.max_prompt_tokens + g.max_response_tokens,
+        sequence_parallel=lr.sequence_parallel,
+        offload=lr.offload,
+        replicas=lr.replicas,
+        kernel=kernel,
     )
+
+
+def ranks_per_node(cfg: Config, gpus_per_node: int) -> int:
+    """Learner ranks on its fullest node: as many as the node's GPUs hold (all on a CPU run)."""
+    lr = cfg.learner
+    if lr.gpus_per_rank <= 0:
+        return lr.world_size
+    return max(1, min(lr.world_size, math.floor(gpus_per_node / lr.gpus_per_rank + 1e-9)))
 
 
 def learner_room(cfg: Config, gpu_bytes: int) -> tuple[int, str]:
@@ -83,56 +136,45 @@ def _row(label: str, n: int, tail: str = "") -> str:
     return f"    {label:<36} {_gib(n):>11}" + (f"  {tail}" if tail else "")
 
 
-def learner_lines(plan: LearnerPlan, inputs: dict) -> list[str]:
+def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]:
     on = inputs["activation_checkpointing"]
     run = "<- this run"
     sync = "(learner.grad_sync = last_micro_batch)" if plan.accumulated_grads else ""
+    shard = inputs["world_size"] // inputs["replicas"]
+    mesh = (
+        f"HSDP {inputs['replicas']} x {shard}" if inputs["replicas"] > 1 else f"FSDP2 over {shard}"
+    )
+    sp = inputs["sequence_parallel"]
+    where = {"none": "shard", "optimizer": "shard; moments on the host", "params": "host"}
     return [
-        f"  learner rank (FSDP2 over {inputs['world_size']}, "
-        f"{'bf16' if inputs['compute_bytes'] == 2 else 'fp32'} compute):",
-        _row("params (fp32 shard)", plan.params),
-        _row("gradients (fp32 shard)", plan.grads),
-        _row("AdamW moments (shard)", plan.optimizer),
+        f"  learner rank ({mesh}, {'bf16' if inputs['compute_bytes'] == 2 else 'fp32'} compute, "
+        f"sequence parallel {sp}, offload {inputs['offload']}):",
+        f"    micro-batch of this rank: {plan.tokens} tokens (max(learner.micro_batch_tokens = "
+        f"{inputs['micro_batch_tokens']}, longest sequence {inputs['longest_sequence']})"
+        + (f" / {sp}" if sp > 1 else "")
+        + ")",
+        f"    attention kernel assumed: {plan.kernel} ({why_kernel})",
+        _row("params (fp32)", plan.params, where[inputs["offload"]]),
+        _row("gradients (fp32)", plan.grads),
+        _row("AdamW moments", plan.optimizer),
         _row("unsharded params (root + 2 layers)", plan.unsharded_params),
         _row("unsharded head gradient", plan.unsharded_grads),
         _row("head gradient of the chunks", plan.head_grad_chunks),
         _row("accumulated unsharded gradients", plan.accumulated_grads, sync),
         _row("activations, checkpointing off", plan.activations_no_ckpt, "" if on else run),
         _row("activations, checkpointing on", plan.activations_ckpt, run if on else ""),
+        _row("  of which attention scores, a layer", plan.attention_scores),
+        _row("  of which all-to-all buffers, a layer", plan.sp_buffers),
         _row("log-prob head (logit blocks)", plan.logprob_head),
+        _row("optimizer step temporaries", plan.optimizer_temp),
         _row("publish, on the device", plan.publish_device),
-        _row("publish, host copy on rank 0", plan.publish_host, "(host memory)"),
         _row("reference model", plan.reference),
         _row("peak: backward", plan.backward_peak()),
         _row("peak: optimizer step", plan.optimizer_peak()),
         _row("peak", plan.peak()),
+        _row("host: offloaded states per rank", plan.host, "(host memory)"),
+        _row("host: publish copy on rank 0", plan.publish_host, "(host memory)"),
     ]
-
-
-def learner_knob(shape: ModelShape, inputs: dict, room: int, gpu_bytes: int) -> str:
-    """What to change so the learner rank fits in `room` bytes (more ranks: whole GPUs of
-    `gpu_bytes` each), as a sentence."""
-    on = {**inputs, "activation_checkpointing": True}
-    if not inputs["activation_checkpointing"] and plan_learner(shape, **on).peak() <= room:
-        return "set learner.activation_checkpointing = true"
-    tokens = largest_fitting("micro_batch_tokens", room, shape, inputs["micro_batch_tokens"], **on)
-    if tokens >= 1024:
-        ckpt = "" if inputs["activation_checkpointing"] else "set learner.activation_checkpointing"
-        return (
-            ckpt + " = true and " if ckpt else ""
-        ) + f"lower learner.micro_batch_tokens to {tokens}"
-    if inputs["logprob_chunk_tokens"] == 0:
-        chunked = {**on, "logprob_chunk_tokens": 1024}
-        if plan_learner(shape, **chunked).peak() <= room:
-            return "set learner.logprob_chunk_tokens = 1024 and learner.activation_checkpointing = true"
-    world = largest_fitting("world_size", gpu_bytes, shape, 1024, **on)
-    if world:
-        return (
-            f"raise learner.world_size to {world} (with learner.gpus_per_rank = 1 and "
-            "learner.activation_checkpointing = true): the fp32 weights, gradients and AdamW "
-            "moments alone need 16 bytes per parameter, shared by the ranks"
-        )
-    return "the model does not fit on any number of these GPUs; use GPUs with more memory"
 
 
 def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
@@ -150,25 +192,58 @@ def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
     ]
 
 
-def memory_report(cfg: Config, device: str, gpu_gb: float = DEFAULT_GPU_GB) -> MemoryReport:
-    """The plan's lines and, on cuda, the errors of parts that do not fit in `gpu_gb` GiB."""
+@dataclass(frozen=True)
+class ClusterMemory:
+    """What the plan checks against: one GPU's memory, and a node's host memory and GPUs."""
+
+    gpu_gb: float = DEFAULT_GPU_GB
+    """Memory of one GPU, GiB (--gpu-memory-gb)."""
+    host_gb: float | None = None
+    """Host memory of one node, GiB (--host-memory-gb); None = not checked."""
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    """GPUs of one node (--gpus-per-node): how many learner ranks share a node's host memory."""
+    flash_attn: bool | None = False
+    """The learner's GPUs have flash-attn (--flash-attn); None = what this machine would pick."""
+
+
+def memory_report(
+    cfg: Config, device: str, gpu_gb: float = DEFAULT_GPU_GB, cluster: ClusterMemory | None = None
+) -> MemoryReport:
+    """The plan's lines and, on cuda, the errors of parts that do not fit in `gpu_gb` GiB (and,
+    when `cluster.host_gb` is given, in a node's host memory)."""
     out = MemoryReport()
+    cluster = cluster or ClusterMemory(gpu_gb=gpu_gb)
+    gpu_gb = cluster.gpu_gb
     try:
         shape = run_shape(cfg)
     except ShapeError as err:
         out.errors.append(f"memory plan: {err}")
         return out
     gpu = int(gpu_gb * GiB)
-    inputs = learner_inputs(cfg, device)
+    kernel, why_kernel = planned_kernel(cfg, device, cluster.flash_attn)
+    inputs = learner_inputs(cfg, device, kernel)
     lplan = plan_learner(shape, **inputs)
     room, why = learner_room(cfg, gpu)
+    moe = (
+        f", {shape.experts} experts, {shape.active_params() / 1e9:.2f} B active"
+        if shape.experts
+        else ""
+    )
     out.lines.append(
-        f"memory plan ({shape.params() / 1e9:.2f} B parameters; GPU {gpu_gb:g} GiB"
+        f"memory plan ({shape.params() / 1e9:.2f} B parameters{moe}; GPU {gpu_gb:g} GiB"
         + ("" if device == "cuda" else "; device cpu: not checked")
         + "):"
     )
-    out.lines += learner_lines(lplan, inputs)
+    out.lines += learner_lines(lplan, inputs, why_kernel)
     out.lines.append(_row("room on its GPU", room, f"({why})"))
+    per_node = ranks_per_node(cfg, cluster.gpus_per_node)
+    host = host_per_node(lplan, per_node)
+    host_room = (
+        "not checked: pass --host-memory-gb"
+        if cluster.host_gb is None
+        else (f"of {cluster.host_gb:g} GiB")
+    )
+    out.lines.append(_row("host memory per node", host, f"({per_node} ranks; {host_room})"))
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
     gplan = plan_generator(
@@ -189,6 +264,14 @@ def memory_report(cfg: Config, device: str, gpu_gb: float = DEFAULT_GPU_GB) -> M
             f"memory plan: a learner rank needs {_gib(lplan.peak())} and has {_gib(room)} on a "
             f"{gpu_gb:g} GiB GPU; {learner_knob(shape, inputs, room, gpu)}"
         )
+    if cluster.host_gb is not None and host > cluster.host_gb * GiB:
+        out.errors.append(
+            f"memory plan: the learner needs {_gib(host)} of host memory on a node ({per_node} "
+            f'ranks x {_gib(lplan.host)} offloaded with learner.offload = "{lplan.offload}", '
+            f"and rank 0's {_gib(lplan.publish_host)} published copy) and a node has "
+            f"{cluster.host_gb:g} GiB (--host-memory-gb); offload less (learner.offload) or "
+            "raise learner.world_size over more nodes, so each rank holds a smaller shard"
+        )
     if g.num_engines and gplan.sequences < 1:
         need = gplan.weights + gplan.reserve + gplan.kv_bytes_per_token * gplan.sequence_tokens
         out.errors.append(
@@ -202,12 +285,26 @@ def memory_report(cfg: Config, device: str, gpu_gb: float = DEFAULT_GPU_GB) -> M
     return out
 
 
-def dry_run_memory(cfg: Config, cluster_gpus: float | None, gpu_gb: float | None) -> int:
-    """Print the memory plan for `launch --dry-run`; 2 when it refuses the recipe, else 0."""
+def dry_run_memory(
+    cfg: Config,
+    cluster_gpus: float | None,
+    gpu_gb: float | None,
+    host_gb: float | None = None,
+    gpus_per_node: int | None = None,
+    flash_attn: bool = False,
+) -> int:
+    """Print the memory plan for `launch --dry-run`; 2 when it refuses the recipe, else 0.
+    Without --flash-attn, flash-attn is assumed only where this machine has it and a GPU."""
     device = cfg.cluster.device
     if device == "auto":
         device = "cuda" if cluster_gpus else "cpu"
-    report = memory_report(cfg, device, DEFAULT_GPU_GB if gpu_gb is None else gpu_gb)
+    cluster = ClusterMemory(
+        gpu_gb=DEFAULT_GPU_GB if gpu_gb is None else gpu_gb,
+        host_gb=host_gb,
+        gpus_per_node=gpus_per_node or DEFAULT_GPUS_PER_NODE,
+        flash_attn=True if flash_attn else None,
+    )
+    report = memory_report(cfg, device, cluster=cluster)
     print("\n".join(report.lines))
     for error in report.errors:
         print(f"launch: {error}")
@@ -227,4 +324,5 @@ def launch_memory_errors(cfg: Config, device: str) -> list[str]:
     sizes = [
         torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())
     ]
-    return memory_report(cfg, device, min(sizes) / GiB).errors
+    cluster = ClusterMemory(gpu_gb=min(sizes) / GiB, flash_attn=None)
+    return memory_report(cfg, device, cluster=cluster).errors

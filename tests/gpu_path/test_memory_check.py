@@ -4,6 +4,7 @@ refused (exit 2) naming the knob to change (launch/run/memory_check.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_refused_micro_batch_names_a_micro_batch_that_fits(tmp_path) -> None:
     ]
     cfg = load_config(CONFIGS / "qwen2.5-coder-1.5b-8gpu.toml", over)
     (error,) = memory_report(cfg, "cuda", 80).errors
-    tokens = int(error.rsplit("lower learner.micro_batch_tokens to ", 1)[1])
+    tokens = int(re.search(r"lower learner\.micro_batch_tokens to (\d+)", error)[1])
     shape = ModelShape.from_config(QWEN_15B)
     kw = dict(
         world_size=cfg.learner.world_size,
