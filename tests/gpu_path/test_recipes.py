@@ -139,7 +139,34 @@ def test_the_ladder_has_one_gpu_one_node_multi_node_and_the_papers_recipe():
         "qwen2.5-coder-7b-8gpu.toml": 8,
         "qwen2.5-coder-14b-64gpu.toml": 64,
         "qwen3-4b-paper.toml": 8,
+        "qwen2.5-coder-14b-32k-8gpu.toml": 8,
+        "qwen3-30b-a3b-8gpu.toml": 8,
+        "qwen3-8b-think-32k-8gpu.toml": 8,
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "without"),
+    [
+        # 14B at 32K on 4 ranks: neither sequence parallelism nor offload may go
+        ("qwen2.5-coder-14b-32k-8gpu.toml", "learner.offload=none learner.sequence_parallel=1"),
+        # 30B-A3B on 4 ranks: the moments must live on the host
+        ("qwen3-30b-a3b-8gpu.toml", "learner.offload=none"),
+    ],
+)
+def test_the_long_and_moe_recipes_need_what_they_set(name, without, workdir, capsys):
+    sets = [a for s in without.split() for a in ("--set", s)]
+    rc = run_dry_run(REPO / "configs" / name, workdir, *sets)
+    out = capsys.readouterr().out
+    assert rc == 2 and "a learner rank needs" in out
+
+
+def test_the_long_recipes_plan_their_32k_responses_as_one_micro_batch(workdir, capsys):
+    for name in ("qwen2.5-coder-14b-32k-8gpu.toml", "qwen3-8b-think-32k-8gpu.toml"):
+        cfg = load_config(REPO / "configs" / name)
+        assert cfg.generator.max_response_tokens == 32768
+        assert run_dry_run(REPO / "configs" / name, workdir) == 0
+        assert "longest sequence 34816" in capsys.readouterr().out
 
 
 def test_the_one_gpu_recipe_packs_the_learner_and_a_generator_onto_one_gpu():
