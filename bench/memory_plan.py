@@ -13,6 +13,14 @@ after the backward, and after the optimizer step. The plan's figures for the sam
 
 It also saves the loss and the gradients, so the parent checks that checkpointing changes
 neither (to `--atol`), and reports the checkpointing ratio (peak after backward, on / off).
+
+The long-context knobs (issue 44): `--world W` runs W gloo ranks (fresh processes, one
+rendezvous), each measuring its own peaks; the row is the largest rank's. `--sp N`, `--offload
+optimizer|params` and `--replicas R` set learner.sequence_parallel, learner.offload and
+learner.replicas. The batch holds 8 sequences and gives each data-parallel rank (W / N of them)
+`--tokens` tokens, one micro-batch. On a CPU the "device" and the host are the same memory, so
+the plan's figure is the device's first-step peak plus the host states the first step
+allocates (`planned`).
 """
 
 from __future__ import annotations
@@ -44,6 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--chunk", type=int, default=1024, help="learner.logprob_chunk_tokens")
     parser.add_argument("--atol", type=float, default=1e-5, help="loss/gradient agreement")
+    parser.add_argument("--world", type=int, default=1, help="gloo ranks (learner.world_size)")
+    parser.add_argument("--sp", type=int, default=1, help="learner.sequence_parallel")
+    parser.add_argument(
+        "--offload", choices=["none", "optimizer", "params"], default="none", help="learner.offload"
+    )
+    parser.add_argument("--replicas", type=int, default=1, help="learner.replicas (HSDP)")
+    parser.add_argument(
+        "--ckpt", choices=["both", "on", "off"], default="both", help="activation checkpointing"
+    )
 
 
 def build_model(out: Path, shape: str, max_tokens: int) -> Path:
@@ -57,8 +74,18 @@ def build_model(out: Path, shape: str, max_tokens: int) -> Path:
     return out
 
 
-def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool) -> dict:
-    """One training step in this process; peaks over the resident set before it, in bytes."""
+def knobs(args: argparse.Namespace) -> dict:
+    """The LearnerConfig fields of the measured shape (issue 44's knobs)."""
+    return {
+        "world_size": args.world,
+        "sequence_parallel": args.sp,
+        "offload": args.offload,
+        "replicas": args.replicas,
+    }
+
+
+def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool, extra: dict) -> dict:
+    """One training step in this process (one rank); peaks over the resident set before it."""
     import gc
 
     from safetensors.torch import save_file
@@ -70,11 +97,16 @@ def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool) -> dict:
     from microcoder.learner.trainer import Learner
 
     cfg = LearnerConfig(
-        logprob_chunk_tokens=chunk, micro_batch_tokens=tokens, activation_checkpointing=ckpt
+        logprob_chunk_tokens=chunk,
+        micro_batch_tokens=tokens,
+        activation_checkpointing=ckpt,
+        **extra,
     )
     learner = Learner(model, cfg, AlgorithmConfig(truncation_mask="none"))
     vocab = learner.model.config.vocab_size
-    batch = build_batch(micro_batch_groups(tokens, vocab), learner.algo, mask_generator(0, 0))
+    data_ranks = cfg.world_size // cfg.sequence_parallel
+    groups = micro_batch_groups(tokens * data_ranks, vocab)
+    batch = build_batch(groups, learner.algo, mask_generator(0, 0))
     (mb,) = learner._micro_batches(batch)
     gc.collect()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
@@ -85,7 +117,8 @@ def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool) -> dict:
     tensors = {f"grad.{n}": p.grad.full_tensor() for n, p in learner.model.named_parameters()}
     tensors["loss"] = loss.detach().reshape(1)
     tensors["logp"] = tensors["loss"].clone()  # max_differences compares a "logp" entry too
-    save_file({k: v.contiguous() for k, v in tensors.items()}, out)
+    if learner.rank == 0:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, out)
     del tensors
     gc.collect()
     learner._clip_and_step()
@@ -94,67 +127,114 @@ def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool) -> dict:
     return {"backward": (backward - baseline) * 1024, "step": (step - baseline) * 1024}
 
 
-def _measure(model: Path, out: Path, tokens: int, chunk: int, ckpt: bool) -> dict:
+def _measure(
+    model: Path, out: Path, tokens: int, chunk: int, ckpt: bool, extra: dict | None = None
+) -> dict:
+    """Each rank's peaks (a fresh process per rank); the largest rank's, with the list."""
+    from microcoder.learner.distributed import free_port
+
+    extra = extra or {}
+    world = extra.get("world_size", 1)
     cmd = [sys.executable, "-m", "microcoder.bench.memory_plan", str(model), str(out)]
+    cmd += [str(tokens), str(chunk), str(int(ckpt)), json.dumps(extra)]
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
-    args = [str(tokens), str(chunk), str(int(ckpt))]
-    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, check=False, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"memory worker exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if world > 1:
+        env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+        env |= {"WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            cmd,
+            env=env | ({"RANK": str(r), "LOCAL_RANK": str(r)} if world > 1 else {}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    ranks = []
+    for rank, proc in enumerate(procs):
+        stdout, stderr = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"memory worker {rank} exited {proc.returncode}:\n{stderr[-3000:]}")
+        ranks.append(json.loads(stdout.strip().splitlines()[-1]))
+    peak = {k: max(r[k] for r in ranks) for k in ("backward", "step")}
+    return peak | {"ranks": ranks}
 
 
-def planned(shape: str, tokens: int, chunk: int, ckpt: bool) -> dict:
-    """The plan's figures for what the worker measures (fp32, one rank)."""
+def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None = None) -> dict:
+    """The plan's figures for what a rank's worker measures (fp32). With offload, the host is
+    this process too: the first step also allocates the offloaded moments (and, with "params",
+    the host step's gradients and temporary) there."""
     from microcoder.learner.models.memory_plan import ModelShape, plan_learner
 
+    extra = extra or {}
+    model = ModelShape.from_config({**SHAPES[shape], "model_type": "qwen2"})
     plan = plan_learner(
-        ModelShape.from_config({**SHAPES[shape], "model_type": "qwen2"}),
-        world_size=1,
+        model,
         compute_bytes=4,
         micro_batch_tokens=tokens,
         logprob_chunk_tokens=chunk,
         activation_checkpointing=ckpt,
+        longest_sequence=-(-tokens // 8),
+        kernel="varlen",
+        **{"world_size": 1, **extra},
     )
-    return {"backward": plan.backward_step(), "step": plan.step_peak()}
+    shard = extra.get("world_size", 1) // extra.get("replicas", 1)
+    host_step = {"none": 0, "optimizer": 8, "params": 16}[extra.get("offload", "none")]
+    host_step = host_step * model.params() // shard
+    return {"backward": plan.backward_step(), "step": plan.step_peak() + host_step}
 
 
 def run(args: argparse.Namespace) -> dict:
     from microcoder.bench.learner_memory import max_differences
 
     counts = [int(t) for t in args.tokens.split(",")]
+    extra = knobs(args)
+    modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.ckpt]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(Path(tmp) / "model", args.shape, max(counts))
         for tokens in counts:
             row: dict = {"tokens": tokens}
-            for ckpt in (False, True):
+            for ckpt in modes:
                 out = Path(tmp) / f"{tokens}-{int(ckpt)}.safetensors"
                 key = "ckpt" if ckpt else "no_ckpt"
-                row[key] = _measure(model, out, tokens, args.chunk, ckpt)
-                row[key + "_plan"] = planned(args.shape, tokens, args.chunk, ckpt)
-            d = max_differences(Path(tmp) / f"{tokens}-0.safetensors", out)
-            row |= {"loss_diff": d["loss"], "grad_diff": d["grad"]}
-            row["ckpt_ratio"] = row["ckpt"]["backward"] / row["no_ckpt"]["backward"]
+                row[key] = _measure(model, out, tokens, args.chunk, ckpt, extra)
+                row[key + "_plan"] = planned(args.shape, tokens, args.chunk, ckpt, extra)
+            if len(modes) == 2:
+                d = max_differences(Path(tmp) / f"{tokens}-0.safetensors", out)
+                row |= {"loss_diff": d["loss"], "grad_diff": d["grad"]}
+                row["ckpt_ratio"] = row["ckpt"]["backward"] / row["no_ckpt"]["backward"]
             rows.append(row)
-    return {"shape": args.shape, "chunk": args.chunk, "atol": args.atol, "rows": rows}
+    return {
+        "shape": args.shape,
+        "chunk": args.chunk,
+        "atol": args.atol,
+        "knobs": extra,
+        "rows": rows,
+    }
 
 
 def format_table(result: dict) -> str:
     gb = 2**30
+    k = result.get("knobs", {})
+    setup = ", ".join(f"{n} {v}" for n, v in k.items()) if k else "one rank"
     lines = [
-        f"memory plan vs measured CPU peak, {result['shape']} shape, fp32, one rank, "
-        f"logprob chunk {result['chunk']}; GiB over the resident set before the step",
+        f"memory plan vs measured CPU peak, {result['shape']} shape, fp32, {setup}, "
+        f"logprob chunk {result['chunk']}; GiB over the resident set before the step "
+        "(the largest rank)",
         f"{'tokens':>7} {'ckpt':>5} {'phase':>9} {'planned':>8} {'measured':>9} {'ratio':>6}",
     ]
     for r in result["rows"]:
-        for key in ("no_ckpt", "ckpt"):
+        for key in [m for m in ("no_ckpt", "ckpt") if m in r]:
             for phase in ("backward", "step"):
                 plan, got = r[key + "_plan"][phase], r[key][phase]
                 lines.append(
                     f"{r['tokens']:>7} {'on' if key == 'ckpt' else 'off':>5} {phase:>9} "
                     f"{plan / gb:>8.3f} {got / gb:>9.3f} {plan / got:>6.2f}"
                 )
+        if "loss_diff" not in r:
+            continue
         agree = max(r["loss_diff"], r["grad_diff"]) <= result["atol"]
         lines.append(
             f"{r['tokens']:>7} checkpointing ratio (after backward, on/off) {r['ckpt_ratio']:.3f}"
@@ -168,4 +248,11 @@ DESCRIPTION = "the memory plan's learner figures against measured CPU peaks of o
 
 if __name__ == "__main__":
     model_dir, out_file, tokens_arg, chunk_arg, ckpt_arg = sys.argv[1:6]
-    print(json.dumps(worker(model_dir, out_file, int(tokens_arg), int(chunk_arg), ckpt_arg == "1")))
+    knob_fields = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
+    print(
+        json.dumps(
+            worker(
+                model_dir, out_file, int(tokens_arg), int(chunk_arg), ckpt_arg == "1", knob_fields
+            )
+        )
+    )
