@@ -74,12 +74,13 @@ class SequenceParallel:
 def model_errors(
     config: Any, size: int, packing: bool = True, off_policy: str = "tis"
 ) -> list[str]:
-    """Why a model (a transformers config) cannot train with sequence parallelism `size`
-    ([] when it can), each naming what to change."""
+    """Why a model cannot train with sequence parallelism `size` ([] when it can), each naming
+    what to change. `config`: a transformers config or the config.json dict."""
     if size == 1:
         return []
     errors = []
-    heads = int(config.num_attention_heads)
+    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k)
+    heads = int(get("num_attention_heads"))
     if heads % size:
         errors.append(
             f"learner.sequence_parallel = {size} does not divide the model's {heads} attention "
