@@ -1,0 +1,64 @@
+"""One learner rank for the sequence-parallel tests, run as a script with the rendezvous in the
+env (tests/learner/learner_ranks.py: spawn_ranks).
+
+    python sp_worker.py MODEL OUT OVERRIDES_JSON
+
+Trains one step on one fixed 512-token packed batch (two groups of four sequences) with
+learner.micro_batch_tokens = 512 and OVERRIDES_JSON ({"learner": {...}}) merged into the
+config; a forward hook on decoder layer 0 records the tokens each call sees. Rank 0 writes
+OUT/weights.safetensors; every rank writes OUT/metrics{rank}.json: {"metrics", "layer0_tokens"}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.distributed import close_distributed
+from microcoder.learner.sample import SampleGroup, TrainSample
+from microcoder.learner.trainer import Learner
+
+SHAPES = [(10, [90, 80, 60, 40]), (8, [70, 50, 40, 10])]
+"""(prompt tokens, response tokens of its four samples) of each group: 512 tokens in all."""
+
+
+def batch_512(vocab: int = 250) -> list[SampleGroup]:
+    """Two groups with mixed rewards whose 8 sequences hold 512 tokens together."""
+    groups = []
+    for k, (p, responses) in enumerate(SHAPES):
+        prompt = [(7 * k + 3 * j) % vocab for j in range(p)]
+        samples = []
+        for i, r in enumerate(responses):
+            resp = [(11 * i + 5 * j + k) % vocab for j in range(r)]
+            logp = [-3.0 - (j % 7) * 0.5 for j in range(r)]
+            samples.append(
+                TrainSample(prompt, resp, logp, (0.8, 1.0, 1.2)[i % 3], float(i % 2), False, "", 0)
+            )
+        groups.append(SampleGroup(f"sp-{k}", samples))
+    return groups
+
+
+def main() -> None:
+    model, out, extra = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
+    cfg = LearnerConfig(lr=1e-3, micro_batch_tokens=512, grad_clip=100.0, **extra["learner"])
+    learner = Learner(model, cfg, AlgorithmConfig(rho=0.5), seed=3)
+    seen: list[int] = []
+    layer0 = learner.model.get_decoder().layers[0]
+    hook = layer0.register_forward_hook(lambda _m, args, _o: seen.append(args[0].shape[1]))
+    metrics = learner.train_step(batch_512())
+    hook.remove()
+    weights = learner.full_state_dict()
+    if learner.rank == 0:
+        save_file({k: v.contiguous() for k, v in weights.items()}, out / "weights.safetensors")
+    record = {"metrics": metrics, "layer0_tokens": seen}
+    (out / f"metrics{learner.rank}.json").write_text(json.dumps(record))
+    del learner
+    close_distributed()
+
+
+if __name__ == "__main__":
+    main()
