@@ -90,6 +90,26 @@ class StreamedAdamW(torch.optim.AdamW):
         super().__init__(params, **kwargs)
         self.bucket_bytes = bucket_bytes or BUCKET_BYTES
         self.streamed = Streamed()
+        self._host_buffers: set[int] = set()  # addresses of the host buffers allocated here
+
+    def _new_host_buffer(self, src: torch.Tensor, device: torch.device) -> torch.Tensor:
+        h = _copy_to(src, HOST, pin=device.type == "cuda")
+        self._host_buffers.add(h.data_ptr())
+        return h
+
+    def host_resident(self) -> bool:
+        """Every moment in the state is a host buffer this optimizer allocated (pinned when its
+        parameter is on CUDA), none is a device tensor: on a CPU learner, where the device is
+        the host too, this is what tells them apart."""
+        for p, state in self.state.items():
+            pin = _local(p).device.type == "cuda"
+            for key in self._moment_keys(p):
+                h = _local(state[key])
+                if h.device != HOST or h.data_ptr() not in self._host_buffers:
+                    return False
+                if pin and not h.is_pinned():
+                    return False
+        return True
 
     def _buckets(self, params: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
         """The parameters with a gradient, in order, in runs of at most `bucket_bytes` of fp32
@@ -133,7 +153,7 @@ class StreamedAdamW(torch.optim.AdamW):
                 d = _local(self.state[p][key])
                 h = host.get((p, key))
                 if h is None:
-                    h = _copy_to(d, HOST, pin=device.type == "cuda")
+                    h = self._new_host_buffer(d, device)
                 else:
                     h.copy_(d, non_blocking=True)
                 self.state[p][key] = _like(p, h)
@@ -165,14 +185,13 @@ class StreamedAdamW(torch.optim.AdamW):
 
     def load_state_dict(self, state_dict) -> None:
         """AdamW's load (which puts every moment on its parameter's device), then each moment
-        moved to a host buffer: a checkpoint saved with any offload mode loads here."""
+        copied into a new host buffer: a checkpoint saved with any offload mode loads here."""
         super().load_state_dict(state_dict)
+        self._host_buffers.clear()
         for p, state in self.state.items():
             device = _local(p).device
             for key in self._moment_keys(p):
-                d = _local(state[key])
-                if d.device != HOST or (device.type == "cuda" and not d.is_pinned()):
-                    state[key] = _like(p, _copy_to(d, HOST, pin=device.type == "cuda"))
+                state[key] = _like(p, self._new_host_buffer(_local(state[key]), device))
         for device in {_local(p).device for p in self.state}:
             if device.type != "cpu":
                 torch.accelerator.synchronize(device)
