@@ -10,6 +10,7 @@ offloaded parameters (`params_offloaded`)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -55,6 +56,14 @@ def host_buffers(opt) -> dict:
     }
 
 
+def assert_offloaded(learner: Learner, mode: str) -> None:
+    """The offload `mode` was on: streamed moments in host buffers, or FSDP2's CPU offload."""
+    if mode == "optimizer":
+        assert learner.optimizer.host_resident() and learner.optimizer.streamed.to_host > 0
+    else:
+        assert params_offloaded(learner.model)
+
+
 @pytest.fixture(autouse=True)
 def small_buckets(monkeypatch):
     """Buckets of 4 KiB of moments: the tiny model's step streams many of them."""
@@ -78,10 +87,7 @@ def test_three_clipped_steps_with_offload_give_bit_equal_weights(mode, small_mod
     assert [m["grad_norm"] for m in metrics] == [r["grad_norm"] for r in ref_metrics]
     assert_bit_equal(learner.full_state_dict(masters=True), ref_masters)
     assert_bit_equal(learner.full_state_dict(), ref_published)  # publishing, params offloaded
-    if mode == "optimizer":  # the offload was on
-        assert learner.optimizer.host_resident() and learner.optimizer.streamed.to_host > 0
-    else:
-        assert params_offloaded(learner.model)
+    assert_offloaded(learner, mode)
 
 
 def test_streamed_moments_live_in_host_buffers_and_cross_to_the_device_each_step(small_model):
@@ -126,6 +132,7 @@ def test_a_nan_step_with_offload_leaves_weights_and_moments_bit_equal(mode, smal
     for a, b in zip(snapshot(), before, strict=True):
         assert_bit_equal(a, b)
     assert learner.train_step(mixed_groups(2))["update_skipped"] == 0.0
+    assert_offloaded(learner, mode)
 
 
 @pytest.mark.parametrize(
@@ -162,3 +169,28 @@ def test_resume_across_offload_modes_continues_bit_exactly(
             8 * n,
         )
     assert params_offloaded(learner.model) == (resumed == "params")
+
+
+def test_a_streamed_adamw_loads_a_plain_adamw_state_into_host_buffers_and_steps_alike():
+    """Plain tensors, no FSDP: a StreamedAdamW given a plain AdamW's state (a checkpoint saved
+    without offload) copies every moment into host buffers of its own, and its next step equals
+    the plain AdamW's, bit for bit; 64-B buckets: the 15-element tensor is a bucket of its own."""
+    torch.manual_seed(0)
+    values = [torch.randn(5, 3), torch.randn(7), torch.randn(1)]
+    grads = [[torch.randn_like(v) for v in values] for _ in range(2)]
+    kwargs = dict(lr=0.1, betas=(0.9, 0.99), weight_decay=0.1, foreach=True)
+    plain_params = [v.clone().requires_grad_() for v in values]
+    plain = torch.optim.AdamW(plain_params, **kwargs)
+    for p, g in zip(plain_params, grads[0], strict=True):
+        p.grad = g.clone()
+    plain.step()
+    params = [p.detach().clone().requires_grad_() for p in plain_params]
+    streamed = StreamedAdamW(params, bucket_bytes=64, **kwargs)
+    streamed.load_state_dict(copy.deepcopy(plain.state_dict()))  # as read from a checkpoint
+    assert streamed.host_resident()
+    for ps, opt in ((plain_params, plain), (params, streamed)):
+        for p, g in zip(ps, grads[1], strict=True):
+            p.grad = g.clone()
+        opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(params, plain_params, strict=True))
+    assert streamed.streamed.buckets == 2 and streamed.host_resident()

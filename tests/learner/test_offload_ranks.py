@@ -13,17 +13,23 @@ import torch
 from learner_ranks import spawn_ranks
 from safetensors.torch import load_file
 
-WORKER = Path(__file__).with_name("train_worker.py")
+WORKER = Path(__file__).with_name("offload_worker.py")  # train_worker.py, recording placement
 
 
 def run_two(model: Path, out: Path, mode: str, offload: str) -> tuple[list, dict]:
     """2 ranks of train_worker.py with learner.offload = `offload`; rank 0's metrics and the
-    published weights."""
+    published weights. Checks that each rank's state was where `offload` puts it."""
     out.mkdir(parents=True, exist_ok=True)
     extra = json.dumps({"learner": {"offload": offload}})
     spawn_ranks(2, [str(WORKER), str(model), str(out), mode, "4096", extra])
     metrics = json.loads((out / "metrics0.json").read_text())
     weights = load_file(out / "weights.safetensors") if mode != "save" else {}
+    for rank in range(2):
+        placement = json.loads((out / f"offload{rank}.json").read_text())
+        assert placement == {
+            "moments_on_host": offload == "optimizer",
+            "params_on_host": offload == "params",
+        }, rank
     return metrics, weights
 
 
