@@ -78,6 +78,7 @@ class Learner:
             self.dtype,
             self.attn,
             activation_checkpointing=learner.activation_checkpointing,
+            offload=learner.offload,
         )
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
@@ -87,7 +88,12 @@ class Learner:
         self.ref_model = None
         if algorithm.kl_coef > 0:
             self.ref_model = load_sharded_policy(
-                self.model_path, self.device, self.dtype, self.attn, train=False
+                self.model_path,
+                self.device,
+                self.dtype,
+                self.attn,
+                train=False,
+                offload=learner.offload,
             )
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
@@ -334,7 +340,7 @@ class Learner:
         """How many of this rank's parameter shards hold a NaN or Inf (a float64 on the device)."""
         local = [p.to_local() if hasattr(p, "to_local") else p for p in self.model.parameters()]
         bad = [torch.logical_not(torch.isfinite(t).all()) for t in local]
-        return torch.stack(bad).sum().double()
+        return torch.stack(bad).sum().double().to(self.device)  # on the host with offload
 
     def check_finite(self, what: str) -> None:
         """Collective: raise NonFiniteWeights naming `what` and the step when any rank's
