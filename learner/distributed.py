@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from microcoder.learner.mesh import build_mesh, shard_rows
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (for single-process groups and tests)."""
@@ -154,6 +156,7 @@ def load_sharded_policy(
     attn: str,
     train: bool = True,
     activation_checkpointing: bool = False,
+    replicas: int = 1,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
@@ -166,9 +169,9 @@ def load_sharded_policy(
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
-    (`enable_activation_checkpointing`).
+    (`enable_activation_checkpointing`). `replicas` > 1: HSDP on a 2-D mesh, R replicas ×
+    (world / R) shards (learner/mesh.py).
     """
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -181,7 +184,7 @@ def load_sharded_policy(
     model.train(train)
     if activation_checkpointing:
         enable_activation_checkpointing(model)
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    mesh = build_mesh(dist.get_world_size(), replicas, device.type)
     mp = None
     if compute_dtype != torch.float32:
         mp = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
@@ -246,20 +249,15 @@ def _checkpoint_files(path: Path) -> dict[str, Path]:
 
 
 def _local_rows(tensor: torch.Tensor) -> slice:
-    """Rows (dim 0) of the full tensor that this rank's shard holds: FSDP2 shards dim 0 the way
-    `torch.chunk` splits it (ceil(n / W) rows per rank, the last ranks possibly fewer or none)."""
-    from torch.distributed.tensor import DTensor, Shard
+    """Rows (dim 0) of the full tensor that this rank's shard holds (learner/mesh.py
+    `shard_rows`: FSDP2's Shard(0) splits them like `torch.chunk`; under HSDP by the shard dim's
+    coordinate, the same rows on every replica)."""
+    from torch.distributed.tensor import DTensor
 
     if not isinstance(tensor, DTensor):
         return slice(None)
-    if tensor.device_mesh.ndim != 1 or tensor.placements != (Shard(0),):
-        raise NotImplementedError(
-            f"load_sharded_weights handles a 1-D mesh with Shard(0), not {tensor.placements}"
-        )
-    n, world = tensor.shape[0], tensor.device_mesh.size()
-    rank = tensor.device_mesh.get_local_rank()
-    per = -(-n // world)
-    return slice(min(rank * per, n), min((rank + 1) * per, n))
+    mesh = tensor.device_mesh
+    return shard_rows(tensor.shape[0], mesh.shape, mesh.get_coordinate(), tensor.placements)
 
 
 def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:

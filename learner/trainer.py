@@ -78,6 +78,7 @@ class Learner:
             self.dtype,
             self.attn,
             activation_checkpointing=learner.activation_checkpointing,
+            replicas=learner.replicas,
         )
         self.head_transform = head_transform(self.model.config)
         """(scale, softcap) of the model's own final logit processing (learner/models/families.py),
@@ -85,7 +86,12 @@ class Learner:
         self.ref_model = None
         if algorithm.kl_coef > 0:
             self.ref_model = load_sharded_policy(
-                self.model_path, self.device, self.dtype, self.attn, train=False
+                self.model_path,
+                self.device,
+                self.dtype,
+                self.attn,
+                train=False,
+                replicas=learner.replicas,
             )
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
