@@ -297,8 +297,11 @@ class Learner:
     def _set_sync(self, last: bool) -> None:
         """Reduce-scatter this micro-batch's gradients: always with learner.grad_sync =
         "every_micro_batch" (gradients stay sharded), else only on the step's last micro-batch
-        (FSDP2 keeps unsharded fp32 gradients until then)."""
+        (FSDP2 keeps unsharded fp32 gradients until then). HSDP all-reduces across replicas
+        on the last micro-batch only (each replica sums its reduce-scattered shards until then)."""
         self.model.set_requires_gradient_sync(last or self.cfg.grad_sync == "every_micro_batch")
+        if self.cfg.replicas > 1:
+            self.model.set_requires_all_reduce(last)
 
     def _clip_and_step(self) -> torch.Tensor:
         """Clip, step, zero; returns the pre-clip gradient norm, left on the device.

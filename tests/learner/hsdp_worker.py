@@ -3,10 +3,11 @@
     python hsdp_worker.py MODEL OUT {train,from:CKPT} MICRO_BATCH_TOKENS [OVERRIDES_JSON]
 
 `train`: a step on train_worker.py's synthetic groups, rank 0 writes OUT/weights1.safetensors,
-every rank records the bytes it holds (parameters, AdamW state), the checkpoint OUT/ckpt is
-saved, a second step, OUT/weights2.safetensors. `from:CKPT`: a Learner resumed from CKPT (saved
-by another mesh shape, say), the second step only, OUT/weights2.safetensors. Every rank writes
-OUT/metrics{rank}.json: {"steps": [step metrics], "bytes": {...}, "mesh": [mesh shape]}.
+the checkpoint OUT/ckpt is saved, a second step, OUT/weights2.safetensors. `from:CKPT`: a
+Learner resumed from CKPT (saved by another mesh shape, say), the second step only,
+OUT/weights2.safetensors. Every rank writes OUT/metrics{rank}.json: {"steps": [step metrics],
+"mesh": [mesh shape], "bytes": {what it holds after the last step: parameters, AdamW state},
+"micro_batches": [its micro-batches in each step]}.
 OVERRIDES_JSON: {"learner": {...}} merged into the LearnerConfig (replicas, world_size).
 """
 
@@ -39,22 +40,38 @@ def held_bytes(learner: Learner) -> dict[str, int]:
     return {"params": local_bytes(params), "optimizer": local_bytes(state)}
 
 
+def count_micro_batches(learner: Learner, counts: list[int]) -> None:
+    """Append to `counts` how many micro-batches this rank trains on in each mini-batch."""
+    plan = learner._micro_batches
+
+    def counted(batch):
+        micros = plan(batch)
+        counts.append(len(micros))
+        return micros
+
+    learner._micro_batches = counted
+
+
 def main() -> None:
     model, out, mode, budget = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
     cfg = LearnerConfig(lr=1e-3, micro_batch_tokens=budget, grad_clip=100.0, **extra["learner"])
     algo = AlgorithmConfig(rho=0.5)
     record: dict = {"steps": []}
+    counts: list[int] = []
     if mode.startswith("from:"):
         learner = Learner.from_checkpoint(mode[5:], cfg, algo, seed=3)
+        count_micro_batches(learner, counts)
     else:
         learner = Learner(model, cfg, algo, seed=3)
+        count_micro_batches(learner, counts)
         record["steps"].append(learner.train_step(synthetic_groups(0)))
         write_weights(learner, out / "weights1.safetensors")
-        record["bytes"] = held_bytes(learner)
         learner.save_checkpoint(out / "ckpt")
     record["mesh"] = list(next(learner.model.parameters()).device_mesh.shape)
     record["steps"].append(learner.train_step(synthetic_groups(1)))
+    record["bytes"] = held_bytes(learner)
+    record["micro_batches"] = counts
     write_weights(learner, out / "weights2.safetensors")
     (out / f"metrics{learner.rank}.json").write_text(json.dumps(record))
     del learner
