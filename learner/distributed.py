@@ -154,23 +154,24 @@ def load_sharded_policy(
     device: torch.device,
     compute_dtype: torch.dtype,
     attn: str,
+    replicas: int = 1,
     train: bool = True,
     activation_checkpointing: bool = False,
-    replicas: int = 1,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
 
     Steps: the model from its config on `torch.device("meta")` (no memory, no init compute);
     `fully_shard` on each decoder layer (found through `_no_split_modules`: Qwen2DecoderLayer,
-    ...) and the root; `to_empty(device)` allocates only this rank's shards; non-persistent
-    buffers (rotary `inv_freq`), which no checkpoint holds, are recomputed by transformers' own
-    initializer; then `load_sharded_weights` copies this rank's rows of every tensor in.
+    ...) and the root, over the learner's mesh (learner/mesh.py: HSDP, `replicas` replicas ×
+    world / `replicas` shards, when `replicas` > 1); `to_empty(device)` allocates only this
+    rank's shards; non-persistent buffers (rotary `inv_freq`), which no checkpoint holds, are
+    recomputed by transformers' own initializer; then `load_sharded_weights` copies this rank's
+    rows of every tensor in.
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
-    (`enable_activation_checkpointing`). `replicas` > 1: HSDP on a 2-D mesh, R replicas ×
-    (world / R) shards (learner/mesh.py).
+    (`enable_activation_checkpointing`).
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoConfig, AutoModelForCausalLM
