@@ -77,8 +77,8 @@ class Learner:
             self.device,
             self.dtype,
             self.attn,
-            activation_checkpointing=learner.activation_checkpointing,
             replicas=learner.replicas,
+            activation_checkpointing=learner.activation_checkpointing,
         )
         self.head_transform = head_transform(self.model.config)
         """(scale, softcap) of the model's own final logit processing (learner/models/families.py),
