@@ -1,8 +1,8 @@
-"""HSDP (`learner.replicas`, issue 44): which rows a shard loads on a 2-D mesh; 4 gloo ranks as
-2 replicas × 2 shards train like 1 rank (loss, global grad norm, published weights), hold half the
-model each, and their checkpoint resumes exactly as plain FSDP on 2 ranks (1 × 2); a 1-rank
-checkpoint resumes exactly under HSDP (2 replicas × 1 shard). One module: the rank launches are shared fixtures
-(spawning 4 ranks on a small machine is slow).
+"""HSDP (`learner.replicas`, issue 44): which rows a shard loads on a 2-D mesh; the setting
+reaches every learner rank; 4 gloo ranks as 2 replicas × 2 shards train like 1 rank (loss, global
+grad norm, published weights) and hold half the model each; their checkpoint resumes exactly as
+plain FSDP on 2 ranks (1 × 2), and a 1-rank checkpoint resumes exactly under HSDP (2 replicas × 1
+shard). One module: the rank launches are shared fixtures (4 ranks on a small machine are slow).
 """
 
 from __future__ import annotations
@@ -89,6 +89,17 @@ def test_replicas_that_do_not_divide_the_group_are_refused():
     check_replicas(4, 2)
     with pytest.raises(ValueError, match="divisor of learner.world_size"):
         check_replicas(4, 3)
+
+
+def test_replicas_reach_every_learner_rank_and_a_shape_that_cannot_form_is_refused():
+    from microcoder.config import ConfigError
+    from microcoder.launch.config import load_config
+    from microcoder.launch.run.actor_settings import learner_rank_settings
+
+    cfg = load_config(None, ["learner.world_size=4", "learner.replicas=2"])
+    assert learner_rank_settings(cfg).learner.replicas == 2  # what LearnerRank.setup builds from
+    with pytest.raises(ConfigError, match="replicas = 3 does not divide"):
+        load_config(None, ["learner.world_size=4", "learner.replicas=3"])
 
 
 # --- 4 gloo ranks as 2 × 2 --------------------------------------------------------------------
