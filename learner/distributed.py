@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from microcoder.learner.mesh import build_mesh, shard_rows
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (for single-process groups and tests)."""
@@ -152,6 +154,7 @@ def load_sharded_policy(
     device: torch.device,
     compute_dtype: torch.dtype,
     attn: str,
+    replicas: int = 1,
     train: bool = True,
     activation_checkpointing: bool = False,
     offload: str = "none",
@@ -161,16 +164,17 @@ def load_sharded_policy(
 
     Steps: the model from its config on `torch.device("meta")` (no memory, no init compute);
     `fully_shard` on each decoder layer (found through `_no_split_modules`: Qwen2DecoderLayer,
-    ...) and the root; `to_empty(device)` allocates only this rank's shards; non-persistent
-    buffers (rotary `inv_freq`), which no checkpoint holds, are recomputed by transformers' own
-    initializer; then `load_sharded_weights` copies this rank's rows of every tensor in.
+    ...) and the root, over the learner's mesh (learner/mesh.py: HSDP, `replicas` replicas ×
+    world / `replicas` shards, when `replicas` > 1); `to_empty(device)` allocates only this
+    rank's shards; non-persistent buffers (rotary `inv_freq`), which no checkpoint holds, are
+    recomputed by transformers' own initializer; then `load_sharded_weights` copies this rank's
+    rows of every tensor in.
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
     (`enable_activation_checkpointing`). With `offload` = "params" the shards live in host
     memory (FSDP2's CPU offload: learner/offload.py).
     """
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -185,7 +189,7 @@ def load_sharded_policy(
     model.train(train)
     if activation_checkpointing:
         enable_activation_checkpointing(model)
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    mesh = build_mesh(dist.get_world_size(), replicas, device.type)
     mp = None
     if compute_dtype != torch.float32:
         mp = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
@@ -253,20 +257,15 @@ def _checkpoint_files(path: Path) -> dict[str, Path]:
 
 
 def _local_rows(tensor: torch.Tensor) -> slice:
-    """Rows (dim 0) of the full tensor that this rank's shard holds: FSDP2 shards dim 0 the way
-    `torch.chunk` splits it (ceil(n / W) rows per rank, the last ranks possibly fewer or none)."""
-    from torch.distributed.tensor import DTensor, Shard
+    """Rows (dim 0) of the full tensor that this rank's shard holds (learner/mesh.py
+    `shard_rows`: FSDP2's Shard(0) splits them like `torch.chunk`; under HSDP by the shard dim's
+    coordinate, the same rows on every replica)."""
+    from torch.distributed.tensor import DTensor
 
     if not isinstance(tensor, DTensor):
         return slice(None)
-    if tensor.device_mesh.ndim != 1 or tensor.placements != (Shard(0),):
-        raise NotImplementedError(
-            f"load_sharded_weights handles a 1-D mesh with Shard(0), not {tensor.placements}"
-        )
-    n, world = tensor.shape[0], tensor.device_mesh.size()
-    rank = tensor.device_mesh.get_local_rank()
-    per = -(-n // world)
-    return slice(min(rank * per, n), min((rank + 1) * per, n))
+    mesh = tensor.device_mesh
+    return shard_rows(tensor.shape[0], mesh.shape, mesh.get_coordinate(), tensor.placements)
 
 
 def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:

@@ -77,6 +77,7 @@ class Learner:
             self.device,
             self.dtype,
             self.attn,
+            replicas=learner.replicas,
             activation_checkpointing=learner.activation_checkpointing,
             offload=learner.offload,
         )
@@ -94,6 +95,7 @@ class Learner:
                 self.attn,
                 train=False,
                 offload=learner.offload,
+                replicas=learner.replicas,
             )
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
@@ -302,8 +304,11 @@ class Learner:
     def _set_sync(self, last: bool) -> None:
         """Reduce-scatter this micro-batch's gradients: always with learner.grad_sync =
         "every_micro_batch" (gradients stay sharded), else only on the step's last micro-batch
-        (FSDP2 keeps unsharded fp32 gradients until then)."""
+        (FSDP2 keeps unsharded fp32 gradients until then). HSDP all-reduces across replicas
+        on the last micro-batch only (each replica sums its reduce-scattered shards until then)."""
         self.model.set_requires_gradient_sync(last or self.cfg.grad_sync == "every_micro_batch")
+        if self.cfg.replicas > 1:
+            self.model.set_requires_all_reduce(last)
 
     def _clip_and_step(self) -> torch.Tensor:
         """Clip, step, zero; returns the pre-clip gradient norm, left on the device.
