@@ -162,9 +162,10 @@ def _measure(
 
 
 def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None = None) -> dict:
-    """The plan's figures for what a rank's worker measures (fp32). With offload, the host is
-    this process too: the first step also allocates the offloaded moments (and, with "params",
-    the host step's gradients and temporary) there."""
+    """The plan's figures for what a rank's worker measures (fp32): the device's backward and
+    first step. With offload the host is this process too, so what the first step allocates on
+    the host counts as well: the moments (and, with "params", the gradients and the host
+    step's temporary)."""
     from microcoder.learner.models.memory_plan import ModelShape, plan_learner
 
     extra = extra or {}
@@ -180,9 +181,18 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
         **{"world_size": 1, **extra},
     )
     shard = extra.get("world_size", 1) // extra.get("replicas", 1)
-    host_step = {"none": 0, "optimizer": 8, "params": 16}[extra.get("offload", "none")]
-    host_step = host_step * model.params() // shard
-    return {"backward": plan.backward_step(), "step": plan.step_peak() + host_step}
+    p = model.params() // shard
+    offload = extra.get("offload", "none")
+    backward = plan.backward_step()
+    if offload == "none":
+        return {"backward": backward, "step": plan.step_peak()}
+    if offload == "optimizer":  # the moments are allocated on the host in the step
+        step = plan.grads + plan.optimizer_temp + 8 * p
+        return {"backward": backward, "step": max(backward, step)}
+    # "params": the reduced gradients land on the host during the backward; the host step holds
+    # them, the moments and AdamW's temporary
+    backward += 4 * p
+    return {"backward": backward, "step": max(backward, 16 * p)}
 
 
 def run(args: argparse.Namespace) -> dict:

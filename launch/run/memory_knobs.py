@@ -15,14 +15,11 @@ from microcoder.learner.models.memory_plan import ModelShape, largest_fitting, p
 
 def sp_choices(shape: ModelShape, inputs: dict) -> list[int]:
     """Sequence-parallel sizes above the current one that this learner can take: dividing the
-    ranks of a replica and the model's attention and key/value heads (learner/config.py)."""
+    ranks of a replica and the model's attention heads (learner/sequence_parallel.py repeats
+    key/value heads that N does not divide)."""
     shard = inputs["world_size"] // max(1, inputs.get("replicas", 1))
     now = inputs.get("sequence_parallel", 1)
-    return [
-        n
-        for n in range(now + 1, shard + 1)
-        if shard % n == 0 and shape.heads % n == 0 and shape.kv_heads % n == 0
-    ]
+    return [n for n in range(now + 1, shard + 1) if shard % n == 0 and shape.heads % n == 0]
 
 
 def _world(shape: ModelShape, inputs: dict, gpu_bytes: int) -> int:

@@ -10,7 +10,7 @@ What a learner rank holds (FSDP2 over S = world_size / replicas shard ranks; HSD
 shard group per replica), fp32 master weights, AdamW:
 - model states, sharded: fp32 params 4 B, fp32 gradients 4 B, AdamW's two moments 8 B per
   parameter, each / S. `offload = "optimizer"` keeps the moments in host memory (the step
-  streams them through the device, the largest tensor's at a time); `offload = "params"` keeps
+  streams them through the device, OFFLOAD_BUCKET_BYTES of moments at a time); `offload = "params"` keeps
   all three in host memory (FSDP2 CPU offload, the step on the host), and the device holds only
   what a group computes with;
 - while a group computes, its unsharded parameters in the compute dtype: the root group
@@ -74,6 +74,10 @@ exp and product for the entropy, and the gradient): 5.02 measured (notes/bench-l
 OFFLOADS = ("none", "optimizer", "params")
 """learner.offload's values (learner/config.py)."""
 
+OFFLOAD_BUCKET_BYTES = 512 * 2**20
+"""Moments streamed to the device per AdamW bucket with offload = "optimizer" (learner/offload.py:
+BUCKET_BYTES)."""
+
 
 @dataclass(frozen=True)
 class LearnerPlan:
@@ -107,7 +111,7 @@ class LearnerPlan:
     """The head's logit blocks: one chunk, or every token when chunking is off."""
     optimizer_temp: int
     """The optimizer step's temporaries on the device: AdamW(foreach)'s one the size of the
-    shard; with the moments offloaded, the largest tensor's moments and temporary streamed."""
+    shard; with the moments offloaded, one bucket of streamed moments and its temporary."""
     publish_device: int
     """The largest tensor while the full weights are published: gathered in fp32 on the device
     and cast to the compute dtype there (learner/distributed.py: full_state_dict)."""
@@ -163,12 +167,6 @@ class LearnerPlan:
         return max(self.backward_step(), self.optimizer_peak() - self.params - self.reference)
 
 
-def largest_tensor(shape: ModelShape) -> int:
-    """Elements of the model's largest tensor: the embedding, or a fused expert tensor."""
-    fused = shape.experts * 2 * shape.expert_intermediate * shape.hidden
-    return max(shape.vocab * shape.hidden, fused)
-
-
 def plan_learner(
     shape: ModelShape,
     *,
@@ -216,7 +214,9 @@ def plan_learner(
     host = 0
     if offload == "optimizer":
         host, states["optimizer"] = states["optimizer"], 0
-        temp = 3 * 4 * -(-largest_tensor(shape) // s)  # one tensor's two moments and the update
+        # The step streams the moments through the device a bucket at a time, with AdamW's
+        # foreach temporary for the bucket's parameters.
+        temp = min(8 * p // s, OFFLOAD_BUCKET_BYTES) + min(4 * p // s, OFFLOAD_BUCKET_BYTES // 2)
     elif offload == "params":
         host = sum(states.values()) + temp  # the step runs on the host
         # The device keeps the fp32 shards of the groups it computes with (copied in before the
