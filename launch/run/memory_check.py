@@ -159,6 +159,7 @@ def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]
         _row("AdamW moments", plan.optimizer),
         _row("unsharded params (root + 2 layers)", plan.unsharded_params),
         _row("unsharded head gradient", plan.unsharded_grads),
+        _row("unsharded layer gradient", plan.layer_grad),
         _row("head gradient of the chunks", plan.head_grad_chunks),
         _row("accumulated unsharded gradients", plan.accumulated_grads, sync),
         _row("activations, checkpointing off", plan.activations_no_ckpt, "" if on else run),
@@ -190,6 +191,38 @@ def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
             f"keeps up to {inflight} in flight)",
         ),
     ]
+
+
+def generator_refusal(
+    shape: ModelShape, plan: GeneratorPlan, cfg: Config, tp: int, gpu: int, dtype_bytes: int
+) -> str:
+    """Why a generator GPU cannot hold one sequence, and the changes that would let it: a
+    gpu_memory_utilization that fits (up to 0.95), the smallest tensor parallel that does."""
+    g = cfg.generator
+    need = plan.weights + plan.reserve + plan.kv_bytes_per_token * plan.sequence_tokens
+    knobs = []
+    if need / gpu + 0.01 <= 0.95:
+        knobs.append(f"raise generator.gpu_memory_utilization to {need / gpu + 0.01:.2f}")
+    for more in (2 * tp, 4 * tp, 8 * tp):
+        wider = plan_generator(
+            shape,
+            tensor_parallel=more,
+            dtype_bytes=dtype_bytes,
+            gpu_bytes=gpu,
+            gpu_memory_utilization=g.gpu_memory_utilization,
+            max_prompt_tokens=g.max_prompt_tokens,
+            max_response_tokens=g.max_response_tokens,
+        )
+        if wider.sequences >= 1:
+            knobs.append(f"raise generator.gpus_per_engine (tensor parallel) to {more}")
+            break
+    knobs.append("lower generator.max_response_tokens")
+    return (
+        f"memory plan: a generator GPU holds {_gib(plan.weights)} of weights and its KV cache "
+        f"cannot hold one sequence of {plan.sequence_tokens} tokens within "
+        f"generator.gpu_memory_utilization = {g.gpu_memory_utilization:g} of {gpu / GiB:g} GiB; "
+        + " or ".join(knobs)
+    )
 
 
 @dataclass(frozen=True)
@@ -246,10 +279,11 @@ def memory_report(
     out.lines.append(_row("host memory per node", host, f"({per_node} ranks; {host_room})"))
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
+    gen_bytes = 4 if g.dtype == "float32" or (g.dtype == "auto" and device != "cuda") else 2
     gplan = plan_generator(
         shape,
         tensor_parallel=tp,
-        dtype_bytes=4 if g.dtype == "float32" or (g.dtype == "auto" and device != "cuda") else 2,
+        dtype_bytes=gen_bytes,
         gpu_bytes=gpu,
         gpu_memory_utilization=g.gpu_memory_utilization,
         max_prompt_tokens=g.max_prompt_tokens,
@@ -273,15 +307,7 @@ def memory_report(
             "raise learner.world_size over more nodes, so each rank holds a smaller shard"
         )
     if g.num_engines and gplan.sequences < 1:
-        need = gplan.weights + gplan.reserve + gplan.kv_bytes_per_token * gplan.sequence_tokens
-        out.errors.append(
-            f"memory plan: a generator GPU holds {_gib(gplan.weights)} of weights and its KV cache "
-            f"cannot hold one sequence of {gplan.sequence_tokens} tokens within "
-            f"generator.gpu_memory_utilization = {g.gpu_memory_utilization:g} of {gpu_gb:g} GiB; "
-            f"raise generator.gpu_memory_utilization to {min(1.0, need / gpu + 0.01):.2f} or "
-            f"generator.gpus_per_engine (tensor parallel) to {2 * tp}, or lower "
-            "generator.max_response_tokens"
-        )
+        out.errors.append(generator_refusal(shape, gplan, cfg, tp, gpu, gen_bytes))
     return out
 
 

@@ -92,6 +92,9 @@ class LearnerPlan:
     unsharded_grads: int
     """The head's unsharded gradient (plus its fp32 reduce copy on a bf16 step), alive from the
     head's backward to the root's reduce-scatter at the end of the backward."""
+    layer_grad: int
+    """One decoder layer's unsharded gradient while it is reduce-scattered (compute dtype, and
+    its fp32 reduce-scatter input on a bf16 step): a whole mixture-of-experts layer's is GiBs."""
     head_grad_chunks: int
     """One more [V, H] gradient while the chunks' head gradients add up (the head's backward
     only; 0 when chunking is off)."""
@@ -146,7 +149,7 @@ class LearnerPlan:
         else:
             transient = max(self.activations, self.grads) + self.logprob_head
             transient += self.head_grad_chunks
-        return transient + self.unsharded_params + self.unsharded_grads
+        return transient + self.unsharded_params + self.unsharded_grads + self.layer_grad
 
     def backward_peak(self) -> int:
         resident = self.params + self.optimizer + self.accumulated_grads + self.reference
@@ -227,6 +230,7 @@ def plan_learner(
         **states,
         unsharded_params=unsharded,
         unsharded_grads=head_grad,
+        layer_grad=layer * (b + (4 if b < 4 else 0)),
         head_grad_chunks=shape.vocab * shape.hidden * b if logprob_chunk_tokens > 0 else 0,
         accumulated_grads=4 * p if grad_accumulation_unsharded else 0,
         activations=ckpt if activation_checkpointing else no_ckpt,

@@ -80,8 +80,9 @@ def test_learner_plan_matches_a_hand_computation() -> None:
     assert plan.logprob_head == chunk * 32 * (LOGIT_BLOCKS * 4 + 2)
     assert plan.unsharded_params == shape.root_params() * 2 + 2 * shape.layer_params() * 2
     assert (plan.unsharded_grads, plan.head_grad_chunks) == (32 * 8 * (2 + 4), 32 * 8 * 2)
+    assert plan.layer_grad == shape.layer_params() * (2 + 4)  # bf16 gradient, fp32 reduce input
     assert plan.accumulated_grads == 0
-    unsharded = plan.unsharded_params + plan.unsharded_grads
+    unsharded = plan.unsharded_params + plan.unsharded_grads + plan.layer_grad
     head = plan.logprob_head + plan.head_grad_chunks
     assert plan.backward_step() == max(plan.activations, plan.grads) + head + unsharded
 
@@ -94,7 +95,7 @@ def test_with_checkpointing_the_head_and_the_recompute_are_not_alive_at_once() -
         saved = t * (2 * 8 * 4) + t * (2 * 4 * 8 + 2 * 4 * 8)  # layer inputs; final norm + hidden
         assert plan.recompute == t * (124 * 4 + 2 * (2 * 4 * 8))
         assert plan.activations_ckpt == saved + plan.recompute
-        unsharded = plan.unsharded_params + plan.unsharded_grads
+        unsharded = plan.unsharded_params + plan.unsharded_grads + plan.layer_grad
         head = plan.logprob_head + plan.head_grad_chunks
         head_or_layer = max(head, plan.recompute + plan.grads)
         assert plan.backward_step() == saved + head_or_layer + unsharded
