@@ -91,7 +91,8 @@ def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
     lr, g, a = cfg.learner, cfg.generator, cfg.algorithm
     dtype = lr.dtype if lr.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     per_rank = a.group_size * lr.batch_size * (g.max_prompt_tokens + g.max_response_tokens)
-    several = per_rank / (lr.mini_batches * lr.world_size) > lr.micro_batch_tokens
+    data_ranks = lr.world_size // lr.sequence_parallel  # an SP group shares its micro-batches
+    several = per_rank / (lr.mini_batches * data_ranks) > lr.micro_batch_tokens
     return dict(
         world_size=lr.world_size,
         compute_bytes=2 if dtype == "bfloat16" else 4,
