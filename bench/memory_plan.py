@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from microcoder.learner.models.memory_plan import qwen25_shape
@@ -189,9 +190,10 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
     if offload == "optimizer":  # the moments are allocated on the host in the step
         step = plan.grads + plan.optimizer_temp + 8 * p
         return {"backward": backward, "step": max(backward, step)}
-    # "params": the reduced gradients land on the host during the backward; the host step holds
-    # them, the moments and AdamW's temporary
-    backward += 4 * p
+    # "params": the reduced gradients land on the host as the layers' backward frees their
+    # activations (after the head's blocks are gone), as they would on the device without
+    # offload; the host step holds them, the moments and AdamW's temporary
+    backward = replace(plan, grads=4 * p).backward_step()
     return {"backward": backward, "step": max(backward, 16 * p)}
 
 
