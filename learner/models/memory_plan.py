@@ -10,7 +10,8 @@ What a learner rank holds (FSDP2 over S = world_size / replicas shard ranks; HSD
 shard group per replica), fp32 master weights, AdamW:
 - model states, sharded: fp32 params 4 B, fp32 gradients 4 B, AdamW's two moments 8 B per
   parameter, each / S. `offload = "optimizer"` keeps the moments in host memory (the step
-  streams them through the device, OFFLOAD_BUCKET_BYTES of moments at a time); `offload = "params"` keeps
+  streams them through the device, OFFLOAD_BUCKET_BYTES of moments, or one larger shard's, at a
+  time); `offload = "params"` keeps
   all three in host memory (FSDP2 CPU offload, the step on the host), and the device holds only
   what a group computes with;
 - while a group computes, its unsharded parameters in the compute dtype: the root group
@@ -170,6 +171,13 @@ class LearnerPlan:
         return max(self.backward_step(), self.optimizer_peak() - self.params - self.reference)
 
 
+def largest_tensor(shape: ModelShape) -> int:
+    """Elements of the model's largest parameter: the embedding, or a fused expert tensor
+    (transformers keeps a layer's experts' gate and up projections as one [E, 2 I, H])."""
+    fused = shape.experts * (2 if shape.gated_mlp else 1) * shape.expert_intermediate * shape.hidden
+    return max(shape.vocab * shape.hidden, fused)
+
+
 def plan_learner(
     shape: ModelShape,
     *,
@@ -217,9 +225,10 @@ def plan_learner(
     host = 0
     if offload == "optimizer":
         host, states["optimizer"] = states["optimizer"], 0
-        # The step streams the moments through the device a bucket at a time, with AdamW's
-        # foreach temporary for the bucket's parameters.
-        temp = min(8 * p // s, OFFLOAD_BUCKET_BYTES) + min(4 * p // s, OFFLOAD_BUCKET_BYTES // 2)
+        # The step streams the moments through the device a bucket at a time (a shard larger
+        # than a bucket is a bucket of its own), with AdamW's temporary for the bucket: half again.
+        bucket = max(OFFLOAD_BUCKET_BYTES, 8 * -(-largest_tensor(shape) // s))
+        temp = min(8 * p // s, bucket) * 3 // 2
     elif offload == "params":
         host = sum(states.values()) + temp  # the step runs on the host
         # The device keeps the fp32 shards of the groups it computes with (copied in before the

@@ -99,3 +99,13 @@ def test_sequence_parallel_splits_the_score_heads() -> None:
     one = plan_learner(WINDOWED, **kw)
     two = plan_learner(WINDOWED, **kw, sequence_parallel=2)
     assert two.attention_scores * 2 == one.attention_scores
+
+
+def test_offloaded_moments_stream_a_bucket_or_one_larger_shard_at_a_time() -> None:
+    # 0.5B on 1 rank: its 136 M-element embedding's moments (1.09 GB) are larger than a bucket
+    small = ModelShape.from_config({"model_type": "qwen2", **qwen25_shape("0.5b")})
+    off = plan_learner(small, **{**KW, "world_size": 1}, offload="optimizer")
+    assert off.optimizer_temp == 8 * 151936 * 896 * 3 // 2
+    # the same on 64 ranks: one 512 MiB bucket of moments and AdamW's temporary for it
+    wide = plan_learner(small, **{**KW, "world_size": 64}, offload="optimizer")
+    assert wide.optimizer_temp == min(8 * small.params() // 64, 512 * 2**20) * 3 // 2
