@@ -167,7 +167,11 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
     first step. With offload the host is this process too, so what the first step allocates on
     the host counts as well: the moments (and, with "params", the gradients and the host
     step's temporary)."""
-    from microcoder.learner.models.memory_plan import ModelShape, plan_learner
+    from microcoder.learner.models.memory_plan import (
+        OFFLOAD_BUCKET_BYTES,
+        ModelShape,
+        plan_learner,
+    )
 
     extra = extra or {}
     model = ModelShape.from_config({**SHAPES[shape], "model_type": "qwen2"})
@@ -187,9 +191,13 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
     backward = plan.backward_step()
     if offload == "none":
         return {"backward": backward, "step": plan.step_peak()}
-    if offload == "optimizer":  # the moments are allocated on the host in the step
-        step = plan.grads + plan.optimizer_temp + 8 * p
-        return {"backward": backward, "step": max(backward, step)}
+    if offload == "optimizer":
+        # The first step allocates the host moments bucket by bucket; the process peaks at the
+        # last bucket, with every host moment made and that bucket's device copy and AdamW
+        # temporary (a plain bucket: the largest shard, the embedding, is stepped first, while
+        # the host holds no moments yet).
+        last = min(8 * p, OFFLOAD_BUCKET_BYTES) * 3 // 2
+        return {"backward": backward, "step": max(backward, plan.grads + 8 * p + last)}
     # "params": the reduced gradients land on the host as the layers' backward frees their
     # activations (after the head's blocks are gone), as they would on the device without
     # offload; the host step holds them, the moments and AdamW's temporary
