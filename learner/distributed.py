@@ -154,6 +154,7 @@ def load_sharded_policy(
     attn: str,
     train: bool = True,
     activation_checkpointing: bool = False,
+    config_overrides: dict | None = None,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
@@ -166,13 +167,16 @@ def load_sharded_policy(
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
-    (`enable_activation_checkpointing`).
+    (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
+    model's config.json before the model is built (learner/models/config_overrides.py).
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    config = AutoConfig.from_pretrained(path)
+    from microcoder.learner.models.config_overrides import model_config
+
+    config = model_config(path, config_overrides)
     config.use_cache = False
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(
