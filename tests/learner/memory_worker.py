@@ -40,11 +40,18 @@ DEVICE = torch.device("cpu")
 
 
 def old_load_sharded_policy(
-    path, device, compute_dtype, attn, replicas=1, train=True, activation_checkpointing=False
+    path,
+    device,
+    compute_dtype,
+    attn,
+    replicas=1,
+    train=True,
+    activation_checkpointing=False,
+    config_overrides=None,
 ):
     """The loader as it was before meta-device init: a full fp32 model on every rank (it had no
-    activation checkpointing nor HSDP; the comparison runs with them off)."""
-    assert not activation_checkpointing and replicas == 1
+    activation checkpointing, HSDP nor config overrides; the comparison runs with them off)."""
+    assert not activation_checkpointing and replicas == 1 and not config_overrides
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForCausalLM
