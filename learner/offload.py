@@ -107,7 +107,7 @@ class StreamedAdamW(torch.optim.AdamW):
                 h = _local(state[key])
                 if h.device != HOST or h.data_ptr() not in self._host_buffers:
                     return False
-                if pin and not h.is_pinned():
+                if pin and h.numel() and not h.is_pinned():  # an empty shard has no pages
                     return False
         return True
 
