@@ -61,7 +61,10 @@ class Learner:
         seed: int = 0,
         device: str = "auto",
         total_steps: int = 1,
+        config_overrides: dict | None = None,
     ) -> None:
+        """`config_overrides`: model.config_overrides, applied to the model's config.json
+        (learner/models/config_overrides.py); a checkpoint saved here carries them."""
         check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
         self.cfg, self.algo, self.seed = learner, algorithm, seed
         self.model_path = Path(model_path)
@@ -79,6 +82,7 @@ class Learner:
             self.attn,
             activation_checkpointing=learner.activation_checkpointing,
             offload=learner.offload,
+            config_overrides=config_overrides,
         )
         self.head_transform = head_transform(self.model.config)
         """(scale, softcap) of the model's own final logit processing (learner/models/families.py),
@@ -92,6 +96,7 @@ class Learner:
                 self.attn,
                 train=False,
                 offload=learner.offload,
+                config_overrides=config_overrides,
             )
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
