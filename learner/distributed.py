@@ -157,6 +157,7 @@ def load_sharded_policy(
     replicas: int = 1,
     train: bool = True,
     activation_checkpointing: bool = False,
+    offload: str = "none",
     config_overrides: dict | None = None,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
@@ -173,12 +174,14 @@ def load_sharded_policy(
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
     (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
-    model's config.json before the model is built (learner/models/config_overrides.py).
+    model's config.json before the model is built (learner/models/config_overrides.py). With
+    `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoModelForCausalLM
 
     from microcoder.learner.models.config_overrides import model_config
+    from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs
 
     config = model_config(path, config_overrides)
     config.use_cache = False
@@ -200,10 +203,13 @@ def load_sharded_policy(
             f"{type(model).__name__} declares no _no_split_modules; cannot find decoder layers to shard"
         )
     kwargs = {"mesh": mesh} if mp is None else {"mesh": mesh, "mp_policy": mp}
+    kwargs |= fully_shard_kwargs(offload, device)
     for layer in layers:
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
-    model.to_empty(device=device)
+    model.to_empty(device=device)  # buffers on the device; offloaded shards stay on the host
+    if offload == "params":
+        check_params_on_host(model)
     init_non_persistent_buffers(model)
     load_sharded_weights(model, path)
     if not train:
@@ -357,6 +363,7 @@ def full_state_dict(
     from torch.distributed.tensor import DTensor
 
     from microcoder.learner.checkpoint_names import to_checkpoint_names
+    from microcoder.learner.offload import to_mesh_device
 
     rank0 = dist.get_rank() == 0
     out: dict[str, torch.Tensor] = {}
@@ -368,7 +375,7 @@ def full_state_dict(
                     out[name] = out[first[id(t)]]
                 continue
             first[id(t)] = name
-            full = t.full_tensor() if isinstance(t, DTensor) else t.detach()
+            full = to_mesh_device(t).full_tensor() if isinstance(t, DTensor) else t.detach()
             if dtype is not None and full.is_floating_point():
                 full = full.to(dtype)
             if rank0:

@@ -7,6 +7,7 @@ import math
 import torch
 
 from microcoder.learner.config import LearnerConfig
+from microcoder.learner.offload import adamw
 
 
 def lr_factor(step: int, warmup: int, schedule: str, total: int, min_ratio: float) -> float:
@@ -27,9 +28,10 @@ def lr_factor(step: int, warmup: int, schedule: str, total: int, min_ratio: floa
 def build_optimizer(
     params, cfg: LearnerConfig, total_steps: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over `params` and a LambdaLR following `lr_factor`."""
-    optimizer = torch.optim.AdamW(
-        params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True
+    """AdamW over `params` (its moments in host memory with learner.offload = "optimizer":
+    learner/offload.py) and a LambdaLR following `lr_factor`."""
+    optimizer = adamw(
+        params, cfg.offload, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True
     )
     total = cfg.schedule_steps or total_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(

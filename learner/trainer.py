@@ -82,6 +82,7 @@ class Learner:
             self.attn,
             replicas=learner.replicas,
             activation_checkpointing=learner.activation_checkpointing,
+            offload=learner.offload,
             config_overrides=config_overrides,
         )
         self.head_transform = head_transform(self.model.config)
@@ -96,6 +97,7 @@ class Learner:
                 self.attn,
                 train=False,
                 replicas=learner.replicas,
+                offload=learner.offload,
                 config_overrides=config_overrides,
             )
         self.optimizer, self.scheduler = build_optimizer(
@@ -343,7 +345,7 @@ class Learner:
         """How many of this rank's parameter shards hold a NaN or Inf (a float64 on the device)."""
         local = [p.to_local() if hasattr(p, "to_local") else p for p in self.model.parameters()]
         bad = [torch.logical_not(torch.isfinite(t).all()) for t in local]
-        return torch.stack(bad).sum().double()
+        return torch.stack(bad).sum().double().to(self.device)  # on the host with offload
 
     def check_finite(self, what: str) -> None:
         """Collective: raise NonFiniteWeights naming `what` and the step when any rank's

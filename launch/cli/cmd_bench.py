@@ -22,6 +22,7 @@ BENCHES: dict[str, str] = {
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",
+    "learner-offload": "microcoder.bench.learner_offload",
     "weight-sync": "microcoder.bench.weight_sync",
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",

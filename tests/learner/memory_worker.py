@@ -47,11 +47,14 @@ def old_load_sharded_policy(
     replicas=1,
     train=True,
     activation_checkpointing=False,
+    offload="none",
     config_overrides=None,
 ):
     """The loader as it was before meta-device init: a full fp32 model on every rank (it had no
-    activation checkpointing, HSDP nor config overrides; the comparison runs with them off)."""
+    activation checkpointing, HSDP, offload nor config overrides; the comparison runs with them
+    off)."""
     assert not activation_checkpointing and replicas == 1 and not config_overrides
+    assert offload == "none"
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForCausalLM
