@@ -90,20 +90,44 @@ def run(model: Path, out: Path, world: int, sp: int) -> list[dict]:
     return [json.loads((out / f"metrics{r}.json").read_text()) for r in range(world)]
 
 
-@pytest.mark.slow
-def test_two_sp_ranks_train_a_512_token_batch_as_one_rank_with_half_the_tokens_each(
-    small_model, tmp_path
-):
-    (ref,) = run(small_model, tmp_path / "one", 1, 1)
-    got = run(small_model, tmp_path / "sp2", 2, 2)
-    assert ref["layer0_tokens"] == [512]
-    assert [g["layer0_tokens"] for g in got] == [[256], [256]]
+@pytest.fixture(scope="module")
+def reference(small_model, tmp_path_factory):
+    """One rank's step on the 512-token batch: its record and its updated weights."""
+    out = tmp_path_factory.mktemp("one-rank")
+    (ref,) = run(small_model, out, 1, 1)
+    return ref, load_file(out / "weights.safetensors")
+
+
+def assert_same_step(got: list[dict], weights: Path, reference) -> None:
+    """Every rank's loss, grad norm and token count, and the weights, equal the reference's."""
+    ref, want = reference
     for g in got:
         assert g["metrics"]["loss"] == pytest.approx(ref["metrics"]["loss"], abs=1e-5)
         assert g["metrics"]["grad_norm"] == pytest.approx(ref["metrics"]["grad_norm"], abs=1e-5)
         assert g["metrics"]["tokens"] == ref["metrics"]["tokens"] == 512
-    want = load_file(tmp_path / "one" / "weights.safetensors")
-    have = load_file(tmp_path / "sp2" / "weights.safetensors")
+    have = load_file(weights)
     assert have.keys() == want.keys()
     for k in want:
         torch.testing.assert_close(have[k], want[k], atol=1e-5, rtol=0, msg=k)
+
+
+@pytest.mark.slow
+def test_two_sp_ranks_train_a_512_token_batch_as_one_rank_with_half_the_tokens_each(
+    small_model, tmp_path, reference
+):
+    got = run(small_model, tmp_path, 2, 2)
+    assert reference[0]["layer0_tokens"] == [512]
+    assert [g["layer0_tokens"] for g in got] == [[256], [256]]
+    assert_same_step(got, tmp_path / "weights.safetensors", reference)
+
+
+@pytest.mark.slow  # 4 gloo ranks (~75 s on 2 shared cores)
+def test_two_dp_groups_of_two_sp_ranks_train_as_one_rank(small_model, tmp_path, reference):
+    """World 4 = 2 data-parallel groups × SP 2: the batch is balanced over the two groups
+    (learner/packing.py), and each group's micro-batch is split over its two ranks."""
+    got = run(small_model, tmp_path, 4, 2)
+    tokens = [g["layer0_tokens"] for g in got]
+    assert tokens[0] == tokens[1] and tokens[2] == tokens[3]  # the SP pairs share a row
+    assert 512 <= sum(t[0] for t in tokens) <= 514  # every token once (a row padded to even)
+    assert max(t[0] for t in tokens) < 256  # each rank a half of its group's share
+    assert_same_step(got, tmp_path / "weights.safetensors", reference)
