@@ -234,3 +234,23 @@ def setup(learner: Any, algorithm: Any, model_config: Any, attn: str) -> Sequenc
     if size > 1:
         wrap_kernel(attn)
     return sp
+
+
+def agree_on_dropped(
+    sp: SequenceParallel,
+    seq_index: torch.Tensor,  # [n'] long: each of this slice's targets' sequence (-1: dummy)
+    keep: torch.Tensor,  # [n'] bool: this slice's tokens the non-finite guard keeps
+    bad: torch.Tensor,  # [S] bool: sequences the guard dropped from this slice's tokens
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([n'] keep, [S] bad)
+    """The non-finite guard (off_policy.finite_sequences) across the split: a sequence one rank
+    of the SP group drops is dropped by every rank (one all-reduce over the group per
+    micro-batch). `bad` comes back on the group's rank 0 only, so the step's sum counts each
+    dropped sequence once."""
+    if sp.size == 1:
+        return keep, bad
+    every = bad.to(torch.int32)
+    dist.all_reduce(every, op=dist.ReduceOp.MAX, group=sp.group)
+    every = every.bool()
+    if every.numel():
+        keep = keep & ~(every[seq_index.clamp(min=0)] & (seq_index >= 0))
+    return keep, every if sp.rank == 0 else torch.zeros_like(every)

@@ -257,6 +257,7 @@ class Learner:
         seq = mb.seq_index
         # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
         keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)
+        keep, bad = sequence_parallel.agree_on_dropped(self.sp, seq, keep, bad)  # SP: as a whole
         if bad_out is not None:
             bad_out |= bad
         logp, old_logp = logp.where(keep, 0.0), old_logp.where(keep, 0.0)

@@ -82,10 +82,10 @@ def test_heads_sp_cannot_split_padding_and_sequence_level_corrections_are_refuse
     assert any("geo-reject" in e for e in errors)
 
 
-def run(model: Path, out: Path, world: int, sp: int) -> list[dict]:
+def run(model: Path, out: Path, world: int, sp: int, nan: bool = False) -> list[dict]:
     """Every rank's {"metrics", "layer0_tokens"} after one step on sp_worker.py's batch."""
     out.mkdir(parents=True, exist_ok=True)
-    extra = {"learner": {"world_size": world, "sequence_parallel": sp}}
+    extra = {"learner": {"world_size": world, "sequence_parallel": sp}, "nan": nan}
     spawn_ranks(world, [str(WORKER), str(model), str(out), json.dumps(extra)])
     return [json.loads((out / f"metrics{r}.json").read_text()) for r in range(world)]
 
@@ -131,3 +131,19 @@ def test_two_dp_groups_of_two_sp_ranks_train_as_one_rank(small_model, tmp_path, 
     assert 512 <= sum(t[0] for t in tokens) <= 514  # every token once (a row padded to even)
     assert max(t[0] for t in tokens) < 256  # each rank a half of its group's share
     assert_same_step(got, tmp_path / "weights.safetensors", reference)
+
+
+@pytest.mark.slow  # 1 rank, then 2 (~45 s)
+def test_a_sequence_split_over_sp_ranks_is_dropped_whole_by_the_nonfinite_guard(
+    small_model, tmp_path
+):
+    """One NaN behaviour log-prob in rank 0's half of a sequence that crosses into rank 1's:
+    both ranks drop the whole sequence, as one rank does (learner/sequence_parallel.py:
+    agree_on_dropped), and the step equals one rank's, the sequence counted once."""
+    (ref,) = run(small_model, tmp_path / "one", 1, 1, nan=True)
+    got = run(small_model, tmp_path / "sp2", 2, 2, nan=True)
+    assert ref["metrics"]["nonfinite_learner_dropped"] == 1
+    assert [g["metrics"]["nonfinite_learner_dropped"] for g in got] == [1, 1]
+    want = load_file(tmp_path / "one" / "weights.safetensors")
+    reference = (ref, want)
+    assert_same_step(got, tmp_path / "sp2" / "weights.safetensors", reference)
