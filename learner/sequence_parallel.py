@@ -75,12 +75,13 @@ def model_errors(
     config: Any, size: int, packing: bool = True, off_policy: str = "tis"
 ) -> list[str]:
     """Why a model cannot train with sequence parallelism `size` ([] when it can), each naming
-    what to change. `config`: a transformers config or the config.json dict."""
+    what to change. `config`: a transformers config, the config.json dict, or None (the heads
+    not known yet: not checked)."""
     if size == 1:
         return []
     errors = []
     get = config.get if isinstance(config, dict) else lambda k: getattr(config, k)
-    heads = int(get("num_attention_heads"))
+    heads = size if config is None else int(get("num_attention_heads"))
     if heads % size:
         errors.append(
             f"learner.sequence_parallel = {size} does not divide the model's {heads} attention "
