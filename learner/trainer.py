@@ -61,7 +61,10 @@ class Learner:
         seed: int = 0,
         device: str = "auto",
         total_steps: int = 1,
+        config_overrides: dict | None = None,
     ) -> None:
+        """`config_overrides`: model.config_overrides, applied to the model's config.json
+        (learner/models/config_overrides.py); a checkpoint saved here carries them."""
         check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
         self.cfg, self.algo, self.seed = learner, algorithm, seed
         self.model_path = Path(model_path)
@@ -78,6 +81,7 @@ class Learner:
             self.dtype,
             self.attn,
             activation_checkpointing=learner.activation_checkpointing,
+            config_overrides=config_overrides,
         )
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
@@ -87,7 +91,12 @@ class Learner:
         self.ref_model = None
         if algorithm.kl_coef > 0:
             self.ref_model = load_sharded_policy(
-                self.model_path, self.device, self.dtype, self.attn, train=False
+                self.model_path,
+                self.device,
+                self.dtype,
+                self.attn,
+                train=False,
+                config_overrides=config_overrides,
             )
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches

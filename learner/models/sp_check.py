@@ -29,16 +29,19 @@ def sp_logprobs(
     sequences: list[list[int]],
     temperature: float,
     size: int,
+    config_overrides: dict | None = None,
     timeout_s: float = 900.0,
 ) -> dict[str, dict[str, list[list[float]]]]:
     """{model dir: {"unchunked", "chunked"}}: the learner's log-probs of `sequences`
     (logprob_check's layout) at `temperature` on `size` spawned CPU gloo ranks with
-    learner.sequence_parallel = size. Raises RuntimeError with every rank's log tail when a
+    learner.sequence_parallel = size, the model's config changed by `config_overrides`
+    (model.config_overrides). Raises RuntimeError with every rank's log tail when a
     rank fails."""
     with tempfile.TemporaryDirectory(prefix="microcoder-sp-check-") as tmp:
         out = Path(tmp) / "logprobs.json"
         request = {"models": [str(d) for d in model_dirs], "sequences": sequences}
         request |= {"temperature": temperature, "size": size}
+        request |= {"overrides": dict(config_overrides or {})}
         argv = ["-m", __name__, str(out), json.dumps(request)]
         spawn_gloo_ranks(argv, size, timeout_s)
         if not out.is_file():
@@ -93,7 +96,13 @@ def main() -> None:
                 packing=True,
                 micro_batch_tokens=4096,
             )
-            learner = Learner(model_dir, cfg, AlgorithmConfig(), device="cpu")
+            learner = Learner(
+                model_dir,
+                cfg,
+                AlgorithmConfig(),
+                device="cpu",
+                config_overrides=request["overrides"],
+            )
             got.setdefault(model_dir, {})[name] = learner_logprobs(learner, seqs, temperature)
             rank = learner.rank
             del learner
