@@ -8,11 +8,13 @@ import torch
 from microcoder.learner import attention
 from microcoder.learner.algorithm import grpo
 from microcoder.learner.packing import MicroBatch
+from microcoder.learner.sequence_parallel import KWARG
 
 
-def model_inputs(mb: MicroBatch, attn: str, device: torch.device) -> dict:
+def model_inputs(mb: MicroBatch, attn: str, device: torch.device, sp=None) -> dict:
     """The model's keyword inputs for `mb`: packed (sequence boundaries for varlen attention) or
-    padded rows (an attention mask)."""
+    padded rows (an attention mask). `sp`: this rank's learner/sequence_parallel.py layout, given
+    to the attention when it splits the row (`mb` is then this rank's slice)."""
     if mb.packed:
         cu = mb.cu_seq_lens
         inputs = dict(
@@ -25,6 +27,8 @@ def model_inputs(mb: MicroBatch, attn: str, device: torch.device) -> dict:
         )
         if attn == attention.NAME:  # boundaries from the host: no sync in the layers
             inputs["varlen"] = attention.plan(mb.seq_lens, device)
+        if sp is not None and sp.size > 1:
+            inputs[KWARG] = sp
         return inputs
     mask = (mb.position_ids > 0) | (torch.arange(mb.input_ids.shape[1], device=device) == 0)
     return dict(input_ids=mb.input_ids, attention_mask=mask.long(), position_ids=mb.position_ids)
@@ -37,14 +41,16 @@ def target_logprobs(
     device: torch.device,
     chunk: int,
     head_transform: tuple[float, float | None],
+    sp=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # ([n] log-probs, [n] entropy)
     """Log-probs of the targets at their sampling temperature, and the entropy (detached).
 
     With `chunk` (learner.logprob_chunk_tokens) > 0 the model runs only to its final hidden
     states and the head runs chunk by chunk (grpo.chunked_token_logprobs); 0 = the head on every
-    position at once, [n, V] logits. `head_transform`: the model's (scale, softcap).
+    position at once, [n, V] logits. `head_transform`: the model's (scale, softcap). `sp`: the
+    sequence-parallel layout (`mb` is this rank's slice; its n targets are the slice's).
     """
-    inputs = model_inputs(mb, attn, device)
+    inputs = model_inputs(mb, attn, device, sp)
     if chunk > 0:
         hidden = final_hidden_states(model, inputs).flatten(0, 1)[mb.logit_index]  # [n, H]
         head = model.get_output_embeddings()

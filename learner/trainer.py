@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from microcoder.learner import attention
+from microcoder.learner import attention, sequence_parallel
 from microcoder.learner.algorithm import grpo, mismatch, off_policy
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
@@ -85,6 +85,8 @@ class Learner:
             offload=learner.offload,
             config_overrides=config_overrides,
         )
+        self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
+        """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
         self.head_transform = head_transform(self.model.config)
         """(scale, softcap) of the model's own final logit processing (learner/models/families.py),
         applied by the chunked head as the model's forward would."""
@@ -224,17 +226,20 @@ class Learner:
             self.algo.aggregation, batch.response_lens, float(self.algo.loss_constant)
         )
         plan = plan_micro_batches(
-            batch.lengths.tolist(), self.world, self.cfg.micro_batch_tokens, self.cfg.packing
+            batch.lengths.tolist(), self.sp.dp_size, self.cfg.micro_batch_tokens, self.cfg.packing
         )
         return [
-            collate(batch, ix, weights, self.cfg.packing).to(self.device) for ix in plan[self.rank]
+            sequence_parallel.shard(collate(batch, ix, weights, self.cfg.packing), self.sp).to(
+                self.device
+            )
+            for ix in plan[self.sp.dp_rank]
         ]
 
     def _logp(self, model: torch.nn.Module, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of the targets at their sampling temperature, and the entropy (detached):
         learner/forward.py: `target_logprobs` with this learner's attention, device, chunking."""
         chunk, transform = self.cfg.logprob_chunk_tokens, self.head_transform
-        return target_logprobs(model, mb, self.attn, self.device, chunk, transform)
+        return target_logprobs(model, mb, self.attn, self.device, chunk, transform, self.sp)
 
     @torch.no_grad()
     def _old_logprobs(self, plans: list[list[MicroBatch]]) -> list[list[torch.Tensor]]:
@@ -265,6 +270,7 @@ class Learner:
         seq = mb.seq_index
         # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
         keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)
+        keep, bad = sequence_parallel.agree_on_dropped(self.sp, seq, keep, bad)  # SP: as a whole
         if bad_out is not None:
             bad_out |= bad
         logp, old_logp = logp.where(keep, 0.0), old_logp.where(keep, 0.0)

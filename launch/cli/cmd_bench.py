@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "peer": "microcoder.bench.peer",
     "data": "microcoder.bench.data",
     "learning": "microcoder.bench.learning",
+    "sp-memory": "microcoder.bench.sp_memory",
 }
 
 

@@ -1,6 +1,6 @@
 """`microcoder model check DIR [--json] [--dump-logprobs FILE] [--no-vllm]
-[--config-override KEY=JSON]`: will this model
-train here, and correctly? (learner/models/model_check.py, actors/engines/vllm_check.py; docs/models.md)."""
+[--config-override KEY=JSON] [--sequence-parallel N]`: will this model train here, and correctly?
+(learner/models/model_check.py, actors/engines/vllm_check.py; docs/models.md)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="seconds the vLLM stage's engine may take before it fails (900)",
     )
+    c.add_argument(
+        "--sequence-parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="also compare the learner's log-probs with each packed row split over N spawned "
+        "gloo ranks (learner.sequence_parallel = N), or say why the model cannot run so (1: off)",
+    )
     c.set_defaults(func=run)
 
 
@@ -79,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             if args.no_vllm
             else functools.partial(vllm_stage, timeout_s=args.vllm_timeout),
             config_overrides=overrides,
+            sequence_parallel=args.sequence_parallel,
         )
     finally:
         close_distributed()

@@ -23,7 +23,8 @@ def seeded_sequences(vocab_size: int, seed: int = 0, lengths: tuple[int, ...] = 
 
 def learner_logprobs(learner, sequences: list[list[int]], temperature: float) -> list[list[float]]:
     """The learner's log-probs of every next token of each sequence, from ONE micro-batch (packed
-    when learner.packing): the first token is the prompt, the rest the response."""
+    when learner.packing): the first token is the prompt, the rest the response. Under sequence
+    parallelism (learner.sequence_parallel > 1) a collective: every rank returns the whole."""
     from microcoder.learner.batch import build_batch, mask_generator
     from microcoder.learner.sample import SampleGroup, TrainSample
 
@@ -44,9 +45,35 @@ def learner_logprobs(learner, sequences: list[list[int]], temperature: float) ->
     (mb,) = micros
     with torch.no_grad():
         logp = learner._logp(learner.model, mb)[0].double().cpu()
-    index = mb.seq_index.cpu()
+    index, where = mb.seq_index.cpu(), mb.logit_index.cpu()
+    if learner.sp.size > 1:  # every rank scored its slice's targets: gather them in row order
+        index, where, logp = _gather_slices(
+            index, where + learner.sp.rank * mb.input_ids.shape[1], logp
+        )
     order = {tuple(t.tolist()): j for j, t in enumerate(batch.input_ids)}  # packing may reorder
     return [logp[index == order[tuple(s)]].tolist() for s in sequences]
+
+
+def _gather_slices(
+    index: torch.Tensor, where: torch.Tensor, logp: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # each [n], the row's n targets in order
+    """Collective over the learner group: every rank's [n_r] targets (sequence index, position
+    of the predicting logit in the whole row, log-prob) joined and sorted by position. Under
+    sequence parallelism the ranks of an SP group hold disjoint slices of the row; those of
+    other SP groups hold the same micro-batch again, so duplicates are dropped."""
+    import torch.distributed as dist
+
+    rows = [None] * dist.get_world_size()
+    mine = [
+        (int(w), int(i), float(p)) for w, i, p in zip(where, index, logp, strict=True) if i >= 0
+    ]
+    dist.all_gather_object(rows, mine)
+    joined = sorted({r for part in rows for r in part})
+    return (
+        torch.tensor([r[1] for r in joined], dtype=torch.long),
+        torch.tensor([r[0] for r in joined], dtype=torch.long),
+        torch.tensor([r[2] for r in joined], dtype=torch.float64),
+    )
 
 
 def reference_logprobs(

@@ -31,6 +31,7 @@ def check_model(
     dump: str | Path | None = None,
     vllm: Callable[..., dict] | None = None,
     config_overrides: dict | None = None,
+    sequence_parallel: int = 1,
 ) -> dict:
     """The report (JSON-able; `ok` says whether everything passed); with `dump`, writes the
     chunked learner's log-probs of the seeded sequences there (see `dump_logprobs`). `vllm`:
@@ -38,12 +39,16 @@ def check_model(
     returning {"status": "ok" | "failed" | "skipped", "reason", ...}
     (actors/engines/vllm_check.py: vllm_stage); None = reported skipped (--no-vllm).
     `config_overrides` (model.config_overrides, `--config-override`) change the model's config
-    for every stage: the learner, transformers' reference and vLLM (as its hf_overrides)."""
+    for every stage: the learner, transformers' reference and vLLM (as its hf_overrides).
+    `sequence_parallel` N > 1: also the log-probs with the row split over N spawned gloo ranks
+    (learner/models/sp_check.py), or the reasons the model cannot run so."""
     import torch
 
     from microcoder.learner.models import logprob_check as lc
     from microcoder.learner.models.config_overrides import overrides_dict
     from microcoder.learner.models.families import family_errors, read_config
+    from microcoder.learner.models.sp_check import sp_logprobs
+    from microcoder.learner.sequence_parallel import model_errors
 
     model_dir = Path(model_dir)
     overrides = dict(config_overrides or {})
@@ -63,8 +68,14 @@ def check_model(
     seqs = lc.seeded_sequences(int(config["vocab_size"]), seed)
     want = lc.reference_logprobs(model_dir, seqs, temperature, overrides)
     got = {name: lc.learner_logprobs(ln, seqs, temperature) for name, ln in learners.items()}
+    sp_errors = model_errors(config, sequence_parallel)
+    if sequence_parallel > 1 and not sp_errors:
+        sp_got = sp_logprobs([model_dir], seqs, temperature, sequence_parallel, overrides)
+        sp_got = sp_got[str(model_dir)]
+        got |= {f"sp{sequence_parallel} {name}": v for name, v in sp_got.items()}
     diffs = {name: lc.max_abs_diff(v, want) for name, v in got.items()}
     report["logprobs"] = {"max_abs_diff": diffs, "tolerance": TOLERANCE}
+    report["sequence_parallel"] = {"size": sequence_parallel, "errors": sp_errors}
     if dump is not None:
         dump_logprobs(dump, seqs, got["chunked"], temperature)
         report["logprobs"]["dumped"] = str(dump)
@@ -78,6 +89,7 @@ def check_model(
         report["vllm"] = {"status": "skipped", "reason": "--no-vllm"}
     report["ok"] = (
         max(diffs.values()) <= TOLERANCE
+        and not sp_errors
         and report["names"]["match"]
         and report["round_trip"]["max_abs_diff"] == 0.0
         and report["vllm"]["status"] != "failed"
@@ -174,6 +186,8 @@ def format_report(report: dict) -> str:
             f"published names: {'match' if n['match'] else 'MISMATCH'} ({n['count']} tensors)"
             + "".join(f"\n  {k}: {n[k]}" for k in ("missing", "extra", "shape_mismatch") if n[k])
         )
+        sp_errors = report.get("sequence_parallel", {}).get("errors", [])
+        lines += [f"sequence parallelism: REFUSED: {e}" for e in sp_errors]
         rt = report["round_trip"]["max_abs_diff"]
         lines.append(f"from_pretrained round trip: max |diff| {rt:.2e}")
     if "vllm" in report:
