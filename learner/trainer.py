@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -75,16 +76,17 @@ class Learner:
         torch.manual_seed(seed + self.rank)
         self.dtype = resolve_dtype(learner.dtype, self.device)
         self.attn = attention.choose(learner.attn_implementation, self.device)
-        self.model = load_sharded_policy(
+        load = partial(
+            load_sharded_policy,
             self.model_path,
             self.device,
             self.dtype,
             self.attn,
             replicas=learner.replicas,
-            activation_checkpointing=learner.activation_checkpointing,
             offload=learner.offload,
             config_overrides=config_overrides,
         )
+        self.model = load(activation_checkpointing=learner.activation_checkpointing)
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
         self.head_transform = head_transform(self.model.config)
@@ -92,16 +94,7 @@ class Learner:
         applied by the chunked head as the model's forward would."""
         self.ref_model = None
         if algorithm.kl_coef > 0:
-            self.ref_model = load_sharded_policy(
-                self.model_path,
-                self.device,
-                self.dtype,
-                self.attn,
-                train=False,
-                replicas=learner.replicas,
-                offload=learner.offload,
-                config_overrides=config_overrides,
-            )
+            self.ref_model = load(train=False)
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
         )
