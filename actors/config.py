@@ -101,9 +101,10 @@ class GeneratorConfig(Section):
     `microcoder bench generation`; keep false for training)."""
     engine_args: dict[str, Any] = {}
     """More vLLM engine arguments, passed as they are to every generator's engine (both the
-    `LLM` and the async engine), e.g. {max_num_seqs = 64, max_num_batched_tokens = 8192}, or
-    `hf_overrides` to change the model's config (the RoPE scaling of a long context: the keys
-    are the model config's, see vLLM's docs). The names are the fields of vLLM's
+    `LLM` and the async engine), e.g. {max_num_seqs = 64, max_num_batched_tokens = 8192}.
+    Model config changes (the RoPE scaling of a long context) go in model.config_overrides,
+    which reaches the learner too; `hf_overrides` here may only repeat them (a key given to the
+    generators alone is refused at config load). The names are the fields of vLLM's
     `EngineArgs`, checked when the config loads (against the installed vLLM's source, without
     importing it) and again at engine start: an unknown name is refused with the nearest one, and
     a name microcoder sets from this config (model, seed, dtype, max_model_len, enforce_eager,
@@ -140,6 +141,8 @@ class GeneratorSettings:
     (launch/run/actor_settings.py `generator_seed`), so no two generators sample alike."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    """`model.config_overrides`: the model config changes the engine gets as `hf_overrides`."""
 
 
 @dataclass(frozen=True)
@@ -163,3 +166,5 @@ class LearnerRankSettings:
     """`monitor.rollouts_every`: rank 0 returns the rollouts rows of every N-th step (0 = off)."""
     rollouts_max: int = 64
     """`monitor.rollouts_max`: the most rows of one step's rollouts."""
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    """`model.config_overrides`: the model config changes the learner builds its model with."""

@@ -81,6 +81,7 @@ class Generator(PriorityControl):
             rpc_timeout_s=settings.learner.sync_timeout_s,
             version=0,
             worker_extension_cls=WORKER_EXTENSION,
+            config_overrides=settings.config_overrides,
         )
         self.engine = self._build_engine()
         self.engine_rebuilds = 0

@@ -220,6 +220,7 @@ class LearnerRank:
         # The group first, with the run's collective deadline (Learner joins an existing group).
         init_distributed(pick_device(s.device), s.learner.collective_timeout_s)
         kwargs = dict(seed=s.seed, device=s.device, total_steps=s.total_steps)
+        kwargs["config_overrides"] = s.config_overrides  # model.config_overrides
         if resume_from:
             self.learner = Learner.from_checkpoint(resume_from, s.learner, s.algorithm, **kwargs)
         else:

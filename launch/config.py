@@ -19,6 +19,7 @@ from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import DataConfig, PromptConfig
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
+from microcoder.learner.models.config_overrides import generator_only_problems
 from microcoder.learner.warmstart.config import WarmStartConfig
 from microcoder.sandbox.config import ExecutorConfig
 
@@ -38,6 +39,14 @@ class ModelConfig(Section):
     chat_template_kwargs: dict[str, Any] = {}
     """Extra variables for the tokenizer's chat template (apply_chat_template), e.g.
     {enable_thinking = false} for Qwen3; used wherever prompts are rendered."""
+    config_overrides: dict[str, Any] = {}
+    """Changes to the model's config.json, the one place for them, e.g. the RoPE of a long
+    context: {rope_scaling = {rope_type = "yarn", factor = 4.0,
+    original_max_position_embeddings = 32768}}. The learner builds its model with them, the
+    generators pass them to vLLM (`hf_overrides`), checkpoints' config.json carries them, and
+    `model check --config-override` takes the same keys. A RoPE table replaces the scaling
+    and keeps the model's rope_theta unless it names one (learner/models/config_overrides.py).
+    `generator.engine_args.hf_overrides` may only repeat these (docs/models.md)."""
 
     @field_validator("chat_template_kwargs")
     @classmethod
@@ -204,6 +213,9 @@ class Config(Section):
         elif self.learner.activation_checkpointing is None and checkpointing_by_default(self):
             self.learner.activation_checkpointing = True  # long responses: on whatever the device
         check_off_policy_rule(self.algorithm.off_policy, self.learner.recompute_old_logprobs)
+        problems = generator_only_problems(self.generator.engine_args, self.model.config_overrides)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def notes(self) -> list[str]:

@@ -28,8 +28,9 @@ class LearnerConfig(Section):
     """Ulysses sequence parallelism: each packed micro-batch is split along the sequence over
     this many ranks of the learner group (consecutive ranks form one group), with an all-to-all
     over attention heads around attention, so a rank holds 1/N of a long sequence's
-    activations. 1 = off. Must divide world_size / replicas; the model's attention and
-    key/value heads must divide by it (learner/sequence_parallel.py)."""
+    activations. 1 = off. Must divide world_size / replicas; the model's attention heads must
+    divide by it (key/value heads it does not divide are repeated), packing must be on and the
+    off-policy correction token-level (learner/sequence_parallel.py: model_errors)."""
     offload: Literal["none", "optimizer", "params"] = "none"
     """What lives in host memory instead of on the GPU: "optimizer" = AdamW's moments (the
     step streams them to the device and back), "params" = the fp32 master weights, their

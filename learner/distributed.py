@@ -158,6 +158,7 @@ def load_sharded_policy(
     train: bool = True,
     activation_checkpointing: bool = False,
     offload: str = "none",
+    config_overrides: dict | None = None,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
@@ -172,15 +173,17 @@ def load_sharded_policy(
     Master weights are fp32 whatever the checkpoint's dtype; with a bf16 compute dtype, FSDP2
     casts parameters for compute and reduces gradients in fp32. With `activation_checkpointing`
     each decoder layer's activations are recomputed in the backward pass
-    (`enable_activation_checkpointing`). With `offload` = "params" the shards live in host
-    memory (FSDP2's CPU offload: learner/offload.py).
+    (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
+    model's config.json before the model is built (learner/models/config_overrides.py). With
+    `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
+    from microcoder.learner.models.config_overrides import model_config
     from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs
 
-    config = AutoConfig.from_pretrained(path)
+    config = model_config(path, config_overrides)
     config.use_cache = False
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(
@@ -277,8 +280,8 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     before). Tied weights (lm_head = embed_tokens) are one parameter, filled from whichever of
     its names the checkpoint holds. A parameter the checkpoint holds under other names (MoE's
     fused experts) is built from them by transformers' own conversion
-    (learner/checkpoint_names.py), one parameter at a time, its sources read whole on every
-    rank; a missing tensor is an error.
+    (learner/checkpoint_names.py), one parameter at a time, each rank reading only the sources
+    of its own rows (learner/converted_rows.py); a missing tensor is an error.
     """
     from safetensors import safe_open
 
@@ -322,18 +325,15 @@ def _load_converted(
     model: torch.nn.Module, t: torch.Tensor, name: str, keys: list[str], files: dict[str, Path]
 ) -> None:
     """Fill this rank's rows of parameter `name` from the checkpoint tensors `keys` it is
-    converted from (transformers' conversion: learner/checkpoint_names.py)."""
-    from safetensors import safe_open
+    converted from (transformers' conversion: learner/checkpoint_names.py), reading only the
+    sources of those rows (a rank's experts: learner/converted_rows.py)."""
+    from microcoder.learner.converted_rows import converted_rows
 
-    from microcoder.learner.checkpoint_names import to_model_names
-
-    parts = {}
-    for key in keys:
-        with safe_open(files[key], framework="pt") as f:
-            parts[key] = f.get_tensor(key)
-    full = to_model_names(model, parts)[name]
     local = t.to_local() if hasattr(t, "to_local") else t
-    _copy_rows(name, full[_local_rows(t)], local, "converted checkpoint")
+    if local.shape[0] == 0:  # more ranks than rows: this rank keeps none
+        return
+    part = converted_rows(model, name, keys, files, _local_rows(t), t.shape[0])
+    _copy_rows(name, part, local, "converted checkpoint")
 
 
 def _copy_rows(name: str, part: torch.Tensor, local: torch.Tensor, what: str) -> None:

@@ -107,7 +107,7 @@ class StreamedAdamW(torch.optim.AdamW):
                 h = _local(state[key])
                 if h.device != HOST or h.data_ptr() not in self._host_buffers:
                     return False
-                if pin and not h.is_pinned():
+                if pin and h.numel() and not h.is_pinned():  # an empty shard has no pages
                     return False
         return True
 
@@ -251,3 +251,25 @@ def to_mesh_device(t: torch.Tensor) -> torch.Tensor:
     if isinstance(t, DTensor) and t.device.type != t.device_mesh.device_type:
         return t.to(t.device_mesh.device_type)
     return t
+
+
+def resident_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """This rank's training state by where its offload mode keeps it: {"masters", "grads",
+    "moments"} -> ("host" or "device", bytes). Gradients are counted at the masters' size (what
+    they hold from the backward to the step); moments are the optimizer's current state (none
+    before the first step). Read from the live objects, not the config."""
+    on_host = params_offloaded(model)
+    masters = sum(_local(p).numel() * _local(p).element_size() for p in model.parameters())
+    moments = sum(
+        _local(v).numel() * _local(v).element_size()
+        for state in optimizer.state.values()
+        for k, v in state.items()
+        if k != "step" and torch.is_tensor(v)
+    )
+    streamed = isinstance(optimizer, StreamedAdamW) and optimizer.host_resident()
+    place = "host" if on_host else "device"
+    return {
+        "masters": (place, masters),
+        "grads": (place, masters),
+        "moments": ("host" if on_host or streamed else "device", moments),
+    }

@@ -75,12 +75,13 @@ def model_errors(
     config: Any, size: int, packing: bool = True, off_policy: str = "tis"
 ) -> list[str]:
     """Why a model cannot train with sequence parallelism `size` ([] when it can), each naming
-    what to change. `config`: a transformers config or the config.json dict."""
+    what to change. `config`: a transformers config, the config.json dict, or None (the heads
+    not known yet: not checked)."""
     if size == 1:
         return []
     errors = []
     get = config.get if isinstance(config, dict) else lambda k: getattr(config, k)
-    heads = int(get("num_attention_heads"))
+    heads = size if config is None else int(get("num_attention_heads"))
     if heads % size:
         errors.append(
             f"learner.sequence_parallel = {size} does not divide the model's {heads} attention "
@@ -234,3 +235,23 @@ def setup(learner: Any, algorithm: Any, model_config: Any, attn: str) -> Sequenc
     if size > 1:
         wrap_kernel(attn)
     return sp
+
+
+def agree_on_dropped(
+    sp: SequenceParallel,
+    seq_index: torch.Tensor,  # [n'] long: each of this slice's targets' sequence (-1: dummy)
+    keep: torch.Tensor,  # [n'] bool: this slice's tokens the non-finite guard keeps
+    bad: torch.Tensor,  # [S] bool: sequences the guard dropped from this slice's tokens
+) -> tuple[torch.Tensor, torch.Tensor]:  # ([n'] keep, [S] bad)
+    """The non-finite guard (off_policy.finite_sequences) across the split: a sequence one rank
+    of the SP group drops is dropped by every rank (one all-reduce over the group per
+    micro-batch). `bad` comes back on the group's rank 0 only, so the step's sum counts each
+    dropped sequence once."""
+    if sp.size == 1:
+        return keep, bad
+    every = bad.to(torch.int32)
+    dist.all_reduce(every, op=dist.ReduceOp.MAX, group=sp.group)
+    every = every.bool()
+    if every.numel():
+        keep = keep & ~(every[seq_index.clamp(min=0)] & (seq_index >= 0))
+    return keep, every if sp.rank == 0 else torch.zeros_like(every)

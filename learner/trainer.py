@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -61,7 +62,10 @@ class Learner:
         seed: int = 0,
         device: str = "auto",
         total_steps: int = 1,
+        config_overrides: dict | None = None,
     ) -> None:
+        """`config_overrides`: model.config_overrides, applied to the model's config.json
+        (learner/models/config_overrides.py); a checkpoint saved here carries them."""
         check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
         self.cfg, self.algo, self.seed = learner, algorithm, seed
         self.model_path = Path(model_path)
@@ -72,15 +76,17 @@ class Learner:
         torch.manual_seed(seed + self.rank)
         self.dtype = resolve_dtype(learner.dtype, self.device)
         self.attn = attention.choose(learner.attn_implementation, self.device)
-        self.model = load_sharded_policy(
+        load = partial(
+            load_sharded_policy,
             self.model_path,
             self.device,
             self.dtype,
             self.attn,
             replicas=learner.replicas,
-            activation_checkpointing=learner.activation_checkpointing,
             offload=learner.offload,
+            config_overrides=config_overrides,
         )
+        self.model = load(activation_checkpointing=learner.activation_checkpointing)
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
         self.head_transform = head_transform(self.model.config)
@@ -88,15 +94,7 @@ class Learner:
         applied by the chunked head as the model's forward would."""
         self.ref_model = None
         if algorithm.kl_coef > 0:
-            self.ref_model = load_sharded_policy(
-                self.model_path,
-                self.device,
-                self.dtype,
-                self.attn,
-                train=False,
-                offload=learner.offload,
-                replicas=learner.replicas,
-            )
+            self.ref_model = load(train=False)
         self.optimizer, self.scheduler = build_optimizer(
             self.model.parameters(), learner, total_steps * learner.mini_batches
         )
@@ -265,6 +263,7 @@ class Learner:
         seq = mb.seq_index
         # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
         keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)
+        keep, bad = sequence_parallel.agree_on_dropped(self.sp, seq, keep, bad)  # SP: as a whole
         if bad_out is not None:
             bad_out |= bad
         logp, old_logp = logp.where(keep, 0.0), old_logp.where(keep, 0.0)

@@ -40,11 +40,20 @@ def executor_backend(kwargs: dict) -> str | None:
     return "mp" if workers > 1 else None
 
 
-def engine_kwargs(model_path: str, cfg: GeneratorConfig, device: str, seed: int = 0, **extra):
+def engine_kwargs(
+    model_path: str,
+    cfg: GeneratorConfig,
+    device: str,
+    seed: int = 0,
+    config_overrides: dict | None = None,
+    **extra,
+):
     """The engine arguments both engines take (`LLM(**kw)`, `AsyncEngineArgs(**kw)`): model,
     precision, context, prefix caching (on unless `generator.engine_args` turns it off), eager or
     compiled, processed log-probs; on CUDA the TP size and memory share; then
-    `generator.engine_args` (names checked at config load, actors/engines/args.py); `extra`
+    `generator.engine_args` (names checked at config load, actors/engines/args.py), its
+    `hf_overrides` merged with `config_overrides` (model.config_overrides, as vLLM must get
+    them: learner/models/config_overrides.py `vllm_hf_overrides`); `extra`
     (e.g. `worker_extension_cls`) wins; last the executor backend (`executor_backend`) unless
     `extra` names one."""
     kwargs = dict(
@@ -63,6 +72,11 @@ def engine_kwargs(model_path: str, cfg: GeneratorConfig, device: str, seed: int 
             gpu_memory_utilization=cfg.gpu_memory_utilization,
         )
     kwargs.update(cfg.engine_args)
+    if config_overrides:
+        from microcoder.learner.models.config_overrides import vllm_hf_overrides
+
+        own = {k: v for k, v in kwargs.get("hf_overrides", {}).items() if k not in config_overrides}
+        kwargs["hf_overrides"] = {**own, **vllm_hf_overrides(model_path, config_overrides)}
     kwargs.update(extra)
     if "distributed_executor_backend" not in kwargs and (backend := executor_backend(kwargs)):
         kwargs["distributed_executor_backend"] = backend

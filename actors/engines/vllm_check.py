@@ -40,13 +40,19 @@ def greedy_prompts(vocab_size: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(vocab_size) for _ in range(n)] for n in PROMPT_LENGTHS]
 
 
-def transformers_greedy(model_dir, prompts: list[list[int]], max_tokens: int, device: str):
+def transformers_greedy(
+    model_dir, prompts: list[list[int]], max_tokens: int, device: str, config_overrides=None
+):
     """transformers' greedy continuation of each prompt in fp32: `max_tokens` argmax steps, no
-    EOS stop (vLLM's side runs with ignore_eos)."""
+    EOS stop (vLLM's side runs with ignore_eos); the model config with `config_overrides`."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
+    from microcoder.learner.models.config_overrides import model_config
+
+    config = model_config(model_dir, config_overrides)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, config=config, dtype=torch.float32)
+    model = model.to(device).eval()
     out = []
     with torch.no_grad():
         for ids in prompts:
@@ -79,9 +85,11 @@ def vllm_stage(
     device: str,
     seed: int = 0,
     timeout_s: float = 900.0,
+    config_overrides: dict | None = None,
 ) -> dict:
     """Run the stage; {"status": "ok" | "failed" | "skipped", "reason", ...} with, when an engine
-    ran, the engine's and transformers' greedy tokens and the engine's timings."""
+    ran, the engine's and transformers' greedy tokens and the engine's timings. Both sides get
+    `config_overrides` (model.config_overrides: the engine as vLLM's hf_overrides)."""
     from microcoder.learner.models.families import vllm_cpu_errors
 
     if device == "cpu":
@@ -92,10 +100,10 @@ def vllm_stage(
     if why:
         return {"status": "skipped", "reason": why}
     prompts = greedy_prompts(int(config["vocab_size"]), seed)
-    engine = _engine_greedy(model_dir, published, device, prompts, timeout_s)
+    engine = _engine_greedy(model_dir, published, device, prompts, timeout_s, config_overrides)
     if engine["status"] != "ok":
         return engine
-    want = transformers_greedy(model_dir, prompts, MAX_TOKENS, device)
+    want = transformers_greedy(model_dir, prompts, MAX_TOKENS, device, config_overrides)
     equal = engine["after"] == want
     return {
         **engine,
@@ -106,7 +114,9 @@ def vllm_stage(
     }
 
 
-def _engine_greedy(model_dir, published: dict, device: str, prompts, timeout_s: float) -> dict:
+def _engine_greedy(
+    model_dir, published: dict, device: str, prompts, timeout_s: float, config_overrides=None
+) -> dict:
     """The child's engine: greedy before (dummy weights) and after loading `published`."""
     from microcoder.actors.weight_sync import WeightPublisher
 
@@ -125,6 +135,7 @@ def _engine_greedy(model_dir, published: dict, device: str, prompts, timeout_s: 
         result_file = Path(tmp) / "result.json"
         job = {
             "model_dir": str(model_dir),
+            "config_overrides": config_overrides or {},
             "device": device,
             "channel": spec,
             "prompts": prompts,
@@ -192,6 +203,7 @@ def _child(job: dict) -> dict:
         cfg,
         job["device"],
         worker_extension_cls=WORKER_EXTENSION,
+        config_overrides=job.get("config_overrides"),
         load_format="dummy",
         skip_tokenizer_init=True,
     )

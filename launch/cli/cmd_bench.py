@@ -22,6 +22,7 @@ BENCHES: dict[str, str] = {
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",
+    "learner-offload": "microcoder.bench.learner_offload",
     "weight-sync": "microcoder.bench.weight_sync",
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",
@@ -29,6 +30,7 @@ BENCHES: dict[str, str] = {
     "peer": "microcoder.bench.peer",
     "data": "microcoder.bench.data",
     "learning": "microcoder.bench.learning",
+    "sp-memory": "microcoder.bench.sp_memory",
 }
 
 

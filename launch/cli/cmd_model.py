@@ -1,5 +1,5 @@
 """`microcoder model check DIR [--json] [--dump-logprobs FILE] [--no-vllm]
-[--sequence-parallel N]`: will this model train here, and correctly?
+[--config-override KEY=JSON] [--sequence-parallel N]`: will this model train here, and correctly?
 (learner/models/model_check.py, actors/engines/vllm_check.py; docs/models.md)."""
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "path; its greedy tokens must equal transformers')",
     )
     c.add_argument(
+        "--config-override",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="change a key of the model's config.json for every stage, as model.config_overrides "
+        'does in a run, e.g. rope_scaling=\'{"rope_type": "linear", "factor": 4.0}\' (repeatable)',
+    )
+    c.add_argument(
         "--vllm-timeout",
         type=float,
         default=900.0,
@@ -65,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"model check: {args.dir} has no config.json; pass a model folder", file=sys.stderr)
         return 2
     try:
+        overrides = parse_config_overrides(args.config_override)
+    except ValueError as err:
+        print(f"model check: {err}", file=sys.stderr)
+        return 2
+    try:
         report = check_model(
             args.dir,
             args.temperature,
@@ -73,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             vllm=None
             if args.no_vllm
             else functools.partial(vllm_stage, timeout_s=args.vllm_timeout),
+            config_overrides=overrides,
             sequence_parallel=args.sequence_parallel,
         )
     finally:
@@ -81,3 +95,20 @@ def run(args: argparse.Namespace) -> int:
     if not report["family"]["supported"]:
         return 2
     return 0 if report["ok"] else 1
+
+
+def parse_config_overrides(items: list[str]) -> dict:
+    """`--config-override KEY=JSON` items as a dict (a value that is not JSON is a string)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(
+                f"--config-override {item!r}: write KEY=JSON, e.g. "
+                'rope_scaling=\'{"rope_type": "linear", "factor": 4.0}\''
+            )
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out

@@ -43,7 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from microcoder.data.prompting.render import PromptRenderer
 
     t0 = time.time()
-    llm = build_engine(str(model_path), cfg.generator, device, seed=cfg.seed)
+    llm = build_engine(
+        str(model_path),
+        cfg.generator,
+        device,
+        seed=cfg.seed,
+        config_overrides=dict(cfg.model.config_overrides),
+    )
     print(f"smoke: engine ready in {time.time() - t0:.1f} s", flush=True)
     tok = AutoTokenizer.from_pretrained(model_path)
     renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)

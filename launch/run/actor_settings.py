@@ -44,6 +44,7 @@ def generator_settings(cfg: Config, index: int = 0) -> GeneratorSettings:
         device=cfg.cluster.device,
         seed=generator_seed(cfg.seed, index),
         chat_template_kwargs=dict(cfg.model.chat_template_kwargs),
+        config_overrides=dict(cfg.model.config_overrides),
     )
 
 
@@ -63,4 +64,5 @@ def learner_rank_settings(cfg: Config) -> LearnerRankSettings:
         total_steps=cfg.max_steps,
         rollouts_every=cfg.monitor.rollouts_every,
         rollouts_max=cfg.monitor.rollouts_max,
+        config_overrides=dict(cfg.model.config_overrides),
     )

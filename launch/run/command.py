@@ -45,7 +45,23 @@ def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
     except RuntimeError as err:
         errors.append(str(err))
     errors += model_family_errors(cfg, model_path)
+    errors += sequence_parallel_errors(cfg, model_path)
     return errors
+
+
+def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
+    """learner.sequence_parallel against the model's attention heads (once the folder has a
+    config.json), learner.packing and algorithm.off_policy (learner/sequence_parallel.py:
+    model_errors), so a split the learner ranks would refuse at start stops the launch here."""
+    size = cfg.learner.sequence_parallel
+    if size == 1:
+        return []  # no torch import on the common path
+    from microcoder.learner.models.families import read_config
+    from microcoder.learner.sequence_parallel import model_errors
+
+    has_config = (Path(model_path) / "config.json").is_file()
+    config = read_config(model_path) if has_config else None
+    return model_errors(config, size, cfg.learner.packing, cfg.algorithm.off_policy)
 
 
 def model_family_errors(cfg: Config, model_path: str) -> list[str]:

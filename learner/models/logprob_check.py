@@ -77,14 +77,21 @@ def _gather_slices(
 
 
 def reference_logprobs(
-    model_dir: str | Path, sequences: list[list[int]], temperature: float
+    model_dir: str | Path,
+    sequences: list[list[int]],
+    temperature: float,
+    config_overrides: dict | None = None,
 ) -> list[list[float]]:
     """transformers' own fp32 forward of each sequence alone: log_softmax(logits / T) at the next
-    token (eager attention, so no kernel of this project is involved)."""
+    token (eager attention, so no kernel of this project is involved); the model config with
+    `config_overrides` (learner/models/config_overrides.py)."""
     from transformers import AutoModelForCausalLM
 
+    from microcoder.learner.models.config_overrides import model_config
+
+    config = model_config(model_dir, config_overrides)
     model = AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=torch.float32, attn_implementation="eager"
+        model_dir, config=config, dtype=torch.float32, attn_implementation="eager"
     ).eval()
     out = []
     with torch.no_grad():

@@ -29,7 +29,8 @@ def check_model(
     temperature: float = 1.0,
     seed: int = 0,
     dump: str | Path | None = None,
-    vllm: Callable[[Path, dict, dict, str, int], dict] | None = None,
+    vllm: Callable[..., dict] | None = None,
+    config_overrides: dict | None = None,
     sequence_parallel: int = 1,
 ) -> dict:
     """The report (JSON-able; `ok` says whether everything passed); with `dump`, writes the
@@ -37,34 +38,40 @@ def check_model(
     the vLLM stage, called as vllm(model_dir, config, published state, device, seed) and
     returning {"status": "ok" | "failed" | "skipped", "reason", ...}
     (actors/engines/vllm_check.py: vllm_stage); None = reported skipped (--no-vllm).
+    `config_overrides` (model.config_overrides, `--config-override`) change the model's config
+    for every stage: the learner, transformers' reference and vLLM (as its hf_overrides).
     `sequence_parallel` N > 1: also the log-probs with the row split over N spawned gloo ranks
     (learner/models/sp_check.py), or the reasons the model cannot run so."""
     import torch
 
     from microcoder.learner.models import logprob_check as lc
+    from microcoder.learner.models.config_overrides import overrides_dict
     from microcoder.learner.models.families import family_errors, read_config
     from microcoder.learner.models.sp_check import sp_logprobs
     from microcoder.learner.sequence_parallel import model_errors
 
     model_dir = Path(model_dir)
-    config = read_config(model_dir)
+    overrides = dict(config_overrides or {})
+    config = overrides_dict(read_config(model_dir), overrides)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     errors = family_errors(config)  # the learner's; vLLM's CPU limits are the vLLM stage's
     report: dict = {
         "model": str(model_dir),
         "model_type": config.get("model_type"),
+        "config_overrides": overrides,
         "family": {"supported": not errors, "errors": errors},
     }
     if errors:
         report["ok"] = False
         return report
-    learners = _learners(model_dir)
+    learners = _learners(model_dir, overrides)
     seqs = lc.seeded_sequences(int(config["vocab_size"]), seed)
-    want = lc.reference_logprobs(model_dir, seqs, temperature)
+    want = lc.reference_logprobs(model_dir, seqs, temperature, overrides)
     got = {name: lc.learner_logprobs(ln, seqs, temperature) for name, ln in learners.items()}
     sp_errors = model_errors(config, sequence_parallel)
     if sequence_parallel > 1 and not sp_errors:
-        sp_got = sp_logprobs([model_dir], seqs, temperature, sequence_parallel)[str(model_dir)]
+        sp_got = sp_logprobs([model_dir], seqs, temperature, sequence_parallel, overrides)
+        sp_got = sp_got[str(model_dir)]
         got |= {f"sp{sequence_parallel} {name}": v for name, v in sp_got.items()}
     diffs = {name: lc.max_abs_diff(v, want) for name, v in got.items()}
     report["logprobs"] = {"max_abs_diff": diffs, "tolerance": TOLERANCE}
@@ -76,7 +83,8 @@ def check_model(
     report["names"] = compare_names(published, checkpoint_shapes(model_dir))
     report["round_trip"] = round_trip(model_dir, published)
     if vllm is not None:
-        report["vllm"] = vllm(model_dir, config, published, device, seed)
+        extra = {"config_overrides": overrides} if overrides else {}
+        report["vllm"] = vllm(model_dir, config, published, device, seed, **extra)
     else:
         report["vllm"] = {"status": "skipped", "reason": "--no-vllm"}
     report["ok"] = (
@@ -89,7 +97,7 @@ def check_model(
     return report
 
 
-def _learners(model_dir: Path) -> dict:
+def _learners(model_dir: Path, overrides: dict) -> dict:
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.trainer import Learner
 
@@ -98,6 +106,7 @@ def _learners(model_dir: Path) -> dict:
             model_dir,
             LearnerConfig(logprob_chunk_tokens=chunk, packing=True, micro_batch_tokens=4096),
             AlgorithmConfig(),
+            config_overrides=overrides,
         )
         for name, chunk in (("unchunked", 0), ("chunked", CHUNK))
     }
@@ -162,6 +171,8 @@ def round_trip(model_dir: Path, published: dict) -> dict:
 def format_report(report: dict) -> str:
     """The report as lines for a terminal."""
     lines = [f"model {report['model']} (model_type {report['model_type']})"]
+    if report.get("config_overrides"):
+        lines.append(f"config overrides: {json.dumps(report['config_overrides'])}")
     fam = report["family"]
     lines.append("family: supported" if fam["supported"] else "family: REFUSED")
     lines += [f"  {e}" for e in fam["errors"]]

@@ -29,36 +29,51 @@ def sp_logprobs(
     sequences: list[list[int]],
     temperature: float,
     size: int,
+    config_overrides: dict | None = None,
     timeout_s: float = 900.0,
 ) -> dict[str, dict[str, list[list[float]]]]:
     """{model dir: {"unchunked", "chunked"}}: the learner's log-probs of `sequences`
     (logprob_check's layout) at `temperature` on `size` spawned CPU gloo ranks with
-    learner.sequence_parallel = size. Raises RuntimeError with every rank's log tail when a
+    learner.sequence_parallel = size, the model's config changed by `config_overrides`
+    (model.config_overrides). Raises RuntimeError with every rank's log tail when a
     rank fails."""
-    from microcoder.learner.distributed import free_port
-
     with tempfile.TemporaryDirectory(prefix="microcoder-sp-check-") as tmp:
         out = Path(tmp) / "logprobs.json"
         request = {"models": [str(d) for d in model_dirs], "sequences": sequences}
         request |= {"temperature": temperature, "size": size}
-        argv = [sys.executable, "-m", __name__, str(out), json.dumps(request)]
-        port = str(free_port())
-        procs = []
-        for rank in range(size):
-            env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-            env |= {"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(rank)}
-            env |= {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # gloo ranks on CPU
-            procs.append(
-                subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            )
-        logs = [p.communicate(timeout=timeout_s)[0].decode(errors="replace") for p in procs]
-        if any(p.returncode for p in procs) or not out.is_file():
-            tails = "\n".join(
-                f"--- rank {r} (exit {p.returncode}) ---\n{log[-1500:]}"
-                for r, (p, log) in enumerate(zip(procs, logs, strict=True))
-            )
-            raise RuntimeError(f"the {size} sequence-parallel check ranks failed:\n{tails}")
+        request |= {"overrides": dict(config_overrides or {})}
+        argv = ["-m", __name__, str(out), json.dumps(request)]
+        spawn_gloo_ranks(argv, size, timeout_s)
+        if not out.is_file():
+            raise RuntimeError(f"the {size} sequence-parallel check ranks wrote no {out.name}")
         return json.loads(out.read_text())
+
+
+def spawn_gloo_ranks(argv: list[str], size: int, timeout_s: float = 900.0) -> list[str]:
+    """Run `python *argv` as `size` CPU ranks of one gloo group (env rendezvous on a free local
+    port) to completion; their logs. Raises RuntimeError with every rank's log tail unless all
+    exit 0."""
+    from microcoder.learner.distributed import free_port
+
+    port = str(free_port())
+    procs = []
+    for rank in range(size):
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+        env |= {"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(rank)}
+        env |= {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # gloo ranks on CPU
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        )
+    logs = [p.communicate(timeout=timeout_s)[0].decode(errors="replace") for p in procs]
+    if any(p.returncode for p in procs):
+        tails = "\n".join(
+            f"--- rank {r} (exit {p.returncode}) ---\n{log[-1500:]}"
+            for r, (p, log) in enumerate(zip(procs, logs, strict=True))
+        )
+        raise RuntimeError(f"{size} gloo ranks of {' '.join(argv[:2])} failed:\n{tails}")
+    return logs
 
 
 def main() -> None:
@@ -81,7 +96,13 @@ def main() -> None:
                 packing=True,
                 micro_batch_tokens=4096,
             )
-            learner = Learner(model_dir, cfg, AlgorithmConfig(), device="cpu")
+            learner = Learner(
+                model_dir,
+                cfg,
+                AlgorithmConfig(),
+                device="cpu",
+                config_overrides=request["overrides"],
+            )
             got.setdefault(model_dir, {})[name] = learner_logprobs(learner, seqs, temperature)
             rank = learner.rank
             del learner

@@ -7,7 +7,8 @@ the checkpoint OUT/ckpt is saved, a second step, OUT/weights2.safetensors. `from
 Learner resumed from CKPT (saved by another mesh shape, say), the second step only,
 OUT/weights2.safetensors. Every rank writes OUT/metrics{rank}.json: {"steps": [step metrics],
 "mesh": [mesh shape], "bytes": {what it holds after the last step: parameters, AdamW state},
-"micro_batches": [its micro-batches in each step]}.
+"micro_batches": [its micro-batches in each step], "cross_replica_all_reduces": [per step],
+"fsdp_modules": how many modules fully_shard wrapped}.
 OVERRIDES_JSON: {"learner": {...}} merged into the LearnerConfig (replicas, world_size).
 """
 
@@ -17,7 +18,9 @@ import json
 import sys
 from pathlib import Path
 
+import torch.distributed as dist
 from safetensors.torch import save_file
+from torch.distributed.fsdp import FSDPModule
 from train_worker import synthetic_groups
 
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
@@ -52,6 +55,30 @@ def count_micro_batches(learner: Learner, counts: list[int]) -> None:
     learner._micro_batches = counted
 
 
+def count_cross_replica_all_reduces(learner: Learner, counts: list[int]) -> None:
+    """Wrap `learner.train_step` to append, per step, how many all-reduces ran over this rank's
+    replicate group (FSDP2's cross-replica gradient reduce; none on a 1-D mesh)."""
+    mesh, step, real = next(learner.model.parameters()).device_mesh, learner.train_step, None
+    peers = dist.get_process_group_ranks(mesh.get_group("replicate")) if mesh.ndim == 2 else None
+
+    def counted_step(batch):
+        nonlocal real
+        real, calls = dist.all_reduce, []
+
+        def all_reduce(tensor, *args, group=None, **kwargs):
+            calls.append(group is not None and dist.get_process_group_ranks(group) == peers)
+            return real(tensor, *args, group=group, **kwargs)
+
+        dist.all_reduce = all_reduce
+        try:
+            return step(batch)
+        finally:
+            dist.all_reduce = real
+            counts.append(sum(calls))
+
+    learner.train_step = counted_step
+
+
 def main() -> None:
     model, out, mode, budget = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
@@ -59,12 +86,15 @@ def main() -> None:
     algo = AlgorithmConfig(rho=0.5)
     record: dict = {"steps": []}
     counts: list[int] = []
+    all_reduces: list[int] = []
     if mode.startswith("from:"):
         learner = Learner.from_checkpoint(mode[5:], cfg, algo, seed=3)
         count_micro_batches(learner, counts)
+        count_cross_replica_all_reduces(learner, all_reduces)
     else:
         learner = Learner(model, cfg, algo, seed=3)
         count_micro_batches(learner, counts)
+        count_cross_replica_all_reduces(learner, all_reduces)
         record["steps"].append(learner.train_step(synthetic_groups(0)))
         write_weights(learner, out / "weights1.safetensors")
         learner.save_checkpoint(out / "ckpt")
@@ -72,6 +102,8 @@ def main() -> None:
     record["steps"].append(learner.train_step(synthetic_groups(1)))
     record["bytes"] = held_bytes(learner)
     record["micro_batches"] = counts
+    record["cross_replica_all_reduces"] = all_reduces
+    record["fsdp_modules"] = sum(isinstance(m, FSDPModule) for m in learner.model.modules())
     write_weights(learner, out / "weights2.safetensors")
     (out / f"metrics{learner.rank}.json").write_text(json.dumps(record))
     del learner

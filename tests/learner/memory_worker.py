@@ -40,11 +40,21 @@ DEVICE = torch.device("cpu")
 
 
 def old_load_sharded_policy(
-    path, device, compute_dtype, attn, train=True, activation_checkpointing=False
+    path,
+    device,
+    compute_dtype,
+    attn,
+    replicas=1,
+    train=True,
+    activation_checkpointing=False,
+    offload="none",
+    config_overrides=None,
 ):
     """The loader as it was before meta-device init: a full fp32 model on every rank (it had no
-    activation checkpointing; the comparison runs with it off)."""
-    assert not activation_checkpointing
+    activation checkpointing, HSDP, offload nor config overrides; the comparison runs with them
+    off)."""
+    assert not activation_checkpointing and replicas == 1 and not config_overrides
+    assert offload == "none"
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoModelForCausalLM

@@ -107,11 +107,13 @@ def test_replicas_reach_every_learner_rank_and_a_shape_that_cannot_form_is_refus
 
 @pytest.mark.slow
 def test_two_replicas_of_two_shards_train_like_one_rank(one_rank, two_by_two):
-    """Two steps with several micro-batches a rank (the cross-replica all-reduce on the last
-    one only): loss, the global grad norm and the published weights equal 1 rank's."""
+    """Two steps with several micro-batches a rank, the cross-replica all-reduce on the last
+    one only: loss, the global grad norm and the published weights equal 1 rank's."""
     (ref_out, ref), (out, ranks) = one_rank, two_by_two
     assert [r["mesh"] for r in ranks] == [[2, 2]] * 4
     assert max(max(r["micro_batches"]) for r in ranks) >= 2  # accumulation is exercised
+    for r in ranks:  # the cross-replica all-reduce: once per FSDP module and step, not per micro
+        assert r["cross_replica_all_reduces"] == [r["fsdp_modules"]] * 2
     for step, ref_step in zip(ranks[0]["steps"], ref[0]["steps"], strict=True):
         assert_same_step(step, ref_step)
     for name in ("weights1", "weights2"):

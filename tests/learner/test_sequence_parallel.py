@@ -82,28 +82,72 @@ def test_heads_sp_cannot_split_padding_and_sequence_level_corrections_are_refuse
     assert any("geo-reject" in e for e in errors)
 
 
-def run(model: Path, out: Path, world: int, sp: int) -> list[dict]:
-    """Every rank's {"metrics", "layer0_tokens"} after one step on sp_worker.py's batch."""
-    out.mkdir(parents=True, exist_ok=True)
-    extra = {"learner": {"world_size": world, "sequence_parallel": sp}}
+def run(model: Path, out: Path, world: int, sp: int, runs: list[str]) -> dict[str, list[dict]]:
+    """{mode: every rank's {"metrics", "layer0_tokens"}} after one step per mode (sp_worker.py:
+    "plain", "nan"), all in one spawn of `world` ranks."""
+    extra = {"learner": {"world_size": world, "sequence_parallel": sp}, "runs": runs}
     spawn_ranks(world, [str(WORKER), str(model), str(out), json.dumps(extra)])
-    return [json.loads((out / f"metrics{r}.json").read_text()) for r in range(world)]
+    return {
+        mode: [json.loads((out / mode / f"metrics{r}.json").read_text()) for r in range(world)]
+        for mode in runs
+    }
 
 
-@pytest.mark.slow
-def test_two_sp_ranks_train_a_512_token_batch_as_one_rank_with_half_the_tokens_each(
-    small_model, tmp_path
-):
-    (ref,) = run(small_model, tmp_path / "one", 1, 1)
-    got = run(small_model, tmp_path / "sp2", 2, 2)
-    assert ref["layer0_tokens"] == [512]
-    assert [g["layer0_tokens"] for g in got] == [[256], [256]]
+@pytest.fixture(scope="module")
+def one_rank(small_model, tmp_path_factory):
+    """One rank's step in each mode: {mode: (its record, its updated weights)}."""
+    out = tmp_path_factory.mktemp("one-rank")
+    got = run(small_model, out, 1, 1, ["plain", "nan"])
+    return {m: (got[m][0], load_file(out / m / "weights.safetensors")) for m in got}
+
+
+@pytest.fixture(scope="module")
+def sp2(small_model, tmp_path_factory):
+    """Two SP ranks' step in each mode: {mode: (every rank's record, the weights' file)}."""
+    out = tmp_path_factory.mktemp("sp2")
+    got = run(small_model, out, 2, 2, ["plain", "nan"])
+    return {m: (got[m], out / m / "weights.safetensors") for m in got}
+
+
+def assert_same_step(got: list[dict], weights: Path, reference) -> None:
+    """Every rank's loss, grad norm and token count, and the weights, equal the reference's."""
+    ref, want = reference
     for g in got:
         assert g["metrics"]["loss"] == pytest.approx(ref["metrics"]["loss"], abs=1e-5)
         assert g["metrics"]["grad_norm"] == pytest.approx(ref["metrics"]["grad_norm"], abs=1e-5)
         assert g["metrics"]["tokens"] == ref["metrics"]["tokens"] == 512
-    want = load_file(tmp_path / "one" / "weights.safetensors")
-    have = load_file(tmp_path / "sp2" / "weights.safetensors")
+    have = load_file(weights)
     assert have.keys() == want.keys()
     for k in want:
         torch.testing.assert_close(have[k], want[k], atol=1e-5, rtol=0, msg=k)
+
+
+@pytest.mark.slow  # 1 rank, then 2, two steps each (~60 s on 2 shared cores)
+def test_two_sp_ranks_train_a_512_token_batch_as_one_rank_with_half_the_tokens_each(one_rank, sp2):
+    got, weights = sp2["plain"]
+    assert one_rank["plain"][0]["layer0_tokens"] == [512]
+    assert [g["layer0_tokens"] for g in got] == [[256], [256]]
+    assert_same_step(got, weights, one_rank["plain"])
+
+
+@pytest.mark.slow
+def test_a_sequence_split_over_sp_ranks_is_dropped_whole_by_the_nonfinite_guard(one_rank, sp2):
+    """One NaN behaviour log-prob in rank 0's half of a sequence that crosses into rank 1's:
+    both ranks drop the whole sequence, as one rank does (learner/sequence_parallel.py:
+    agree_on_dropped), and the step equals one rank's, the sequence counted once."""
+    got, weights = sp2["nan"]
+    assert one_rank["nan"][0]["metrics"]["nonfinite_learner_dropped"] == 1
+    assert [g["metrics"]["nonfinite_learner_dropped"] for g in got] == [1, 1]
+    assert_same_step(got, weights, one_rank["nan"])
+
+
+@pytest.mark.slow  # 4 gloo ranks (~75 s on 2 shared cores)
+def test_two_dp_groups_of_two_sp_ranks_train_as_one_rank(small_model, tmp_path, one_rank):
+    """World 4 = 2 data-parallel groups × SP 2: the batch is balanced over the two groups
+    (learner/packing.py), and each group's micro-batch is split over its two ranks."""
+    got = run(small_model, tmp_path, 4, 2, ["plain"])["plain"]
+    tokens = [g["layer0_tokens"] for g in got]
+    assert tokens[0] == tokens[1] and tokens[2] == tokens[3]  # the SP pairs share a row
+    assert 512 <= sum(t[0] for t in tokens) <= 514  # every token once (a row padded to even)
+    assert max(t[0] for t in tokens) < 256  # each rank a half of its group's share
+    assert_same_step(got, tmp_path / "plain" / "weights.safetensors", one_rank["plain"])
