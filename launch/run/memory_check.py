@@ -41,7 +41,8 @@ class MemoryReport:
 
 
 def run_shape(cfg: Config) -> ModelShape:
-    """The model's shape from model.path/config.json; the tiny model's when it will be built."""
+    """The model's shape from model.path/config.json with model.config_overrides (a window
+    switched on, say, changes the plan); the tiny model's when it will be built."""
     folder = Path(cfg.model.path)
     if not (folder / "config.json").is_file() and cfg.model.build_tiny:
         from microcoder.learner.models.tiny_model import TINY_ARCH
@@ -50,7 +51,7 @@ def run_shape(cfg: Config) -> ModelShape:
         return ModelShape.from_config(
             {**TINY_ARCH, "model_type": "qwen2", "vocab_size": vocab, "tie_word_embeddings": False}
         )
-    return ModelShape.from_folder(folder)
+    return ModelShape.from_folder(folder, cfg.model.config_overrides)
 
 
 def local_flash() -> bool:

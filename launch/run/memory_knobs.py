@@ -52,6 +52,11 @@ def learner_knob(shape: ModelShape, inputs: dict, room: int, gpu_bytes: int) -> 
         )
         if tokens >= max(1024, longest):
             options.append(f"lower learner.micro_batch_tokens to {tokens}")
+    if on.get("kernel", "flash") != "flash" and fits(**on | {"kernel": "flash"}):
+        options.append(
+            "install flash-attn on the learner's GPUs (pip install microcoder[flash]; the "
+            "dry-run: --flash-attn), which keeps no [L, L] attention scores"
+        )
     if inputs["logprob_chunk_tokens"] == 0 and fits(**on | {"logprob_chunk_tokens": 1024}):
         options.append("set learner.logprob_chunk_tokens = 1024")
     sp = next((n for n in sp_choices(shape, on) if fits(**on | {"sequence_parallel": n})), 0)

@@ -219,8 +219,9 @@ class ModelShape:
         )
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> ModelShape:
-        """From `folder`/config.json; no weights are read."""
+    def from_folder(cls, folder: str | Path, overrides: dict | None = None) -> ModelShape:
+        """From `folder`/config.json with `overrides` (model.config_overrides: each key replaces
+        config.json's); no weights are read."""
         path = Path(folder) / "config.json"
         if not path.is_file():
             raise ShapeError(
@@ -228,7 +229,7 @@ class ModelShape:
                 f"the model folder at {folder}, or just its config.json (e.g. from the model's "
                 "Hub page: Files > config.json) to plan before downloading the weights"
             )
-        return cls.from_config(json.loads(path.read_text()))
+        return cls.from_config({**json.loads(path.read_text()), **(overrides or {})})
 
     @property
     def q_width(self) -> int:

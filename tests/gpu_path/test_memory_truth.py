@@ -128,3 +128,13 @@ def test_a_generator_that_cannot_hold_its_experts_is_told_tensor_parallel(workdi
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "a generator GPU" in ln]
     assert rc == 2 and "gpus_per_engine (tensor parallel) to 2" in line
     assert "gpu_memory_utilization to" not in line
+
+
+def test_a_window_switched_on_by_config_overrides_is_planned_and_flash_attn_named(
+    workdir, capsys
+) -> None:
+    window = "model.config_overrides={use_sliding_window = true, sliding_window = 4096, max_window_layers = 0}"
+    _, plain = dry_run(capsys, "Qwen3-8B")
+    rc, out = dry_run(capsys, "Qwen3-8B", window)
+    assert "attention scores (one layer)          0.00 GiB" in plain
+    assert rc == 2 and "--flash-attn" in refusal(out)
