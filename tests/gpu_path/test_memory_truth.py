@@ -138,3 +138,16 @@ def test_a_window_switched_on_by_config_overrides_is_planned_and_flash_attn_name
     rc, out = dry_run(capsys, "Qwen3-8B", window)
     assert "attention scores (one layer)          0.00 GiB" in plain
     assert rc == 2 and "--flash-attn" in refusal(out)
+
+
+def test_host_memory_counts_the_learner_ranks_one_node_holds(workdir, capsys) -> None:
+    # 4 ranks x 27.5 GiB of moments + 27.5 GiB published copy on one 8-GPU node: past 100 GiB;
+    # on nodes of 2 GPUs a node holds 2 ranks: 82.5 GiB
+    over = [*LONG_14B, "learner.offload=optimizer"]
+    host = ["--host-memory-gb", "100"]
+    full, _ = dry_run(capsys, "Qwen2.5-Coder-14B-Instruct", *over, extra=host)
+    rc, out = dry_run(
+        capsys, "Qwen2.5-Coder-14B-Instruct", *over, extra=[*host, "--gpus-per-node", "2"]
+    )
+    assert (full, rc) == (2, 0)
+    assert "(2 ranks; of 100 GiB)" in out
