@@ -112,7 +112,8 @@ def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool, extra: dic
     gc.collect()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     baseline = _status_kb("VmRSS")
-    loss, _ = learner._loss_and_stats(mb, None)
+    # num_seqs from the whole batch: under SP a rank's slice holds only some of its sequences
+    loss, _ = learner._loss_and_stats(mb, None, len(batch))
     loss.backward()
     backward = _status_kb("VmHWM")
     tensors = {f"grad.{n}": p.grad.full_tensor() for n, p in learner.model.named_parameters()}
