@@ -90,15 +90,49 @@ def finished(run_dir: Path) -> bool:
     return got["steps"] == STEPS and got["evals"] == 2
 
 
+ARMS = {"trained": (), "lr0": ("--set", "learner.lr=0")}
+"""The two arms of a round and the `launch` arguments each adds: the recipe as shipped, and its
+paired control with no learning (the same pipeline, sampling and evaluation)."""
+GAPS = {"greedy": 0.10, "heldout": 0.10}
+"""How far the trained arm's last held-out pass rates (greedy, sampled) must end above its
+control's (`beats_control`)."""
+SAME_START = 4 / 160
+"""How far apart the two arms' step-0 greedy rates may be and still count as one start (the same
+model and held-out set; a greedy decode in another batch may round differently)."""
+
+
+def beats_control(trained: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+    """The paired comparison of two `criterion` results: both arms start at the same greedy
+    rate (`same_start`), and the trained arm ends `GAPS` above the control on the greedy and the
+    sampled held-out pass rates (`*_gap`: its last rate minus the control's). `passed`: all
+    hold and the control itself fails the criterion."""
+    out: dict[str, Any] = {"start_diff": round(abs(trained["greedy"][0] - control["greedy"][0]), 4)}
+    out["same_start"] = out["start_diff"] <= SAME_START
+    for name in GAPS:
+        out[f"{name}_gap"] = round(trained[name][1] - control[name][1], 4)
+    out["passed"] = (
+        out["same_start"]
+        and not control["passed"]
+        and all(out[f"{n}_gap"] >= need for n, need in GAPS.items())
+    )
+    return out
+
+
+def launch_args(model_dir: Path, run_dir: Path, *extra: str, seed: int = 0) -> list[str]:
+    """The arguments of `microcoder launch` for one arm: the tiny recipe on `model_dir` for STEPS
+    steps into `run_dir`, then `extra` (an arm's `ARMS` entry)."""
+    sets = {**SETTINGS, "model.path": f'"{model_dir}"', "seed": str(seed)}
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    return ["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *args, *extra]
+
+
 def launch(
     model_dir: Path, run_dir: Path, *extra: str, seed: int = 0
 ) -> subprocess.CompletedProcess:
     """One `microcoder launch` of the tiny recipe on `model_dir` for STEPS steps, to its end."""
-    sets = {**SETTINGS, "model.path": f'"{model_dir}"', "seed": str(seed)}
-    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    cmd = [sys.executable, "-m", "microcoder", "launch", "configs/tiny-cpu.toml"]
+    cmd = [sys.executable, "-m", "microcoder", "launch"]
     return subprocess.run(
-        [*cmd, "--run-dir", str(run_dir), *args, *extra], capture_output=True, text=True
+        [*cmd, *launch_args(model_dir, run_dir, *extra, seed=seed)], capture_output=True, text=True
     )
 
 
@@ -132,7 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = []
     for i in range(args.rounds):
         row: dict[str, Any] = {"seed": i}
-        for arm, extra in (("trained", ()), ("lr0", ("--set", "learner.lr=0"))):
+        for arm, extra in ARMS.items():
             t0, run_dir = time.monotonic(), out / f"{arm}-{i}"
             if args.resume and finished(run_dir):
                 row[arm] = {**criterion(run_dir), "wall_s": None, "reused": True}

@@ -8,9 +8,18 @@ in a Ray actor, its `WorkLock`, `send_weights` and `WeightPublisher` over real g
 forced onto the device path (every send takes the lock, as over NCCL), with a stand-in Learner
 whose steps are instant (tests/support/rank0_stand_in.py). Each generator actor is a stand-in for the Generator's weight path:
 its loop calls the product's `request_weights` / `PendingSync` (actors/weight_pull.py) with a
-real `WeightReceiver` as its engine's worker. generator-1 dies once (os._exit) right after rank
-0 told it to receive: its process is gone mid-sync, rank 0 holds nothing for it for long, Ray
-restarts the process, the pool restarts its loop, and it opens a new channel and catches up."""
+real `WeightReceiver` as its engine's worker. generator-1 dies once (os._exit) in its second
+sync, right after rank 0 told it to receive: its process is gone mid-sync, rank 0 holds nothing
+for it for long, Ray restarts the process, the pool restarts its loop, and it opens a new channel
+and catches up.
+
+It dies in its second sync, not its first, so that every channel is open when it dies: a first
+sync also builds its channel (a gloo group of 2, bounded by SYNC_S itself), which on a loaded
+machine took up to 5.6 s of the 6 s bound for the other generators. When generator-1 died in its
+first sync, the others' first syncs ran beside its death, and the bound on their sync time
+measured their channel's bring-up as well as any wait for the dead generator (the failure under
+`make test`'s two workers on a busy machine, issue 44). The bound now applies to the syncs over a
+channel already open (`opened` False), which are what waits behind a dead peer."""
 
 from __future__ import annotations
 
@@ -62,18 +71,20 @@ def generator_cls(ray, flag: str):
 
             cfg, rank0 = LearnerConfig(sync_timeout_s=SYNC_S), ray.get_actor(self.rank0)
             while not self.stopped:
-                t0 = time.monotonic()
+                t0, opened = time.monotonic(), not self.channel.get("open")
                 try:
                     pending = request_weights(
                         self.engine, rank0, self.version, self.name, cfg, self.channel
                     )
                     if pending is not None:
                         pending.wait_ready()
-                        if self.name == "generator-1" and not os.path.exists(flag):
+                        if self.name == "generator-1" and self.syncs and not os.path.exists(flag):
                             open(flag, "w").close()
-                            os._exit(1)  # dies mid-sync, once: rank 0 is ready to send
+                            os._exit(1)  # dies in its 2nd sync, once: rank 0 is ready to send
                         self.version = pending.receive()["version"]
-                        self.syncs.append((time.time(), self.version, time.monotonic() - t0))
+                        self.syncs.append(
+                            (time.time(), self.version, time.monotonic() - t0, opened)
+                        )
                 except Exception as err:  # a failed sync: logged, retried (as the loop does)
                     self.errors.append(f"{type(err).__name__}: {err}"[:300])
                 time.sleep(0.1)
@@ -153,7 +164,8 @@ def test_a_generator_that_died_in_a_sync_is_restarted_and_reopens_while_the_othe
         st = stats[name]
         during = [s for s in st["syncs"] if died_at <= s[0] <= back_at]
         assert during, (name, st)
-        assert max(s[2] for s in st["syncs"]) < SYNC_S, (name, st["syncs"])
+        held = [s[2] for s in st["syncs"] if not s[3]]  # over an open channel: no bring-up
+        assert held and max(held) < SYNC_S, (name, st["syncs"])
         assert st["version"] >= latest - 2
     assert max(steps) < 4.0, steps  # no step waited for the dead generator's deadline
     print(

@@ -1,38 +1,51 @@
 """The embedded default learns: the warm-started tiny model, 30 RL steps through the real
 `microcoder launch`, passes the learning criterion (bench/learning.py: greedy and sampled
 held-out pass rates and the batch reward at one temperature all rise by their margins), and ends
-above its paired lr = 0 control: the learning bench's recorded seed-0 control
-(tests/fixtures/learning/lr0-0), the same model, held-out set and recipe with no learning. That
-control, and the four others, fail the criterion (tests/bench/test_learning_criterion.py);
-`microcoder bench learning` launches both arms again to measure the false-failure rate
-(bench/RESULTS.md). Steps are counted, not seconds."""
+above its paired lr = 0 control (`beats_control`).
+
+The control is launched in this session, beside the trained run and on the same warm start
+(seed 0 both): the same model, held-out set and recipe with no learning. A control recorded on
+another machine is no pair: the warm start is not reproduced bit for bit across machines (issue
+44: the recorded control started at greedy 0.4375, a new machine's warm start at 0.7375). The
+two launches run at once: a tiny launch waits more than it computes (process starts, imports,
+Ray, polls), so the control adds little to the module's time. The recorded runs of the learning
+bench (tests/fixtures/learning) check the criterion and the pairing fast
+(tests/bench/test_learning_criterion.py). Steps are counted, not seconds."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
+from launch_testing.launched import start_launch
 
-from microcoder.bench.learning import STEPS, criterion, launch
+from microcoder.bench.learning import ARMS, STEPS, beats_control, criterion, launch_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the warm start, then a launch
-
-CONTROL = Path(__file__).parents[1] / "fixtures" / "learning" / "lr0-0"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the warm start, then two launches
 
 
 @pytest.fixture(scope="module")
-def trained(warm_model_dir):
-    """The trained run (seed 0) on the session's warm-started model."""
-    run_dir = Path(tempfile.mkdtemp(prefix="mc-learn-trained-"))
-    res = launch(warm_model_dir, run_dir)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "held-out pass rate" in res.stdout  # the end-of-run table
-    return criterion(run_dir)
+def arms(warm_model_dir, tmp_path_factory):
+    """Both arms (`ARMS`: trained and lr = 0, seed 0) launched at once on the session's
+    warm-started model, each run to its end; their `criterion` results by arm."""
+    base = tmp_path_factory.mktemp("learning")
+    runs = {
+        arm: start_launch(launch_args(warm_model_dir, base / arm, *extra), log=base / f"{arm}.log")
+        for arm, extra in ARMS.items()
+    }
+    try:
+        for arm, run in runs.items():
+            code = run.wait()
+            assert code == 0, (
+                f"the {arm} launch exited {code}; its log ends:\n{run.output()[-3000:]}"
+            )
+    finally:
+        for run in runs.values():
+            run.stop()  # the other arm, when one failed
+    assert "held-out pass rate" in runs["trained"].output()  # the end-of-run table
+    return {arm: criterion(base / arm) for arm in runs}
 
 
-def test_rl_raises_heldout_pass_rate_and_batch_reward(trained):
-    got = trained
+def test_rl_raises_heldout_pass_rate_and_batch_reward(arms):
+    got = arms["trained"]
     assert got["steps"] == STEPS and got["evals"] == 2
     assert len(got["temperatures"]) == 1, got  # every reward sampled at one temperature
     assert got["greedy_margin"] >= 0, got
@@ -41,19 +54,25 @@ def test_rl_raises_heldout_pass_rate_and_batch_reward(trained):
     assert got["passed"], got
 
 
-def test_the_recorded_control_starts_where_this_run_starts(trained):
-    """The pairing holds only for the same model and held-out set: the greedy rate at step 0
-    (no sampling) must be the control's, within 4 of the 160 problems (a warm start rebuilt on
-    another CPU may round differently; on this machine's fresh clones it was equal). If not, the
-    warm start or the recipe changed since the control was recorded: re-record
-    tests/fixtures/learning (its README says how)."""
-    control = criterion(CONTROL)
-    assert abs(trained["greedy"][0] - control["greedy"][0]) <= 4 / 160, (trained, control)
+def test_the_control_starts_where_the_trained_run_starts(arms):
+    """The pairing holds only for the same model and held-out set: both arms' greedy rate at
+    step 0 (no sampling) is one start, within `SAME_START` (a greedy decode batched otherwise
+    may round differently)."""
+    paired = beats_control(arms["trained"], arms["lr0"])
+    assert paired["same_start"], (paired, arms)
 
 
-def test_the_trained_run_ends_above_its_lr_zero_control(trained):
-    """The paired comparison: same model, recipe and evaluation; only the learning differs."""
-    control = criterion(CONTROL)
+def test_the_lr_zero_control_fails_the_criterion(arms):
+    """lr = 0 never moves the weights: the control's greedy rate stays where it started, so the
+    criterion fails it (it would pass a run that did not learn otherwise)."""
+    control = arms["lr0"]
+    assert control["steps"] == STEPS and control["evals"] == 2
     assert not control["passed"], control
-    assert trained["greedy"][1] >= control["greedy"][1] + 0.10, (trained, control)
-    assert trained["heldout"][1] >= control["heldout"][1] + 0.10, (trained, control)
+
+
+def test_the_trained_run_ends_above_its_lr_zero_control(arms):
+    """The paired comparison: same model, recipe and evaluation; only the learning differs."""
+    paired = beats_control(arms["trained"], arms["lr0"])
+    assert paired["greedy_gap"] >= 0.10, (paired, arms)
+    assert paired["heldout_gap"] >= 0.10, (paired, arms)
+    assert paired["passed"], (paired, arms)
