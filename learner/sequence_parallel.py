@@ -237,6 +237,16 @@ def setup(learner: Any, algorithm: Any, model_config: Any, attn: str) -> Sequenc
     return sp
 
 
+def sequence_count(sp: SequenceParallel, seq_index: torch.Tensor) -> int:
+    """Sequences a micro-batch's targets index (max + 1 of `seq_index`, [n'] long), the same on
+    every rank of the SP group: a slice may hold only some of them (one all-reduce over the group
+    when N > 1, one host sync). For callers that do not pass the mini-batch's count."""
+    top = seq_index.max().reshape(1)
+    if sp.size > 1:
+        dist.all_reduce(top, op=dist.ReduceOp.MAX, group=sp.group)
+    return int(top) + 1
+
+
 def agree_on_dropped(
     sp: SequenceParallel,
     seq_index: torch.Tensor,  # [n'] long: each of this slice's targets' sequence (-1: dummy)

@@ -258,8 +258,8 @@ class Learner:
         if old_logp is None:
             # One optimizer step per batch: pi_old is the current policy, identical to this forward.
             old_logp = logp.detach() if self.cfg.recompute_old_logprobs else mb.behaviour_logp
-        if num_seqs is None:
-            num_seqs = int(mb.seq_index.max()) + 1
+        if num_seqs is None:  # from the micro-batch (its SP group's slices agree on it)
+            num_seqs = sequence_parallel.sequence_count(self.sp, mb.seq_index)
         seq = mb.seq_index
         # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
         keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)

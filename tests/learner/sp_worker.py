@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+import torch
 from safetensors.torch import save_file
 
 from microcoder.learner.batch import build_batch, mask_generator
@@ -72,6 +73,15 @@ def one_step(learner: Learner, nan: bool) -> dict:
     seen: list[int] = []
     layer0 = learner.model.get_decoder().layers[0]
     hook = layer0.register_forward_hook(lambda _m, args, _o: seen.append(args[0].shape[1]))
+    loss_uncounted = None
+    if not nan:  # a caller's micro-batch without its sequence count: the SP ranks agree on it
+        groups = [sample_group_arrays(g, k) for k, g in enumerate(batch_512())]
+        built = build_batch(pack(groups), learner.algo, mask_generator(learner.seed, 0))
+        with torch.no_grad():
+            loss_uncounted = float(
+                learner._loss_and_stats(learner._micro_batches(built)[0], None)[0]
+            )
+        seen.clear()
     if nan:  # past the intake's filter of non-finite behaviour log-probs
         groups = [sample_group_arrays(g, k) for k, g in enumerate(batch_512(nan=True))]
         built = build_batch(pack(groups), learner.algo, mask_generator(learner.seed, 0))
@@ -79,7 +89,7 @@ def one_step(learner: Learner, nan: bool) -> dict:
     else:
         metrics = learner.train_step(batch_512())
     hook.remove()
-    return {"metrics": metrics, "layer0_tokens": seen}
+    return {"metrics": metrics, "layer0_tokens": seen, "loss_uncounted": loss_uncounted}
 
 
 if __name__ == "__main__":

@@ -131,6 +131,16 @@ def test_two_sp_ranks_train_a_512_token_batch_as_one_rank_with_half_the_tokens_e
 
 
 @pytest.mark.slow
+def test_a_micro_batch_scored_without_its_sequence_count_gives_the_one_rank_loss(one_rank, sp2):
+    """`_loss_and_stats(mb, None)` reads the sequence count from the micro-batch; under SP a
+    slice may not hold the last sequence, so the ranks take the group's count
+    (sequence_parallel.sequence_count) and their losses add up to the one rank's."""
+    got, _ = sp2["plain"]
+    split = sum(g["loss_uncounted"] for g in got)
+    assert split == pytest.approx(one_rank["plain"][0]["loss_uncounted"], abs=1e-5)
+
+
+@pytest.mark.slow
 def test_a_sequence_split_over_sp_ranks_is_dropped_whole_by_the_nonfinite_guard(one_rank, sp2):
     """One NaN behaviour log-prob in rank 0's half of a sequence that crosses into rank 1's:
     both ranks drop the whole sequence, as one rank does (learner/sequence_parallel.py:
