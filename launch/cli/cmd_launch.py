@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from microcoder.launch.cliargs import add_recipe_arguments
@@ -36,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--cluster-cpus",
         type=float,
         default=None,
-        help="with --dry-run: CPUs of the described cluster",
+        help="with --dry-run: CPUs of the described cluster (default: this machine's; with "
+        "--cluster-gpus and no --cluster-cpus they are not checked)",
     )
     p.add_argument(
         "--cluster-gpus",
@@ -120,10 +122,18 @@ def dry_run(cfg, args, make_plan) -> int:
         device = "cuda" if gpus else "cpu"
     else:
         device = cfg.cluster.device
+    # A described cluster (--cluster-gpus) without --cluster-cpus: its CPUs are unknown, and this
+    # machine's count says nothing about them, so they are not checked (the plan says so).
+    unknown_cpus = args.cluster_gpus is not None and args.cluster_cpus is None
     cpus = args.cluster_cpus if args.cluster_cpus is not None else float(os.cpu_count() or 1)
     gpus = args.cluster_gpus if args.cluster_gpus is not None else 0.0
     print(cfg.to_toml())
-    plan = make_plan(cfg, device, cpus, gpus)
+    plan = make_plan(cfg, device, math.inf if unknown_cpus else cpus, gpus)
+    if unknown_cpus:
+        plan.notes.append(
+            f"the pools take {plan.cpus:g} CPUs; the cluster's CPUs are not checked: pass "
+            "--cluster-cpus C to check them"
+        )
     print(plan.format())
     run_dir = run_dir_path(cfg, args)
     if cfg.cluster.address != "local":

@@ -151,3 +151,18 @@ def test_host_memory_counts_the_learner_ranks_one_node_holds(workdir, capsys) ->
     )
     assert (full, rc) == (2, 0)
     assert "(2 ranks; of 100 GiB)" in out
+
+
+def test_the_issues_command_without_cluster_cpus_does_not_check_this_machines_cpus(
+    workdir, capsys
+) -> None:
+    """`--cluster-gpus 8` with no `--cluster-cpus` describes a GPU cluster whose CPUs are not
+    given: this 2-core machine's count says nothing about them, so an 8B at 8K is accepted (exit
+    0) with a note that the CPUs were not checked; given as 2, they are checked (exit 1)."""
+    argv = ["launch", str(RECIPE), "--dry-run", "--cluster-gpus", "8", "--gpu-memory-gb", "80"]
+    argv += ["--set", "model.path=models/Llama-3.1-8B-Instruct"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "cluster ? CPUs" in out and "pass --cluster-cpus C to check them" in out
+    assert main([*argv, "--cluster-cpus", "2"]) == 1
+    assert "the pools need 52 CPUs but the cluster has 2" in capsys.readouterr().out
