@@ -195,6 +195,22 @@ def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
     ]
 
 
+def generator_plan(
+    shape: ModelShape, cfg: Config, tp: int, gpu: int, dtype_bytes: int
+) -> GeneratorPlan:
+    """The plan of one generator GPU of this config at tensor parallel `tp` on `gpu` bytes."""
+    g = cfg.generator
+    return plan_generator(
+        shape,
+        tensor_parallel=tp,
+        dtype_bytes=dtype_bytes,
+        gpu_bytes=gpu,
+        gpu_memory_utilization=g.gpu_memory_utilization,
+        max_prompt_tokens=g.max_prompt_tokens,
+        max_response_tokens=g.max_response_tokens,
+    )
+
+
 def generator_refusal(
     shape: ModelShape, plan: GeneratorPlan, cfg: Config, tp: int, gpu: int, dtype_bytes: int
 ) -> str:
@@ -206,16 +222,7 @@ def generator_refusal(
     if need / gpu + 0.01 <= 0.95:
         knobs.append(f"raise generator.gpu_memory_utilization to {need / gpu + 0.01:.2f}")
     for more in (2 * tp, 4 * tp, 8 * tp):
-        wider = plan_generator(
-            shape,
-            tensor_parallel=more,
-            dtype_bytes=dtype_bytes,
-            gpu_bytes=gpu,
-            gpu_memory_utilization=g.gpu_memory_utilization,
-            max_prompt_tokens=g.max_prompt_tokens,
-            max_response_tokens=g.max_response_tokens,
-        )
-        if wider.sequences >= 1:
+        if generator_plan(shape, cfg, more, gpu, dtype_bytes).sequences >= 1:
             knobs.append(f"raise generator.gpus_per_engine (tensor parallel) to {more}")
             break
     knobs.append("lower generator.max_response_tokens")
@@ -282,15 +289,7 @@ def memory_report(
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
     gen_bytes = 4 if g.dtype == "float32" or (g.dtype == "auto" and device != "cuda") else 2
-    gplan = plan_generator(
-        shape,
-        tensor_parallel=tp,
-        dtype_bytes=gen_bytes,
-        gpu_bytes=gpu,
-        gpu_memory_utilization=g.gpu_memory_utilization,
-        max_prompt_tokens=g.max_prompt_tokens,
-        max_response_tokens=g.max_response_tokens,
-    )
+    gplan = generator_plan(shape, cfg, tp, gpu, gen_bytes)
     inflight = g.max_inflight_prompts * cfg.algorithm.group_size
     out.lines += generator_lines(gplan, tp, inflight)
     if device != "cuda":
