@@ -6,8 +6,13 @@
 #      install: microcoder is imported from this checkout). FSDP2 bf16 steps of a random
 #      0.5B-shaped Qwen2 at 4K/8K/16K tokens with activation checkpointing off and on, the CUDA
 #      peak against the memory plan (learner/memory_plan.py), log-probs against transformers',
-#      the publish dtype. One JSON line per measurement in $LOG/stage1.jsonl (paste it into
-#      bench/RESULTS.md).
+#      the publish dtype; then issue 44's knobs on the one GPU (scripts/gpu_check_scale.py, ~90 s):
+#      learner.offload none/optimizer/params, 3 steps each from one start at 4K tokens (weights
+#      against "none", bit-equal required for "optimizer"; CUDA peak against the plan's; step
+#      seconds; moments/shards in pinned host memory), the fallback attention against flash-attn
+#      when installed, one 8K step with a sliding window against the plan, and a line each for
+#      sequence parallelism and HSDP saying they need >= 2 GPUs (not run). One JSON line per
+#      measurement in $LOG/stage1.jsonl (paste it into bench/RESULTS.md).
 #   2. the `gpu` extra (vllm==0.32.0, torch==2.13.0: CUDA 13 wheels, NVIDIA driver >= 580) in its
 #      own venv, <= 7 min the first time, re-used while pyproject.toml is unchanged
 #      (scripts/setup.sh always builds .venv, which stays the CPU one). No network or an old

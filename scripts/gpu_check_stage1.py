@@ -13,7 +13,9 @@ compute, fp32 master weights) on a random-init Qwen2 of Qwen2.5-0.5B's shape (no
    one without;
 2. log-probs: the learner's packed log-probs (fp32, its varlen SDPA kernel) against transformers'
    own forward of each sequence, and the bf16 learner's (flash-attn when installed) loosely;
-3. publish: the published weights (`Learner.full_state_dict()`) are in the serving dtype (bf16).
+3. publish: the published weights (`Learner.full_state_dict()`) are in the serving dtype (bf16);
+4. issue 44's knobs on one device (scripts/gpu_check_scale.py): learner.offload's modes from one
+   start, fallback attention vs flash-attn, a sliding-window peak, and SP / HSDP as not runnable.
 
 Prints one JSON line per measurement, then a summary line (`"check": "summary"`); exit 0 only when
 every check passed. Paste the output into bench/RESULTS.md. `--device cpu --small` runs the same
@@ -312,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(t) for t in (args.tokens or default).split(",")]
     sizes = (40, 40, 33, 24, 20) if args.small else (1500, 1500, 700, 300, 96)
     t0 = time.perf_counter()
+    from gpu_check_scale import scale_checks  # this folder: issue 44's knobs on one device
+
     from microcoder.learner.distributed import close_distributed
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -319,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         records = memory_checks(model, args, shape, counts)
         records += logprob_checks(model, args, sizes)
         records.append(publish_check(model, args))
+        records += scale_checks(model, Path(tmp), args, shape, sys.modules[__name__])
     close_distributed()
     heavy = sorted({m.split(".")[0] for m in sys.modules} & {"vllm", "ray"})
     records.append(emit({"check": "imports", "vllm_or_ray": heavy, "ok": not heavy}))
@@ -333,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             "model": "small" if args.small else "qwen2-0.5b-shape",
             "checks": len(records),
             "failed": [r["check"] for r in failed],
+            "not_runnable": [r["check"] for r in records if r.get("runnable") is False],
             "seconds": round(time.perf_counter() - t0, 1),
             "ok": not failed,
         }

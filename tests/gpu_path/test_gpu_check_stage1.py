@@ -52,3 +52,36 @@ def test_stage1_reports_each_check_as_a_json_line(stage1):
     assert all(r["planned_backward_gib"] > 0 and r["grad_norm"] > 0 for r in memory)
     (publish,) = [r for r in records if r["check"] == "publish"]
     assert publish["dtypes"] == [publish["want"]]
+
+
+@pytest.mark.slow
+def test_stage1_runs_the_offload_modes_from_one_start(stage1):
+    records, _ = stage1
+    offload = {r["mode"]: r for r in records if r["check"] == "offload"}
+    assert list(offload) == ["none", "optimizer", "params"]
+    for r in offload.values():
+        assert r["ok"] and r["host_ok"] and len(r["step_s"]) == r["steps"] == 3
+        assert r["max_weight_moved"] > 0 and r["planned_peak_gib"] > 0
+        assert r["peak_gib"] is None  # no CUDA counter on the CPU
+    assert offload["none"]["places"] == dict.fromkeys(("masters", "grads", "moments"), "device")
+    # the streamed AdamW moved the moments and left them in its own host buffers, same weights
+    opt = offload["optimizer"]
+    assert opt["moments_host_resident"] and opt["streamed_gib"] is not None
+    assert opt["places"]["moments"] == "host" and opt["max_weight_diff_vs_none"] == 0.0
+    par = offload["params"]
+    assert par["params_offloaded"] and set(par["places"].values()) == {"host"}
+    assert par["planned_host_gib"] >= opt["planned_host_gib"]
+    assert par["grad_norms"][0] == opt["grad_norms"][0] == offload["none"]["grad_norms"][0]
+
+
+@pytest.mark.slow
+def test_stage1_reports_attention_window_and_the_multi_gpu_gap(stage1):
+    records, _ = stage1
+    by = {r["check"]: r for r in records}
+    assert by["attention"]["flash_attn"] is False and by["attention"]["note"]
+    window = by["window"]
+    assert window["ok"] and window["windowed_layers"] == 2  # the toy's layers, every one
+    assert window["sliding_window"] < window["tokens"] // 8  # shorter than each sequence
+    for name in ("sequence_parallel", "hsdp"):
+        assert by[name]["runnable"] is False and by[name]["needs_gpus"] == 2
+    assert by["summary"]["not_runnable"] == ["sequence_parallel", "hsdp"]
