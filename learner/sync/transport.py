@@ -127,6 +127,9 @@ def _wait_keys(
         if not missing:
             return
         gone = dead(sorted(missing)) if dead is not None else []
+        # A rank sets its key before it exits: one whose key landed between the check above and
+        # its link closing (it confirmed, then exited, as a last round's receiver does) is done.
+        gone = [r for r in gone if not store.check([missing[r]])]
         if gone:
             who = ", ".join(f"rank {r} ({names.get(r, '?')})" for r in gone)
             raise WeightSyncError(
