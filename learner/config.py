@@ -35,8 +35,9 @@ class LearnerConfig(Section):
     """What lives in host memory instead of on the GPU: "optimizer" = AdamW's moments (the
     step streams them to the device and back), "params" = the fp32 master weights, their
     gradients and the moments too (FSDP2's CPU offload; the optimizer step runs on the host).
-    Same weights, bit for bit, as "none"; costs host memory (the plan prints it per node) and
-    transfer time."""
+    "optimizer" gives the same weights, bit for bit, as "none" (the step runs on the device);
+    "params" too on a CPU learner, while on CUDA its host step may round differently. Costs
+    host memory (the plan prints it per node) and transfer time (learner/offload.py)."""
     replicas: int = Field(1, ge=1)
     """HSDP: R replicas × (world_size / R) shards on a 2-D mesh. Each replica holds a full
     sharded copy; gradients are reduce-scattered inside a replica and all-reduced across
