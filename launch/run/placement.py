@@ -77,14 +77,10 @@ class Plan:
                 need[name] = need.get(name, 0.0) + p.replicas * amount
         return need
 
-    def _cpus_text(self) -> str:
-        """The cluster's CPUs as printed: "?" when not described (not checked)."""
-        return "?" if math.isinf(self.cluster_cpus) else f"{self.cluster_cpus:g}"
-
     def format(self) -> str:
+        cpus = "?" if math.isinf(self.cluster_cpus) else f"{self.cluster_cpus:g}"  # ?: not given
         lines = [
-            f"placement plan (device {self.device}; cluster {self._cpus_text()} CPUs, "
-            f"{self.cluster_gpus:g} GPUs):"
+            f"placement plan (device {self.device}; cluster {cpus} CPUs, {self.cluster_gpus:g} GPUs):"
         ]
         custom = any(p.resources_each for p in self.pools)
         head = f"  {'pool':<10} {'replicas':>8} {'CPUs each':>10} {'GPUs each':>10}"
