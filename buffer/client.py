@@ -123,10 +123,18 @@ class BufferClient:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
         # a DEALER with no live connection (a refused CurveZMQ handshake drops the pipe) blocks
-        # on send: the send waits for room within the request's deadline too
-        if not self._sock.poll(max(1, int(timeout * 1000)), zmq.POLLOUT):
-            raise self._unreachable(msg, timeout)
-        self._sock.send_multipart(encode(msg, rid, list(blobs)), flags=zmq.NOBLOCK, copy=False)
+        # on send: the send waits for room within the request's deadline too. The pipe can drop
+        # between the poll and the send (zmq.Again): then it waits again, to the same deadline.
+        frames = encode(msg, rid, list(blobs))
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLOUT):
+                raise self._unreachable(msg, timeout)
+            try:
+                self._sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                break
+            except zmq.Again:
+                continue
         _, reply, frames = self._reply(msg, {rid}, deadline, timeout)
         return reply, frames
 

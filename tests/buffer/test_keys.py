@@ -89,3 +89,35 @@ def test_keys_are_not_overwritten_without_force(tmp_path):
     secret = (tmp_path / "keys" / "server.key_secret").read_bytes()
     assert main(["keys", str(tmp_path)]) == 1
     assert (tmp_path / "keys" / "server.key_secret").read_bytes() == secret
+
+
+class PipeDropsAtEverySend:
+    """A DEALER stand-in whose pipe looks writable at the poll and is gone at the send (zmq.Again):
+    a refused CurveZMQ handshake dropping the pipe between the two, the race `make test` hit."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    def poll(self, timeout_ms: int, flags: int) -> int:
+        return flags
+
+    def send_multipart(self, frames, flags: int = 0, copy: bool = True) -> None:
+        import zmq
+
+        self.sends += 1
+        raise zmq.Again()
+
+    def close(self, linger: int | None = None) -> None:
+        pass
+
+
+def test_a_pipe_dropped_between_the_poll_and_the_send_ends_in_the_unreachable_error():
+    """zmq.Again from the send is not the caller's error: the client waits for a pipe again, to
+    the request's deadline, and then says what to check (the keys among it)."""
+    client = BufferClient("tcp://127.0.0.1:1", "intruder", timeout_s=0.3)
+    fake = PipeDropsAtEverySend()
+    client._sock = fake
+    with pytest.raises(BufferTimeout, match="hold the run's keys"):
+        client.get_prompts(1)
+    assert fake.sends >= 1
+    client.close()
