@@ -41,6 +41,46 @@ class PromptSource(Protocol):
         """Continue from a cursor saved by `state_dict` (ValueError if it does not fit)."""
 
 
+class PromptTable(Protocol):
+    """The run's training prompts as the buffer reads them, source by source, without holding
+    them: row `index` of source `source` is (problem_id, rendered prompt text). The launcher's
+    implementation reads the run's problem store (data/store.py); tests may use `ListPromptTable`.
+    """
+
+    def source_names(self) -> list[str]:
+        """The sources' names in config order (metrics and snapshots name sources by these)."""
+
+    def count(self, source: int) -> int:
+        """Training prompts of source `source` (held-out and too-long prompts excluded)."""
+
+    def item(self, source: int, index: int) -> tuple[str, str]:
+        """(problem_id, prompt text) of row `index` (0 <= index < count(source))."""
+
+    def fingerprint(self, source: int) -> int:
+        """A checksum of the source's problem ids in row order (a snapshot's cursor refuses
+        another)."""
+
+
+class ListPromptTable:
+    """A PromptTable over in-memory (problem_id, prompt) lists, one per source name."""
+
+    def __init__(self, sources: dict[str, Sequence[tuple[str, str]]]):
+        self._names = list(sources)
+        self._rows = [list(rows) for rows in sources.values()]
+
+    def source_names(self) -> list[str]:
+        return list(self._names)
+
+    def count(self, source: int) -> int:
+        return len(self._rows[source])
+
+    def item(self, source: int, index: int) -> tuple[str, str]:
+        return self._rows[source][index]
+
+    def fingerprint(self, source: int) -> int:
+        return zlib.crc32("\x00".join(p for p, _ in self._rows[source]).encode())
+
+
 def _as_pair(item: Any, render: Callable[[Any], str] | None) -> tuple[str, str]:
     if isinstance(item, str):
         return item, ""

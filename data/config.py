@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.data.problem import KINDS
@@ -58,23 +58,57 @@ class PromptConfig(Section):
         return value
 
 
+FormatName = Literal[
+    "auto",
+    "jsonl",
+    "lcb",
+    "humaneval",
+    "leetcodedataset",
+    "apps",
+    "taco",
+    "rllm",
+    "answer",
+    "microcoder",
+    "livecodebench",
+]
+"""Loader names (data/formats/loaders.py FORMAT_CHOICES)."""
+
+
+class DataSourceConfig(Section):
+    """One entry of `data.sources`: a problem file (or a bundled synthetic family) and its weight
+    in the mixture."""
+
+    path: str
+    """A problem file (JSONL etc., any loader format) or a bundled synthetic family name
+    (`synthetic`, `synthetic-long`)."""
+    weight: float = Field(1.0, gt=0)
+    """Relative share of the prompts drawn from this source (weights need not sum to 1)."""
+    format: FormatName = "auto"
+    """Loader for `path`, as `data.format`."""
+    name: str = ""
+    """The source's name in metrics and in renamed ids (`<name>:<id>` on an id clash); default
+    the file's stem (the family name for a synthetic source). Names must be unique."""
+    holdout_fraction: float | None = Field(None, ge=0, lt=1)
+    """Held-out fraction of this source (by problem id, data/corpus/holdout.py); unset =
+    `eval.holdout_fraction`."""
+
+    def display_name(self) -> str:
+        """`name`, else the file's stem (a synthetic family's own name)."""
+        if self.name:
+            return self.name
+        from pathlib import Path
+
+        stem = Path(self.path).name
+        for suffix in (".gz", ".jsonl", ".json"):
+            stem = stem.removesuffix(suffix)
+        return stem or self.path
+
+
 class DataConfig(Section):
     source: str = "synthetic"
     """Problems: a bundled synthetic family (`synthetic`; `synthetic-long`, whose answers take most
     of a 96-token cap: data/sources.py SYNTHETIC_VARIANTS) or a path to a problem file (JSONL etc.)."""
-    format: Literal[
-        "auto",
-        "jsonl",
-        "lcb",
-        "humaneval",
-        "leetcodedataset",
-        "apps",
-        "taco",
-        "rllm",
-        "answer",
-        "microcoder",
-        "livecodebench",
-    ] = "auto"
+    format: FormatName = "auto"
     """Loader for `source`; auto guesses from the rows. `microcoder` = `jsonl` (our own rows),
     `livecodebench` = `lcb`; the names are data/formats/loaders.py's FORMAT_CHOICES."""
     shuffle_seed: int | None = None
@@ -84,7 +118,41 @@ class DataConfig(Section):
     vary with `seed`). `order_seed` resolves it. A resume keeps the order: it reads the run's
     config.toml, and a buffer snapshot's cursor refuses another order seed."""
     epochs: int = Field(0, ge=0)
-    """Passes over the problems; 0 = endless (the run stops at max_steps)."""
+    """Passes over the problems; 0 = endless (the run stops at max_steps). With several
+    `sources`, each source counts its own passes and leaves the mixture after `epochs` of them."""
+    sources: list[DataSourceConfig] = []
+    """A weighted mixture of problem files, e.g. `sources = [{ path = "A.jsonl", weight = 0.7 },
+    { path = "B.jsonl", weight = 0.3 }]`: each prompt comes from a source drawn by weight, each
+    source walked in its own seeded shuffle per epoch. Ids stay unique across sources (the later
+    one is renamed `<name>:<id>` on a clash, as `microcoder data build` does). Set either `source`
+    or `sources`; `source = X` is the one-source spelling of `sources = [{ path = X }]`."""
+    retire_solved_after: int = Field(0, ge=0)
+    """Online difficulty: a problem whose last K groups were all correct is not handed out again
+    in this run (counted in metrics as retired); 0 = off."""
+    skip_unsolved_after: int = Field(0, ge=0)
+    """Online difficulty: a problem whose last K groups were all wrong is deferred to the next
+    epoch of its source; 0 = off."""
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> DataConfig:
+        if self.sources and (self.source != "synthetic" or self.format != "auto"):
+            raise ValueError(
+                "set data.source (one source) or data.sources (a mixture), not both; move the "
+                "path into sources = [{ path = ..., weight = ... }]"
+            )
+        names = [s.display_name() for s in self.sources]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(
+                f"data.sources: two sources are named {dup[0]!r}; give one a `name`"
+            )
+        return self
+
+    def source_list(self) -> list[DataSourceConfig]:
+        """The sources of the run: `sources`, or the one `source` (weight 1)."""
+        if self.sources:
+            return list(self.sources)
+        return [DataSourceConfig(path=self.source, format=self.format)]
 
     def order_seed(self, seed: int) -> int:
         """The seed of the prompt order in a run of global `seed`: `shuffle_seed` when set,
