@@ -79,6 +79,8 @@ _HOMES_MAX = 1 << 16
 """Problems whose server the client remembers (least recently used forgotten first)."""
 _KNOWN_MAX = 1 << 16
 """Refs per server the client remembers as uploaded (forgetting one costs one 409 and upload)."""
+_ENCODED_MAX = 4096
+"""Problems whose ref the client keeps (by object; one more costs a JSON encoding and a hash)."""
 _VERDICT_FIELDS = set(Verdict.__dataclass_fields__) - {"tag", "job_id", "solution_id"}
 _MISMATCH_FIX = (
     "run the same microcoder version on the judge nodes (`microcoder judge serve`) and the trainers"
@@ -187,14 +189,16 @@ class _Server:
 
 
 class _Encoded:
-    """A problem's ref and upload body, computed once per Problem object."""
+    """A problem and its ref (computed once per Problem object; the upload body, as big as the
+    tests, is built again for each upload instead of being kept)."""
 
-    __slots__ = ("ref", "body", "owner")
+    __slots__ = ("problem", "ref")
 
     def __init__(self, problem: Problem):
-        fields = canonical(judged_fields(problem))
-        self.ref, self.body = problem_ref(fields), b'{"problem":' + fields + b"}"
-        self.owner = id(problem)
+        self.problem, self.ref = problem, problem_ref(canonical(judged_fields(problem)))
+
+    def body(self) -> bytes:
+        return b'{"problem":' + canonical(judged_fields(self.problem)) + b"}"
 
 
 class HttpJudgePool:
@@ -216,7 +220,7 @@ class HttpJudgePool:
         self._homes: OrderedDict[str, _Server] = OrderedDict()
         self._turn = 0
         self._serial = itertools.count(1)
-        self._encoded: OrderedDict[int, tuple[Problem, _Encoded]] = OrderedDict()
+        self._encoded: OrderedDict[int, _Encoded] = OrderedDict()
         self._check_servers()
         up = [s for s in self.servers if s.down_until == 0.0]
         self.size = cfg.workers or sum(s.workers for s in up)
@@ -285,13 +289,13 @@ class HttpJudgePool:
     def _encode(self, problem: Problem) -> _Encoded:
         with self._lock:
             hit = self._encoded.get(id(problem))
-            if hit is not None and hit[0] is problem:
+            if hit is not None and hit.problem is problem:
                 self._encoded.move_to_end(id(problem))
-                return hit[1]
+                return hit
         enc = _Encoded(problem)  # outside the lock: a big problem's JSON and hash take a while
         with self._lock:
-            self._encoded[id(problem)] = (problem, enc)  # holds it: its id stays its own
-            while len(self._encoded) > 256:
+            self._encoded[id(problem)] = enc  # holds the problem: its id stays its own
+            while len(self._encoded) > _ENCODED_MAX:
                 self._encoded.popitem(last=False)
         return enc
 
@@ -384,8 +388,9 @@ class HttpJudgePool:
                 serial = server.known.get(enc.ref)
             if serial is not None:  # another thread uploaded it meanwhile
                 return serial
-            self._sent(server, len(enc.body))
-            call(server.url, f"/problems/{enc.ref}", enc.body, self.cfg.http_timeout_s, "PUT")
+            body = enc.body()
+            self._sent(server, len(body))
+            call(server.url, f"/problems/{enc.ref}", body, self.cfg.http_timeout_s, "PUT")
             with self._lock:
                 server.uploads += 1
                 server.reuploads += int(again)
