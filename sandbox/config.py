@@ -27,11 +27,11 @@ class ExecutorConfig(Section):
     1); outside Ray (`microcoder judge`, benches), the cores this process may run on."""
     backend: Literal["local", "http"] = "local"
     """Where programs are judged (sandbox/backends.py): `local`, this host's sandbox pool
-    (bubblewrap), or `http`, a remote judge service at `judge_url` (`microcoder judge serve`;
+    (bubblewrap), or `http`, remote judge services at `judge_url` (`microcoder judge serve`;
     the JSON protocol is in sandbox/remote/client.py and docs/architecture.md), for clusters whose
-    containers deny user namespaces or to share one judge node between trainers. With `http`,
-    `workers` is how many programs are in flight at once (0 = the server's worker count) and the
-    sandbox settings below are the server's own."""
+    containers deny user namespaces or to share judge nodes between trainers. With `http`,
+    `workers` is how many programs are in flight at once (0 = the answering servers' worker
+    counts summed) and the sandbox settings below are the servers' own."""
     judge_url: list[str] = Field(default_factory=list)
     """The judge services of the `http` backend: one URL ("http://judge-node:8790", a list of
     one) or a list of them (["http://j1:8790", "http://j2:8790"]), each a `microcoder judge
@@ -47,9 +47,10 @@ class ExecutorConfig(Section):
     failed for it; the program then goes to the next server, SE when none is left."""
     judge_cache_mb: int = Field(1024, ge=1)
     """`microcoder judge serve`: MiB of problems (their tests, checker and limits, counted as
-    the JSON uploaded) the service keeps so that clients name them by reference instead of
-    sending the tests with every program; the least recently used are dropped first (a client
-    whose problem was dropped uploads it again). A problem larger than this is kept alone."""
+    the JSON uploaded plus 320 bytes per test, about their size in memory) the service keeps
+    so that clients name them by reference instead of sending the tests with every program;
+    the least recently used are dropped first (a client whose problem was dropped uploads it
+    again). A problem larger than this is kept alone."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """`bwrap`: every worker runs inside bubblewrap (no network, read-only root, private /tmp).
     `none`: no isolation at all (only for trusted code; the judge warns loudly)."""
