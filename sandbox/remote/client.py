@@ -323,31 +323,37 @@ class HttpJudgePool:
             home.outstanding += 1
             return home
 
-    def _release(self, server: _Server, failed: bool) -> None:
+    def _release(self, server: _Server, outcome: str) -> None:
+        """A program routed to `server` is done there: `judged`, `refused` (4xx), `failed`
+        (no answer, 5xx: passed over for DOWN_S) or `moved` (not sent: it was down)."""
         with self._lock:
             server.outstanding -= 1
-            if failed:
+            if outcome == "failed":
                 server.down_until = time.monotonic() + DOWN_S
-            else:
-                server.judged += 1
+            elif outcome != "moved":
+                server.judged += outcome == "judged"
                 server.down_until = 0.0
 
     def _judge_one(self, problem: Problem, enc: _Encoded, code: str | None, first) -> Verdict:
-        """Judge on `first`, then on each other server in turn while they fail; SE naming
-        every server's error when all did."""
+        """Judge on `first` (another server if `first` failed since the program was routed
+        there), then on each other server in turn while they fail; SE naming every server's
+        error when all did."""
         server, tried, errors = first, set(), []
+        if first.down_until > time.monotonic() and len(self.servers) > 1:
+            self._release(first, "moved")
+            server = self._route(enc.ref)
         while server is not None:
             tried.add(server)
             try:
                 got = self._judge_on(server, enc, code)
                 verdict = Verdict(**{k: v for k, v in got.items() if k in _VERDICT_FIELDS})
-                self._release(server, failed=False)
+                self._release(server, "judged")
                 return verdict
             except (JudgeRequestRefused, TypeError) as e:
-                self._release(server, failed=False)
+                self._release(server, "refused")
                 return _system_error(problem, str(e))
             except JudgeServerUnavailable as e:
-                self._release(server, failed=True)
+                self._release(server, "failed")
                 errors.append(str(e))
             server = self._route(enc.ref, skip=tried)
         return _system_error(problem, f"every judge server failed: {'; '.join(errors)}")

@@ -123,6 +123,45 @@ def test_a_server_that_goes_down_after_start_leaves_the_work_to_the_other(two):
     assert down["down"] is True
 
 
+class Hole:
+    """A listener on `port` that accepts connections and never answers (a hung server)."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def test_a_server_that_hangs_after_start_is_waited_on_once_per_thread(two):
+    """The programs already queued for a server that then failed go elsewhere at once instead
+    of each waiting out its own deadline there."""
+    problem = echo(5)
+    with HttpJudgePool(judge_url=[s.url for s in two], http_timeout_s=1) as pool:
+        assert pool.size == 2
+        port = two[0].server_address[1]
+        stop(two[0])
+        hole = Hole(port)  # the first server now hangs; `problem` is first routed to it
+        try:
+            got = judge_all(pool, [problem], codes=[RIGHT] * 6)
+        finally:
+            hole.close()
+    assert {v.verdict for v in got.values()} == {"AC"} and len(got) == 6
+    assert two[1].judged == 6
+    assert len(hole.conns) <= pool.size, len(hole.conns)
+
+
 def test_every_server_down_is_se_naming_each(two):
     problems = [echo(1)]
     with HttpJudgePool(judge_url=[s.url for s in two], http_timeout_s=5) as pool:
