@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from microcoder.buffer.difficulty import verdict_counts
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import pack, unpack
 from microcoder.protocol import Group, GroupScores, Response, Score
@@ -102,10 +101,9 @@ class ScoresInfo:
 
     group_id: int
     n_scores: int
-    n_correct: int = 0
-    """Responses with verdict AC (buffer/difficulty.py: what counts as correct)."""
-    n_judged: int = 0
-    """Responses judged (all but SE)."""
+    verdicts: list[str] | None = None
+    """The checked verdict column (by reference, not copied); online difficulty counts it
+    (buffer/difficulty.py: scores_counts) only when it is on."""
 
 
 # ---------------------------------------------------------------- checks
@@ -166,7 +164,7 @@ def check_scores(data: dict) -> ScoresInfo:
         for k, v in c.items():
             if type(k) is not str or type(v) not in _NUM:
                 raise MessageError("GroupScores.components: entries must map str to int/float")
-    return ScoresInfo(data["group_id"], n, *verdict_counts(data["verdict"]))
+    return ScoresInfo(data["group_id"], n, data["verdict"])
 
 
 # ---------------------------------------------------------------- Group

@@ -49,11 +49,12 @@ def verdict_counts(verdicts: Sequence[str]) -> tuple[int, int]:
 
 
 def scores_counts(scores: Any) -> tuple[int, int]:
-    """(correct, judged) of a scored group: a checked ScoresInfo carries them (buffer/codec.py),
-    a GroupScores has its Score records."""
-    if hasattr(scores, "n_correct"):
-        return scores.n_correct, scores.n_judged
-    return verdict_counts([s.verdict for s in scores.scores])
+    """(correct, judged) of a scored group: a checked ScoresInfo carries its verdict column
+    (buffer/codec.py), a GroupScores its Score records."""
+    verdicts = getattr(scores, "verdicts", None)
+    if verdicts is None:
+        verdicts = [s.verdict for s in scores.scores]
+    return verdict_counts(verdicts)
 
 
 class DifficultyTracker:

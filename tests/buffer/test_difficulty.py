@@ -4,7 +4,7 @@ epoch, and both survive a snapshot (the buffer's part of `--resume`)."""
 from __future__ import annotations
 
 from microcoder.buffer.codec import check_scores, scores_frame
-from microcoder.buffer.difficulty import DifficultyTracker
+from microcoder.buffer.difficulty import DifficultyTracker, scores_counts
 from microcoder.buffer.prompts import DatasetPrompts
 from microcoder.buffer.snapshot import export_state, import_state, load_snapshot, save_snapshot
 from microcoder.buffer.state import BufferState
@@ -200,4 +200,4 @@ def test_the_codec_counts_correct_and_judged_responses():
         7, [Score(1.0, "AC", 1, 1), Score(0.0, "SE", 0, 1), Score(0.0, "WA", 0, 1)]
     )
     info = check_scores(unpack(scores_frame(scores)))
-    assert (info.n_scores, info.n_correct, info.n_judged) == (3, 1, 2)
+    assert info.n_scores == 3 and scores_counts(info) == (1, 2) == scores_counts(scores)
