@@ -201,3 +201,36 @@ def test_the_codec_counts_correct_and_judged_responses():
     )
     info = check_scores(unpack(scores_frame(scores)))
     assert info.n_scores == 3 and scores_counts(info) == (1, 2) == scores_counts(scores)
+
+
+def test_the_server_retires_through_the_wire(tmp_path, make_group, make_scores):
+    """The real server: scores frames from a client reach the tracker (check_scores ->
+    put_scored), and the counts reach the stats a client reads."""
+    from microcoder.buffer.client import BufferClient
+    from microcoder.buffer.config import BufferConfig
+    from microcoder.buffer.server import BufferServer
+
+    server = BufferServer(
+        BufferConfig(long_poll_s=0.2),
+        DatasetPrompts(["p0", "p1", "p2"], 0, shuffle=False),
+        2,
+        retire_solved_after=1,
+    )
+    addr = server.start()
+    try:
+        with (
+            BufferClient(addr, "gen", timeout_s=5) as gen,
+            BufferClient(addr, "ex", timeout_s=5) as ex,
+        ):
+            prompts = gen.get_prompts(2).assignments
+            assert [a.problem_id for a in prompts] == ["p0", "p1"]
+            groups = [make_group(a.group_id, a.problem_id, versions=(0,) * 4) for a in prompts]
+            gen.put_unscored(groups)
+            got = ex.get_unscored(2)
+            rewards = {"p0": 1.0, "p1": 0.0}  # make_scores: AC for 1.0, WA otherwise
+            ex.put_scored([make_scores(g, rewards[g.problem_id]) for g in got])
+            later = [a.problem_id for a in gen.get_prompts(4).assignments]
+            assert later and "p0" not in later and "p1" in later
+            assert ex.stats()["retired"] == 1
+    finally:
+        server.stop()
