@@ -7,9 +7,11 @@ problems: `off` as shipped, `on` with the settings of `--on` (default
 tasks of the synthetic family's train split written as JSONL, so each problem comes up in many
 epochs within a few steps (the whole family is too large for a problem to be seen K times in a
 short run). From the last step record of each run's metrics.jsonl (the buffer's cumulative
-counters) it reports: groups generated and judged (`consumed`), discarded by dynamic filtering
-(`filtered`), trained on, the discarded share, generated groups and response tokens per trained
-group, and the retired / deferred counts. One launch per arm: the share moves by a few points
+counters) it reports: groups generated and judged that reached the learner (`consumed`),
+discarded by dynamic filtering (`filtered`), dropped by the staleness gate (`dropped_stale`),
+trained on, dynamic filtering's share of the consumed groups (`discarded_share`, the issue's
+figure) and both drops' share of everything generated (`all_discarded_share`), generated groups
+and response tokens per trained group, and the retired / deferred counts. One launch per arm: the share moves by a few points
 between seeds (the sampling differs), so read a difference of that size as noise.
 """
 
@@ -52,14 +54,18 @@ def summary(run_dir: Path) -> dict[str, Any]:
     steps = [r for r in recs if r.get("kind") == "step"]
     buf = steps[-1]["buffer"]
     consumed, filtered = buf["consumed"], buf["filtered"]
-    trained = consumed - filtered
+    trained, stale = consumed - filtered, buf.get("dropped_stale", 0)
     return {
         "steps": len(steps),
         "issued": buf["issued"],
         "consumed": consumed,
         "filtered": filtered,
+        "dropped_stale": stale,
         "trained": trained,
         "discarded_share": round(filtered / consumed, 4) if consumed else None,
+        "all_discarded_share": (
+            round((filtered + stale) / (consumed + stale), 4) if consumed + stale else None
+        ),
         "groups_per_trained": round(consumed / trained, 3) if trained else None,
         "tokens_per_trained": round(buf["response_tokens_in"] / trained, 1) if trained else None,
         "retired": buf.get("retired", 0),
@@ -126,8 +132,10 @@ def format_table(r: dict[str, Any]) -> str:
         "issued",
         "consumed",
         "filtered",
+        "dropped_stale",
         "trained",
         "discarded_share",
+        "all_discarded_share",
         "groups_per_trained",
         "tokens_per_trained",
         "retired",

@@ -32,7 +32,7 @@ def test_the_summary_reads_the_last_steps_cumulative_counters(tmp_path):
     lines = [
         json.dumps({"kind": "start"}),
         _step(1, 20, 4),
-        _step(2, 50, 18, retired=3, deferred=1),
+        _step(2, 50, 18, retired=3, deferred=1, dropped_stale=10),
     ]
     (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     got = summary(tmp_path)
@@ -40,6 +40,7 @@ def test_the_summary_reads_the_last_steps_cumulative_counters(tmp_path):
     assert got["discarded_share"] == 0.36 and got["groups_per_trained"] == round(50 / 32, 3)
     assert got["tokens_per_trained"] == round(5000 / 32, 1)
     assert (got["retired"], got["deferred"]) == (3, 1)
+    assert got["all_discarded_share"] == round(28 / 60, 4)
     r = {"problems": 4, "steps": 2, "settings": ["x=1"], "off": got, "on": got, "run_dirs": "d"}
     table = format_table(r)
     assert "on = x=1" in table and "discarded_share" in table and "0.36" in table
