@@ -32,6 +32,7 @@ BENCHES: dict[str, str] = {
     "data": "microcoder.bench.data",
     "learning": "microcoder.bench.learning",
     "sp-memory": "microcoder.bench.sp_memory",
+    "difficulty": "microcoder.bench.difficulty",
 }
 
 
