@@ -106,3 +106,12 @@ def test_goals_compare_each_file_with_the_baseline():
     assert got["step1_s"] == {"above": 70.0, "limit": 60.0, "met": False}
     assert got["driver"]["met"] and not got["buffer"]["met"] and got["executor"]["met"]
     assert bench_data.deltas({}, base)["driver"]["met"] is None
+
+
+def test_the_baseline_is_the_mean_of_the_synthetic_launches():
+    runs = [
+        {"step1_s": 80.0, "peak_mb": {"driver": 500, "executor": 120}},
+        {"step1_s": 100.0, "peak_mb": {"driver": 520, "executor": 130}},
+    ]
+    base = bench_data.mean_baseline(runs)
+    assert base["step1_s"] == 90.0 and base["peak_mb"] == {"driver": 510.0, "executor": 125.0}
