@@ -31,6 +31,8 @@ from microcoder.bench.data.rss import PeakSampler, actor_role, pid_role
 ROLES = {"buffer": "BufferHost", "executor": "Executor"}
 """Sampled roles beside the launcher ("driver"): role -> Ray actor class."""
 PHASES = {
+    "run_dir_made": r"^run directory: ",  # after the preflight (a problem file parsed once)
+    "loading_problems": r"^loading the problems",
     "problems_loaded": r"training prompts \(",
     "buffer_started": r"^buffer at ",
     "executors_starting": r"^starting \d+ executor",
