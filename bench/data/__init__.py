@@ -166,7 +166,7 @@ def _f(v, fmt: str = "{:.1f}") -> str:
 def format_table(result: dict[str, Any]) -> str:
     head = (
         f"{'source':>10} {'row KB':>6} {'file MB':>8} {'1st prompt s':>12} {'step 1 s':>8} "
-        f"{'driver MB':>9} {'buffer MB':>9} {'executor MB':>11} {'exec start s':>12}"
+        f"{'driver MB':>9} {'buffer MB':>9} {'executor MB':>11} {'exec start s (MB)':>17}"
     )
     lines = [head]
     baselines = result["baselines"]
@@ -174,13 +174,17 @@ def format_table(result: dict[str, Any]) -> str:
     for r in order:
         peak = r.get("peak_mb", {})
         name = BASELINE if r["problems"] is None else f"{r['problems']:,}"
+        start = f"{_f(r.get('executor_start_s'), '{:.2f}')} ({_f(r.get('executor_alone_mb'), '{:.0f}')})"
         lines.append(
             f"{name:>10} {_f(r.get('row_kb'), '{:.2f}'):>6} {_f(r.get('file_mb')):>8} "
             f"{_f(r.get('first_prompt_s')):>12} {_f(r.get('step1_s')):>8} "
             f"{_f(peak.get('driver'), '{:.0f}'):>9} {_f(peak.get('buffer'), '{:.0f}'):>9} "
-            f"{_f(peak.get('executor'), '{:.0f}'):>11} {_f(r.get('executor_start_s'), '{:.2f}'):>12}"
+            f"{_f(peak.get('executor'), '{:.0f}'):>11} {start:>17}"
         )
     lines.append("")
+    if not result["launched"]:
+        lines.append("(--no-launch: executor start and its RSS then, in a fresh process, only)")
+        return "\n".join(lines)
     lines.append(
         f"above the synthetic launch{'es' if len(baselines) > 1 else ''}"
         f"{' (their mean)' if len(baselines) > 1 else ''}; goals: step 1 <= 60 s, executor"
