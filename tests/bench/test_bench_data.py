@@ -115,3 +115,19 @@ def test_the_baseline_is_the_mean_of_the_synthetic_launches():
     ]
     base = bench_data.mean_baseline(runs)
     assert base["step1_s"] == 90.0 and base["peak_mb"] == {"driver": 510.0, "executor": 125.0}
+
+
+def test_both_benches_are_registered_and_the_table_names_the_goals():
+    from microcoder.launch.cli.cmd_bench import BENCHES
+
+    assert BENCHES["data"] == "microcoder.bench.data"
+    assert BENCHES["dedup"] == "microcoder.bench.dedup"
+    base = {"source": "synthetic", "problems": None, "step1_s": 70.0, "executor_start_s": 1.0}
+    base["peak_mb"] = {"driver": 500, "buffer": 100, "executor": 120}
+    row = {"source": "f", "problems": 100_000, "row_kb": 3.9, "file_mb": 380.0, "step1_s": 140.0}
+    row["peak_mb"] = {"driver": 600, "buffer": 120, "executor": 700}
+    row["above_baseline"] = bench_data.deltas(row, base)
+    result = {"launched": True, "baselines": [base], "files": [row], "goals_met": False}
+    table = bench_data.format_table(result)
+    assert "100,000" in table and "executor 580.0 MB (NOT met)" in table
+    assert "step1 70.0 s (NOT met)" in table and "goals met: False" in table
