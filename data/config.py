@@ -143,9 +143,7 @@ class DataConfig(Section):
         names = [s.display_name() for s in self.sources]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(
-                f"data.sources: two sources are named {dup[0]!r}; give one a `name`"
-            )
+            raise ValueError(f"data.sources: two sources are named {dup[0]!r}; give one a `name`")
         return self
 
     def source_list(self) -> list[DataSourceConfig]:

@@ -19,6 +19,7 @@ import json
 # name -> module. Only benchmarks that exist are listed.
 BENCHES: dict[str, str] = {
     "judge": "microcoder.bench.judge",
+    "judge-http": "microcoder.bench.judge_http",
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",
