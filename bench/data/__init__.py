@@ -110,10 +110,9 @@ def _stop(signum, _frame):
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from microcoder.bench.data.launches import prepare_model
-
-    signal.signal(signal.SIGTERM, _stop)
     from microcoder.bench.data.problems import problems_file
 
+    signal.signal(signal.SIGTERM, _stop)
     workdir = Path(args.workdir).resolve()
     files = []
     for n in args.problems:
@@ -129,7 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     baselines = [measure(args, BASELINE, runs / f"{stamp}-synthetic")]
     rows = []
     for n, path, reused, gen_s in files:
-        row = measure(args, str(path), workdir / "runs" / f"{stamp}-{n}")
+        row = measure(args, str(path), runs / f"{stamp}-{n}")
         size = path.stat().st_size
         row.update(
             source=str(path),

@@ -49,7 +49,7 @@ def padding_block(seed: int, size: int = 1 << 20) -> str:
 
 def problem_row(i: int, row_bytes: int, block: str, rng: random.Random) -> dict:
     """Row `i`: its JSON line (newline included) is `row_bytes` long, give or take one line of
-    padding, when `row_bytes` exceeds the row without padding (~700 bytes)."""
+    padding, when `row_bytes` exceeds the row without padding (~620 bytes)."""
     x, y = rng.randint(2, 99), rng.randint(2, 99)
     tests = []
     for _ in range(3):
