@@ -29,6 +29,7 @@ BENCHES: dict[str, str] = {
     "pipeline": "microcoder.bench.pipeline",
     "eval": "microcoder.bench.eval",
     "peer": "microcoder.bench.peer",
+    "dedup": "microcoder.bench.dedup",
     "data": "microcoder.bench.data",
     "learning": "microcoder.bench.learning",
     "sp-memory": "microcoder.bench.sp_memory",
