@@ -191,7 +191,7 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     load_start = os.getloadavg()
     tok = AutoTokenizer.from_pretrained(model_path)
     renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)
-    prompts = prepare_run_problems(cfg, tok, None, log=lambda _m: None).prompts
+    prompts = prepare_run_problems(cfg, tok, None, log=lambda _m: None).prompts()
     batches = _prompt_batches(cfg, prompts, args.prompts, args.repeats + 1)  # +1: warm-up
     ids = [[renderer.encode_text(it.prompt) for it in b] for b in batches]
 
