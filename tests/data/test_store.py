@@ -263,3 +263,25 @@ def test_the_buffer_hosts_argument_is_a_path_and_a_key(measured):
     table = open_prompt_table(spec, DataConfig())
     assert isinstance(table, StorePromptTable)
     assert table.count(0) == 3
+
+
+@pytest.mark.slow  # two spawned processes import transformers
+def test_the_process_pool_measures_what_the_serial_pass_does(tmp_path, tiny_tokenizer):
+    from microcoder.data.prompting.render import PromptRenderer
+
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(own_row(f"a{i}", "word " * (i % 7)) for i in range(30)))
+    renderer = PromptRenderer(tiny_tokenizer)
+    key = measure_key(renderer)
+    tables = []
+    for name, kw in (("serial", {}), ("pool", {"workers": 2, "parallel_from": 1})):
+        path = build_store([DataSourceConfig(path=str(a))], 0, 0.0, tmp_path / name, **QUIET)[0]
+        lines = []
+        assert measure_store(path, renderer, key, log=lines.append, **kw)
+        assert ("on 2 processes" in lines[-1]) == (name == "pool")
+        with sqlite3.connect(path) as con:
+            tables.append(
+                con.execute("SELECT row, tokens, text FROM prompts ORDER BY row").fetchall()
+            )
+    assert len(tables[0]) == 30
+    assert tables[0] == tables[1]
