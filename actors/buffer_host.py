@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
 from microcoder.protocol import TrainingPrompt
 
+if TYPE_CHECKING:
+    from microcoder.buffer.prompts import MixturePrompts, PromptTable
 
-def prompt_source(data: DataConfig, seed: int, prompts: list[TrainingPrompt]):
-    """The buffer's prompt source: `prompts` epoch after epoch, each epoch in the order of
+
+def prompt_source(data: DataConfig, seed: int, table: PromptTable) -> MixturePrompts:
+    """The buffer's prompt source: the table's sources mixed by `data.sources`' weights (one
+    source for `data.source`), each walked epoch after epoch in the order of
     `data.order_seed(seed)` (`seed`: the run's global seed). A resumed run rebuilds it from its
     saved config.toml, so the same seed gives the same order and the snapshot's cursor fits."""
-    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.buffer.prompts import MixturePrompts
 
-    return DatasetPrompts(
-        [tuple(p) for p in prompts], epochs=data.epochs, seed=data.order_seed(seed)
+    return MixturePrompts(
+        table,
+        [s.weight for s in data.source_list()],
+        epochs=data.epochs,
+        seed=data.order_seed(seed),
     )
+
+
+def list_table(data: DataConfig, prompts: list[TrainingPrompt]) -> PromptTable:
+    """A one-source table over a list of prompts, named after the run's one source."""
+    from microcoder.buffer.prompts import ListPromptTable
+
+    return ListPromptTable({data.source_list()[0].display_name(): [tuple(p) for p in prompts]})
 
 
 class BufferHost:
@@ -51,7 +65,7 @@ class BufferHost:
         )
         self.server = BufferServer(
             buffer,
-            prompt_source(data, seed, prompts),
+            prompt_source(data, seed, list_table(data, prompts)),
             batch_size,
             keys_dir=keys_dir,
             restore_from=restore_from,
