@@ -143,6 +143,13 @@ class MixturePrompts:
         self._draws = 0
         self._orders: list[tuple[int, np.ndarray] | None] = [None] * n
         self._returned: deque[PromptItem] = deque()
+        self._fingerprints: list[int] | None = None
+
+    def fingerprints(self) -> list[int]:
+        """Each source's `table.fingerprint`, computed once (a store's reads every id)."""
+        if self._fingerprints is None:
+            self._fingerprints = [self.table.fingerprint(s) for s in range(len(self.names))]
+        return self._fingerprints
 
     # ------------------------------------------------------------ order
 
@@ -228,7 +235,7 @@ class MixturePrompts:
                 {
                     "name": name,
                     "weight": self.weights[s],
-                    "fingerprint": self.table.fingerprint(s),
+                    "fingerprint": self.fingerprints()[s],
                     "epoch": self._epoch[s],
                     "index": self._index[s],
                 }
@@ -248,7 +255,7 @@ class MixturePrompts:
                 "the run without the buffer snapshot"
             )
         for s, entry in enumerate(state["sources"]):
-            if entry["fingerprint"] != self.table.fingerprint(s):
+            if entry["fingerprint"] != self.fingerprints()[s]:
                 raise ValueError(
                     f"the snapshot's prompt cursor belongs to a different dataset (problem ids "
                     f"of source {entry['name']!r} differ); restore with the same data.source(s), "

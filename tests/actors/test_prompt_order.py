@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.actors.buffer_host import list_table, prompt_source
+from microcoder.actors.buffer_host import open_prompt_table, prompt_source
 from microcoder.launch.config import load_config
 
 PROMPTS = [(f"p{i}", f"problem {i}") for i in range(50)]
 
 
 def source_of(cfg):
-    return prompt_source(cfg.data, cfg.seed, list_table(cfg.data, PROMPTS))
+    return prompt_source(cfg.data, cfg.seed, open_prompt_table(PROMPTS, cfg.data))
 
 
 def first_prompts(overrides: list[str], n: int = 8) -> list[str]:
