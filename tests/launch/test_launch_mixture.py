@@ -71,6 +71,7 @@ def test_the_first_source_gives_its_weights_share_of_the_rollouts(finished_run):
             groups[name] += v["groups"]
             assert 0.0 <= v["pass_rate"] <= 1.0
     share = groups["first"] / sum(groups.values())
+    print(f"groups by source over {STEPS} steps: {groups}, share of the first {share:.3f}")
     assert 0.68 <= share <= 0.92, groups
 
 
