@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
-from microcoder.protocol import TrainingPrompt
+
+if TYPE_CHECKING:
+    from microcoder.buffer.prompts import MixturePrompts, PromptTable
 
 
-def prompt_source(data: DataConfig, seed: int, prompts: list[TrainingPrompt]):
-    """The buffer's prompt source: `prompts` epoch after epoch, each epoch in the order of
+def prompt_source(data: DataConfig, seed: int, table: PromptTable) -> MixturePrompts:
+    """The buffer's prompt source: the table's sources mixed by `data.sources`' weights (one
+    source for `data.source`), each walked epoch after epoch in the order of
     `data.order_seed(seed)` (`seed`: the run's global seed). A resumed run rebuilds it from its
     saved config.toml, so the same seed gives the same order and the snapshot's cursor fits."""
-    from microcoder.buffer.prompts import DatasetPrompts
+    from microcoder.buffer.prompts import MixturePrompts
 
-    return DatasetPrompts(
-        [tuple(p) for p in prompts], epochs=data.epochs, seed=data.order_seed(seed)
+    return MixturePrompts(
+        table,
+        [s.weight for s in data.source_list()],
+        epochs=data.epochs,
+        seed=data.order_seed(seed),
     )
 
 
-def open_prompt_table(prompts: Any, data: DataConfig):
+def open_prompt_table(prompts: Any, data: DataConfig) -> PromptTable:
     """The PromptTable (buffer/prompts.py) a buffer host serves from `prompts`: a
     data/store.py StoreTableSpec (a run: the table is opened from the run's problem store by
     path, so no Ray argument carries the dataset), a PromptTable, or a list of (problem_id,
@@ -34,14 +40,6 @@ def open_prompt_table(prompts: Any, data: DataConfig):
         return prompts
     name = data.source_list()[0].display_name()
     return ListPromptTable({name: [(str(p[0]), str(p[1])) for p in prompts]})
-
-
-def _rows_of(table) -> list[tuple[str, str]]:
-    """Every row of every source of `table` in order (until the buffer's MixturePrompts reads
-    the table itself)."""
-    return [
-        table.item(s, i) for s in range(len(table.source_names())) for i in range(table.count(s))
-    ]
 
 
 class BufferHost:
@@ -77,7 +75,7 @@ class BufferHost:
         )
         self.server = BufferServer(
             buffer,
-            prompt_source(data, seed, _rows_of(open_prompt_table(prompts, data))),
+            prompt_source(data, seed, open_prompt_table(prompts, data)),
             batch_size,
             keys_dir=keys_dir,
             restore_from=restore_from,

@@ -52,6 +52,7 @@ def put_group(address: str, actor_cfg, texts: list[str]) -> int:
                 prompt=a.prompt,
                 prompt_ids=np.array([5], np.int32),
                 responses=responses,
+                source=a.source,  # as a generator does (the buffer checks it)
             )
         )
     return a.problem_id
