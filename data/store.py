@@ -35,6 +35,7 @@ import sqlite3
 import threading
 import time
 import zlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -523,18 +524,29 @@ class StorePromptTable:
         self.store = ProblemStore(path, cache=0)
         self.key = key
         self._rows: list[np.ndarray] = []
-        for source in range(len(self.store.source_names())):
-            rows = self.store._query(
-                "SELECT p.row FROM problems p JOIN prompts m ON m.key = ? AND m.row = p.row "
-                "WHERE p.source = ? AND p.split = 'train' AND m.tokens <= ? ORDER BY p.row",
-                (key, source, max_tokens),
-            )
-            self._rows.append(np.fromiter((r for (r,) in rows), np.int64, len(rows)))
+        self._fingerprints: list[int] = []
         if not self.store._query("SELECT 1 FROM measures WHERE key = ? AND done = 1", (key,)):
             raise ValueError(
                 f"{path}: no complete prompt measurement {key}; the launcher measures the "
                 "prompts before the buffer starts (data/store.py measure_store)"
             )
+        for source in range(len(self.store.source_names())):
+            rows = array("q")
+            crc, sep = 0, b""
+            with self.store._lock:  # one streamed pass: the row numbers and the ids' checksum
+                cursor = self.store._con.execute(
+                    "SELECT p.row, p.id FROM problems p JOIN prompts m "
+                    "ON m.key = ? AND m.row = p.row "
+                    "WHERE p.source = ? AND p.split = 'train' AND m.tokens <= ? ORDER BY p.row",
+                    (key, source, max_tokens),
+                )
+                while part := cursor.fetchmany(4096):
+                    for row, pid in part:
+                        rows.append(row)
+                        crc = zlib.crc32(sep + pid.encode(), crc)
+                        sep = b"\x00"
+            self._rows.append(np.frombuffer(rows, np.int64).copy())
+            self._fingerprints.append(crc)
 
     def source_names(self) -> list[str]:
         return self.store.source_names()
@@ -552,18 +564,7 @@ class StorePromptTable:
         return pid, zlib.decompress(text).decode()
 
     def fingerprint(self, source: int) -> int:
-        crc, first = 0, True
-        rows = self._rows[source]
-        for start in range(0, len(rows), _CHUNK):
-            part = [int(r) for r in rows[start : start + _CHUNK]]
-            marks = ",".join("?" * len(part))
-            ids = dict(
-                self.store._query(f"SELECT row, id FROM problems WHERE row IN ({marks})", part)
-            )
-            for r in part:
-                crc = zlib.crc32((b"" if first else b"\x00") + ids[r].encode(), crc)
-                first = False
-        return crc
+        return self._fingerprints[source]
 
     def close(self) -> None:
         self.store.close()
