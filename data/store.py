@@ -38,6 +38,8 @@ import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -463,9 +465,20 @@ def measure_store(
         t0 = last = time.monotonic()
         n = 0
         insert = "INSERT INTO prompts VALUES (?, ?, ?, ?)"
-        for part in (_pool_parts if parallel else _serial_parts)(
+        parts = (_pool_parts if parallel else _serial_parts)(
             con, path, renderer, key, batch, workers
-        ):
+        )
+        while True:
+            try:
+                part = next(parts, None)
+            except BrokenProcessPool as err:  # e.g. a __main__ script without a main guard
+                log(f"measuring prompts: the process pool failed ({err}); measuring in this one")
+                con.execute("DELETE FROM prompts WHERE key = ?", (key,))
+                parallel, n = False, 0
+                parts = _serial_parts(con, path, renderer, key, batch, workers)
+                continue
+            if part is None:
+                break
             con.executemany(insert, part)
             n += len(part)
             now = time.monotonic()
@@ -502,7 +515,28 @@ def _pool_parts(con, path, renderer, key: str, batch: int, workers: int) -> Iter
         initializer=_worker_start,
         initargs=init,
     ) as pool:
-        yield from pool.map(_worker_block, blocks)
+        with _main_script_hidden():  # map submits every block: the workers start now
+            results = pool.map(_worker_block, blocks)
+        yield from results
+
+
+@contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """A spawned worker re-runs the parent's __main__ script unless it is a module (`python -m`,
+    a console script's guard): hide the script's path while the pool starts its workers, so
+    a caller's script without a main guard does not run again in each of them."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def over_limit(path: str | Path, key: str, limit: int) -> list[tuple[str, int]]:
