@@ -414,7 +414,7 @@ def _worker_start(path: str, tokenizer, prompt_cfg, chat_template_kwargs) -> Non
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the pool is the parallelism
     _worker["renderer"] = PromptRenderer(tokenizer, prompt_cfg, chat_template_kwargs)
-    _worker["con"] = sqlite3.connect(_ro_uri(path), uri=True)
+    _worker["con"] = sqlite3.connect(_ro_uri(path), uri=True, timeout=120)
 
 
 def _worker_block(block: tuple[int, int, str], batch: int = 256) -> list[tuple]:
@@ -480,6 +480,7 @@ def measure_store(
             if part is None:
                 break
             con.executemany(insert, part)
+            con.commit()  # the pool's workers read the store between these short writes
             n += len(part)
             now = time.monotonic()
             if now - last >= progress_every_s:
