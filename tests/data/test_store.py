@@ -266,8 +266,11 @@ def test_the_buffer_hosts_argument_is_a_path_and_a_key(measured):
 
 
 @pytest.mark.slow  # two spawned processes import transformers
-def test_the_process_pool_measures_what_the_serial_pass_does(tmp_path, tiny_tokenizer):
+def test_the_process_pool_measures_what_the_serial_pass_does(tmp_path, tiny_tokenizer, monkeypatch):
+    from microcoder.data import store
     from microcoder.data.prompting.render import PromptRenderer
+
+    monkeypatch.setattr(store, "_BLOCK", 8)  # 4 blocks over 2 workers
 
     a = tmp_path / "a.jsonl"
     a.write_text("".join(own_row(f"a{i}", "word " * (i % 7)) for i in range(30)))
