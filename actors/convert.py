@@ -64,6 +64,19 @@ def verdict_inputs(groups: list[ScoredGroup]) -> list[tuple[list[str], list[int]
     ]
 
 
+def source_inputs(groups: list[ScoredGroup]) -> list[tuple[str, list[float], list[str]]]:
+    """(source name, rewards, verdict labels) per group: the input of learner/verdict_stats.py
+    `source_metrics`."""
+    return [
+        (
+            sg.group.source,
+            [s.reward for s in sg.result.scores],
+            [s.verdict for s in sg.result.scores],
+        )
+        for sg in groups
+    ]
+
+
 def component_inputs(groups: list[ScoredGroup]) -> list[dict[str, float]]:
     """Every response's reward components (`Score.components`), the input of
     learner/verdict_stats.py `reward_component_means`."""
@@ -123,6 +136,10 @@ class Intake:
             pack_s=time.perf_counter() - packed_from,
             nonfinite_dropped=self.nonfinite,
         )
+
+    def fetched(self) -> list[ScoredGroup]:
+        """Every fetched group's ScoredGroup, filtered ones included, in the order fetched."""
+        return list(self.scored.values())
 
     def trained(self) -> list[ScoredGroup]:
         """The kept groups' ScoredGroups (verdicts, texts), in the batch's order."""

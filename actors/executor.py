@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.niceness import PriorityControl
@@ -12,8 +13,43 @@ from microcoder.actors.timing import PoolTimer
 if TYPE_CHECKING:
     from microcoder.actors.scoring import ScoringOutcome
     from microcoder.buffer.config import BufferConfig
-    from microcoder.data.config import DataConfig
+    from microcoder.data.problem import Problem
+    from microcoder.data.store import ProblemStore
     from microcoder.sandbox.config import ExecutorConfig
+
+
+class RunProblemLookup(Mapping):
+    """The problems an executor judges, by id: those registered with `add_problems` (`extra`)
+    first, then the run's problem store (read by id on demand; its count is the store's
+    recorded one, nothing is loaded to count)."""
+
+    def __init__(self, store_path: str | None):
+        self.extra: dict[str, Problem] = {}
+        self.store: ProblemStore | None = None
+        if store_path is not None:
+            from microcoder.data.store import ProblemStore
+
+            self.store = ProblemStore(store_path)
+
+    def __getitem__(self, problem_id: str) -> Problem:
+        if problem_id in self.extra:
+            return self.extra[problem_id]
+        if self.store is None:
+            raise KeyError(problem_id)
+        return self.store.get(problem_id)
+
+    def __contains__(self, problem_id: object) -> bool:
+        return problem_id in self.extra or (self.store is not None and problem_id in self.store)
+
+    def __len__(self) -> int:
+        return len(self.extra) + (len(self.store) if self.store is not None else 0)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.extra
+        if self.store is not None:
+            for p in self.store.problems():
+                if p.id not in self.extra:
+                    yield p.id
 
 
 class Executor(PriorityControl):
@@ -25,29 +61,25 @@ class Executor(PriorityControl):
         executor: ExecutorConfig,
         buffer: BufferConfig | None = None,
         buffer_address: str | None = None,
-        data: DataConfig | None = None,
-        seed: int = 0,
+        store: str | None = None,
         reasoning: str = "none",
     ):
-        """`buffer_address` None: no buffer client (then `buffer` is not read); `data` None: no
-        run problems (an evaluation registers its own with `add_problems`), else the problems of
-        `data` with the run's `seed` (data/sources.py), the training and held-out splits.
+        """`buffer_address` None: no buffer client (then `buffer` is not read); `store` None: no
+        run problems (an evaluation registers its own with `add_problems`), else the path of the
+        run's problem store (data/store.py, RUN_DIR/problems.sqlite: every split of every
+        source), opened read-only and read by id as groups arrive, so a start or restart costs
+        milliseconds whatever the data's size.
         `reasoning`: the run's resolved `prompt.reasoning` (launch/run/cluster.py resolves `auto`
         from the model's chat template), which tells extraction where the final answer starts."""
         from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
-        from microcoder.data.sources import load_run_problems
         from microcoder.sandbox.backends import make_judge
         from microcoder.sandbox.rewards.plugin import resolve_reward
 
         self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
         self.name, self.reasoning = name, reasoning
         redirect_to_run_dir(name)
-        problems = []
-        if data is not None:
-            problems = load_run_problems(data, seed, "train")
-            problems += load_run_problems(data, seed, "heldout")
-        self.problems = {p.id: p for p in problems}
+        self.problems = RunProblemLookup(store)
         self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
         self.client = (
             BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None
@@ -124,7 +156,7 @@ class Executor(PriorityControl):
     def add_problems(self, problems: list) -> int:
         """Register evaluation problems by id (beside the run's own); returns how many it knows."""
         for p in problems:
-            self.problems[p.id] = p
+            self.problems.extra[p.id] = p
         return len(self.problems)
 
     def judge_samples(self, jobs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:

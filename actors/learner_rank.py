@@ -265,12 +265,21 @@ class LearnerRank:
         reported to the buffer (with the next get_batch) so admission control does not count them
         as trained: a weak model whose groups are all filtered must not starve the generators.
         The step's verdict metrics (learner/verdict_stats.py) are taken here over the groups
-        kept; on a `monitor.rollouts_every` step the groups come with their texts and the reply
+        kept, its per-source metrics (`data`) over every group fetched; on a `monitor.rollouts_every` step the groups come with their texts and the reply
         carries the step's rollouts rows (actors/rollouts.py) under "rollouts"."""
         from microcoder.actors import rollouts
-        from microcoder.actors.convert import Intake, component_inputs, verdict_inputs
+        from microcoder.actors.convert import (
+            Intake,
+            component_inputs,
+            source_inputs,
+            verdict_inputs,
+        )
         from microcoder.learner.intake import pack
-        from microcoder.learner.verdict_stats import reward_component_means, step_verdict_metrics
+        from microcoder.learner.verdict_stats import (
+            reward_component_means,
+            source_metrics,
+            step_verdict_metrics,
+        )
 
         want = self.settings.learner.batch_size
         budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
@@ -299,7 +308,8 @@ class LearnerRank:
             "wait_s": t1 - t0,
             "metrics": stats.metrics()
             | step_verdict_metrics(verdict_inputs(trained))
-            | reward_component_means(component_inputs(trained)),
+            | reward_component_means(component_inputs(trained))
+            | source_metrics(source_inputs(got.fetched())),
         }
         if texts and got.kept:
             out["rollouts"] = self._rollout_rows(step, got.kept, trained)

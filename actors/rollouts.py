@@ -25,6 +25,7 @@ runs. Each row:
     truncated        it hit generator.max_response_tokens
     policy_version   the version that sampled its first token
     generator        the generator that sampled the group
+    source           the data source of its prompt (data.sources' name; "" when unknown)
 
 The advantages and mask decisions are those the step trains with: rank 0 builds the training
 batch from the same packed batch with the same seeded mask draws (learner/batch.py:
@@ -86,6 +87,7 @@ def rollout_rows(
                     "truncated": bool(r.truncated),
                     "policy_version": r.policy_version,
                     "generator": g.generator,
+                    "source": g.source,
                 }
             )
     return rows

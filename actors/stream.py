@@ -149,6 +149,7 @@ async def sample_group(
         prompt_ids=np.asarray(prompt_ids, np.int32),
         responses=responses,
         generator=owner,
+        source=assignment.source,
     )
 
 

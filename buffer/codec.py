@@ -8,7 +8,8 @@ A Group travels as three frames:
               "text_bytes", "temperature", "policy_version", "truncated", "finish_reason",
               "gen_time_s", "last_policy_version"}
              ("last_policy_version" entries are int or nil; a map without the column, as older
-             producers send, decodes with None for every response)
+             producers send, decodes with None for every response; an optional "source", the
+             prompt's data source name, decodes as "" where absent)
     text     UTF-8, back to back: the prompt (prompt_bytes) | each response (text_bytes)
     tensors  raw little-endian bytes, back to back: prompt_ids int32[prompt_len] |
              response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
@@ -93,6 +94,7 @@ class GroupInfo:
     n_responses: int
     n_tokens: int
     min_policy_version: int
+    source: str = ""
 
 
 @dataclass(slots=True)
@@ -154,7 +156,12 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
             f"to {meta['prompt_bytes'] + sum(chars)}"
         )
     versions = meta["policy_version"]
-    return GroupInfo(meta["group_id"], meta["problem_id"], n, tokens, min(versions, default=0))
+    source = meta.get("source", "")
+    if type(source) is not str:
+        raise MessageError(f"Group.source: wrong type {type(source).__name__}")
+    return GroupInfo(
+        meta["group_id"], meta["problem_id"], n, tokens, min(versions, default=0), source
+    )
 
 
 def check_scores(data: dict) -> ScoresInfo:
@@ -195,6 +202,7 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
         "group_id": group.group_id,
         "problem_id": group.problem_id,
         "generator": group.generator,
+        "source": group.source,
         "prompt_len": prompt_len,
         "prompt_bytes": len(texts[0]),
         "lengths": lengths,
@@ -254,7 +262,15 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
             strict=True,
         )
     ]
-    return Group(d["group_id"], d["problem_id"], prompt, prompt_ids, responses, d["generator"])
+    return Group(
+        d["group_id"],
+        d["problem_id"],
+        prompt,
+        prompt_ids,
+        responses,
+        d["generator"],
+        d.get("source", ""),
+    )
 
 
 # ---------------------------------------------------------------- GroupScores

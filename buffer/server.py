@@ -89,6 +89,8 @@ class BufferServer:
         if restore_from is not None:
             load_snapshot(self.state, restore_from)
         self.max_bytes = int(config.max_frame_mb * 2**20)
+        self.handed_out = False
+        """Whether any prompt was handed out yet (the first is logged once, with its time)."""
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -234,6 +236,14 @@ class BufferServer:
 
     def _get_prompts(self, msg: m.GetPrompts, blobs, now, final=False):
         got = self.state.get_prompts(msg.owner, max(0, msg.n), now)
+        if got and not self.handed_out:  # `microcoder bench data` reads this line (bench/data)
+            self.handed_out = True
+            log.warning(
+                "first prompts handed out: %d to '%s' (unix time %.3f)",
+                len(got),
+                msg.owner,
+                time.time(),
+            )
         done = self.state.prompts_done
         if not got and not done and not final and msg.wait_s > 0:
             return None

@@ -48,6 +48,7 @@ def export_state(state: BufferState) -> dict[str, Any]:
                 "problem_id": s.item.problem_id,
                 "prompt": s.item.prompt,
                 "epoch": s.item.epoch,
+                "source": s.item.source,
                 "issued_version": s.issued_version,
                 "stage": s.stage,
                 "owner": s.owner,
@@ -86,7 +87,7 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     state.slots.clear()
     state.depth.clear()
     for d in data["slots"]:
-        item = PromptItem(d["problem_id"], d["prompt"], d["epoch"])
+        item = PromptItem(d["problem_id"], d["prompt"], d["epoch"], d.get("source", ""))
         slot = Slot(
             d["group_id"],
             item,

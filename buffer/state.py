@@ -161,7 +161,12 @@ class BufferState:
             self._enter(slot, "leased", owner, now)
             out.append(
                 PromptAssignment(
-                    slot.group_id, item.problem_id, item.prompt, item.epoch, self.version
+                    slot.group_id,
+                    item.problem_id,
+                    item.prompt,
+                    item.epoch,
+                    self.version,
+                    item.source,
                 )
             )
         return out
@@ -282,6 +287,11 @@ class BufferState:
             return slot
         if group.problem_id != slot.item.problem_id:
             return f"group {group.group_id} is for problem '{slot.item.problem_id}', not '{group.problem_id}'"
+        if group.source != slot.item.source:
+            return (
+                f"group {group.group_id} is from source '{slot.item.source}', not "
+                f"'{group.source}'; copy PromptAssignment.source into the Group"
+            )
         if not group.n_responses:
             return f"group {group.group_id} has no responses"
         if self.depth["unscored"] >= self.high_water:

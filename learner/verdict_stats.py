@@ -14,6 +14,9 @@ the dashboard):
     reward_components  {name: mean} of the reward function's named components
                        (`executor.reward`), each over the responses that report it; absent
                        when none does
+    data               {source: {share, groups, reward, pass_rate}} per data source
+                       (`data.sources`), over every group fetched for the step (filtered ones
+                       too, as `reward_mean`): `source_metrics`
 
 A response's label is its verdict, except that a response the extractor found no code in
 (sandbox/extract.py: status `no_code`, which the judge scores WA) is counted as `no_code`, not
@@ -113,3 +116,37 @@ def reward_component_means(components: Iterable[Mapping[str, float]]) -> dict:
     if not sums:
         return {}
     return {"reward_components": {k: total / n for k, (total, n) in sorted(sums.items())}}
+
+
+UNNAMED_SOURCE = "unnamed"
+"""The `data` key of groups whose prompt came from a source without a name (a bare prompt list,
+or a producer that did not say)."""
+
+
+def source_metrics(groups: Sequence[tuple[str, Sequence[float], Sequence[str]]]) -> dict:
+    """{"data": {source: {"share", "groups", "reward", "pass_rate"}}} over `groups`, (source
+    name, rewards, verdict labels) per group, one entry per response: each source's share of the
+    groups, its group count, mean reward over its responses and pass rate (the fraction of its
+    responses whose verdict is AC, as `group_pass_hist`). Every source of the step appears,
+    the one source of a one-source run too; {} when there are no groups."""
+    if not groups:
+        return {}
+    acc: dict[str, list[float]] = {}  # name: [groups, responses, reward sum, passes]
+    for source, rewards, labels in groups:
+        a = acc.setdefault(source or UNNAMED_SOURCE, [0, 0, 0.0, 0])
+        a[0] += 1
+        a[1] += len(rewards)
+        a[2] += float(sum(rewards))
+        a[3] += sum(label == "AC" for label in labels)
+    total = len(groups)
+    return {
+        "data": {
+            name: {
+                "share": n / total,
+                "groups": n,
+                "reward": reward / responses if responses else 0.0,
+                "pass_rate": passes / responses if responses else 0.0,
+            }
+            for name, (n, responses, reward, passes) in sorted(acc.items())
+        }
+    }

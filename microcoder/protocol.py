@@ -74,6 +74,9 @@ class PromptAssignment:
     """Pass over the dataset this assignment belongs to."""
     issued_version: int = 0
     """Learner version when the prompt was handed out."""
+    source: str = ""
+    """Name of the data source it was drawn from (data.sources' display name; per-source
+    metrics). The Group carries it on to the learner."""
 
 
 # ---------------------------------------------------------------- generator -> buffer -> consumers
@@ -130,6 +133,9 @@ class Group:
     """The G responses."""
     generator: str = ""
     """Owner id of the generator that produced it."""
+    source: str = ""
+    """Name of the data source of its prompt, copied from the PromptAssignment (the buffer
+    refuses a group whose source is not its slot's); the learner's per-source metrics read it."""
 
     @property
     def min_policy_version(self) -> int:

@@ -106,9 +106,9 @@ def _model_path(args: argparse.Namespace, tmp: str) -> str:
 def _prompt_batches(cfg, prompts: list[TrainingPrompt], n: int, batches: int) -> list[list]:
     """The buffer's first `batches` x `n` prompts (rendered prompt texts), in the order it will
     hand them out: the same source over the same (problem_id, text) pairs the host serves."""
-    from microcoder.actors.buffer_host import prompt_source
+    from microcoder.actors.buffer_host import open_prompt_table, prompt_source
 
-    source = prompt_source(cfg.data, cfg.seed, prompts)
+    source = prompt_source(cfg.data, cfg.seed, open_prompt_table(prompts, cfg.data))
     return [[source.next() for _ in range(n)] for _ in range(batches)]
 
 
@@ -191,7 +191,7 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
     load_start = os.getloadavg()
     tok = AutoTokenizer.from_pretrained(model_path)
     renderer = PromptRenderer(tok, cfg.prompt, cfg.model.chat_template_kwargs)
-    prompts = prepare_run_problems(cfg, tok, None, log=lambda _m: None).prompts
+    prompts = prepare_run_problems(cfg, tok, None, log=lambda _m: None).prompts()
     batches = _prompt_batches(cfg, prompts, args.prompts, args.repeats + 1)  # +1: warm-up
     ids = [[renderer.encode_text(it.prompt) for it in b] for b in batches]
 

@@ -1,4 +1,5 @@
-"""`load_problems(path)`: read any supported problem file into normalized Problem records.
+"""`load_problems(path)`: read any supported problem file into normalized Problem records;
+`iter_problems(path)` streams them row by row (the run's problem store, data/store.py).
 
 Formats (auto-detected from the first row; force one with `format=`):
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, overload
@@ -135,9 +136,12 @@ def _resolve_format(path: Path, fmt: str) -> str:
     raise ProblemFormatError(str(path), None, "<file>", "no rows to detect the format from")
 
 
-def _load(path: Path, fmt: str, strict: bool) -> LoadResult:
-    result = LoadResult(format=_resolve_format(path, fmt))
-    convert = CONVERTERS[result.format]
+def _iter_checked(
+    path: Path, fmt: str
+) -> Iterator[tuple[int | None, Problem | ProblemFormatError]]:
+    """(position, Problem) per row of `path` in format `fmt` (resolved), or (position, the
+    row's ProblemFormatError) for a bad row; a duplicate id is a bad row."""
+    convert = CONVERTERS[fmt]
     seen: set[str] = set()
     for line, row in iter_rows(path):
         ctx = RowContext(str(path), line)
@@ -147,18 +151,40 @@ def _load(path: Path, fmt: str, strict: bool) -> LoadResult:
             if not isinstance(row, dict):
                 raise ctx.error("<row>", f"expected a JSON object, got {type(row).__name__}")
             problem = convert(row, ctx)
-            if result.format != "jsonl":  # re-check what a converter built against the schema
+            if fmt != "jsonl":  # re-check what a converter built against the schema
                 problem = validate_problem(asdict(problem), ctx.source, line)
             if problem.id in seen:
                 raise ctx.error("id", f"duplicate id {problem.id!r}; ids must be unique in a file")
         except ProblemFormatError as e:
-            if strict:
-                raise
-            result.rejects.append(Reject(e.source, e.line, e.field_name, e.message))
+            yield line, e
             continue
         seen.add(problem.id)
-        result.dropped_tests.update(problem.meta.get("dropped_tests") or {})
-        result.problems.append(problem)
+        yield line, problem
+
+
+def iter_problems(path: str | Path, format: str = "auto") -> Iterator[tuple[int, Problem]]:
+    """Stream `(position, Problem)` over `path` (any format `load_problems` reads) without
+    holding the file's problems: the strict loader's checks row by row, so the first bad row
+    (or an id repeated in the file) raises ProblemFormatError naming file:line and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such problem file")
+    for line, item in _iter_checked(path, _resolve_format(path, format)):
+        if isinstance(item, ProblemFormatError):
+            raise item
+        yield line, item
+
+
+def _load(path: Path, fmt: str, strict: bool) -> LoadResult:
+    result = LoadResult(format=_resolve_format(path, fmt))
+    for _line, item in _iter_checked(path, result.format):
+        if isinstance(item, ProblemFormatError):
+            if strict:
+                raise item
+            result.rejects.append(Reject(item.source, item.line, item.field_name, item.message))
+            continue
+        result.dropped_tests.update(item.meta.get("dropped_tests") or {})
+        result.problems.append(item)
     return result
 
 

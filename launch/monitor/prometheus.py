@@ -10,6 +10,9 @@
     microcoder_group_pass_hist{bin="(0%,25%]"} 3              groups by pass rate
     microcoder_reward_components{component="formatted"} 0.5  the reward function's components
     microcoder_reward_errors_total 2                          groups its errors failed (run total)
+    microcoder_data_share{source="A"} 0.8                     per data source: share of the
+                                                              step's groups (and _groups,
+                                                              _reward, _pass_rate)
 
 Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/monitor/dashboard_server.py
 serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
@@ -170,6 +173,34 @@ def _reward_metrics(page: _Page, step: dict[str, Any]) -> None:
         )
 
 
+SOURCE_FIELDS = {
+    "share": "share of the step's groups drawn from the source",
+    "groups": "groups of the step drawn from the source",
+    "reward": "mean reward over the responses of the source's groups",
+    "pass_rate": "fraction of the responses of the source's groups judged AC",
+}
+"""The per-source fields of a step's `data` map (learner/verdict_stats.py `source_metrics`),
+each exported as microcoder_data_<field>{source=...}."""
+
+
+def _source_metrics(page: _Page, step: dict[str, Any]) -> None:
+    """The step's per-data-source metrics, one gauge per field labelled by `source`."""
+    by = step.get("data")
+    if not isinstance(by, dict):
+        return
+    for field, text in SOURCE_FIELDS.items():
+        page.metric(
+            metric_name(f"data_{field}"),
+            "gauge",
+            f"Newest learner step: {text}, by data source.",
+            [
+                ({"source": name}, v[field])
+                for name, v in sorted(by.items())
+                if isinstance(v, dict) and isinstance(v.get(field), (int, float))
+            ],
+        )
+
+
 def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
     """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
     page = _Page()
@@ -185,7 +216,8 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
     _mismatch_metrics(page, latest_step.get("mismatch_by_staleness") or {})
     _verdict_metrics(page, latest_step)
     _reward_metrics(page, latest_step)
-    skip = ("buffer", "time", "mismatch_by_staleness", *VERDICT_KEYS, *REWARD_KEYS)
+    _source_metrics(page, latest_step)
+    skip = ("buffer", "time", "mismatch_by_staleness", "data", *VERDICT_KEYS, *REWARD_KEYS)
     step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():
         page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])

@@ -1,6 +1,7 @@
 """The cluster handle of a run (`Run`): Ray, the actors it owns, checkpoints and shutdown.
 
-Bring-up: Ray -> model folder -> the problems (loaded by launch/run/problems.py) -> buffer host
+Bring-up: Ray -> model folder -> the problems (the run's problem store, RUN_DIR/problems.sqlite,
+built and measured by launch/run/problems.py) -> buffer host
 -> learner group (publishes version 0) -> executors -> generators (each pulls the learner's
 weights; the first calibrates the temperature before its loop). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
 logger, and owns the life and death of the actors; it drives nothing. The training loop is
@@ -98,7 +99,8 @@ class Run:
         self.controller = None
         self.start_time = time.time()
         self.problems = None
-        """The run's RunProblems (launch/run/problems.py): training prompts and the held-out set."""
+        """The run's RunProblems (launch/run/problems.py): the problem store's path and prompt
+        measurement, and the held-out set."""
         self.reasoning = "none"
         """prompt.reasoning resolved for the model's tokenizer (launch/run/problems.py)."""
         self.fatal = ""
@@ -218,7 +220,7 @@ class Run:
                 cfg.buffer,
                 cfg.data,
                 cfg.learner.batch_size,
-                self.problems.prompts,
+                self.problems.table_spec(),  # the host opens the store: no prompt crosses Ray
                 restore_from=snapshot,
                 keys_dir=keys_dir,
                 snapshot_root=str(self.run_dir.resolve()),
@@ -299,8 +301,7 @@ class Run:
                 ex,
                 cfg.buffer,
                 self.buffer_address,
-                cfg.data,
-                cfg.seed,
+                str(self.problems.store_path.resolve()),  # opened by path, read by id
                 reasoning=self.reasoning,
             ),
         )

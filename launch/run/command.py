@@ -27,9 +27,13 @@ def run_dir_path(cfg: Config, args) -> Path:
     return Path(args.run_dir or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
+def preflight_errors(
+    cfg: Config, run_dir: Path, model_path: str, keep_store: bool = False
+) -> list[str]:
     """Why this launch would stop before it starts anything ([] when nothing does), each error
-    naming what to set: the problem file (read once, launch/run/problems.py's loader), the
+    naming what to set: the problem files (read once: the pass that builds the run's problem
+    store, `check_problem_source`; `keep_store`: into `run_dir`, where the bring-up reuses it,
+    else into a temporary folder that is removed, as `launch --dry-run` does), the
     shared-path rule of a joined cluster (launch/run/shared_paths.py), the metric exporters and the
     model's family and shape (learner/models/families.py).
     `launch` and `launch --dry-run` both run exactly this, so a recipe whose dry-run passes
@@ -37,7 +41,7 @@ def preflight_errors(cfg: Config, run_dir: Path, model_path: str) -> list[str]:
     from microcoder.launch.monitor.session import check_exports
     from microcoder.launch.run.shared_paths import shared_path_errors
 
-    problem = check_problem_source(cfg)
+    problem = check_problem_source(cfg, run_dir if keep_store else None)
     errors = [problem] if problem else []
     errors += shared_path_errors(cfg, run_dir, model_path)
     try:
@@ -108,7 +112,7 @@ def launch(cfg: Config, args) -> int:
             print(f"launch: {run_dir} has no complete checkpoint to resume from")
             return 2
     # before any run directory, model or Ray: a bad file or a missing shared_dir costs a second
-    errors = preflight_errors(cfg, run_dir, str(resume_from or cfg.model.path))
+    errors = preflight_errors(cfg, run_dir, str(resume_from or cfg.model.path), keep_store=True)
     if errors:
         print("launch: " + "\nlaunch: ".join(errors))
         return 2
@@ -234,23 +238,34 @@ def say_stopped(run, why: str, early: bool = False) -> None:
         pass
 
 
-def check_problem_source(cfg: Config) -> str:
-    """Why the run's problem file cannot be loaded ("" when it can, or the source is the
-    synthetic family): read once on the driver before anything starts, so a missing file or a
-    bad row stops the launch at once with its file, line and field, not after the model and Ray.
-    """
-    from microcoder.data.sources import is_synthetic, load_run_problems
+def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
+    """Why the run's problem files cannot be loaded ("" when they can, or every source is a
+    bundled synthetic family): checked on the driver before anything starts, so a missing file
+    or a bad row stops the launch at once with its file, line and field, not after the model and
+    Ray. The check is the problem store's build (data/store.py, one streaming pass per file),
+    into `run_dir`/problems.sqlite, where the bring-up finds and reuses it (None: a temporary
+    folder, removed after), so the file is parsed once per launch."""
+    import tempfile
 
-    if is_synthetic(cfg.data.source):
+    from microcoder.data.sources import is_synthetic
+
+    if all(is_synthetic(s.path) for s in cfg.data.source_list()):
         return ""
     from microcoder.data.problem import ProblemFormatError
+    from microcoder.data.store import STORE_NAME
+    from microcoder.launch.run.problems import build_run_store
 
-    try:
-        load_run_problems(cfg.data, cfg.seed)
-    except FileNotFoundError as err:
-        return f"{err} (set data.source to a problem file, or to synthetic)"
-    except (ProblemFormatError, ValueError) as err:
-        return f"problem file: {err}"
+    def log(msg: str) -> None:
+        print(f"launch: {msg}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="microcoder-check-") as tmp:
+        folder = run_dir if run_dir is not None else Path(tmp)
+        try:
+            build_run_store(cfg, folder / STORE_NAME, log)
+        except FileNotFoundError as err:
+            return f"{err} (set data.source to a problem file, or to synthetic)"
+        except (ProblemFormatError, ValueError) as err:
+            return f"problem file: {err}"
     return ""
 
 

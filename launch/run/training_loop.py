@@ -64,7 +64,7 @@ def calibrate_on(run: Run, generator=None) -> float:
     from microcoder.learner.algorithm.temperature import calibrate
 
     t = run.cfg.algorithm.temperature
-    probe = [text for _, text in run.problems.prompts[: t.probe_prompts]]
+    probe = [text for _, text in run.problems.head(t.probe_prompts)]
     if generator is None:
         name, replica = next(iter(run.generators.replicas.items()))
         generator = replica.handle

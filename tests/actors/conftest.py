@@ -32,11 +32,22 @@ def actor_cfg(tiny_model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def actor_prompts(actor_cfg):
-    """The (problem_id, prompt text) pairs a buffer host serves for `actor_cfg`."""
-    from microcoder.launch.run.problems import training_prompts
+def actor_problems(actor_cfg, tmp_path_factory):
+    """The run's problems for `actor_cfg` (launch/run/problems.py RunProblems: the problem store
+    the executors open and its measured prompts)."""
+    from transformers import AutoTokenizer
 
-    return training_prompts(actor_cfg, actor_cfg.model.path)
+    from microcoder.launch.run.problems import prepare_run_problems
+
+    tokenizer = AutoTokenizer.from_pretrained(actor_cfg.model.path)
+    run_dir = tmp_path_factory.mktemp("actor-run")
+    return prepare_run_problems(actor_cfg, tokenizer, run_dir, log=lambda _msg: None)
+
+
+@pytest.fixture(scope="session")
+def actor_prompts(actor_problems):
+    """The (problem_id, prompt text) pairs a buffer host serves for `actor_cfg`."""
+    return actor_problems.prompts()
 
 
 @pytest.fixture(scope="session")

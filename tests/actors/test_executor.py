@@ -12,13 +12,17 @@ HOSTILE = "import os\nwhile True:\n    os.fork()\n"
 
 
 @pytest.fixture(scope="module")
-def exec_setup(ray_cluster, actor_cfg, actor_prompts):
+def exec_setup(ray_cluster, actor_cfg, actor_prompts, actor_problems):
     from microcoder.actors.remote import executor_cls
 
     ray = ray_cluster
     host, address = start_buffer_host(ray, actor_cfg, actor_prompts)
     ex = executor_cls(actor_cfg.executor).remote(
-        "exec-0", actor_cfg.executor, actor_cfg.buffer, address, actor_cfg.data, actor_cfg.seed
+        "exec-0",
+        actor_cfg.executor,
+        actor_cfg.buffer,
+        address,
+        str(actor_problems.store_path),
     )
     ray.get(ex.ready.remote())
     yield ray, ex, address
@@ -48,6 +52,7 @@ def put_group(address: str, actor_cfg, texts: list[str]) -> int:
                 prompt=a.prompt,
                 prompt_ids=np.array([5], np.int32),
                 responses=responses,
+                source=a.source,  # as a generator does (the buffer checks it)
             )
         )
     return a.problem_id

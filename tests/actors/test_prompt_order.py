@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.actors.buffer_host import prompt_source
+from microcoder.actors.buffer_host import open_prompt_table, prompt_source
 from microcoder.launch.config import load_config
 
 PROMPTS = [(f"p{i}", f"problem {i}") for i in range(50)]
 
 
+def source_of(cfg):
+    return prompt_source(cfg.data, cfg.seed, open_prompt_table(PROMPTS, cfg.data))
+
+
 def first_prompts(overrides: list[str], n: int = 8) -> list[str]:
     cfg = load_config(None, overrides)
-    source = prompt_source(cfg.data, cfg.seed, PROMPTS)
+    source = source_of(cfg)
     return [source.next().problem_id for _ in range(n)]
 
 
@@ -38,17 +42,17 @@ def test_a_resumed_run_continues_the_same_order(tmp_path):
     """--resume reads RUN_DIR/config.toml: the unset shuffle_seed stays unset and the seed is
     the run's, so the snapshot's cursor lands in the same permutation."""
     cfg = load_config(None, ["seed=3"])
-    whole = prompt_source(cfg.data, cfg.seed, PROMPTS)
+    whole = source_of(cfg)
     order = [whole.next().problem_id for _ in range(80)]  # into the second epoch
     saved = tmp_path / "config.toml"
     saved.write_text(cfg.to_toml())
-    source = prompt_source(cfg.data, cfg.seed, PROMPTS)
+    source = source_of(cfg)
     for _ in range(30):
         source.next()
     cursor = source.state_dict()
     again = load_config(saved)
     assert again.data.shuffle_seed is None and again.seed == 3
-    resumed = prompt_source(again.data, again.seed, PROMPTS)
+    resumed = source_of(again)
     resumed.load_state_dict(cursor)
     assert [resumed.next().problem_id for _ in range(50)] == order[30:]
 
@@ -56,9 +60,9 @@ def test_a_resumed_run_continues_the_same_order(tmp_path):
 def test_a_resume_under_another_order_seed_is_refused_naming_the_fix():
     """`--resume RUN_DIR --set seed=N` would walk the saved cursor through another order."""
     cfg = load_config(None, ["seed=3"])
-    cursor = prompt_source(cfg.data, cfg.seed, PROMPTS).state_dict()
+    cursor = source_of(cfg).state_dict()
     other = load_config(None, ["seed=4"])
     with pytest.raises(ValueError, match="data.shuffle_seed = 3 to keep the order"):
-        prompt_source(other.data, other.seed, PROMPTS).load_state_dict(cursor)
+        source_of(other).load_state_dict(cursor)
     pinned = load_config(None, ["seed=4", "data.shuffle_seed=3"])
-    prompt_source(pinned.data, pinned.seed, PROMPTS).load_state_dict(cursor)  # same order: fine
+    source_of(pinned).load_state_dict(cursor)  # same order: fine

@@ -21,6 +21,7 @@ from microcoder.protocol import Group, GroupScores, LearnerBatch, Response, Scor
 ROW_KEYS = {
     "step", "prompt_id", "group_id", "index", "response", "response_chars", "response_tokens",
     "verdict", "reward", "advantage", "mask", "truncated", "policy_version", "generator",
+    "source",
 }  # fmt: skip
 
 
@@ -38,6 +39,7 @@ def scored(group_id: int, outcomes: list[tuple[str, str, float, int, bool]]) -> 
     ]
     group = Group(group_id, f"prob-{group_id}", "prompt", np.arange(1, 3, dtype=np.int32))
     group.responses, group.generator = responses, "generator-0"
+    group.source = "B" if group_id == 3 else "A"
     scores = [Score(r, v, extraction=x) for v, x, r, _, _ in outcomes]
     return ScoredGroup(group, GroupScores(group_id, scores, "exec-0"))
 
@@ -79,6 +81,11 @@ def test_the_fetch_counts_the_verdicts_of_the_groups_trained_on():
     assert m["verdict_rates"]["AC"] == 2 / 5 and m["extraction_failed"] == 2
     assert m["response_len_max"] == 30 and m["response_len_p50"] == 5
     assert m["group_pass_hist"] == [0, 0, 2, 0, 0, 0]  # 1/3 and 1/2: both in (25%,50%]
+    # per data source: every fetched group, the filtered one (1, source A) too
+    assert m["data"] == {
+        "A": {"share": 2 / 3, "groups": 2, "reward": 3 / 5, "pass_rate": 3 / 5},
+        "B": {"share": 1 / 3, "groups": 1, "reward": 0.5, "pass_rate": 0.5},
+    }
     json.dumps(m)  # goes into the step record as it is
 
 
@@ -97,6 +104,7 @@ def test_a_rollouts_step_asks_for_texts_and_returns_what_the_step_trains_with():
     assert trained == built.advantages.tolist() and rows[0]["advantage"] > 0 > rows[1]["advantage"]
     assert rows[0]["response"] == "g2 r0 xxxxxxxxxx" and rows[3]["truncated"] is True
     assert rows[0]["prompt_id"] == "prob-2" and rows[0]["generator"] == "generator-0"
+    assert [r["source"] for r in rows] == ["A", "A", "A", "B", "B"]
     assert rows[0]["policy_version"] == 2 and rows[3]["response_tokens"] == 30
 
 

@@ -53,7 +53,10 @@ class RecordingClient:
 
 
 def assignments(n: int) -> list[PromptAssignment]:
-    return [PromptAssignment(group_id=i, problem_id=f"p{i}", prompt=f"p{i}") for i in range(n)]
+    return [
+        PromptAssignment(group_id=i, problem_id=f"p{i}", prompt=f"p{i}", source="mix")
+        for i in range(n)
+    ]
 
 
 def run(engine, client, budgets: dict[int, int], capacity: int, bad=(), **kw):
@@ -93,6 +96,7 @@ def test_each_response_carries_the_first_and_last_version_of_its_tokens(engine):
     run(engine, client, {0: 8}, capacity=1, on_groups=seen.extend)
     versions = [(r.policy_version, r.last_policy_version) for r in seen[0].responses]
     assert versions == [(0, 0)] * G
+    assert seen[0].source == "mix"  # the data source travels on with the group
 
 
 def test_the_loop_keeps_at_most_capacity_groups_in_flight_and_leases_as_groups_finish(engine):

@@ -13,6 +13,7 @@ from launch_testing.chromium import chart_points, page_dom, series_points
 from launch_testing.synthetic_metrics import (
     synthetic_mismatch,
     synthetic_rewards,
+    synthetic_sources,
     synthetic_step,
     synthetic_verdicts,
 )
@@ -34,6 +35,7 @@ def full_step(step: int) -> dict:
         "nonfinite_learner_dropped": 1.0 if step == NONFINITE_AT else 0.0,
     }
     fields = synthetic_mismatch(step) | synthetic_verdicts(step) | synthetic_rewards(step)
+    fields |= synthetic_sources(step)
     return synthetic_step(step) | fields | guard
 
 
@@ -133,3 +135,15 @@ def test_reward_components_are_drawn_per_step_with_the_reward_errors(page):
     errors = synthetic_rewards(STEPS)["reward_errors"]
     assert f'data-reward-errors="{errors}"' in dom
     assert "no reward components recorded" not in dom
+
+
+def test_per_source_shares_are_drawn_with_the_newest_steps_table(page):
+    """One line per data source (B from step 3) and, under the chart, the newest step's share,
+    reward and pass rate of each."""
+    api, dom = page
+    assert api["steps"][-1]["data.B.share"] == pytest.approx(0.25)
+    series = series_points(dom)
+    assert series[("sources", "data.A.share")] == STEPS
+    assert series[("sources", "data.B.share")] == STEPS - 2
+    assert 'data-sources="2"' in dom and 'data-source="B"' in dom
+    assert "no data sources recorded" not in dom

@@ -6,7 +6,13 @@ import re
 import urllib.request
 
 import pytest
-from launch_testing.synthetic_metrics import feed, synthetic_eval, synthetic_rewards, synthetic_step
+from launch_testing.synthetic_metrics import (
+    feed,
+    synthetic_eval,
+    synthetic_rewards,
+    synthetic_sources,
+    synthetic_step,
+)
 
 from microcoder.launch.monitor.dashboard_server import DashboardServer
 from microcoder.launch.monitor.dashboard_store import MetricsStore
@@ -140,3 +146,17 @@ def test_reward_components_are_labelled_and_reward_errors_a_counter():
     # a step without them (no reward function components): neither metric, no empty family
     plain = prometheus_text(synthetic_step(6))
     assert "reward_components" not in plain and "reward_errors" not in plain
+
+
+def test_per_source_metrics_are_labelled_by_source():
+    rec = {**synthetic_step(6), **synthetic_sources(6)}
+    text = prometheus_text(rec)
+    got = parse(text)
+    assert got['microcoder_data_share{source="A"}'] == 0.75
+    assert got['microcoder_data_share{source="B"}'] == 0.25
+    assert got['microcoder_data_pass_rate{source="A"}'] == 0.4
+    assert got['microcoder_data_reward{source="B"}'] == 0.25
+    assert got['microcoder_data_groups{source="A"}'] == 8
+    assert "# TYPE microcoder_data_share gauge" in text
+    assert not any(k.startswith("microcoder_data_A") for k in got)  # not flattened beside
+    assert "microcoder_data_" not in prometheus_text(synthetic_step(6))

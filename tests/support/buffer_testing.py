@@ -41,6 +41,7 @@ def put_scored_groups(address: str, n: int, group_size: int, seed: int = 0) -> d
                 prompt=a.prompt,
                 prompt_ids=rng.integers(1, 300, 8).astype(np.int32),
                 responses=responses,
+                source=a.source,  # as a generator does (the buffer checks it)
             )
             c.put_unscored(put[a.group_id])
         for g in c.get_unscored(n, wait_s=5):

@@ -37,6 +37,9 @@ const CHARTS = [
   { id: "components", title: "Reward components", unit: "mean per response",
     empty: "no reward components recorded", series: () => nestedSeries("reward_components.", "", () => 0),
     note: rewardNote },
+  { id: "sources", title: "Data sources: share of the step's groups", unit: "%", pct: true, ymax: 1,
+    empty: "no data sources recorded", series: () => nestedSeries("data.", ".share", () => 0),
+    note: sourceNote },
   { id: "passhist", title: "Group pass rates (newest step)", unit: "groups", bars: passHistBars },
   { id: "truncation", title: "Truncated, looping and masked responses", unit: "%", pct: true,
     ymax: 1, series: [["truncated_frac", "truncated"], ["looping_frac", "looping"],
@@ -140,6 +143,22 @@ function rewardNote(last) {
   if (typeof last.reward_errors !== "number") return [];
   return [el("span", { class: last.reward_errors > 0 ? "err" : "", "data-reward-errors": String(last.reward_errors) },
     `reward function errors (groups failed, run total): ${fmt(last.reward_errors)}`)];
+}
+// The newest step per data source (data.sources): share of groups, mean reward, pass rate.
+function sourceNote(last) {
+  const names = nestedSeries("data.", ".share", () => 0).map(([, name]) => name);
+  if (!names.length) return [];
+  const table = el("table", { class: "sources", "data-sources": String(names.length) });
+  const head = el("tr");
+  for (const h of ["source", "share", "reward", "pass rate"]) head.appendChild(el("th", {}, h));
+  table.appendChild(head);
+  for (const name of names) {
+    const row = el("tr", { "data-source": name });
+    row.append(el("td", {}, name), el("td", {}, fmt(last[`data.${name}.share`], true)),
+      el("td", {}, fmt(last[`data.${name}.reward`])), el("td", {}, fmt(last[`data.${name}.pass_rate`], true)));
+    table.appendChild(row);
+  }
+  return [table];
 }
 function mismatchNote(last) {
   const out = [];

@@ -1,0 +1,95 @@
+"""A launch with two weighted data sources (issue 45, mixtures): the bundled synthetic family
+twice, under the names `first` (weight 0.8) and `second` (weight 0.2; its ids, which clash with
+the first's, are renamed `second:<id>` by the problem store). Over 6 tiny steps 0.68-0.92 of
+the rollouts come from the first, every step record carries the per-source metrics, and the
+Prometheus page labels them by source. One launched run is shared by the tests of this module."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from launch_testing.launched import run_launch
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
+
+STEPS = 6
+SOURCES = (
+    'data.sources=[{ path = "synthetic", name = "first", weight = 0.8 }, '
+    '{ path = "synthetic", name = "second", weight = 0.2 }]'
+)
+SETTINGS = [
+    SOURCES,
+    f"max_steps={STEPS}",
+    "learner.batch_size=8",
+    "learner.max_filtered_batches=1",
+    "generator.max_inflight_prompts=8",
+    "generator.max_response_tokens=16",
+    "algorithm.group_size=2",
+    "algorithm.dynamic_filtering=false",  # the random-weight model fails all: train on them
+    "executor.workers=1",
+    "monitor.dashboard_port=0",
+    "monitor.rollouts_every=1",
+    "model.warmstart=false",
+    "eval.every=0",
+    "learner.checkpoint_every=0",
+    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
+]
+
+
+def records(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("mixture") / "run"
+    args = [a for s in SETTINGS for a in ("--set", s)]
+    model = ["--set", f'model.path="{tiny_model_dir}"']
+    proc = run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *model, *args], 1200)
+    return proc, run_dir
+
+
+def test_the_run_finishes_its_steps(finished_run):
+    proc, run_dir = finished_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert max(r["step"] for r in records(run_dir, "step")) == STEPS
+
+
+def test_the_first_source_gives_its_weights_share_of_the_rollouts(finished_run):
+    _, run_dir = finished_run
+    steps = records(run_dir, "step")
+    assert len(steps) == STEPS
+    groups = {"first": 0, "second": 0}
+    for r in steps:
+        data = r["data"]
+        assert set(data) <= set(groups), data
+        assert sum(v["share"] for v in data.values()) == pytest.approx(1.0)
+        for name, v in data.items():
+            groups[name] += v["groups"]
+            assert 0.0 <= v["pass_rate"] <= 1.0
+    share = groups["first"] / sum(groups.values())
+    print(f"groups by source over {STEPS} steps: {groups}, share of the first {share:.3f}")
+    assert 0.68 <= share <= 0.92, groups
+
+
+def test_the_rollouts_come_from_both_sources_with_renamed_ids(finished_run):
+    """The store renames the second source's clashing ids `second:<id>`: both sources' problems
+    reach the learner (rollouts of every step, monitor.rollouts_every = 1)."""
+    _, run_dir = finished_run
+    files = sorted((run_dir / "rollouts").glob("*.jsonl"))
+    assert files
+    rows = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    assert {r["source"] for r in rows} == {"first", "second"}
+    for r in rows:  # the second source's ids all clash with the first's: all renamed
+        assert r["prompt_id"].startswith("second:") == (r["source"] == "second")
+
+
+def test_prometheus_labels_the_per_source_metrics(finished_run):
+    from microcoder.launch.monitor.prometheus import prometheus_text
+
+    _, run_dir = finished_run
+    text = prometheus_text(records(run_dir, "step")[-1])
+    assert 'microcoder_data_share{source="first"}' in text
