@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from microcoder.launch.monitor.summary import TrainSummary
 from microcoder.launch.run.step_result import TIMINGS, StepResult
 from microcoder.launch.run.temperature_control import apply_change, build_controller
 from microcoder.rates import Rates
@@ -47,7 +48,7 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
     }
 
 
-def train(run: Run, progress=None) -> dict[str, Any]:
+def train(run: Run, progress=None) -> TrainSummary:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
 
     from microcoder.launch.run.supervisor import Supervisor
@@ -62,7 +63,7 @@ def train(run: Run, progress=None) -> dict[str, Any]:
         supervisor.stop()
 
 
-def _train_steps(run: Run, progress) -> dict[str, Any]:
+def _train_steps(run: Run, progress) -> TrainSummary:
     """`train`'s loop: a learner step a turn until max_steps, the data's end or a stop (the
     all-filtered patience, a non-finite update); each step logged, checkpointed and evaluated
     on its schedule."""
@@ -125,13 +126,13 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
     if cfg.eval.every and last_eval != step:
         evals.at(step)
     evals.finish()
-    return {
-        "steps": step,
-        "wall_s": time.time() - t_start,
+    return TrainSummary(
+        steps=step,
+        wall_s=time.time() - t_start,
         **sums,
-        "last_checkpoint": last_ckpt,
-        "stopped": stopped,
-    }
+        last_checkpoint=last_ckpt,
+        stopped=stopped,
+    )
 
 
 def _log_step(
