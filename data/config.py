@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
 from microcoder.data.problem import KINDS
+from microcoder.data.prompting.reasoning import check_reasoning
 from microcoder.data.prompting.template_file import PromptTemplateError, resolve_template
 
 
@@ -43,8 +44,6 @@ class PromptConfig(Section):
     @field_validator("reasoning")
     @classmethod
     def _known_reasoning(cls, value: str) -> str:
-        from microcoder.sandbox.extract import check_reasoning
-
         return check_reasoning(value)
 
     @field_validator("system")

@@ -33,12 +33,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-THINK_END = "</think>"
-MARKER_PREFIX = "marker:"
-REASONING_HELP = (
-    '"auto", "none", "think" (reasoning ends with </think>) or "marker:END" (reasoning ends '
-    'with the string END, e.g. "marker:[/THINK]")'
-)
+# the values of `prompt.reasoning` are data/'s (data/prompting/reasoning.py); sandbox/ lies above
+from microcoder.data.prompting.reasoning import MARKER_PREFIX, THINK_END, check_reasoning
 
 _OPEN = re.compile(r"^[ \t]*(`{3,})[ \t]*([\w+.#-]*)")
 _CLOSE = re.compile(r"^[ \t]*(`{3,})[ \t]*$")
@@ -56,15 +52,6 @@ class Extraction:
     inside its reasoning or its final code block (verdict `unfinished`, reward 0)."""
     reason: str = ""
     """Why it is not `ok`, for the verdict's message."""
-
-
-def check_reasoning(value: str) -> str:
-    """`value` if it is a valid `prompt.reasoning`, else ValueError naming the choices."""
-    if value in ("auto", "none", "think"):
-        return value
-    if value.startswith(MARKER_PREFIX) and value[len(MARKER_PREFIX) :].strip():
-        return value
-    raise ValueError(f"prompt.reasoning = {value!r}: set it to {REASONING_HELP}")
 
 
 def reasoning_end(reasoning: str, response: str = "") -> str | None:

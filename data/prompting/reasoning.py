@@ -20,9 +20,26 @@ from __future__ import annotations
 
 from typing import Any
 
-REASONING_MARKERS = {"</think>": "think", "[/THINK]": "marker:[/THINK]"}
+THINK_END = "</think>"
+MARKER_PREFIX = "marker:"
+REASONING_HELP = (
+    '"auto", "none", "think" (reasoning ends with </think>) or "marker:END" (reasoning ends '
+    'with the string END, e.g. "marker:[/THINK]")'
+)
+
+REASONING_MARKERS = {THINK_END: "think", "[/THINK]": "marker:[/THINK]"}
 """End marker a chat template names -> the `prompt.reasoning` it implies (the values
-sandbox/extract.py reads; sandbox/ is imported inside functions only: docs/architecture.md)."""
+sandbox/extract.py reads: it imports them from here, data/ lying below sandbox/)."""
+
+
+def check_reasoning(value: str) -> str:
+    """`value` if it is a valid `prompt.reasoning`, else ValueError naming the choices."""
+    if value in ("auto", "none", "think"):
+        return value
+    if value.startswith(MARKER_PREFIX) and value[len(MARKER_PREFIX) :].strip():
+        return value
+    raise ValueError(f"prompt.reasoning = {value!r}: set it to {REASONING_HELP}")
+
 
 _PROBE = "microcoder reasoning probe"
 
@@ -38,8 +55,6 @@ def resolve_reasoning(
     value: str, tokenizer, chat_template_kwargs: dict[str, Any] | None = None
 ) -> str:
     """The concrete `prompt.reasoning` for this tokenizer (see the module docstring)."""
-    from microcoder.sandbox.extract import check_reasoning
-
     check_reasoning(value)
     if value != "auto":
         return value

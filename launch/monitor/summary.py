@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+
+@dataclass(frozen=True)
+class TrainSummary:
+    """What the training loop returns (launch/run/training_loop.py: `train`), for this table and
+    the launch's exit (launch/run/command.py: `finish`)."""
+
+    steps: int
+    """The policy version the loop ended at."""
+    wall_s: float
+    wait_s: float = 0.0
+    compute_s: float = 0.0
+    sync_s: float = 0.0
+    """The learner's seconds summed over the run's steps: waiting for data, training, syncing."""
+    last_checkpoint: Path | None = None
+    """The last checkpoint the loop wrote (None: none on its schedule)."""
+    stopped: str = ""
+    """Why the loop stopped before max_steps (the all-filtered patience, non-finite updates);
+    "" when it did not."""
 
 
 def _fifths(values: list[float]) -> list[float]:
@@ -16,7 +37,7 @@ def _fifths(values: list[float]) -> list[float]:
 
 
 def summary_table(
-    history: list[dict[str, Any]], summary: dict[str, Any], pools: dict[str, list]
+    history: list[dict[str, Any]], summary: TrainSummary, pools: dict[str, list]
 ) -> str:
     steps = [r for r in history if r["kind"] == "step"]
     evals = [r for r in history if r["kind"] == "eval"]
@@ -24,7 +45,7 @@ def summary_table(
     lines = [
         "",
         "=== run summary ===",
-        f"steps: {summary['steps']}   wall: {summary['wall_s']:.1f} s",
+        f"steps: {summary.steps}   wall: {summary.wall_s:.1f} s",
     ]
     if evals:
         a, b = evals[0], evals[-1]
@@ -47,8 +68,8 @@ def summary_table(
     judge_busy = sum(e.get("busy_s", 0.0) for e in pools.get("executors", []))
     lines += [
         "wall time split (seconds; pools overlap, so the parts add up to more than the wall time):",
-        f"  generate {gen_busy:8.1f}   judge {judge_busy:8.1f}   train {summary['compute_s']:8.1f}"
-        f"   sync {summary['sync_s']:8.1f}   learner wait-for-data {summary['wait_s']:8.1f}",
+        f"  generate {gen_busy:8.1f}   judge {judge_busy:8.1f}   train {summary.compute_s:8.1f}"
+        f"   sync {summary.sync_s:8.1f}   learner wait-for-data {summary.wait_s:8.1f}",
     ]
     return "\n".join(lines)
 

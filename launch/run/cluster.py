@@ -23,7 +23,7 @@ from microcoder.launch.monitor.metrics_log import MetricsLogger
 
 
 class BufferDied(RuntimeError):
-    """The run's buffer actor died or stopped answering (launch/run/supervisor.py: BufferWatch):
+    """The run's buffer actor died or stopped answering (launch/run/buffer_watch.py: BufferWatch):
     the run cannot go on and writes no checkpoint; resume from the newest complete one."""
 
 
@@ -96,6 +96,9 @@ class Run:
         self.weight_channel_address = ""
         """The address learner rank 0's weight channels bind (its node's IP, as Ray reports it)."""
         self.client = None
+        self.release_client = None
+        """The supervisor thread's own BufferClient (`start_pools`): it returns dead replicas'
+        leases and pings the buffer; a ZeroMQ socket is not shared between threads."""
         self.controller = None
         self.start_time = time.time()
         self.problems = None
@@ -156,7 +159,7 @@ class Run:
         main thread saw before the supervisor's next round); "" while it answers."""
         if self.fatal or self.buffer is None:
             return self.fatal
-        from microcoder.launch.run.supervisor import BufferWatch
+        from microcoder.launch.run.buffer_watch import BufferWatch
 
         why = BufferWatch.for_run(self).check()
         if why:
@@ -347,7 +350,7 @@ class Run:
     def prepare_generator(self, handle) -> None:
         """Before a generator's loop starts: give it the controller's temperature (the first
         one builds the controller, calibrating on this generator, so step 1 samples at it)."""
-        from microcoder.launch.run.training_loop import build_controller
+        from microcoder.launch.run.temperature_control import build_controller
 
         self.controller = self.controller or build_controller(self, handle)
         get_within(
@@ -415,7 +418,7 @@ class Run:
                 self.learners.shutdown()
             except Exception as err:
                 self.log(f"learner shutdown: {err}")
-        for client in (self.client, getattr(self, "release_client", None)):
+        for client in (self.client, self.release_client):
             if client is not None:
                 client.close()
         if self.buffer is not None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from microcoder.launch.config import Config
+from microcoder.launch.monitor.summary import TrainSummary
 
 
 def run_dir_path(cfg: Config, args) -> Path:
@@ -170,15 +171,15 @@ def launch(cfg: Config, args) -> int:
         run.shutdown()
 
 
-def finish(run, summary: dict) -> int:
+def finish(run, summary: TrainSummary) -> int:
     """After the training loop: a checkpoint of the last step (unless the loop wrote it), the
     summary, and the exit code (3 when the run stopped before max_steps)."""
-    last = summary["last_checkpoint"]
-    if last is None or not str(last).endswith(f"step_{summary['steps']}"):
+    last = summary.last_checkpoint
+    if last is None or not str(last).endswith(f"step_{summary.steps}"):
         run.checkpoint()
     print_summary(run, summary)
-    if summary.get("stopped"):
-        say_stopped(run, summary["stopped"], early=True)
+    if summary.stopped:
+        say_stopped(run, summary.stopped, early=True)
         return 3
     return 0
 
@@ -278,7 +279,7 @@ def _gpus(device: str) -> float:
     return float(torch.cuda.device_count())
 
 
-def print_summary(run, summary: dict) -> None:
+def print_summary(run, summary: TrainSummary) -> None:
     """The end-of-run table: held-out pass rates at start and end, the reward curve, where the
     wall time went."""
     from microcoder.launch.monitor.summary import summary_table

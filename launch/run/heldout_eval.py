@@ -17,9 +17,10 @@ its samples came from) with every version seen (`policy_versions_seen`), and whe
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from microcoder.launch.run.cluster import Run
+if TYPE_CHECKING:  # cluster.py's circle: its modules import Run for the annotations only
+    from microcoder.launch.run.cluster import Run
 
 MODES = (("sampled", "heldout_pass_rate"), ("greedy", "heldout_greedy_pass_rate"))
 

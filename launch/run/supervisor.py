@@ -1,6 +1,6 @@
 """The launcher's supervisor thread and the control requests it answers.
 
-Every ~2 s the `Supervisor` thread checks the buffer is alive (`BufferWatch`), restarts dead
+Every ~2 s the `Supervisor` thread checks the buffer is alive (launch/run/buffer_watch.py: `BufferWatch`), restarts dead
 replicas (returning their leases to the buffer), logs the errors live replicas report (a wave
 that failed on a bad prompt) and applies `microcoder scale` requests (`apply_control`). It runs beside the training loop
 (launch/run/training_loop.py), never inside it: the loop may be blocked waiting for a batch that only
@@ -34,6 +34,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from microcoder.launch.run.buffer_watch import BufferWatch
 
 if TYPE_CHECKING:  # `microcoder scale` imports send_request from here: keep that import light
     from microcoder.launch.run.cluster import Run
@@ -108,60 +110,6 @@ def apply_control(run: Run, inbox: ControlInbox) -> None:
             rid,
             {"ok": True, "before": before, "after": len(pool), "added": added, "removed": removed},
         )
-
-
-class BufferWatch:
-    """Is the run's buffer alive? `check()`, once per supervisor round, asks the buffer actor
-    (`ping_actor`: Ray answers at once when its process is gone) and the buffer server itself
-    (`ping_server`: a request with a short deadline). Returns why the buffer is dead, or "" while
-    it is not: dead = its actor died, or it has not answered for `dead_after_s` (the clients' own
-    request timeout: by then every actor's request to it fails too). `for_run` builds it."""
-
-    def __init__(self, ping_actor, ping_server, dead_after_s: float, clock=time.monotonic):
-        self.ping_actor, self.ping_server = ping_actor, ping_server
-        self.dead_after_s, self.clock = dead_after_s, clock
-        self.failing_since: float | None = None
-        """When the first of the failures going on now happened (None: the buffer answers)."""
-
-    @classmethod
-    def for_run(cls, run: Run, probe_s: float = 5.0) -> BufferWatch:
-        """The run's buffer actor, asked through Ray, and its server, asked for its stats through
-        the supervisor's own client (`run.release_client`: this thread's socket)."""
-        import ray
-
-        from microcoder import protocol as m
-
-        return cls(
-            lambda: ray.get(run.buffer.get_address.remote(), timeout=probe_s),
-            lambda: run.release_client.call(m.GetStats(), timeout_s=probe_s),
-            run.cfg.buffer.request_timeout_s,
-        )
-
-    def check(self) -> str:
-        from ray.exceptions import ActorDiedError
-
-        from microcoder.launch.run.pools import error_summary
-
-        try:
-            self.ping_actor()
-            self.ping_server()
-        except ActorDiedError as err:
-            return f"the buffer actor died ({error_summary(err)})"
-        except Exception as err:
-            now = self.clock()
-            self.failing_since = self.failing_since if self.failing_since is not None else now
-            if now - self.failing_since < self.dead_after_s:
-                return ""
-            return (
-                f"the buffer has not answered for {now - self.failing_since:.0f} s "
-                f"({type(err).__name__}: {str(err).splitlines()[0][:200]})"
-            )
-        self.failing_since = None
-        return ""
-
-    @property
-    def failing(self) -> bool:
-        return self.failing_since is not None
 
 
 class Supervisor:

@@ -8,118 +8,22 @@ which `train` starts beside it. The actor handles it drives are the `Run` of lau
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from microcoder.launch.run.cluster import Run
+from microcoder.launch.monitor.summary import TrainSummary
+from microcoder.launch.run.step_result import TIMINGS, StepResult
+from microcoder.launch.run.temperature_control import apply_change, build_controller
 from microcoder.rates import Rates
+
+if TYPE_CHECKING:  # cluster.py imports the modules it uses lazily; none imports it back
+    from microcoder.launch.run.cluster import Run
 
 WAIT_NOTICE_S = 30.0
 """While the learner waits for a batch, the launcher says what the buffer and pools do this often."""
 WAIT_LOOK_S = 1.0
 """While the learner waits for a batch, the loop looks this often whether the run must stop (the
 supervisor found the buffer dead: `Run.raise_if_stopped`)."""
-
-
-def build_controller(run: Run, generator=None):
-    """Temperature controller from the config's ladder, target, window (resolved against
-    max_steps), step-up budget and schedule, at: the
-    temperature saved in the checkpoint being resumed (with the monitor's count; no calibration),
-    else the one calibrated on `generator` (default: the first running one) when
-    algorithm.temperature.calibrate, else algorithm.temperature.initial. Logs an "event" record:
-    event="calibration" (table, chosen, target, reached_target, calibration_s) or
-    event="temperature" with cause="resume"."""
-    from microcoder.learner.algorithm.temperature import controller_for
-
-    t = run.cfg.algorithm.temperature
-    ckpt = run.resume_from
-    saved = ckpt / "temperature.json" if ckpt is not None else None
-    resuming = saved is not None and saved.exists()
-    temperature = t.initial
-    if t.calibrate and not resuming:
-        temperature = calibrate_on(run, generator)
-    c = controller_for(t, temperature, run.cfg.max_steps)
-    if not resuming:
-        return c
-    c = c.resumed(json.loads(saved.read_text()))
-    msg = f"temperature {c.temperature:g} resumed from {saved}"
-    run.log(msg + " (no calibration)")
-    run.metrics.log(
-        "event",
-        event="temperature",
-        cause="resume",
-        step=run.learners.version,
-        temperature=c.temperature,
-        message=msg,
-    )
-    return c
-
-
-def calibrate_on(run: Run, generator=None) -> float:
-    """Probe the diversity at every candidate on one generator, log the table (and an "event"
-    record event="calibration"), return the chosen temperature."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.run.pools import with_log
-    from microcoder.learner.algorithm.temperature import calibrate
-
-    t = run.cfg.algorithm.temperature
-    probe = [text for _, text in run.problems.head(t.probe_prompts)]
-    if generator is None:
-        name, replica = next(iter(run.generators.replicas.items()))
-        generator = replica.handle
-    else:
-        name = "the generator being started"
-    name = with_log(name)
-    deadline = run.cfg.cluster.ready_timeout_s  # part of the run's start, like a vLLM start
-
-    def probe_at(T: float) -> float:
-        return get_within(
-            generator.probe_diversity.remote(probe, T),
-            deadline,
-            f"the diversity probe at T={T}",
-            name,
-            "sampling the probe prompts is slow or the engine is stuck: raise "
-            "cluster.ready_timeout_s, or lower algorithm.temperature.probe_prompts",
-        )
-
-    t0 = time.perf_counter()
-    res = calibrate(t.candidates, t.target_diversity, probe_at)
-    seconds = time.perf_counter() - t0
-    text = res.format(t.target_diversity)
-    g = run.cfg.algorithm.group_size
-    run.log(f"{text}\n  ({len(probe)} probe prompts x {g} samples per candidate, {seconds:.1f} s)")
-    run.metrics.log(
-        "event",
-        event="calibration",
-        step=run.learners.version,
-        table=[list(row) for row in res.table],
-        chosen=res.chosen,
-        target=t.target_diversity,
-        reached_target=res.reached_target,
-        probe_prompts=len(probe),
-        calibration_s=seconds,
-        message=f"calibrated temperature {res.chosen:g}"
-        + ("" if res.reached_target else " (no candidate reached the target: the highest)"),
-    )
-    return res.chosen
-
-
-def apply_change(run: Run, change) -> None:
-    """A schedule stage or a monitor step-up (learner/algorithm/temperature.py TemperatureChange): log it,
-    record it as an "event" record event="temperature", and set it on every generator."""
-    run.log(change.message)
-    run.metrics.log(
-        "event",
-        event="temperature",
-        cause=change.cause,
-        step=change.step,
-        before=change.before,
-        temperature=change.after,
-        message=change.message,
-    )
-    if change.after != change.before:
-        run.generators.call_all("set_temperature", change.after)
 
 
 def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
@@ -144,7 +48,7 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
     }
 
 
-def train(run: Run, progress=None) -> dict[str, Any]:
+def train(run: Run, progress=None) -> TrainSummary:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
 
     from microcoder.launch.run.supervisor import Supervisor
@@ -159,14 +63,15 @@ def train(run: Run, progress=None) -> dict[str, Any]:
         supervisor.stop()
 
 
-def _train_steps(run: Run, progress) -> dict[str, Any]:
+def _train_steps(run: Run, progress) -> TrainSummary:
     """`train`'s loop: a learner step a turn until max_steps, the data's end or a stop (the
     all-filtered patience, a non-finite update); each step logged, checkpointed and evaluated
     on its schedule."""
     cfg, controller = run.cfg, run.controller
     rates, step, t_start = Rates(), run.learners.version, time.time()
-    sums = {"wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
-    last_ckpt, skipped, last_eval, stopped = None, [], None, ""
+    sums = dict.fromkeys(TIMINGS, 0.0)
+    last_ckpt, last_eval, stopped = None, None, ""
+    skipped: list[StepResult] = []
     evals = Evaluations(run)
     if cfg.eval.every:
         last_eval = step
@@ -191,12 +96,13 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
         if m is None:
             run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
             break
+        res = StepResult.of(m)  # the loop steers on its typed fields, logs its metrics
         # 3. No learning signal (every group filtered): skipped, until the patience runs out.
-        if m.get("skipped"):
-            skipped.append(m)
+        if res.skipped:
+            skipped.append(res)
             run.log(
-                f"no learning signal: all {int(m['filtered_groups'])} groups fetched had equal "
-                f"rewards (mean reward {m['reward_mean']:.3f}); step skipped "
+                f"no learning signal: all {int(res.filtered_groups)} groups fetched had equal "
+                f"rewards (mean reward {res.reward_mean:.3f}); step skipped "
                 f"({len(skipped)}/{cfg.algorithm.all_filtered_patience})"
             )
             if len(skipped) >= cfg.algorithm.all_filtered_patience:
@@ -207,9 +113,9 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
             continue
         skipped = []
         # 4. A trained step: its record (launch/monitor), then what its number makes due.
-        step = _log_step(run, m, temperature, t0, sums, rates, progress)
-        if m.get("update_skipped"):
-            stopped = nonfinite_skipped(run, step, m)
+        step = _log_step(run, res, temperature, t0, sums, rates, progress)
+        if res.update_skipped:
+            stopped = nonfinite_skipped(run, step, res)
             if stopped:
                 break
         if cfg.learner.checkpoint_every and step % cfg.learner.checkpoint_every == 0:
@@ -220,36 +126,38 @@ def _train_steps(run: Run, progress) -> dict[str, Any]:
     if cfg.eval.every and last_eval != step:
         evals.at(step)
     evals.finish()
-    return {
-        "steps": step,
-        "wall_s": time.time() - t_start,
+    return TrainSummary(
+        steps=step,
+        wall_s=time.time() - t_start,
         **sums,
-        "last_checkpoint": last_ckpt,
-        "stopped": stopped,
-    }
+        last_checkpoint=last_ckpt,
+        stopped=stopped,
+    )
 
 
-def _log_step(run: Run, m: dict, temperature: float, t0: float, sums, rates, progress) -> int:
+def _log_step(
+    run: Run, res: StepResult, temperature: float, t0: float, sums, rates, progress
+) -> int:
     """A trained step's bookkeeping: the temperature monitor, the run's `sums`, rank 0's rollouts
     rows, the "step" record (its `step_s` since `t0`, given to `progress`); returns the step's
     version."""
     from microcoder.actors.rollouts import write_rollouts
 
-    step = int(m["version"])
-    change = run.controller.observe(step, m["diversity"])
+    step = res.version
+    change = run.controller.observe(step, res.diversity)
     if change is not None:
         apply_change(run, change)
     for k in sums:
-        sums[k] += m[k]
-    if "rollouts" in m:  # monitor.rollouts_every: rank 0's rows of this step
-        write_rollouts(run.run_dir, step, m.pop("rollouts"))
+        sums[k] += res.timings[k]
+    if res.rollouts is not None:  # monitor.rollouts_every: rank 0's rows of this step
+        write_rollouts(run.run_dir, step, res.rollouts)
     record = run.metrics.log(
         "step",
         step=step,
         policy_version=step,
         temperature=temperature,
         step_s=time.time() - t0,
-        **m,
+        **res.metrics,
         **pool_fields(run, rates),
     )
     if progress is not None:
@@ -291,11 +199,11 @@ class Evaluations:
             self.beside.wait()
 
 
-def nonfinite_skipped(run: Run, step: int, m: dict[str, Any]) -> str:
+def nonfinite_skipped(run: Run, step: int, res: StepResult) -> str:
     """The learner's non-finite guard skipped this step's update: say so; after
     learner.max_skipped_steps in a row, return why the run stops ("" to go on). The weights are
     those of the last good step, so the checkpoint the launch then writes is finite."""
-    limit, in_a_row = run.cfg.learner.max_skipped_steps, int(m.get("skipped_in_a_row", 0))
+    limit, in_a_row = run.cfg.learner.max_skipped_steps, res.skipped_in_a_row
     run.log(
         f"step {step}: the gradient norm was not finite (NaN/Inf); the update was skipped, "
         f"weights and optimizer state unchanged ({in_a_row} in a row, "
@@ -311,12 +219,12 @@ def nonfinite_skipped(run: Run, step: int, m: dict[str, Any]) -> str:
     )
 
 
-def all_filtered(run: Run, skipped: list[dict[str, Any]]) -> str:
+def all_filtered(run: Run, skipped: list[StepResult]) -> str:
     """Dynamic filtering rejected every group for `all_filtered_patience` steps: say so with the
     measured pass rate, then stop (returns why) or train unfiltered (returns "")."""
     algo = run.cfg.algorithm
-    groups = sum(m["filtered_groups"] for m in skipped)
-    rate = sum(m["reward_mean"] * m["filtered_groups"] for m in skipped) / max(groups, 1)
+    groups = sum(r.filtered_groups for r in skipped)
+    rate = sum(r.reward_mean * r.filtered_groups for r in skipped) / max(groups, 1)
     verdict = (
         "every response failed: the data is too hard for the model"
         if rate <= 0.5

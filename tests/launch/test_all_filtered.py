@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from microcoder.launch.config import load_config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.step_result import StepResult
 from microcoder.launch.run.training_loop import all_filtered
 
 
@@ -30,14 +31,14 @@ def stand_in_run(tmp_path, action: str):
     return run, lines
 
 
-SKIPPED_EASY = [
-    {"filtered_groups": 4.0, "reward_mean": 1.0},
-    {"filtered_groups": 2.0, "reward_mean": 1.0},
-]
-SKIPPED_HARD = [
-    {"filtered_groups": 4.0, "reward_mean": 0.0},
-    {"filtered_groups": 4.0, "reward_mean": 0.25},
-]
+def skipped(groups: float, reward_mean: float) -> StepResult:
+    """A skipped step as the loop reads it from the learner group's dict."""
+    m = {"skipped": 1.0, "version": 7.0, "filtered_groups": groups, "reward_mean": reward_mean}
+    return StepResult.of(m)
+
+
+SKIPPED_EASY = [skipped(4.0, 1.0), skipped(2.0, 1.0)]
+SKIPPED_HARD = [skipped(4.0, 0.0), skipped(4.0, 0.25)]
 
 
 def test_stop_returns_why_with_the_measured_pass_rate_and_the_remedies(tmp_path):

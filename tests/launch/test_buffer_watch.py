@@ -1,4 +1,4 @@
-"""The supervisor's look at the buffer (launch/run/supervisor.py: BufferWatch) and what a dead buffer
+"""The supervisor's look at the buffer (launch/run/buffer_watch.py: BufferWatch) and what a dead buffer
 does to the run (launch/run/cluster.py: Run.stop_for, raise_if_stopped, checkpoint; the training
 loop's wait, launch/run/training_loop.py: waiter). Stand-ins, no Ray: the real death is
 tests/launch/test_chaos.py."""
@@ -11,8 +11,8 @@ import pytest
 from ray.exceptions import ActorDiedError
 
 from microcoder.buffer.client import BufferTimeout
+from microcoder.launch.run.buffer_watch import BufferWatch
 from microcoder.launch.run.cluster import BufferDied, Run
-from microcoder.launch.run.supervisor import BufferWatch
 from microcoder.launch.run.training_loop import waiter
 
 

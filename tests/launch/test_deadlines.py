@@ -124,7 +124,7 @@ def test_a_generator_stuck_in_the_temperature_calibration_is_named(ray_cluster, 
     from types import SimpleNamespace
 
     from microcoder.launch.config import Config
-    from microcoder.launch.run.training_loop import build_controller
+    from microcoder.launch.run.temperature_control import build_controller
 
     cfg = Config()
     cfg.algorithm.temperature.calibrate = True
@@ -136,7 +136,7 @@ def test_a_generator_stuck_in_the_temperature_calibration_is_named(ray_cluster, 
         cfg=cfg,
         resume_from=None,
         generators=pool,
-        problems=SimpleNamespace(prompts=[("p0", "a prompt")]),
+        problems=SimpleNamespace(head=lambda n: [("p0", "a prompt")][:n]),  # RunProblems.head
         run_dir=tmp_path,
     )
     try:

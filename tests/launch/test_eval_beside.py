@@ -101,7 +101,7 @@ def test_the_learner_steps_while_an_eval_runs_and_the_record_names_its_version(
     run, evals = stand_in_run(tmp_path), []
     slow_eval(monkeypatch, 0.5, evals)
     summary = _train_steps(run, None)
-    assert summary["steps"] == 6
+    assert summary.steps == 6
     assert [(s, v) for s, v, _, _ in evals] == [(0, 0), (2, 2), (4, 4), (6, 6)]
     # each eval (but the last, after step 6) overlapped learner steps: they did not wait for it
     for step, _, t0, t1 in evals[:-1]:
@@ -136,7 +136,7 @@ def test_the_run_end_waits_for_the_last_eval_at_most_eval_wait_s(tmp_path, monke
 
     monkeypatch.setattr(evaluation, "evaluate", never_ends)
     t0 = time.monotonic()
-    assert _train_steps(run, None)["steps"] == 1
+    assert _train_steps(run, None).steps == 1
     assert time.monotonic() - t0 < DEADLINE_S / 2
     assert any("did not finish within eval.wait_s = 0.5" in line for line in run.logs)
     gate.set()

@@ -3,9 +3,9 @@ the batch reward compared at equal T."""
 
 from __future__ import annotations
 
-from microcoder.launch.monitor.summary import summary_table, temperature_spans
+from microcoder.launch.monitor.summary import TrainSummary, summary_table, temperature_spans
 
-SUMMARY = {"steps": 0, "wall_s": 1.0, "compute_s": 0.0, "sync_s": 0.0, "wait_s": 0.0}
+SUMMARY = TrainSummary(steps=0, wall_s=1.0)
 
 
 def steps(rows: list[tuple[int, float, float]]) -> list[dict]:

@@ -125,9 +125,9 @@ def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model,
         client=SimpleNamespace(stats=lambda: {}),
     )
     summary = _train_steps(run, None)
-    assert "2 updates in a row skipped" in summary["stopped"]
-    assert "learner.max_skipped_steps = 2" in summary["stopped"]
-    assert summary["steps"] == 5 and len(batches) == 1  # the one skip at step 2 did not stop it
+    assert "2 updates in a row skipped" in summary.stopped
+    assert "learner.max_skipped_steps = 2" in summary.stopped
+    assert summary.steps == 5 and len(batches) == 1  # the one skip at step 2 did not stop it
     steps = [r for r in run.metrics.history if r["kind"] == "step"]
     assert [r["update_skipped"] for r in steps] == [0.0, 1.0, 0.0, 1.0, 1.0]
     assert any("step 4: the gradient norm was not finite" in line for line in lines)

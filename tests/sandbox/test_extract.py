@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from microcoder.data.prompting.reasoning import check_reasoning
 from microcoder.sandbox import Extraction, extract, extract_code
-from microcoder.sandbox.extract import check_reasoning
 
 DRAFT = "a, b = map(int, input().split())\nprint(a + b)\n"
 FINAL = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"
