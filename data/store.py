@@ -384,6 +384,49 @@ def measure_key(renderer) -> str:
     return h.hexdigest()
 
 
+PARALLEL_FROM = 20_000
+"""Training rows from which `measure_store` renders and counts on a process pool."""
+_BLOCK = 2048
+_worker: dict = {}
+
+
+def _measure_rows(renderer, rows: list[tuple[int, bytes]], key: str) -> list[tuple]:
+    """(key, row, tokens, compressed text) of each (row, problem blob), one batched
+    tokenizer call for all."""
+    texts = [renderer.text(_decode(blob)) for _, blob in rows]
+    lengths = [len(ids) for ids in renderer.encode_texts(texts)]
+    return [
+        (key, row, k, zlib.compress(t.encode(), 1))
+        for (row, _), t, k in zip(rows, texts, lengths, strict=True)
+    ]
+
+
+def _worker_start(path: str, tokenizer, prompt_cfg, chat_template_kwargs) -> None:
+    from microcoder.data.prompting.render import PromptRenderer
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the pool is the parallelism
+    _worker["renderer"] = PromptRenderer(tokenizer, prompt_cfg, chat_template_kwargs)
+    _worker["con"] = sqlite3.connect(_ro_uri(path), uri=True)
+
+
+def _worker_block(block: tuple[int, int, str], batch: int = 256) -> list[tuple]:
+    """Measure the training rows lo < row <= hi of the store (in a pool worker)."""
+    lo, hi, key = block
+    rows = (
+        _worker["con"]
+        .execute(
+            "SELECT row, problem FROM problems WHERE split = 'train' AND row > ? AND row <= ? "
+            "ORDER BY row",
+            (lo, hi),
+        )
+        .fetchall()
+    )
+    out = []
+    for start in range(0, len(rows), batch):
+        out += _measure_rows(_worker["renderer"], rows[start : start + batch], key)
+    return out
+
+
 def measure_store(
     path: str | Path,
     renderer,
@@ -391,11 +434,15 @@ def measure_store(
     log: Callable[[str], None] = print,
     batch: int = 256,
     progress_every_s: float = 10.0,
+    workers: int | None = None,
+    parallel_from: int = PARALLEL_FROM,
 ) -> bool:
     """Render and count the prompt of every training row of the store at `path` under
     measurement key `key` (`measure_key(renderer)`), in batches (one batched tokenizer call
-    each), storing (text, token count) per row. Returns False when the store already holds
-    that key's measurement (nothing rendered), True when it measured."""
+    each), storing (text, token count) per row. From `parallel_from` rows on, blocks of rows
+    are measured on a pool of `workers` processes (default min(CPUs, 4)), each reading the
+    store by path; this process only writes. Returns False when the store already holds that
+    key's measurement (nothing rendered), True when it measured."""
     con = sqlite3.connect(path)
     try:
         done = con.execute("SELECT done FROM measures WHERE key = ?", (key,)).fetchone()
@@ -405,31 +452,51 @@ def measure_store(
         con.execute("INSERT OR REPLACE INTO measures VALUES (?, 0)", (key,))
         con.commit()
         total = con.execute("SELECT COUNT(*) FROM problems WHERE split = 'train'").fetchone()[0]
+        workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+        parallel = workers > 1 and total >= parallel_from
         t0 = last = time.monotonic()
-        n, after = 0, 0
-        sql = "SELECT row, problem FROM problems WHERE split = 'train' AND row > ? ORDER BY row LIMIT ?"
-        while rows := con.execute(sql, (after, batch)).fetchall():
-            after = rows[-1][0]
-            texts = [renderer.text(_decode(blob)) for _, blob in rows]
-            lengths = [len(ids) for ids in renderer.encode_texts(texts)]
-            con.executemany(
-                "INSERT INTO prompts VALUES (?, ?, ?, ?)",
-                [
-                    (key, row, k, zlib.compress(t.encode(), 1))
-                    for (row, _), t, k in zip(rows, texts, lengths, strict=True)
-                ],
-            )
-            n += len(rows)
+        n = 0
+        insert = "INSERT INTO prompts VALUES (?, ?, ?, ?)"
+        for part in (_pool_parts if parallel else _serial_parts)(
+            con, path, renderer, key, batch, workers
+        ):
+            con.executemany(insert, part)
+            n += len(part)
             now = time.monotonic()
             if now - last >= progress_every_s:
                 last = now
                 log(f"measuring prompts: {n} of {total} ({now - t0:.0f} s)")
         con.execute("UPDATE measures SET done = 1 WHERE key = ?", (key,))
         con.commit()
-        log(f"measured {n} training prompts in {time.monotonic() - t0:.1f} s")
+        on = f" on {workers} processes" if parallel else ""
+        log(f"measured {n} training prompts{on} in {time.monotonic() - t0:.1f} s")
         return True
     finally:
         con.close()
+
+
+def _serial_parts(con, path, renderer, key: str, batch: int, workers: int) -> Iterator[list]:
+    after = 0
+    sql = "SELECT row, problem FROM problems WHERE split = 'train' AND row > ? ORDER BY row LIMIT ?"
+    while rows := con.execute(sql, (after, batch)).fetchall():
+        after = rows[-1][0]
+        yield _measure_rows(renderer, rows, key)
+
+
+def _pool_parts(con, path, renderer, key: str, batch: int, workers: int) -> Iterator[list]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    (hi,) = con.execute("SELECT MAX(row) FROM problems").fetchone()
+    blocks = [(lo, min(lo + _BLOCK, hi), key) for lo in range(0, hi, _BLOCK)]
+    init = (str(path), renderer.tokenizer, renderer.cfg, renderer.chat_template_kwargs)
+    with ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),  # the driver has Ray's threads
+        initializer=_worker_start,
+        initargs=init,
+    ) as pool:
+        yield from pool.map(_worker_block, blocks)
 
 
 def over_limit(path: str | Path, key: str, limit: int) -> list[tuple[str, int]]:
