@@ -80,6 +80,8 @@ class BufferHost:
             keys_dir=keys_dir,
             restore_from=restore_from,
             snapshot_root=snapshot_root,
+            retire_solved_after=data.retire_solved_after,
+            skip_unsolved_after=data.skip_unsolved_after,
         )
         dedicate_process()  # this actor's process exists to serve the buffer
         self.address = self.server.start()

@@ -103,6 +103,9 @@ class ScoresInfo:
 
     group_id: int
     n_scores: int
+    verdicts: list[str] | None = None
+    """The checked verdict column (by reference, not copied); online difficulty counts it
+    (buffer/difficulty.py: scores_counts) only when it is on."""
 
 
 # ---------------------------------------------------------------- checks
@@ -168,7 +171,7 @@ def check_scores(data: dict) -> ScoresInfo:
         for k, v in c.items():
             if type(k) is not str or type(v) not in _NUM:
                 raise MessageError("GroupScores.components: entries must map str to int/float")
-    return ScoresInfo(data["group_id"], n)
+    return ScoresInfo(data["group_id"], n, data["verdict"])
 
 
 # ---------------------------------------------------------------- Group

@@ -59,7 +59,9 @@ class BufferServer:
     With buffer.curve (the default) only clients holding the keys in `keys_dir` (or
     config.keys_dir; neither: throwaway keys made here) get an answer; `address` names the keys
     folder for the clients. Snapshot and Restore requests may only name files under
-    `snapshot_root` (the run directory; None: every such request is refused)."""
+    `snapshot_root` (the run directory; None: every such request is refused).
+    `retire_solved_after` / `skip_unsolved_after`: online difficulty, the run's
+    `data.retire_solved_after` / `data.skip_unsolved_after` (buffer/difficulty.py; 0 = off)."""
 
     def __init__(
         self,
@@ -69,6 +71,8 @@ class BufferServer:
         keys_dir: str | Path | None = None,
         restore_from: str | Path | None = None,
         snapshot_root: str | Path | None = None,
+        retire_solved_after: int = 0,
+        skip_unsolved_after: int = 0,
     ):
         self.config = config
         self.snapshot_root = Path(snapshot_root).resolve() if snapshot_root else None
@@ -79,10 +83,14 @@ class BufferServer:
             config.high_water_groups,
             config.lease_timeout_s,
             config.quarantine_after,
+            retire_solved_after,
+            skip_unsolved_after,
         )
         if restore_from is not None:
             load_snapshot(self.state, restore_from)
         self.max_bytes = int(config.max_frame_mb * 2**20)
+        self.handed_out = False
+        """Whether any prompt was handed out yet (the first is logged once, with its time)."""
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -228,6 +236,14 @@ class BufferServer:
 
     def _get_prompts(self, msg: m.GetPrompts, blobs, now, final=False):
         got = self.state.get_prompts(msg.owner, max(0, msg.n), now)
+        if got and not self.handed_out:  # `microcoder bench data` reads this line (bench/data)
+            self.handed_out = True
+            log.warning(
+                "first prompts handed out: %d to '%s' (unix time %.3f)",
+                len(got),
+                msg.owner,
+                time.time(),
+            )
         done = self.state.prompts_done
         if not got and not done and not final and msg.wait_s > 0:
             return None

@@ -1,5 +1,6 @@
 """Snapshot / restore of a BufferState: every group accepted and not consumed, the counters,
-the learner version and the prompt cursor, in one msgpack file (no pickle), written atomically.
+the learner version, the prompt cursor, the quarantine and the online-difficulty state (retired
+and deferred problems, buffer/difficulty.py), in one msgpack file (no pickle), written atomically.
 
 Consumed groups the learner may still report as filtered are kept too, so a report that
 arrives after a restore still gives their admission capacity back.
@@ -69,6 +70,7 @@ def export_state(state: BufferState) -> dict[str, Any]:
         "scored": list(state.scored),
         "awaiting_filter": list(state.awaiting_filter),
         **state.quarantine.state_dict(),
+        "difficulty": state.difficulty.state_dict(),
     }
 
 
@@ -106,6 +108,7 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
     state.scored.extend(data["scored"])
     state.awaiting_filter = dict.fromkeys(data.get("awaiting_filter", []))
     state.quarantine.load_state_dict(data)
+    state.difficulty.load_state_dict(data.get("difficulty") or {})  # absent before issue 45
     for owner in sorted(
         {s.owner for s in state.slots.values() if s.stage in ("leased", "scoring")}
     ):

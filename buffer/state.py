@@ -14,6 +14,7 @@ from typing import Any
 
 from microcoder.buffer.accounting import STAGES, Counters, counter_rates, invariant_violations
 from microcoder.buffer.codec import GroupInfo, ScoresInfo
+from microcoder.buffer.difficulty import DifficultyTracker, scores_counts
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.quarantine import Quarantine
 from microcoder.buffer.slot import Delivered, Slot
@@ -38,6 +39,8 @@ class BufferState:
         high_water: int = 1024,
         lease_timeout_s: float = 0.0,
         quarantine_after: int = 2,
+        retire_solved_after: int = 0,
+        skip_unsolved_after: int = 0,
     ):
         self.prompts, self.batch_size, self.max_staleness = prompts, batch_size, max_staleness
         self.high_water, self.lease_timeout_s = high_water, lease_timeout_s
@@ -54,6 +57,8 @@ class BufferState:
         self.filter_memory = max(4096, 16 * batch_size)
         self.quarantine = Quarantine(quarantine_after)
         """Problems whose prompts keep failing, never handed out again (buffer/quarantine.py)."""
+        self.difficulty = DifficultyTracker(retire_solved_after, skip_unsolved_after)
+        """Per-problem pass rates; retired and deferred problems (buffer/difficulty.py)."""
         self.counters = Counters()
         self.rates = counter_rates()
 
@@ -129,16 +134,22 @@ class BufferState:
     def get_prompts(self, owner: str, n: int, now: float) -> list[PromptAssignment]:
         """Lease up to `n` prompts to `owner`, as many as admission control allows."""
         out = []
-        if self._all_quarantined():
+        if self._all_out():
             return out
         want = min(n, self.capacity())
-        skips_left = want + len(self.quarantine)  # bounds the scan past quarantined prompts
+        difficulty = self.difficulty if self.difficulty.on else None
+        # bounds the scan past quarantined, retired and deferred prompts
+        skips_left = (
+            want + len(self.quarantine) + (len(difficulty) if difficulty is not None else 0)
+        )
         while len(out) < want:
             item = self.prompts.next()
             if item is None:
                 self.source_done = True
                 break
-            if item.problem_id in self.quarantine:
+            if item.problem_id in self.quarantine or (
+                difficulty is not None and not difficulty.eligible(item.problem_id, item.epoch)
+            ):
                 skips_left -= 1
                 if skips_left < 0:
                     break
@@ -160,18 +171,33 @@ class BufferState:
             )
         return out
 
-    def _all_quarantined(self) -> bool:
-        """Every prompt of the source is quarantined: the source is done (said once)."""
+    def _all_out(self) -> bool:
+        """Every prompt of the source is quarantined or retired: the source is done (said once)."""
         size = getattr(self.prompts, "size", None)
-        if size is None or len(self.quarantine) < size:
+        retired = self.difficulty.retired
+        if size is None or len(self.quarantine) + len(retired) < size:
+            return False
+        both = sum(1 for p in retired if p in self.quarantine) if retired and self.quarantine else 0
+        if len(self.quarantine) + len(retired) - both < size:
             return False
         if not self.source_done:
-            log.error(
-                "every one of the %d prompts is quarantined (each failed %d times): nothing "
-                "left to generate; see the generators' logs for why their waves failed",
-                size,
-                self.quarantine.after,
-            )
+            if not retired:
+                log.error(
+                    "every one of the %d prompts is quarantined (each failed %d times): nothing "
+                    "left to generate; see the generators' logs for why their waves failed",
+                    size,
+                    self.quarantine.after,
+                )
+            else:
+                log.warning(
+                    "every one of the %d prompts is retired (%d: solved in each of their last "
+                    "%d groups, data.retire_solved_after) or quarantined (%d): nothing left to "
+                    "generate; the source is done",
+                    size,
+                    len(retired),
+                    self.difficulty.retire_after,
+                    len(self.quarantine),
+                )
         self.source_done = True
         return True
 
@@ -303,6 +329,10 @@ class BufferState:
         if self.depth["scored"] >= self.high_water:
             return FULL
         slot.scores = blob
+        if self.difficulty.on:
+            correct, judged = scores_counts(scores)
+            if judged:
+                self.difficulty.record(slot.item.problem_id, correct / judged, slot.item.epoch)
         if not within_bound(self.version, slot.oldest_version, self.max_staleness):
             self._log_drops(1, staleness(self.version, slot.oldest_version), "after scoring")
             self._end(slot, "dropped_stale")
@@ -381,6 +411,7 @@ class BufferState:
             "prompt_cursor": self.prompts.state_dict(),
             "quarantined": len(self.quarantine),
             "quarantined_ids": sorted(self.quarantine.reasons)[:20],
+            **self.difficulty.stats(),
             "rates": dict(self.rates.rates),
             "invariant_ok": not viol,
             "invariant_violations": viol,

@@ -127,11 +127,13 @@ class DataConfig(Section):
     one is renamed `<name>:<id>` on a clash, as `microcoder data build` does). Set either `source`
     or `sources`; `source = X` is the one-source spelling of `sources = [{ path = X }]`."""
     retire_solved_after: int = Field(0, ge=0)
-    """Online difficulty: a problem whose last K groups were all correct is not handed out again
-    in this run (counted in metrics as retired); 0 = off."""
+    """Online difficulty: a problem whose last K groups were all correct (every judged response
+    AC) is not handed out again in this run (counted in metrics as retired); 0 = off
+    (buffer/difficulty.py, docs/data.md)."""
     skip_unsolved_after: int = Field(0, ge=0)
-    """Online difficulty: a problem whose last K groups were all wrong is deferred to the next
-    epoch of its source; 0 = off."""
+    """Online difficulty: a problem whose last K groups were all wrong (no response AC) is
+    deferred: it sits out the next epoch of its source and comes back in the one after (counted
+    in metrics as deferred); 0 = off."""
 
     @model_validator(mode="after")
     def _one_spelling(self) -> DataConfig:
@@ -143,9 +145,7 @@ class DataConfig(Section):
         names = [s.display_name() for s in self.sources]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(
-                f"data.sources: two sources are named {dup[0]!r}; give one a `name`"
-            )
+            raise ValueError(f"data.sources: two sources are named {dup[0]!r}; give one a `name`")
         return self
 
     def source_list(self) -> list[DataSourceConfig]:

@@ -27,17 +27,30 @@ class ExecutorConfig(Section):
     1); outside Ray (`microcoder judge`, benches), the cores this process may run on."""
     backend: Literal["local", "http"] = "local"
     """Where programs are judged (sandbox/backends.py): `local`, this host's sandbox pool
-    (bubblewrap), or `http`, a remote judge service at `judge_url` (`microcoder judge serve`;
+    (bubblewrap), or `http`, remote judge services at `judge_url` (`microcoder judge serve`;
     the JSON protocol is in sandbox/remote/client.py and docs/architecture.md), for clusters whose
-    containers deny user namespaces or to share one judge node between trainers. With `http`,
-    `workers` is how many programs are in flight at once (0 = the server's worker count) and the
-    sandbox settings below are the server's own."""
-    judge_url: str = ""
-    """The judge service of the `http` backend, e.g. "http://judge-node:8790"; keep it on a
+    containers deny user namespaces or to share judge nodes between trainers. With `http`,
+    `workers` is how many programs are in flight at once (0 = the answering servers' worker
+    counts summed) and the sandbox settings below are the servers' own."""
+    judge_url: list[str] = Field(default_factory=list)
+    """The judge services of the `http` backend: one URL ("http://judge-node:8790", a list of
+    one) or a list of them (["http://j1:8790", "http://j2:8790"]), each a `microcoder judge
+    serve`. Programs spread across them by problem: a problem's programs go to one server (the
+    least loaded when the problem is first seen, then the same one, so its tests are sent to
+    it once and named by reference after); a server that fails is skipped and the program
+    retried on the next; SE naming every URL when all fail. At start, the servers that do not
+    answer are warned about and retried later; none answering is an error. Keep them on a
     private network (set MICROCODER_JUDGE_TOKEN on both sides for a shared token)."""
     http_timeout_s: float = Field(120.0, gt=0)
-    """`http` backend: seconds a request may take (a program's whole judging, queueing on the
-    server included) before its verdict is SE with an error naming the server."""
+    """`http` backend: seconds one request may take (an upload of a problem's tests, or a
+    program's whole judging, queueing on the server included) before that server counts as
+    failed for it; the program then goes to the next server, SE when none is left."""
+    judge_cache_mb: int = Field(1024, ge=1)
+    """`microcoder judge serve`: MiB of problems (their tests, checker and limits, counted as
+    the JSON uploaded plus 320 bytes per test, about their size in memory) the service keeps
+    so that clients name them by reference instead of sending the tests with every program;
+    the least recently used are dropped first (a client whose problem was dropped uploads it
+    again). A problem larger than this is kept alone."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """`bwrap`: every worker runs inside bubblewrap (no network, read-only root, private /tmp).
     `none`: no isolation at all (only for trusted code; the judge warns loudly)."""
@@ -91,6 +104,16 @@ class ExecutorConfig(Section):
     Checked when the config loads and again at executor start (the module must import on every
     node). A function that raises fails its group, counted as `reward_errors`; the executor
     goes on. See sandbox/rewards/plugin.py."""
+
+    @field_validator("judge_url", mode="before")
+    @classmethod
+    def _url_list(cls, value: object) -> object:
+        """One URL is a list of one; empty strings are dropped (the default, "", is no URL)."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return [v for v in value if not isinstance(v, str) or v.strip()]
+        return value
 
     @field_validator("reward")
     @classmethod

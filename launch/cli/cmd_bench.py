@@ -19,6 +19,7 @@ import json
 # name -> module. Only benchmarks that exist are listed.
 BENCHES: dict[str, str] = {
     "judge": "microcoder.bench.judge",
+    "judge-http": "microcoder.bench.judge_http",
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",
@@ -28,9 +29,11 @@ BENCHES: dict[str, str] = {
     "pipeline": "microcoder.bench.pipeline",
     "eval": "microcoder.bench.eval",
     "peer": "microcoder.bench.peer",
+    "dedup": "microcoder.bench.dedup",
     "data": "microcoder.bench.data",
     "learning": "microcoder.bench.learning",
     "sp-memory": "microcoder.bench.sp_memory",
+    "difficulty": "microcoder.bench.difficulty",
 }
 
 

@@ -21,9 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Judge every solution (JSONL: problem_id, code, optional id) against its "
         "problem (our JSONL or any loader format) in the bubblewrap sandbox pool. `microcoder "
         "judge serve` instead runs the judge service trainers reach with executor.backend = "
-        "'http' (POST /judge; protocol in sandbox/remote/client.py). It runs untrusted programs for "
-        "whoever reaches it: bind it to a private network; set MICROCODER_JUDGE_TOKEN on the "
-        "server and the trainers to require a shared token.",
+        "'http' (PUT /problems/<ref>, POST /judge; protocol in sandbox/remote/client.py; "
+        "executor.judge_url may list several such services). It keeps the problems it was sent "
+        "(executor.judge_cache_mb) so their tests cross the network once. It runs untrusted "
+        "programs for whoever reaches it: bind it to a private network; set "
+        "MICROCODER_JUDGE_TOKEN on the server and the trainers to require a shared token.",
     )
     p.add_argument("action", nargs="?", choices=["serve"], help="serve: run the judge service")
     p.add_argument("--problems", help="problem file (JSONL/JSON, optionally .gz)")
@@ -69,8 +71,8 @@ def serve(args: argparse.Namespace) -> int:
     try:  # a Ctrl-C right after the banner also ends in close() and exit status 0
         print(
             f"microcoder judge serve: {server.url} ({server.pool.size} workers, isolation "
-            f"{cfg.isolation}); trainers: executor.backend = 'http', executor.judge_url = "
-            f"'{server.url}'",
+            f"{cfg.isolation}, problem cache {cfg.judge_cache_mb} MiB); trainers: "
+            f"executor.backend = 'http', executor.judge_url = '{server.url}' (or a list)",
             file=sys.stderr,
             flush=True,
         )

@@ -30,8 +30,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "microcoder_"
 OUTCOMES = ("issued", "consumed", "dropped_stale", "failed")
 """Buffer counters exported as microcoder_buffer_groups_total{outcome=...}."""
-BUFFER_COUNTERS = ("response_tokens_in", "bytes_in", "bytes_out", "requests")
-"""Other monotonic buffer totals (exported with a _total suffix)."""
+BUFFER_COUNTERS = ("response_tokens_in", "bytes_in", "bytes_out", "requests", "retired", "deferred")
+"""Other monotonic buffer totals (exported with a _total suffix); `retired` (problems) and
+`deferred` (skipped hand-outs) are online difficulty's (buffer/difficulty.py)."""
 BUFFER_HANDLED = ("depths", "staleness_hist", "failed_by_reason", "errors", "entered", "left")
 
 

@@ -263,7 +263,8 @@ def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
         try:
             build_run_store(cfg, folder / STORE_NAME, log)
         except FileNotFoundError as err:
-            return f"{err} (set data.source to a problem file, or to synthetic)"
+            where = "data.sources' paths" if cfg.data.sources else "data.source"
+            return f"{err} (set {where} to a problem file, or to synthetic)"
         except (ProblemFormatError, ValueError) as err:
             return f"problem file: {err}"
     return ""

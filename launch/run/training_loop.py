@@ -371,5 +371,6 @@ def waiting_notice(run: Run, waited_s: float) -> str:
         f"unscored {d.get('unscored', 0)}, scoring {d.get('scoring', 0)}, scored "
         f"{d.get('scored', 0)} (batch {b.get('batch_size')}); admission capacity "
         f"{b.get('admission_capacity')}; {len(gens)} generator(s), {failed} prompts failed, "
-        f"{b.get('quarantined', 0)} quarantined; prompts done: {b.get('prompts_done')}"
+        f"{b.get('quarantined', 0)} quarantined, {b.get('retired', 0)} retired; prompts done: "
+        f"{b.get('prompts_done')}"
     )

@@ -234,3 +234,17 @@ def test_reply_with_another_request_id_is_never_returned():
         assert client.stats() == {"issued": 7}
     t.join(5)
     router.close(linger=0)
+
+
+def test_the_first_handed_out_prompts_are_logged_once_with_their_time(serve, caplog):
+    """`microcoder bench data` reads this line for its seconds to the first prompt."""
+    _, addr = serve()
+    with caplog.at_level("WARNING", logger="microcoder.buffer"):
+        with BufferClient(addr, "gen", timeout_s=5) as gen:
+            before = time.time()
+            assert len(gen.get_prompts(2).assignments) == 2
+            assert len(gen.get_prompts(2).assignments) == 2
+    lines = [r.getMessage() for r in caplog.records if "first prompts" in r.getMessage()]
+    assert len(lines) == 1 and "2 to 'gen'" in lines[0]
+    when = float(lines[0].rsplit("unix time ", 1)[1].rstrip(")"))
+    assert before - 1 <= when <= time.time() + 1

@@ -138,12 +138,12 @@ def test_reward_components_are_drawn_per_step_with_the_reward_errors(page):
 
 
 def test_per_source_shares_are_drawn_with_the_newest_steps_table(page):
-    """One line per data source (B from step 3) and, under the chart, the newest step's share,
+    """One line per data source (B-v0.3, a dotted name, from step 3) and, under the chart, the newest step's share,
     reward and pass rate of each."""
     api, dom = page
-    assert api["steps"][-1]["data.B.share"] == pytest.approx(0.25)
+    assert api["steps"][-1]["data.B-v0.3.share"] == pytest.approx(0.25)
     series = series_points(dom)
     assert series[("sources", "data.A.share")] == STEPS
-    assert series[("sources", "data.B.share")] == STEPS - 2
-    assert 'data-sources="2"' in dom and 'data-source="B"' in dom
+    assert series[("sources", "data.B-v0.3.share")] == STEPS - 2
+    assert 'data-sources="2"' in dom and 'data-source="B-v0.3"' in dom
     assert "no data sources recorded" not in dom

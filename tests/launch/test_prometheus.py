@@ -75,6 +75,17 @@ def test_buffer_depths_and_counters_are_labelled():
     assert "# TYPE microcoder_buffer_groups_total counter" in text
 
 
+def test_online_difficulty_counts_are_buffer_counters():
+    rec = synthetic_step(6)
+    rec["buffer"] |= {"retired": 3, "deferred": 5, "deferred_problems": 2}
+    text = prometheus_text(rec)
+    got = parse(text)
+    assert got["microcoder_buffer_retired_total"] == 3
+    assert got["microcoder_buffer_deferred_total"] == 5
+    assert "# TYPE microcoder_buffer_retired_total counter" in text
+    assert got["microcoder_buffer_deferred_problems"] == 2  # a gauge: deferred now
+
+
 def test_eval_record_is_exported_under_eval():
     got = parse(prometheus_text(synthetic_step(5), synthetic_eval(5)))
     assert got["microcoder_eval_heldout_pass_rate"] == 0.25

@@ -24,8 +24,13 @@ from microcoder.sandbox.backends import make_judge
 from microcoder.sandbox.remote.client import (
     TOKEN_ENV,
     HttpJudgePool,
+    JudgeRequestRefused,
     JudgeServerUnavailable,
+    UnknownProblemRef,
     call,
+    canonical,
+    judged_fields,
+    problem_ref,
 )
 from microcoder.sandbox.remote.server import make_server
 
@@ -80,23 +85,40 @@ def test_the_executors_scoring_runs_on_the_http_backend(server):
 
 
 def test_bad_requests_are_refused_with_the_reason(server):
-    with pytest.raises(JudgeServerUnavailable, match="HTTP 400.*field 'kind'"):
-        call(server.url, "/judge", {"problem": {"id": "x", "tests": []}, "program": "1"}, 10)
-    with pytest.raises(JudgeServerUnavailable, match="HTTP 404"):
+    bad = {"problem": {"id": "x", "tests": []}}
+    ref = "0" * 64
+    with pytest.raises(JudgeRequestRefused, match="HTTP 400.*field 'kind'"):
+        call(server.url, f"/problems/{ref}", bad, 10, "PUT")
+    fields = judged_fields(SUM)
+    with pytest.raises(JudgeRequestRefused, match="HTTP 400.*not the SHA-256.*same microcoder"):
+        call(server.url, f"/problems/{ref}", {"problem": fields}, 10, "PUT")
+    with pytest.raises(UnknownProblemRef, match="HTTP 409.*unknown problem_ref"):
+        call(server.url, "/judge", {"problem_ref": ref, "program": "1"}, 10)
+    # a protocol-1 client (the whole problem with each program) is told what to do
+    with pytest.raises(JudgeRequestRefused, match="HTTP 400.*protocol 2.*same microcoder"):
+        call(server.url, "/judge", {"problem": fields, "program": AC}, 10)
+    with pytest.raises(JudgeRequestRefused, match="HTTP 404"):
         call(server.url, "/nothing", None, 10)
+    ok = call(
+        server.url, f"/problems/{problem_ref(canonical(fields))}", {"problem": fields}, 10, "PUT"
+    )
+    got = call(server.url, "/judge", {"problem_ref": ok["ref"], "program": AC}, 10)
+    assert got["verdict"] == "AC"
 
 
-def test_a_server_that_is_down_is_named_at_start_and_per_program_after(server):
+def test_a_server_that_is_down_is_named_at_start_and_per_program_after():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(JudgeServerUnavailable, match=rf"judge server {re.escape(url)}/health"):
         make_judge(ExecutorConfig(backend="http", judge_url=url))
     with pytest.raises(ValueError, match="needs executor.judge_url"):
         make_judge(ExecutorConfig(backend="http"))
-    pool = HttpJudgePool(judge_url=server.url, http_timeout_s=5)
-    pool.url = url  # the server went away after the executor started
+    gone = serve(ExecutorConfig(workers=1))
+    pool = HttpJudgePool(judge_url=gone.url, http_timeout_s=5)
+    gone.shutdown()  # the server goes away after the executor started
+    gone.close()
     pool.submit(SUM, AC)
     (v,) = list(pool.as_completed())
-    assert v.verdict == "SE" and v.reward is None and url in v.message
+    assert v.verdict == "SE" and v.reward is None and gone.url in v.message
     pool.close()
 
 

@@ -38,7 +38,7 @@ const CHARTS = [
     empty: "no reward components recorded", series: () => nestedSeries("reward_components.", "", () => 0),
     note: rewardNote },
   { id: "sources", title: "Data sources: share of the step's groups", unit: "%", pct: true, ymax: 1,
-    empty: "no data sources recorded", series: () => nestedSeries("data.", ".share", () => 0),
+    empty: "no data sources recorded", series: () => nestedSeries("data.", ".share", () => 0, true),
     note: sourceNote },
   { id: "passhist", title: "Group pass rates (newest step)", unit: "groups", bars: passHistBars },
   { id: "truncation", title: "Truncated, looping and masked responses", unit: "%", pct: true,
@@ -112,13 +112,14 @@ function points(key, source) {
 
 // Series of a nested field seen in any step, e.g. nestedSeries("verdict_rates.", "") ->
 // [["verdict_rates.AC", "AC"], ...], ordered by rank(name) (then by name).
-function nestedSeries(prefix, suffix, rank) {
+// `dotted`: a name may hold dots (a data source named after a file such as "set-v0.3.1").
+function nestedSeries(prefix, suffix, rank, dotted = false) {
   const names = new Set();
   for (const r of data.steps) {
     for (const k of Object.keys(r)) {
       if (k.startsWith(prefix) && k.endsWith(suffix) && k.length > prefix.length + suffix.length) {
         const name = k.slice(prefix.length, k.length - suffix.length);
-        if (!name.includes(".")) names.add(name);
+        if (dotted || !name.includes(".")) names.add(name);
       }
     }
   }
@@ -146,7 +147,7 @@ function rewardNote(last) {
 }
 // The newest step per data source (data.sources): share of groups, mean reward, pass rate.
 function sourceNote(last) {
-  const names = nestedSeries("data.", ".share", () => 0).map(([, name]) => name);
+  const names = nestedSeries("data.", ".share", () => 0, true).map(([, name]) => name);
   if (!names.length) return [];
   const table = el("table", { class: "sources", "data-sources": String(names.length) });
   const head = el("tr");

@@ -119,13 +119,13 @@ def synthetic_rewards(step: int) -> dict[str, Any]:
 
 def synthetic_sources(step: int) -> dict[str, Any]:
     """The per-data-source fields of a step record (issue 45): sources `A` (share 0.75 on even
-    steps, 0.8 on odd) and `B` (from step 3)."""
+    steps, 0.8 on odd) and `B-v0.3` (a dotted name, as a file stem gives; from step 3)."""
     share = 0.75 if step % 2 == 0 else 0.8
     data = {
         "A": {"share": 1.0 if step < 3 else share, "groups": 8, "reward": 0.5, "pass_rate": 0.4}
     }
     if step >= 3:
-        data["B"] = {"share": 1 - share, "groups": 2, "reward": 0.25, "pass_rate": 0.1}
+        data["B-v0.3"] = {"share": 1 - share, "groups": 2, "reward": 0.25, "pass_rate": 0.1}
     return {"data": data}
 
 

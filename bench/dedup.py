@@ -1,4 +1,4 @@
-"""`microcoder bench data`: near-duplicate detection (data/corpus/dedup.py) on synthetic statements.
+"""`microcoder bench dedup`: near-duplicate detection (data/corpus/dedup.py) on synthetic statements.
 
 Statements come from a seeded generator: a Zipf-distributed vocabulary of made-up words, bodies
 of 40-160 words wrapped in one of four site templates (Codeforces-style time/memory limits and
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     statements, planted = generate(max(args.n, args.sample), args.seed, args.dup_share)
     print(
-        f"bench data: generated {len(statements)} in {time.perf_counter() - t0:.1f}s",
+        f"bench dedup: generated {len(statements)} in {time.perf_counter() - t0:.1f}s",
         file=sys.stderr,
     )
     kw = dict(threshold=args.threshold, num_perm=args.num_perm, shingle=args.shingle)
