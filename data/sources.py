@@ -1,7 +1,9 @@
 """The problems a run's `[data]` section names: a bundled synthetic family or a problem file.
 
-Read by the launcher (launch/run/problems.py renders and measures the training prompts) and by every
-executor (actors/executor.py looks problems up by id to judge them), so both see the same set.
+A run reads them through its problem store (data/store.py: `build_store` writes a synthetic
+family's train and held-out splits, or a file's rows, into RUN_DIR/problems.sqlite; the buffer
+and the executors read that). `load_run_problems` loads a whole source in memory: for tests and
+benchmarks on small sets.
 """
 
 from __future__ import annotations

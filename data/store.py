@@ -78,12 +78,22 @@ def _decode(blob: bytes) -> Problem:
     return Problem(**json.loads(zlib.decompress(blob)))
 
 
+_HASHED: dict[tuple, str] = {}
+
+
 def _file_hash(path: Path) -> str:
+    """blake2b of the file's bytes, streamed; remembered in this process by (path, inode,
+    size, mtime), so the launch's preflight and its bring-up read a big file once."""
+    st = path.stat()
+    seen = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if seen in _HASHED:
+        return _HASHED[seen]
     h = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
-    return h.hexdigest()
+    _HASHED[seen] = h.hexdigest()
+    return _HASHED[seen]
 
 
 def _is_synthetic(path: str) -> bool:

@@ -141,14 +141,24 @@ def launch_once(
     return out
 
 
+STORE_SCRIPT = r"""
+import sys
+from pathlib import Path
+from microcoder.launch.config import load_config
+from microcoder.launch.run.problems import build_run_store
+cfg = load_config(sys.argv[2], sys.argv[3:])
+build_run_store(cfg, Path(sys.argv[1]), log=lambda _m: None)
+"""
+"""Builds the run's problem store (data/store.py) as the launch's preflight does."""
+
 EXECUTOR_SCRIPT = r"""
 import json, sys, time, psutil
-from microcoder.launch.config import load_config
 from microcoder.actors.executor import Executor
-import microcoder.data.sources, microcoder.sandbox.backends, microcoder.buffer.client
-cfg = load_config(sys.argv[1], sys.argv[2:])
+from microcoder.launch.config import load_config
+import microcoder.data.store, microcoder.sandbox.backends, microcoder.buffer.client
+cfg = load_config(sys.argv[2], sys.argv[3:])
 t0 = time.perf_counter()
-ex = Executor("executor-bench", cfg.executor, None, None, cfg.data, cfg.seed)
+ex = Executor("executor-bench", cfg.executor, None, None, sys.argv[1])
 ex.ready()
 seconds = time.perf_counter() - t0
 rss = psutil.Process().memory_info().rss / 2**20
@@ -159,11 +169,28 @@ print(json.dumps({"seconds": round(seconds, 2), "rss_mb": round(rss)}))
 
 def executor_start(config: str, source: str, extra: list[str]) -> dict[str, Any]:
     """Seconds from constructing an executor with the run's arguments to its `ready()`, and its
-    RSS then, in a fresh process (imports done before the clock starts). The executor's
+    RSS then, in a fresh process (imports done before the clock starts), on the run's problem
+    store, built first in another process as the launch's preflight builds it. The executor's
     constructor arguments live here only: change them here when they change
     (actors/executor.py, launch/run/cluster.py `start_pools`)."""
-    cmd = [sys.executable, "-c", EXECUTOR_SCRIPT, config, *settings(source, extra)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-data-store-") as tmp:
+        store = str(Path(tmp) / "problems.sqlite")
+        args = [store, config, *settings(source, extra)]
+        res = subprocess.run(
+            [sys.executable, "-c", STORE_SCRIPT, *args],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if res.returncode == 0:
+            res = subprocess.run(
+                [sys.executable, "-c", EXECUTOR_SCRIPT, *args],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
     if res.returncode != 0:
         return {"seconds": None, "rss_mb": None, "error": res.stderr.strip()[-500:]}
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -246,6 +246,7 @@ def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
     Ray. The check is the problem store's build (data/store.py, one streaming pass per file),
     into `run_dir`/problems.sqlite, where the bring-up finds and reuses it (None: a temporary
     folder, removed after), so the file is parsed once per launch."""
+    import shutil
     import tempfile
 
     from microcoder.data.sources import is_synthetic
@@ -259,14 +260,17 @@ def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
     def log(msg: str) -> None:
         print(f"launch: {msg}", flush=True)
 
+    made = run_dir is not None and not run_dir.exists()  # a refused launch leaves no run dir
     with tempfile.TemporaryDirectory(prefix="microcoder-check-") as tmp:
         folder = run_dir if run_dir is not None else Path(tmp)
         try:
             build_run_store(cfg, folder / STORE_NAME, log)
-        except FileNotFoundError as err:
-            where = "data.sources' paths" if cfg.data.sources else "data.source"
-            return f"{err} (set {where} to a problem file, or to synthetic)"
-        except (ProblemFormatError, ValueError) as err:
+        except (ProblemFormatError, ValueError, FileNotFoundError) as err:
+            if made:
+                shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(err, FileNotFoundError):
+                where = "data.sources' paths" if cfg.data.sources else "data.source"
+                return f"{err} (set {where} to a problem file, or to synthetic)"
             return f"problem file: {err}"
     return ""
 

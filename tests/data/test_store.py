@@ -288,3 +288,30 @@ def test_the_process_pool_measures_what_the_serial_pass_does(tmp_path, tiny_toke
             )
     assert len(tables[0]) == 30
     assert tables[0] == tables[1]
+
+
+def test_a_launch_parses_the_problem_file_once_and_a_resume_not_at_all(
+    tmp_path, tiny_tokenizer, monkeypatch
+):
+    """The preflight's check is the store's build; the bring-up's prepare reuses the store and a
+    second prepare (a resume) reuses the measurement too."""
+    from microcoder.data.formats import loaders
+    from microcoder.launch.config import load_config
+    from microcoder.launch.run.command import check_problem_source
+    from microcoder.launch.run.problems import prepare_run_problems
+
+    src = tmp_path / "p.jsonl"
+    src.write_text("".join(own_row(f"p{i}", "word " * i) for i in range(40)))
+    cfg = load_config(None, [f'data.source="{src}"', "eval.holdout_fraction=0.2"])
+    parses = []
+    real = loaders.iter_problems
+    monkeypatch.setattr(loaders, "iter_problems", lambda *a, **k: parses.append(a) or real(*a, **k))
+    run_dir = tmp_path / "run"
+    assert check_problem_source(cfg, run_dir) == ""
+    first = prepare_run_problems(cfg, tiny_tokenizer, run_dir, log=lambda _m: None)
+    again = prepare_run_problems(cfg, tiny_tokenizer, run_dir, log=lambda _m: None)
+    assert len(parses) == 1
+    assert first.prompts() == again.prompts()
+    held = {p.id for p in first.heldout}
+    assert held and not held & {pid for pid, _ in first.prompts()}
+    assert first.total + len(held) == 40
