@@ -257,8 +257,10 @@ def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
     from microcoder.data.store import STORE_NAME
     from microcoder.launch.run.problems import build_run_store
 
-    def log(msg: str) -> None:
-        print(f"launch: {msg}", flush=True)
+    def log(
+        msg: str,
+    ) -> None:  # progress, timestamped as the bring-up's lines ("launch: " = errors)
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
     made = run_dir is not None and not run_dir.exists()  # a refused launch leaves no run dir
     with tempfile.TemporaryDirectory(prefix="microcoder-check-") as tmp:

@@ -153,9 +153,9 @@ def test_per_source_metrics_are_labelled_by_source():
     text = prometheus_text(rec)
     got = parse(text)
     assert got['microcoder_data_share{source="A"}'] == 0.75
-    assert got['microcoder_data_share{source="B"}'] == 0.25
+    assert got['microcoder_data_share{source="B-v0.3"}'] == 0.25
     assert got['microcoder_data_pass_rate{source="A"}'] == 0.4
-    assert got['microcoder_data_reward{source="B"}'] == 0.25
+    assert got['microcoder_data_reward{source="B-v0.3"}'] == 0.25
     assert got['microcoder_data_groups{source="A"}'] == 8
     assert "# TYPE microcoder_data_share gauge" in text
     assert not any(k.startswith("microcoder_data_A") for k in got)  # not flattened beside
