@@ -1,6 +1,6 @@
 """Generator actor: a vLLM async engine wired to the buffer (prompts in, groups out) and to the
 learner (weights in). Thin: the loop is actors/stream.py, the engine actors/engines/async_llm.py,
-sampling helpers actors/rollout.py, the wire buffer/, the weights path actors/weight_sync.py.
+sampling helpers actors/rollout.py, the wire buffer/, the weights path actors/weights/publisher.py.
 
 It streams (`streaming_loop`): up to `generator.max_inflight_prompts` groups are in flight at
 once (admission control may lease fewer); a group is handed to the buffer the moment its G
@@ -120,10 +120,10 @@ class Generator(PriorityControl):
         self._prompt_cache: dict[str, list[int]] = {}
         self._channel: dict[str, Any] = {}
         self._pending = None
-        """A send asked of learner rank 0 that it is not yet ready to make (actors/weight_pull.py
+        """A send asked of learner rank 0 that it is not yet ready to make (actors/weights/pull.py
         `PendingSync`): the loop's ticks check it, the engine generating meanwhile."""
         self._relay = relay_member(name, settings)
-        """learner.weight_transport = "relay": its side of the relay (actors/relay_member.py)."""
+        """learner.weight_transport = "relay": its side of the relay (actors/weights/relay_member.py)."""
 
     # ------------------------------------------------------------ control (other threads)
 
@@ -378,9 +378,9 @@ class Generator(PriorityControl):
     def _update_locked(self, block: bool = True) -> bool:
         """Once rank 0 is ready to send: inflight: pause("keep"), between_groups: pause("wait")
         (vLLM finishes the requests in flight on the old weights; nothing is leased meanwhile,
-        the loop is here); then the load (actors/weight_sync.py `update_engine`). The engine
+        the loop is here); then the load (actors/weights/publisher.py `update_engine`). The engine
         resumes even when the load fails."""
-        from microcoder.actors.weight_sync import WeightsMixedError
+        from microcoder.actors.weights.publisher import WeightsMixedError
 
         try:
             updated = self._update_unchecked(block)
@@ -399,7 +399,7 @@ class Generator(PriorityControl):
     def _update_unchecked(self, block: bool = True) -> bool:
         """`block` False (the loop's tick): a sync asked of rank 0 and not yet ready returns
         False at once, and the next tick checks again (unthrottled); True waits for it."""
-        from microcoder.actors.weight_pull import request_weights
+        from microcoder.actors.weights.pull import request_weights
 
         relayed = self._relay_update(block)
         if relayed is not None:
@@ -430,7 +430,7 @@ class Generator(PriorityControl):
         """The relay's turn of a weight update (learner.weight_transport = "relay"): None when
         the own channel is to sync now; else whether a relay round was loaded (`block`: wait
         through a round under way, at most the member's own deadlines)."""
-        from microcoder.actors.relay_member import CHANNEL, RECEIVE, WAIT
+        from microcoder.actors.weights.relay_member import CHANNEL, RECEIVE, WAIT
 
         if self._relay is None or self._pending is not None:
             return None
@@ -446,9 +446,9 @@ class Generator(PriorityControl):
             time.sleep(0.02)
 
     def _load(self, receive, what) -> bool:
-        """Pause the engine, `receive()` the round, relabel, resume (actors/weight_sync.py
+        """Pause the engine, `receive()` the round, relabel, resume (actors/weights/publisher.py
         `update_engine`); True when new weights were loaded."""
-        from microcoder.actors.weight_sync import update_engine
+        from microcoder.actors.weights.publisher import update_engine
 
         mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
         with self.timer.sync():
@@ -471,7 +471,7 @@ class Generator(PriorityControl):
         """Learner rank 0's actor handle, looked up by its name once (within
         learner.sync_timeout_s, naming rank 0 when it is not found)."""
         from microcoder.actors.deadline import actor_by_name
-        from microcoder.actors.weight_sync import LEARNER0
+        from microcoder.actors.weights.publisher import LEARNER0
 
         if self._learner0_handle is None:
             self._learner0_handle = actor_by_name(
@@ -561,7 +561,7 @@ def relay_member(name: str, settings: GeneratorSettings):
     "channels"."""
     if settings.learner.weight_transport != "relay":
         return None
-    from microcoder.actors.relay_member import RelayMember
+    from microcoder.actors.weights.relay_member import RelayMember
 
     return RelayMember(name, settings.learner, settings.generator.weight_poll_s)
 

@@ -27,8 +27,8 @@ before it could not forward to, else the first that failed), the ranks downstrea
 the version and the ones upstream the stall reached (`.delivered`: the ranks that confirmed it).
 
 Bench: `microcoder bench weight-sync --receivers 1,2,4`. In a run (`learner.weight_transport =
-"relay"`) rank 0's `RelayHub` (actors/relay_hub.py) keeps the epoch's `RelaySender`, each
-generator's workers a `RelayReceiver` (worker_ext.py `mc_open_relay`; actors/relay_member.py).
+"relay"`) rank 0's `RelayHub` (actors/weights/relay_hub.py) keeps the epoch's `RelaySender`, each
+generator's workers a `RelayReceiver` (worker_ext.py `mc_open_relay`; actors/weights/relay_member.py).
 """
 
 from __future__ import annotations

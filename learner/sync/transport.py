@@ -10,7 +10,7 @@ process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
   0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
-     asked for the round: it pauses its engine only then (actors/weight_pull.py);
+     asked for the round: it pauses its engine only then (actors/weights/pull.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
   2. broadcast int64 [header length], then the header (`WeightSyncHeader`, microcoder/protocol.py:
@@ -34,7 +34,7 @@ a sender whose peers disagree on the size fails naming them instead of hanging. 
 the group is broken; close both sides and build a new one.
 
 The run uses one group per generator (a *channel*): rank 0 holds a `WeightSender` per
-generator (actors/weight_sync.py `WeightPublisher`); each vLLM worker of the generator builds
+generator (actors/weights/publisher.py `WeightPublisher`); each vLLM worker of the generator builds
 its `WeightReceiver` (actors/engines/worker_ext.py). The whole path: docs/architecture.md §7.
 """
 
@@ -313,7 +313,7 @@ class WeightSender:
 
     def signal_ready(self, ticket: str) -> None:
         """Tell the generator that asked for send `ticket` that this sender is about to send:
-        it pauses its engine only now (actors/weight_pull.py)."""
+        it pauses its engine only now (actors/weights/pull.py)."""
         self.store.set(ready_key(ticket), "1")
 
     def _pack(self, items: list[tuple[str, torch.Tensor]], bucket: dict) -> torch.Tensor:

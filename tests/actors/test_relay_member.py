@@ -1,4 +1,4 @@
-"""The generator's side of the weight relay (actors/relay_member.py), its decisions at a tick
+"""The generator's side of the weight relay (actors/weights/relay_member.py), its decisions at a tick
 against a stand-in for learner rank 0's `relay_status` (no Ray): when it syncs on its own
 channel, when it waits, and when a round rank 0 did not confirm makes its weights mixed."""
 
@@ -12,8 +12,14 @@ from types import SimpleNamespace
 import pytest
 import torch.distributed as dist
 
-from microcoder.actors.relay_member import CHANNEL, IDLE, WAIT, RelayMember, backoff_versions
-from microcoder.actors.weight_sync import WeightsMixedError
+from microcoder.actors.weights.publisher import WeightsMixedError
+from microcoder.actors.weights.relay_member import (
+    CHANNEL,
+    IDLE,
+    WAIT,
+    RelayMember,
+    backoff_versions,
+)
 from microcoder.learner.config import LearnerConfig
 
 
@@ -256,7 +262,7 @@ def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
     round 1 and announces it in the epoch's store (relay_hub.py `ANNOUNCE_KEY`): the member's
     watcher sees it, the member counts as busy (its loop ticks it at once), and its next step
     asks `relay_status` and sets its ready key for round 1, long before its next poll."""
-    from microcoder.actors.relay_hub import _tell
+    from microcoder.actors.weights.relay_hub import _tell
     from microcoder.learner.sync.transport import _PREFIX
 
     with epoch_store() as spec:

@@ -4,7 +4,7 @@ bit-identical; one missing at the join deadline is left out while the others get
 and it catches up on its own channel, then joins again.
 
 Real Ray: learner rank 0 is the product's `LearnerRank` in a Ray actor, its `WeightPublisher`
-and `RelayHub` (actors/relay_hub.py) over real gloo groups, with a stand-in Learner whose steps
+and `RelayHub` (actors/weights/relay_hub.py) over real gloo groups, with a stand-in Learner whose steps
 are instant. Each generator is the product's `Generator` (its `maybe_update`, called as the
 streaming loop's ticks call it, on a thread of this process), its vLLM engine a stand-in whose
 one worker is the product's `WeightLoaderExtension` (actors/engines/worker_ext.py: channel and
@@ -77,7 +77,7 @@ class Engine:
 
 def rank0_actor(ray):
     from microcoder.actors.learner_rank import LearnerRank, group_sizes
-    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.actors.weights.publisher import WeightPublisher
     from microcoder.learner.config import LearnerConfig
 
     class Instant:

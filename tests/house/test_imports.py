@@ -25,6 +25,10 @@ RULES = {
         "microcoder.launch",
         *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "stream")),
     ),
+    "actors/weights": (
+        "microcoder.launch",
+        *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "stream")),
+    ),
     "sandbox/rewards": (
         *(
             f"microcoder.sandbox.{m}"

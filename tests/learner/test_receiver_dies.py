@@ -18,7 +18,7 @@ import time
 import pytest
 import torch
 
-from microcoder.actors.weight_sync import WeightPublisher
+from microcoder.actors.weights.publisher import WeightPublisher
 
 DEADLINE_S = 5.0
 

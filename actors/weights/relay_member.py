@@ -1,5 +1,5 @@
 """A generator's side of the weight relay (`learner.weight_transport = "relay"`; rank 0's side:
-actors/relay_hub.py). The generator's loop calls `RelayMember.step` at its ticks; it never
+actors/weights/relay_hub.py). The generator's loop calls `RelayMember.step` at its ticks; it never
 blocks the loop on rank 0:
 
 1. After a completed sync on its own channel (at start, after a restart, after a `scale` add:
@@ -30,8 +30,8 @@ import threading
 import time
 from typing import Any
 
-from microcoder.actors.relay_hub import ANNOUNCE_KEY
-from microcoder.actors.weight_sync import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+from microcoder.actors.weights.publisher import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+from microcoder.actors.weights.relay_hub import ANNOUNCE_KEY
 
 CHANNEL, IDLE, WAIT, RECEIVE = "channel", "idle", "wait", "receive"
 """What `RelayMember.step` tells the caller: sync over the own channel now; nothing to do;
