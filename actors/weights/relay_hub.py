@@ -62,9 +62,9 @@ def _tell(sender, n: int, version: int) -> None:
 def _leave_out(sender, n: int) -> None:
     """A failed round n that named no chain (learner/sync/relay.py's key) names an empty one:
     the members that are, or get, ready for it fall back now, not at their own deadline."""
-    from microcoder.learner.sync.transport import _PREFIX
+    from microcoder.learner.sync.transport import KEY_PREFIX
 
-    key = f"{_PREFIX}/relay-chain/{n}"
+    key = f"{KEY_PREFIX}/relay-chain/{n}"
     try:
         if not sender.store.check([key]):
             sender.store.set(key, "[]")

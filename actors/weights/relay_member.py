@@ -246,21 +246,21 @@ class RelayMember:
 
     def _ready(self, spec: dict, rnd: dict) -> str:
         """Set this member's ready keys for round rnd["n"] (rank 0 puts it in the chain)."""
-        from microcoder.learner.sync.transport import _PREFIX
+        from microcoder.learner.sync.transport import KEY_PREFIX
 
         self._unwatch()
         store, self.spec = self._store(spec), spec
         first, workers = spec["first_rank"], spec["workers"]
         for r in range(first, first + workers):
-            store.set(f"{_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
+            store.set(f"{KEY_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
         self.waiting = {**rnd, "first": first, "since": time.monotonic()}
         return WAIT
 
     def _chain_says(self) -> str:
-        from microcoder.learner.sync.transport import _PREFIX
+        from microcoder.learner.sync.transport import KEY_PREFIX
 
         w = self.waiting
-        key = f"{_PREFIX}/relay-chain/{w['n']}"
+        key = f"{KEY_PREFIX}/relay-chain/{w['n']}"
         if not self.store.check([key]):  # rank 0 names the chain once it holds WorkLock
             if time.monotonic() - w["since"] > self.round_s + self.cfg.sync_timeout_s:
                 return self.fall_back(f"learner rank 0 did not start relay round {w['n']} in time")

@@ -263,7 +263,7 @@ def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
     watcher sees it, the member counts as busy (its loop ticks it at once), and its next step
     asks `relay_status` and sets its ready key for round 1, long before its next poll."""
     from microcoder.actors.weights.relay_hub import _tell
-    from microcoder.learner.sync.transport import _PREFIX
+    from microcoder.learner.sync.transport import KEY_PREFIX
 
     with epoch_store() as spec:
         master = spec.pop("master")
@@ -281,5 +281,5 @@ def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
             assert time.monotonic() < deadline, "the member's watcher did not see round 1"
             time.sleep(0.01)
         assert m.step(None, rank0, version=5) == WAIT and rank0.asked == 2
-        assert master.check([f"{_PREFIX}/relay-ready/1/1"]) and m.waiting["n"] == 1
+        assert master.check([f"{KEY_PREFIX}/relay-ready/1/1"]) and m.waiting["n"] == 1
         m.fall_back("test over")
