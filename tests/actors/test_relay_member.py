@@ -126,11 +126,13 @@ def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_sa
     """A tick readied the generator for a relay round; `greedy` (as `sample_eval` and the
     diversity probe) takes the weight lock next. It receives the round first (the chain waits
     for it), then samples on version 7. Before: it sampled, and the round was never received."""
-    import threading
     from types import SimpleNamespace
 
     from microcoder.actors.generator import Generator
     from microcoder.actors.timing import PoolTimer
+    from microcoder.actors.weights.channel_source import ChannelSource
+    from microcoder.actors.weights.follower import WeightFollower
+    from microcoder.actors.weights.relay_source import RelaySource
 
     events: list[str] = []
 
@@ -154,14 +156,19 @@ def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_sa
             return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[1])]) for _ in prompts]
 
     gen = Generator.__new__(Generator)
-    gen.name, gen.version, gen._pending, gen._held, gen._mixed = "gen-0", 6, None, None, False
-    gen.engine, gen._learner0_handle, gen.learner0 = Engine(), object(), "rank-0"
+    gen.name, gen.version = "gen-0", 6
+    gen.engine, gen.learner0 = Engine(), "rank-0"
     gen.settings = SimpleNamespace(
         generator=SimpleNamespace(weight_update="inflight", inflight_kv="recompute")
     )
-    gen.timer, gen.pause_s, gen.syncs, gen._weights = PoolTimer(), [], [], threading.Lock()
+    gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
     gen._prompt_cache = {"p": [1, 2]}
-    gen._relay = ReadiedMember(events)
+    rank0 = object()
+    source = RelaySource(
+        ReadiedMember(events), ChannelSource("gen-0", None, lambda: rank0), lambda: rank0
+    )
+    gen.weights = WeightFollower(gen, "rank-0", source)
+    gen.weights.rank0_handle = rank0
     assert gen.greedy(["p"], 4) == [[1]]
     assert events == ["received", "sampled at 7"] and gen.version == 7
 

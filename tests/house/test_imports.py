@@ -27,7 +27,7 @@ RULES = {
     ),
     "actors/weights": (
         "microcoder.launch",
-        *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "stream")),
+        *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank")),
     ),
     "sandbox/rewards": (
         *(
