@@ -133,7 +133,7 @@ class GeneratorSettings:
     algorithm: AlgorithmConfig
     """`group_size` and `temperature.initial`."""
     learner: LearnerConfig
-    """`sync_timeout_s` of the weight pull (actors/weight_pull.py: `pull_weights`)."""
+    """`sync_timeout_s` of the weight pull (actors/weights/pull.py: `pull_weights`)."""
     device: str = "auto"
     """`cluster.device` (auto, cpu, cuda); resolved on the actor's own node."""
     seed: int = 0

@@ -2,7 +2,7 @@
 raises when the deadline passes names the actors that did not answer and says what to do.
 
 Used by the driver (launch/run/learner_group.py, launch/run/pools.py, launch/run/cluster.py) and by the
-generator's weight pull (actors/weight_sync.py), so it lives where both may import it. It waits
+generator's weight pull (actors/weights/publisher.py), so it lives where both may import it. It waits
 on several calls at once (one per learner rank, say) and fails as soon as one of them fails:
 a collective whose peer is stuck fails on the ranks that wait for it, and the error then names
 the ranks still running, the ones to look at. `actor_by_name` is the generator's look-up of

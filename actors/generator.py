@@ -1,6 +1,7 @@
 """Generator actor: a vLLM async engine wired to the buffer (prompts in, groups out) and to the
 learner (weights in). Thin: the loop is actors/stream.py, the engine actors/engines/async_llm.py,
-sampling helpers actors/rollout.py, the wire buffer/, the weights path actors/weight_sync.py.
+sampling helpers actors/rollout.py, the wire buffer/, its half of a weight update
+actors/weights/follower.py (`WeightFollower`, the one field `weights`).
 
 It streams (`streaming_loop`): up to `generator.max_inflight_prompts` groups are in flight at
 once (admission control may lease fewer); a group is handed to the buffer the moment its G
@@ -8,7 +9,7 @@ responses finish and a new prompt is leased in its place. Code RL's response len
 long-tailed, so waves (one blocking engine call per batch of prompts) left the engine nearly
 empty while the longest responses finished, and made weights wait a whole wave.
 
-New weights are taken in flight (`maybe_update`, every loop tick, asking the learner's version
+New weights are taken in flight (`maybe_update`, the follower's `poll`, every loop tick, asking the learner's version
 at most every `generator.weight_poll_s`, and after a lease whose reply names a newer version
 than the engine's): with `weight_update = "inflight"` the engine pauses
 with its requests kept, loads, relabels, resets the prefix cache and resumes, so a response may
@@ -21,7 +22,7 @@ the launcher shows), counted (`sync_failures`) and retried at the next poll; aft
 with an error naming the peer, and the pool restarts it (actors/stream.py). A load that failed
 after it began leaves the engine's weights mixed (the worker loads bucket by bucket): the loop
 ends at once (its groups in flight handed back to the buffer), and until a sync completes no
-group is sampled (`_mixed`: every later update failure ends the loop too).
+group is sampled (the follower's `mixed`: every later update failure ends the loop too).
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
@@ -64,12 +63,12 @@ class Generator(PriorityControl):
         from microcoder.actors.engines.async_llm import build_async_engine
         from microcoder.actors.engines.build import WORKER_EXTENSION
         from microcoder.actors.logs import redirect_to_run_dir
+        from microcoder.actors.weights.follower import WeightFollower
         from microcoder.buffer.client import BufferClient
         from microcoder.data.prompting.render import PromptRenderer
         from microcoder.device import resolve_device
 
         self.name, self.settings, self.learner0 = name, settings, learner0
-        self._learner0_handle = None  # rank 0's handle, looked up by name at the first sync
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
@@ -108,22 +107,13 @@ class Generator(PriorityControl):
         """Prompts reported failed because the engine raised on them (see `_group_failed`)."""
         self.sync_failures = 0
         """Weight updates that failed (each logged in `errors`; the loop went on)."""
-        self._mixed = False
-        """A load failed after it began: the engine's weights may be part new, part old."""
         self.errors: list[tuple[float, str]] = []
         """The newest generation errors: (unix time, message), at most 20."""
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
-        self._weights = threading.Lock()  # a weight update and eval sampling never overlap
-        self._last_poll = float("-inf")
-        self._held: int | None = None  # hold_weights: the version a held-out eval samples at
         self._prompt_cache: dict[str, list[int]] = {}
-        self._channel: dict[str, Any] = {}
-        self._pending = None
-        """A send asked of learner rank 0 that it is not yet ready to make (actors/weight_pull.py
-        `PendingSync`): the loop's ticks check it, the engine generating meanwhile."""
-        self._relay = relay_member(name, settings)
-        """learner.weight_transport = "relay": its side of the relay (actors/relay_member.py)."""
+        self.weights = WeightFollower(self, learner0)
+        """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
 
     # ------------------------------------------------------------ control (other threads)
 
@@ -150,11 +140,12 @@ class Generator(PriorityControl):
             self.engine.shutdown()
         except Exception:
             pass
-        with self._weights:
-            self.version, self._channel, self._mixed, self._pending = 0, {}, False, None
-            self._relay = relay_member(self.name, self.settings)  # new workers: join again
-            self._held = None  # a new engine holds no eval's version: its loop syncs first
+
+        def rebuild() -> None:  # new workers join again; its loop syncs first
+            self.version = 0
             self.engine = self._build_engine()
+
+        self.weights.restart(rebuild)
         self.engine_rebuilds += 1
 
     def stop(self) -> None:
@@ -183,7 +174,7 @@ class Generator(PriorityControl):
             "failed_prompts": self.failed_prompts,
             "sync_failures": self.sync_failures,
             "engine_rebuilds": self.engine_rebuilds,
-            "relay": self._relay.summary() if self._relay is not None else {},
+            "relay": self.weights.summary(),
             "errors": [list(e) for e in self.errors],
         }
 
@@ -229,20 +220,15 @@ class Generator(PriorityControl):
             owner=self.name,
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
-            hold_leases=self._sync_under_way,
+            hold_leases=self.weights.under_way,
         )
         return self.stats()
-
-    def _sync_under_way(self) -> bool:
-        """A send asked of rank 0, or a relay round, is under way: lease nothing, check it at
-        every tick."""
-        return self._pending is not None or (self._relay is not None and self._relay.busy)
 
     def _loop_version(self) -> int:
         """The version the loop sees: -1 while a failed load left the weights mixed, so that the
         loop asks rank 0 after its first lease whatever version the buffer names (it skips the
         ask when the lease's reply is not newer than this; no group is sampled while mixed)."""
-        return -1 if self._mixed else self.version
+        return -1 if self.weights.mixed else self.version
 
     def _sync_failed(self, err: BaseException, in_a_row: int) -> None:
         """A weight update failed and the loop goes on (actors/stream.py): log and count it."""
@@ -327,161 +313,25 @@ class Generator(PriorityControl):
     # ------------------------------------------------------------ weights
 
     def maybe_update(self, throttled: bool = True) -> bool:
-        """The loop's tick: at most every `generator.weight_poll_s` (every call when not
-        `throttled`: right after a lease, whose prompts must start on the newest weights), ask
-        the learner's version and take newer weights. Skips while eval sampling holds the
-        weights (the next tick asks again). A send asked of rank 0 and not yet ready is checked
-        at every tick (a key in the channel's store: no call to rank 0), without waiting: the
-        loop goes on handing in groups while rank 0 finishes its step (and leases none:
-        `hold_leases`)."""
-        if self.learner0 is None:
-            return False
-        if self._mixed:  # nothing may be sampled before a sync completes: no throttle, no skip
-            return self.maybe_sync_weights()
-        if self._held is not None:  # a held-out eval samples at this version (hold_weights)
-            return False
-        now = time.monotonic()
-        poll_s = self.settings.generator.weight_poll_s
-        if throttled and not self._sync_under_way() and now - self._last_poll < poll_s:
-            return False
-        if not self._weights.acquire(blocking=False):
-            return False
-        try:
-            self._last_poll = now
-            return self._update_locked(block=False)
-        finally:
-            self._weights.release()
+        """The loop's tick (`WeightFollower.poll`): at most every `generator.weight_poll_s`
+        (every call when not `throttled`: right after a lease), take newer weights."""
+        return self.weights.poll(throttled)
 
     def maybe_sync_weights(self) -> bool:
         """Take the learner's newest weights now if they are newer than ours (any thread);
         not while a held-out eval holds this version (hold_weights)."""
-        if self.learner0 is None or (self._held is not None and not self._mixed):
-            return False
-        with self._weights:
-            return self._update_locked()
+        return self.weights.sync_now()
 
     def hold_weights(self) -> int:
         """A run's held-out eval beside training (launch/run/eval_beside.py): take the learner's
         newest weights now, then keep them, taking no newer ones, until `release_weights`; the
         training loop goes on sampling on them meanwhile (its groups age, within the buffer's
         staleness bound). Returns the version held."""
-        with self._weights:
-            if self.learner0 is not None:
-                self._update_locked()
-            self._held = self.version
-            return self.version
+        return self.weights.hold()
 
     def release_weights(self) -> None:
         """End `hold_weights`: the loop's next tick takes the newest weights."""
-        self._held = None
-
-    def _update_locked(self, block: bool = True) -> bool:
-        """Once rank 0 is ready to send: inflight: pause("keep"), between_groups: pause("wait")
-        (vLLM finishes the requests in flight on the old weights; nothing is leased meanwhile,
-        the loop is here); then the load (actors/weight_sync.py `update_engine`). The engine
-        resumes even when the load fails."""
-        from microcoder.actors.weight_sync import WeightsMixedError
-
-        try:
-            updated = self._update_unchecked(block)
-        except Exception as err:
-            if not (self._mixed or caused_by(err, lambda e: isinstance(e, WeightsMixedError))):
-                raise
-            self._mixed = True
-            raise WeightsMixedError(
-                f"{self.name}: a weight load failed after it began, so the engine's weights may "
-                "be part new, part old; nothing is sampled on them until a sync completes (the "
-                "pool restarts this generator's loop, which syncs first)"
-            ) from err
-        self._mixed = False
-        return updated
-
-    def _update_unchecked(self, block: bool = True) -> bool:
-        """`block` False (the loop's tick): a sync asked of rank 0 and not yet ready returns
-        False at once, and the next tick checks again (unthrottled); True waits for it."""
-        from microcoder.actors.weight_pull import request_weights
-
-        relayed = self._relay_update(block)
-        if relayed is not None:
-            return relayed
-        if self._pending is None:  # ask rank 0 to send; the engine keeps generating meanwhile
-            cfg, publisher = self.settings.learner, self._publisher()
-            self._pending = request_weights(
-                self.engine, publisher, self.version, self.name, cfg, self._channel
-            )
-            if self._pending is None:
-                return False
-        pending = self._pending
-        try:  # over NCCL rank 0 is ready only after the learner's step: pause only then
-            if block:
-                pending.wait_ready()
-            elif not pending.ready():
-                return False
-        except BaseException:
-            self._pending = None  # failed: the channel is marked closed, the next try reopens
-            raise
-        self._pending = None
-        loaded = self._load(pending.receive, pending.latest)
-        if loaded and self._relay is not None:  # current on its channel: join the relay
-            self._relay.joined_after_channel_sync(self.engine, self._publisher(), self.version)
-        return loaded
-
-    def _relay_update(self, block: bool) -> bool | None:
-        """The relay's turn of a weight update (learner.weight_transport = "relay"): None when
-        the own channel is to sync now; else whether a relay round was loaded (`block`: wait
-        through a round under way, at most the member's own deadlines)."""
-        from microcoder.actors.relay_member import CHANNEL, RECEIVE, WAIT
-
-        if self._relay is None or self._pending is not None:
-            return None
-        while True:
-            way = self._relay.step(self.engine, self._publisher(), self.version)
-            if way == CHANNEL:
-                return None
-            if way == RECEIVE:
-                what = f"{self._relay.waiting['version']} (relay)"
-                return self._load(lambda: self._relay.receive(self.engine), what)
-            if way != WAIT or not block:
-                return False
-            time.sleep(0.02)
-
-    def _load(self, receive, what) -> bool:
-        """Pause the engine, `receive()` the round, relabel, resume (actors/weight_sync.py
-        `update_engine`); True when new weights were loaded."""
-        from microcoder.actors.weight_sync import update_engine
-
-        mode = "keep" if self.settings.generator.weight_update == "inflight" else "wait"
-        with self.timer.sync():
-            result, pause_s = update_engine(
-                self.engine,
-                mode,
-                receive,
-                f"{self.name}: weight update to version {what}",
-                self.settings.generator.inflight_kv,
-            )
-        self.pause_s.append(pause_s)
-        del self.pause_s[:-1000]
-        if result is None:
-            return False
-        self.version = result["version"]
-        self.syncs.append({**result, "pause_s": pause_s, "mode": mode})
-        return True
-
-    def _publisher(self):
-        """Learner rank 0's actor handle, looked up by its name once (within
-        learner.sync_timeout_s, naming rank 0 when it is not found)."""
-        from microcoder.actors.deadline import actor_by_name
-        from microcoder.actors.weight_sync import LEARNER0
-
-        if self._learner0_handle is None:
-            self._learner0_handle = actor_by_name(
-                self.learner0,
-                self.settings.learner.sync_timeout_s,
-                LEARNER0,
-                "it is not running (it failed to start or died: see its log), or this generator "
-                "was given another name than LearnerGroup.rank0_name",
-            )
-        return self._learner0_handle
+        self.weights.release()
 
     # ------------------------------------------------------------ probes
 
@@ -532,38 +382,23 @@ class Generator(PriorityControl):
             )
         return {"version": self.version, "samples": samples}
 
-    @contextmanager
-    def _sampling(self) -> Iterator[None]:
+    def _sampling(self):
         """The weight lock, for sampling outside the loop. A relay round a tick said this
         generator is ready for is received first: rank 0 put it in the round's chain, and the
         members after it would lose the round if it did not receive."""
-        with self._weights:
-            if self._relay is not None and self._relay.busy:
-                self._update_locked()
-            yield
+        return self.weights.sampling()
 
     def shutdown(self) -> None:
         """Stop the loop, return held leases, leave the weight relay, and shut the engine down
         (its EngineCore exits)."""
         self.stop()
-        if self._relay is not None and self._learner0_handle is not None:
-            self._relay.leave(self._learner0_handle)  # out of the next epoch, answered
+        self.weights.leave()  # out of the relay's next epoch, answered
         if self.client is not None:
             self.client.release_and_close()
         try:
             self.engine.shutdown()
         except Exception:
             pass
-
-
-def relay_member(name: str, settings: GeneratorSettings):
-    """Generator `name`'s side of the weight relay, or None with learner.weight_transport
-    "channels"."""
-    if settings.learner.weight_transport != "relay":
-        return None
-    from microcoder.actors.relay_member import RelayMember
-
-    return RelayMember(name, settings.learner, settings.generator.weight_poll_s)
 
 
 class _Counted:

@@ -215,7 +215,7 @@ def caused_by(err: BaseException | None, test: Callable[[BaseException], bool]) 
 
 _FATAL_UPDATE_ERRORS = ("EngineDeadError", "WeightsMixedError")
 """A weight update that failed with one of these (or from one) ends the loop at once: the engine
-is gone, or its weights may be part new, part old (actors/weight_sync.py `WeightsMixedError`)."""
+is gone, or its weights may be part new, part old (actors/weights/publisher.py `WeightsMixedError`)."""
 
 
 def _fatal_update_error(err: BaseException | None) -> bool:
@@ -329,7 +329,7 @@ def streaming_loop(
     loop raises `WeightUpdatesFailed` once the groups in flight are handed in.
 
     `hold_leases()` true: lease nothing this tick (the Generator's: a weight send asked of rank 0
-    and not yet ready, actors/weight_pull.py; new groups would start on weights about to be
+    and not yet ready, actors/weights/pull.py; new groups would start on weights about to be
     replaced, overrunning the staleness budget); the groups in flight go on and are handed in."""
     stats, flight = StreamStats(), _InFlight()
     updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)

@@ -68,7 +68,7 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
 
     from microcoder.learner.distributed import free_port
     from microcoder.learner.sync.relay import RelaySender
-    from microcoder.learner.sync.transport import WeightSender, _layout
+    from microcoder.learner.sync.transport import WeightSender, bucket_layout
 
     ports = [free_port() for _ in range(n)]
     relay_port, rounds = free_port(), repeats + 1
@@ -112,7 +112,7 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
             p.kill()
     med = {k: statistics.median(v) for k, v in times.items()}
     hop = max(med["relay"] - med["relay0"], 1e-9) / (chunks + n - 1)
-    buckets = len(_layout(list(state.items()), 0, bucket)[1])
+    buckets = len(bucket_layout(list(state.items()), 0, bucket)[1])
     serial_bucket = max(med["serial"] - med["serial0"], 1e-9) / (n * buckets)
     return {
         "serial_s": med["serial"],

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from microcoder.learner.distributed import free_port
-    from microcoder.learner.sync.transport import _PREFIX, WeightSender, _broadcast
+    from microcoder.learner.sync.transport import KEY_PREFIX, WeightSender, broadcast_root
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,17 +122,17 @@ def run(args: argparse.Namespace) -> dict:
             for k in range(args.repeats + 1):  # round 0 warms up both
                 for mode in ("sync", "raw"):
                     start = time.perf_counter()
-                    _broadcast(
+                    broadcast_root(
                         sender.pg, torch.tensor([_CMD_SYNC if mode == "sync" else _CMD_RAW, nbytes])
                     ).wait()
                     if mode == "sync":
                         sender.send(sd.items(), version=k)
                     else:
-                        _broadcast(sender.pg, raw).wait()
-                        sender.store.wait([f"{_PREFIX}/rawdone/{k}"])
+                        broadcast_root(sender.pg, raw).wait()
+                        sender.store.wait([f"{KEY_PREFIX}/rawdone/{k}"])
                     if k:
                         times[mode].append(time.perf_counter() - start)
-            _broadcast(sender.pg, torch.tensor([_CMD_EXIT, 0])).wait()
+            broadcast_root(sender.pg, torch.tensor([_CMD_EXIT, 0])).wait()
             proc.wait(timeout=120)
             sync_s, raw_s = _median(times["sync"]), _median(times["raw"])
             results[label] = {
@@ -158,13 +158,13 @@ def receive(port: int) -> None:
     """The receiver process: obey commands until told to exit."""
     import torch
 
-    from microcoder.learner.sync.transport import _PREFIX, WeightReceiver, _broadcast
+    from microcoder.learner.sync.transport import KEY_PREFIX, WeightReceiver, broadcast_root
 
     rx = WeightReceiver("127.0.0.1", port, 1, 2, timeout_s=300, name="bench receiver")
     raw_round = 0
     while True:
         cmd = torch.zeros(2, dtype=torch.int64)
-        _broadcast(rx.pg, cmd).wait()
+        broadcast_root(rx.pg, cmd).wait()
         kind, nbytes = int(cmd[0]), int(cmd[1])
         if kind == _CMD_EXIT:
             return
@@ -173,8 +173,8 @@ def receive(port: int) -> None:
                 pass
         else:
             buf = torch.empty(nbytes, dtype=torch.uint8)
-            _broadcast(rx.pg, buf).wait()
-            rx.store.set(f"{_PREFIX}/rawdone/{raw_round}", "1")
+            broadcast_root(rx.pg, buf).wait()
+            rx.store.set(f"{KEY_PREFIX}/rawdone/{raw_round}", "1")
             raw_round += 1
 
 

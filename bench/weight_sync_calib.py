@@ -1,7 +1,7 @@
 """The CPU calibration of the weight-sync event model (bench/weight_sync_sim.py `Costs`).
 
 Each per-chunk cost is timed on its own, on one intra-op thread as the sender packs
-(learner/sync/transport.py `_single_thread`), median of several repeats:
+(learner/sync/transport.py `single_thread`), median of several repeats:
 - pack: `torch.cat` of 8 bf16 pieces into a staging buffer, as `WeightSender._pack` does;
 - load: one `copy_` of a chunk's bytes into a model tensor, as a receiver's load does;
   each at the chunk size and at 64 KiB, fitted as fixed + bytes / rate;

@@ -127,8 +127,8 @@ class LearnerConfig(Section):
     """Weight broadcast timeout; a peer that does not answer in time is named in the error."""
     weight_transport: Literal["channels", "relay"] = "channels"
     """How rank 0 sends each new version to the generators. "channels": one broadcast group per
-    generator, sent in turn (actors/weight_sync.py; a sync's cost grows with the generator
-    count). "relay": one chain relay over every member generator's workers (actors/relay_hub.py,
+    generator, sent in turn (actors/weights/publisher.py; a sync's cost grows with the generator
+    count). "relay": one chain relay over every member generator's workers (actors/weights/relay_hub.py,
     learner/sync/relay.py): about one transfer for N generators, a receiver holding two chunks
     above its model. With "relay" a generator still catches up on its own channel first (at
     start, after a restart or a `scale` add), joins the relay at the next version, and falls

@@ -9,7 +9,7 @@ only), so a generator killed with kill -9 leaves no EngineCore behind, which vLL
 
 The blocking facade: `generate` is `LLM.generate`-compatible (evaluation/sampling.py, greedy and
 the probes call it unchanged), and `collective_rpc` + `reset_prefix_cache` are what
-actors/weight_pull.py `pull_weights` calls, so the weight path is the same for both engines.
+actors/weights/pull.py `pull_weights` calls, so the weight path is the same for both engines.
 Every blocking method has a deadline: the control calls and weight RPCs `rpc_timeout_s` (the
 run's `learner.sync_timeout_s`), `generate` none of its own (sampling a long eval legitimately
 takes long) but it fails at once when the loop thread is gone.

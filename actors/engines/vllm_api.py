@@ -42,7 +42,7 @@ ENGINE_ARGS = (
 """`LLM(...)` keywords passed by actors/engines/build.py and actors/generator.py (EngineArgs fields);
 the names of `generator.engine_args` are checked with them (`check_vllm_api(engine_args=)`)."""
 LLM_METHODS = ("generate", "collective_rpc", "reset_prefix_cache")
-"""`LLM` methods called by actors/rollout.py, actors/weight_sync.py and actors/engines/build.py."""
+"""`LLM` methods called by actors/rollout.py, actors/weights/publisher.py and actors/engines/build.py."""
 ASYNC_METHODS = (
     "generate",
     "pause_generation",

@@ -8,7 +8,7 @@ learner ranks of the parent. It is built as the generators build theirs (actors/
 `build_engine`, eager, the weight-loading worker extension) but with `load_format="dummy"`:
 random weights, so its greedy tokens can only equal transformers' if the reload loaded every
 tensor right. The parent publishes the learner's state on a weight channel
-(actors/weight_sync.py: `WeightPublisher`), the engine's worker joins it and loads the round
+(actors/weights/publisher.py: `WeightPublisher`), the engine's worker joins it and loads the round
 (actors/engines/worker_ext.py: `mc_open_channel`, `mc_receive_and_load`: vLLM's checkpoint-format
 `reload_weights`), exactly as a generator pulls a new version. Both sides run in fp32.
 """
@@ -118,7 +118,7 @@ def _engine_greedy(
     model_dir, published: dict, device: str, prompts, timeout_s: float, config_overrides=None
 ) -> dict:
     """The child's engine: greedy before (dummy weights) and after loading `published`."""
-    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.actors.weights.publisher import WeightPublisher
 
     publisher = WeightPublisher(timeout_s=timeout_s, host="127.0.0.1")
     publisher.publish(1, {k: v.detach().contiguous() for k, v in published.items()})

@@ -7,7 +7,7 @@ and receives and loads each round there (`mc_receive_and_load`, which loads thro
 `mc_load_weights`). The same path serves the in-process CPU engine (the worker is then the
 generator actor's own process) and multi-process CUDA engines; docs/architecture.md §7.
 With tensor parallelism every worker joins the channel with its own rank (1 + its rank in the
-engine, actors/weight_sync.py `channel_rank`), receives the full tensors and loads its own
+engine, actors/weights/publisher.py `channel_rank`), receives the full tensors and loads its own
 shard through vLLM's checkpoint-format weight loaders.
 `mc_check_api` reports what of the vLLM API these methods call the running worker lacks
 (actors/engines/vllm_api.py); actors/engines/build.py calls it once the engine has started.
@@ -91,7 +91,7 @@ class WeightLoaderExtension:
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
         """Join the learner's weight channel described by `spec`, as this worker's own rank
         (1 + its rank in the engine; the channel has 1 + the engine's worker count ranks)."""
-        from microcoder.actors.weight_sync import channel_rank
+        from microcoder.actors.weights.publisher import channel_rank
         from microcoder.learner.sync.transport import WeightReceiver
 
         rank, world = channel_rank(spec, int(self.rank), int(self.parallel_config.world_size))
@@ -117,7 +117,7 @@ class WeightLoaderExtension:
         copy of the model. vLLM's checkpoint-format reload may hold a layer's tensors until the
         layer is complete; the names come in the learner's state-dict order, layer by layer.
         A failure mid-round leaves the model part new, part old: the caller must not sample on
-        it (actors/weight_sync.py `WeightsMixedError`).
+        it (actors/weights/publisher.py `WeightsMixedError`).
         Returns (version, tensors, seconds waiting for the wire, the rest of the load's seconds)."""
         receiver = getattr(self, "_mc_receiver", None)
         if receiver is None:
@@ -131,7 +131,7 @@ class WeightLoaderExtension:
         return int(self.rank)
 
     def mc_open_relay(self, spec: dict[str, Any]) -> None:
-        """Join the relay epoch `spec` (actors/relay_hub.py): this worker's rank is the
+        """Join the relay epoch `spec` (actors/weights/relay_hub.py): this worker's rank is the
         generator's `first_rank` + its rank in the engine, in a group of `world` ranks. The
         epoch's previous group, if any, is left."""
         from microcoder.learner.sync.relay import RelayReceiver

@@ -36,7 +36,7 @@ class Updater:
     """`maybe_update` for the streaming side: an in-flight weight update at its first call
     (groups are in flight by then) and every `every_s` seconds after (0: never), reloading the
     same weights from `model_path` (the cost is the point), through the generator's own
-    sequence (actors/weight_sync.py `update_engine`, pause "keep", `kv` its inflight_kv)."""
+    sequence (actors/weights/publisher.py `update_engine`, pause "keep", `kv` its inflight_kv)."""
 
     def __init__(self, engine, model_path: str, every_s: float, kv: str = "recompute"):
         self.engine, self.model_path, self.every_s, self.kv = engine, model_path, every_s, kv
@@ -49,7 +49,7 @@ class Updater:
         return {"version": self.version + 1}
 
     def maybe_update(self) -> None:
-        from microcoder.actors.weight_sync import update_engine
+        from microcoder.actors.weights.publisher import update_engine
 
         if self.every_s <= 0 or time.monotonic() < self._next:
             return

@@ -4,7 +4,7 @@ sequences it keeps, under each `generator.inflight_kv` ("recompute" and "reuse")
 One AsyncEngine (actors/engines/async_llm.py, the generator's engine) on the tiny model. Each trial
 starts `capacity` groups of G sequences (one request per sequence, `ignore_eos`, `--max-tokens`
 each, seeded prompts of PROMPT_TOKENS), waits until every sequence has sampled half of its
-tokens, and runs the generator's own update (actors/weight_sync.py `update_engine`, pause
+tokens, and runs the generator's own update (actors/weights/publisher.py `update_engine`, pause
 "keep", `kv` the mode) with a reload of the model folder (the same load as the streaming bench).
 Per trial, with the engine's outputs streamed per step:
   pause_s        pause -> resume (what the generator's `pause_s` records);
@@ -54,7 +54,7 @@ async def _stream(engine, prompt: list[int], params, seq: _Seq) -> None:
 def _trial(engine, model_path: str, prompts, max_tokens: int, kv: str) -> dict:
     from vllm import SamplingParams
 
-    from microcoder.actors.weight_sync import update_engine
+    from microcoder.actors.weights.publisher import update_engine
 
     params = SamplingParams(temperature=1.0, max_tokens=max_tokens, ignore_eos=True)
     seqs = [_Seq() for _ in prompts]

@@ -27,8 +27,8 @@ before it could not forward to, else the first that failed), the ranks downstrea
 the version and the ones upstream the stall reached (`.delivered`: the ranks that confirmed it).
 
 Bench: `microcoder bench weight-sync --receivers 1,2,4`. In a run (`learner.weight_transport =
-"relay"`) rank 0's `RelayHub` (actors/relay_hub.py) keeps the epoch's `RelaySender`, each
-generator's workers a `RelayReceiver` (worker_ext.py `mc_open_relay`; actors/relay_member.py).
+"relay"`) rank 0's `RelayHub` (actors/weights/relay_hub.py) keeps the epoch's `RelaySender`, each
+generator's workers a `RelayReceiver` (worker_ext.py `mc_open_relay`; actors/weights/relay_member.py).
 """
 
 from __future__ import annotations
@@ -42,27 +42,28 @@ import torch
 
 from microcoder.learner.sync.collective_wait import wait_work
 from microcoder.learner.sync.relay_wire import (
+    Fingerprint,
+    FlatCache,
+    Meter,
     RelayError,
     RelayStats,
-    _chunks,
-    _Fingerprint,
-    _FlatCache,
-    _Meter,
-    _nbytes,
-    _pack,
-    _spans,
-    _unpack,
     chain_error,
+    chunk_count,
+    chunk_spans,
+    entry_nbytes,
+    pack_chunk,
     relay_layout,
+    unpack_split,
 )
 from microcoder.learner.sync.transport import (
-    _ALIGN,
-    _PREFIX,
+    ALIGN,
+    KEY_PREFIX,
     WeightReceiver,
     WeightSender,
     WeightSyncError,
-    _single_thread,
-    _wait_keys,
+    single_thread,
+    wait_keys,
+    wait_peer,
 )
 
 __all__ = ["RelayError", "RelayReceiver", "RelaySender", "RelayStats", "relay_layout"]
@@ -76,7 +77,7 @@ class RelaySender(WeightSender):
     def __init__(self, *args, dtype: torch.dtype | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.dtype = dtype
-        self.meter = _Meter()
+        self.meter = Meter()
         self._stage: list[torch.Tensor] = []
 
     def send(
@@ -97,7 +98,7 @@ class RelaySender(WeightSender):
         header = relay_layout(items, version, self.bucket_bytes, self.dtype)
         self.chain = self._members(n, drop_missing, self.timeout_s if join_s is None else join_s)
         self._cuda_mark()
-        fp, failure = _Fingerprint(), None
+        fp, failure = Fingerprint(), None
         try:
             self._send_header(header, n)
             self._send_chunks(items, header, fp, n)
@@ -107,7 +108,7 @@ class RelaySender(WeightSender):
         return RelayStats(
             version=version,
             tensors=len(items),
-            chunks=_chunks(header),
+            chunks=chunk_count(header),
             bytes=header["total"],
             bucket_bytes=header["chunk"],
             seconds=time.perf_counter() - start,
@@ -125,7 +126,7 @@ class RelaySender(WeightSender):
         round's); returns the ranks not ready. Sends nothing: rank 0's hub waits with it without
         `WorkLock`, then sends under it with `drop_missing=True, join_s=0`."""
         n = self.round if n is None else n
-        keys = [f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)]
+        keys = [f"{KEY_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)]
         if join_s > 0:
             try:
                 self.store.wait(keys, timedelta(seconds=join_s))
@@ -137,16 +138,16 @@ class RelaySender(WeightSender):
     def _members(self, n: int, drop_missing: bool, join_s: float) -> list[int]:
         """The round's chain: every receiver, or with `drop_missing` those ready within `join_s`
         (0: now); published as `relay-chain/{n}` (each receiver finds its neighbours there)."""
-        keys = {r: f"{_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)}
+        keys = {r: f"{KEY_PREFIX}/relay-ready/{r}/{n}" for r in range(1, self.world)}
         what = f"start receiving relay round {n}"
         if not drop_missing:
-            _wait_keys(self.store, keys, self.names, what, join_s)
+            wait_keys(self.store, keys, self.names, what, join_s)
         else:
             self.wait_ready(join_s, n)
         if drop_missing and not any(self.store.check([k]) for k in keys.values()):
-            _wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
+            wait_keys(self.store, keys, self.names, what, 0.01)  # names them all
         chain = [r for r, k in keys.items() if self.store.check([k])]
-        self.store.set(f"{_PREFIX}/relay-chain/{n}", json.dumps(chain))
+        self.store.set(f"{KEY_PREFIX}/relay-chain/{n}", json.dumps(chain))
         return chain
 
     def _cuda_mark(self) -> None:
@@ -169,26 +170,26 @@ class RelaySender(WeightSender):
         the group is gloo and a tensor is on CUDA, else memory on the group's device."""
         if not self._stage:
             pin = self.device.type == "cpu" and any(t.is_cuda for _, t in items)
-            chunk = self.bucket_bytes // _ALIGN * _ALIGN
+            chunk = self.bucket_bytes // ALIGN * ALIGN
             self._stage = [self.meter.empty(chunk, self.device, pin) for _ in range(2)]
         return self._stage[k % 2]
 
-    def _send_chunks(self, items: list, header: dict, fp: _Fingerprint, n: int) -> None:
+    def _send_chunks(self, items: list, header: dict, fp: Fingerprint, n: int) -> None:
         c, total = header["chunk"], header["total"]
-        spans, flat = _spans(header), _FlatCache(items)
+        spans, flat = chunk_spans(header), FlatCache(items)
         first, pending = 0, [None, None]
-        for k in range(_chunks(header)):
+        for k in range(chunk_count(header)):
             if pending[k % 2] is not None:  # the buffer's previous chunk must be off the wire
                 self._wait(pending[k % 2], n, f"chunk {k - 2}")
             lo, hi = k * c, min((k + 1) * c, total)
             buf = self._staging_buffer(k, items)[: hi - lo]
             while spans[first][1] < k:
                 first += 1
-            with _single_thread():  # a parallel copy waits for a descheduled thread
+            with single_thread():  # a parallel copy waits for a descheduled thread
                 for i in range(first, len(items)):
                     if spans[i][0] > k:
                         break
-                    _pack(buf, lo, hi, header["tensors"][i], flat.get(i))
+                    pack_chunk(buf, lo, hi, header["tensors"][i], flat.get(i))
             pending[k % 2] = self.pg.send([buf], self.chain[0], 0)
             fp.update(buf)  # while the chunk is on the wire (zlib lets go of the GIL)
         for k, work in enumerate(pending):
@@ -196,19 +197,13 @@ class RelaySender(WeightSender):
                 self._wait(work, n, f"the last chunks ({k})")
 
     def _wait(self, work, n: int, what: str) -> None:
-        wait_work(
-            work,
-            self.timeout_s,
-            blocking=self.device.type == "cpu",
-            what=f"the {what} of relay round {n} to {self._who(self.chain[0])}",
-            abort=getattr(self.pg, "abort", None),
-        )
+        wait_peer(work, self, f"the {what} of relay round {n} to {self._who(self.chain[0])}")
 
     def _confirm(self, n: int, version: int, fingerprint: str, failure: str | None) -> dict:
         """Every receiver's report once each set its done key (within timeout_s; at once when
         all did); raises `RelayError` unless all confirmed `fingerprint` and rank 0's
         own send (`failure`: its error) succeeded."""
-        keys = {r: f"{_PREFIX}/relay-done/{r}/{n}" for r in self.chain}
+        keys = {r: f"{KEY_PREFIX}/relay-done/{r}/{n}" for r in self.chain}
         try:
             self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
         except RuntimeError:  # DistStoreError past the deadline: the missing are named below
@@ -250,14 +245,14 @@ class RelayReceiver(WeightReceiver):
         most two chunks (plus one split tensor). Consume it to the end: the round is confirmed
         to rank 0 only then."""
         n, self.round = self.round, self.round + 1
-        self.meter, self.forward_error, self.wait_s = _Meter(), None, 0.0
+        self.meter, self.forward_error, self.wait_s = Meter(), None, 0.0
         base = self._cuda_mark()
-        self.store.set(f"{_PREFIX}/relay-ready/{self.rank}/{n}", "1")
+        self.store.set(f"{KEY_PREFIX}/relay-ready/{self.rank}/{n}", "1")
         self._take_place(n)
         try:
             header = self._recv_header(n)
             self.version = int(header["version"])
-            fp = _Fingerprint()
+            fp = Fingerprint()
             yield from self._chunks(header, fp, n)
         except Exception as err:  # the upstream stopped sending, or died
             why = f"receiving from rank {self.up} failed: {str(err)[:300]}"
@@ -279,7 +274,7 @@ class RelayReceiver(WeightReceiver):
     def _report(self, n: int, what: dict) -> None:
         """Set this rank's done key: its report, or {"why": ...} when its round failed."""
         try:
-            self.store.set(f"{_PREFIX}/relay-done/{self.rank}/{n}", json.dumps(what))
+            self.store.set(f"{KEY_PREFIX}/relay-done/{self.rank}/{n}", json.dumps(what))
         except Exception:  # rank 0's store is gone: it reports the silence itself
             if "why" not in what:
                 raise
@@ -287,7 +282,7 @@ class RelayReceiver(WeightReceiver):
     def _take_place(self, n: int) -> None:
         """This rank's neighbours in round n's chain (`up` sends to it, `down` is sent to;
         None: the last), from rank 0's `relay-chain/{n}`; raises when it was left out."""
-        key = f"{_PREFIX}/relay-chain/{n}"
+        key = f"{KEY_PREFIX}/relay-chain/{n}"
         try:  # rank 0 itself may wait timeout_s for the other receivers first
             self.store.wait([key], timedelta(seconds=2 * self.timeout_s))
         except RuntimeError as err:
@@ -325,13 +320,7 @@ class RelayReceiver(WeightReceiver):
 
     def _wait_recv(self, work, n: int, what: str) -> None:
         t0 = time.perf_counter()
-        wait_work(
-            work,
-            self.timeout_s,
-            blocking=self.device.type == "cpu",
-            what=f"the {what} of relay round {n} from rank {self.up}",
-            abort=getattr(self.pg, "abort", None),
-        )
+        wait_peer(work, self, f"the {what} of relay round {n} from rank {self.up}")
         self.wait_s += time.perf_counter() - t0
 
     def _forward(self, buf: torch.Tensor):
@@ -356,14 +345,14 @@ class RelayReceiver(WeightReceiver):
     def _post(self, header: dict, k: int):
         """Post the receive of chunk k into a new buffer: (buffer, work), or None past the end."""
         c, total = header["chunk"], header["total"]
-        if k >= _chunks(header):
+        if k >= chunk_count(header):
             return None
         buf = self.meter.empty(min(c, total - k * c), self.device)
         return buf, self.pg.recv([buf], self.up, 0)
 
-    def _chunks(self, header: dict, fp: _Fingerprint, n: int):
-        c, tensors, spans = header["chunk"], header["tensors"], _spans(header)
-        ending: list[list[int]] = [[] for _ in range(_chunks(header))]
+    def _chunks(self, header: dict, fp: Fingerprint, n: int):
+        c, tensors, spans = header["chunk"], header["tensors"], chunk_spans(header)
+        ending: list[list[int]] = [[] for _ in range(chunk_count(header))]
         starts_split = {}
         for i, (a, b) in enumerate(spans):
             ending[b].append(i)
@@ -376,8 +365,8 @@ class RelayReceiver(WeightReceiver):
             fwd = self._forward(buf)
             fp.update(buf)
             if split is not None:  # a tensor bigger than a chunk, reassembled whole
-                with _single_thread():
-                    _unpack(split[1], buf, k * c, tensors[split[0]][3])
+                with single_thread():
+                    unpack_split(split[1], buf, k * c, tensors[split[0]][3])
             if not ending[k]:
                 nxt = self._post(header, k + 1)
             for j, i in enumerate(ending[k]):
@@ -387,13 +376,13 @@ class RelayReceiver(WeightReceiver):
                 if split is not None and split[0] == i:
                     flat, split = split[1], None
                 else:
-                    flat = buf[off - k * c : off - k * c + _nbytes(tensors[i])]
+                    flat = buf[off - k * c : off - k * c + entry_nbytes(tensors[i])]
                 yield name, flat.view(getattr(torch, dtype)).view(shape)
             if k in starts_split:  # allocated once the one before it was handed over
                 i = starts_split[k]
-                split = (i, self.meter.empty(_nbytes(tensors[i]), self.device))
-                with _single_thread():
-                    _unpack(split[1], buf, k * c, tensors[i][3])
+                split = (i, self.meter.empty(entry_nbytes(tensors[i]), self.device))
+                with single_thread():
+                    unpack_split(split[1], buf, k * c, tensors[i][3])
             if nxt is None:
                 nxt = self._post(header, k + 1)
             self._wait_forward(fwd, f"chunk {k}")

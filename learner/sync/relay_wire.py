@@ -18,7 +18,7 @@ Memory, bounded by the chunk size and independent of the model's size and of N:
   caller may still hold the one it was handed before, so 2 chunks + 2 split tensors at worst,
   measured by tests/learner/test_weight_relay.py).
 Small tensors are yielded as views into their chunk's buffer (no copy). Both ends count the
-bytes of the buffers they allocate while they are alive (`_Meter`), and on CUDA also the peak
+bytes of the buffers they allocate while they are alive (`Meter`), and on CUDA also the peak
 of `torch.cuda.max_memory_allocated` over the round; `RelayStats` reports them.
 
 Same bytes: every receiver fingerprints the chunks it received, in order, and reports it with
@@ -28,6 +28,10 @@ stream (zlib, about 3 GB/s here, cheaper than one copy of the chunk) and the str
 on CUDA chunks (NCCL) a 64-bit wrapping sum of each chunk's int64 words, chained across chunks
 in order, computed on the device (one host sync per round): it catches a corrupted, missing or
 misordered chunk, not two words swapped inside one chunk.
+
+Public surface, used by learner/sync/relay.py only: `Meter`, `Fingerprint`, `FlatCache`,
+`relay_layout` and per header `chunk_count` / `chunk_spans`, `entry_nbytes` of one tensor entry,
+`pack_chunk` / `unpack_split`, and `RelayStats`, `RelayError`, `chain_error`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from microcoder.learner.sync.transport import _ALIGN, WeightSyncError
+from microcoder.learner.sync.transport import ALIGN, WeightSyncError
 
 
 class RelayError(WeightSyncError):
@@ -70,7 +74,7 @@ class RelayStats:
     """Receivers left out of the round (not ready in time, `send(drop_missing=True)`)."""
 
 
-class _Meter:
+class Meter:
     """Bytes of the buffers this end allocated that are still alive, and their peak."""
 
     def __init__(self) -> None:
@@ -87,7 +91,7 @@ class _Meter:
         self.now -= nbytes
 
 
-class _Fingerprint:
+class Fingerprint:
     """Of a chunk stream, in order (see the module docstring for the two kinds)."""
 
     def __init__(self) -> None:
@@ -108,7 +112,7 @@ class _Fingerprint:
 
 
 def _align(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
+    return -(-n // ALIGN) * ALIGN
 
 
 def relay_layout(
@@ -117,9 +121,9 @@ def relay_layout(
     """The round's header (JSON-able): each tensor's [name, serving dtype, shape, offset] in the
     byte stream, the stream's length and the chunk size. `dtype`: cast floating tensors to it
     (the serving dtype); None keeps each tensor's own."""
-    chunk = bucket_bytes // _ALIGN * _ALIGN
+    chunk = bucket_bytes // ALIGN * ALIGN
     if chunk <= 0:
-        raise ValueError(f"bucket_bytes must be at least {_ALIGN}, got {bucket_bytes}")
+        raise ValueError(f"bucket_bytes must be at least {ALIGN}, got {bucket_bytes}")
     entries, pos = [], 0
     for name, t in items:
         dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
@@ -129,29 +133,29 @@ def relay_layout(
             pos = -(-pos // chunk) * chunk
         entries.append([name, str(dt).removeprefix("torch."), list(t.shape), pos])
         pos += nbytes
-    total = max(_align(pos), _ALIGN)
+    total = max(_align(pos), ALIGN)
     return {"version": version, "chunk": chunk, "total": total, "tensors": entries}
 
 
-def _nbytes(entry: list) -> int:
+def entry_nbytes(entry: list) -> int:
     return math.prod(entry[2]) * torch.empty((), dtype=getattr(torch, entry[1])).element_size()
 
 
-def _chunks(header: dict) -> int:
+def chunk_count(header: dict) -> int:
     return -(-header["total"] // header["chunk"])
 
 
-def _spans(header: dict) -> list[tuple[int, int]]:
+def chunk_spans(header: dict) -> list[tuple[int, int]]:
     """(first chunk, last chunk) of each tensor (a tensor of 0 bytes: the chunk it sits in)."""
-    c, last = header["chunk"], _chunks(header) - 1
+    c, last = header["chunk"], chunk_count(header) - 1
     out = []
     for entry in header["tensors"]:
-        off, n = entry[3], _nbytes(entry)
+        off, n = entry[3], entry_nbytes(entry)
         out.append((min(off // c, last), min((off + max(n, 1) - 1) // c, last)))
     return out
 
 
-class _FlatCache:
+class FlatCache:
     """Each tensor as a flat view; a non-contiguous one is made contiguous once (kept while its
     chunks are packed: one tensor at a time)."""
 
@@ -164,7 +168,7 @@ class _FlatCache:
         return self.flat
 
 
-def _pack(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) -> None:
+def pack_chunk(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) -> None:
     """Copy the part of tensor `entry` (its flat source `flat`) that lies in stream bytes
     [lo, hi) into `buf` (chunk bytes), cast to the serving dtype by the copy itself."""
     dt, off = getattr(torch, entry[1]), entry[3]
@@ -175,7 +179,7 @@ def _pack(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) 
     buf[s - lo : e - lo].view(dt).copy_(flat[(s - off) // size : (e - off) // size])
 
 
-def _unpack(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
+def unpack_split(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
     """Copy the bytes of a split tensor (at stream offset `off`, `dst` its whole buffer) that
     lie in the chunk starting at stream byte `lo`."""
     s, e = max(off, lo), min(off + dst.numel(), lo + chunk.numel())

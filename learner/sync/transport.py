@@ -10,7 +10,7 @@ process.
 
 Protocol of one sync round n (keys in the store, data over the process group):
   0. (optional) the sender sets `sender-ready/{ticket}` (`signal_ready`) for the generator that
-     asked for the round: it pauses its engine only then (actors/weight_pull.py);
+     asked for the round: it pauses its engine only then (actors/weights/pull.py);
   1. every receiver sets `ready/{rank}/{n}` when it starts receiving; the sender waits for all
      (a receiver missing at the deadline is named in the error);
   2. broadcast int64 [header length], then the header (`WeightSyncHeader`, microcoder/protocol.py:
@@ -34,7 +34,7 @@ a sender whose peers disagree on the size fails naming them instead of hanging. 
 the group is broken; close both sides and build a new one.
 
 The run uses one group per generator (a *channel*): rank 0 holds a `WeightSender` per
-generator (actors/weight_sync.py `WeightPublisher`); each vLLM worker of the generator builds
+generator (actors/weights/publisher.py `WeightPublisher`); each vLLM worker of the generator builds
 its `WeightReceiver` (actors/engines/worker_ext.py). The whole path: docs/architecture.md §7.
 """
 
@@ -56,13 +56,18 @@ from microcoder.learner.sync.collective_wait import wait_work
 from microcoder.learner.sync.peer_link import Links, connect
 from microcoder.protocol import TensorEntry, WeightSyncHeader
 
-_PREFIX = "microcoder-weights"
-_ALIGN = 64  # bytes; tensor offsets inside a bucket
+# Public surface shared with learner/sync/relay.py, relay_wire.py, actors/weights/ and
+# bench/weight_sync.py: the store keys' prefix, the alignment of tensors inside a buffer, the
+# key wait, single-thread packing, the bounded wait on one collective and rank 0's broadcast.
+KEY_PREFIX = "microcoder-weights"
+"""Every key a channel or relay round sets in its TCPStore starts with this."""
+ALIGN = 64
+"""Bytes: tensor offsets inside a bucket (and a relay chunk) are multiples of this."""
 
 
 def ready_key(ticket: str) -> str:
     """The store key a sender sets when it is ready to send the round asked for as `ticket`."""
-    return f"{_PREFIX}/sender-ready/{ticket}"
+    return f"{KEY_PREFIX}/sender-ready/{ticket}"
 
 
 class WeightSyncError(RuntimeError):
@@ -82,7 +87,7 @@ class SyncStats:
 
 def _make_group(store: dist.Store, rank: int, world: int, timeout: timedelta, device, peers: str):
     """The channel's group; a peer that died while it was built is named (`peers`)."""
-    prefixed = dist.PrefixStore(f"{_PREFIX}/pg", store)
+    prefixed = dist.PrefixStore(f"{KEY_PREFIX}/pg", store)
     try:
         if device.type == "cuda":
             opts = dist.ProcessGroupNCCL.Options()
@@ -110,7 +115,7 @@ def channel_backend(sender_gpu: str, receiver_gpus: list[str]) -> str:
     return "nccl" if all(gpus) and len(set(gpus)) == len(gpus) else "gloo"
 
 
-def _wait_keys(
+def wait_keys(
     store: dist.Store,
     keys: dict[int, str],
     names: dict[int, str],
@@ -149,7 +154,7 @@ def _wait_keys(
 
 
 @contextmanager
-def _single_thread():
+def single_thread():
     """Run memory-bound packing on one intra-op thread: on a busy CPU a parallel copy waits for
     its descheduled second thread (measured up to 50× slower than one thread)."""
     before = torch.get_num_threads()
@@ -160,15 +165,17 @@ def _single_thread():
         torch.set_num_threads(before)
 
 
-def _wait(work, peer, what: str) -> None:
-    """One broadcast of `peer` (a sender or receiver), within its timeout_s on gloo and NCCL
+def wait_peer(work, peer, what: str) -> None:
+    """One collective of `peer` (a sender or receiver of either transport: anything with
+    `device`, `pg` and `timeout_s`), within its timeout_s on gloo and NCCL
     alike: NCCL's own wait has no deadline (learner/sync/collective_wait.py `wait_work`)."""
     blocking = peer.device.type == "cpu"
     abort = getattr(peer.pg, "abort", None)
     wait_work(work, peer.timeout_s, blocking=blocking, what=what, abort=abort)
 
 
-def _broadcast(pg, tensor: torch.Tensor):
+def broadcast_root(pg, tensor: torch.Tensor):
+    """Start a broadcast of `tensor` from rank 0 of `pg`; returns its work (wait with `wait_peer`)."""
     opts = dist.BroadcastOptions()
     opts.rootRank = 0
     return pg.broadcast([tensor], opts)
@@ -205,14 +212,14 @@ class WeightSender:
         )
         deadline = time.monotonic() + join
         self.links = Links(host)  # is each receiver's process alive (learner/sync/peer_link.py)
-        self.store.set(f"{_PREFIX}/link", str(self.links.port))
+        self.store.set(f"{KEY_PREFIX}/link", str(self.links.port))
         if self.world is None:
-            first = {1: f"{_PREFIX}/hello/1"}
-            _wait_keys(self.store, first, {}, "join the weight-sync group", join)
-            self.world = int(self.store.get(f"{_PREFIX}/world/1"))
-        keys = {r: f"{_PREFIX}/hello/{r}" for r in range(1, self.world)}
+            first = {1: f"{KEY_PREFIX}/hello/1"}
+            wait_keys(self.store, first, {}, "join the weight-sync group", join)
+            self.world = int(self.store.get(f"{KEY_PREFIX}/world/1"))
+        keys = {r: f"{KEY_PREFIX}/hello/{r}" for r in range(1, self.world)}
         left = max(1.0, deadline - time.monotonic())
-        _wait_keys(self.store, keys, {}, "join the weight-sync group", left)
+        wait_keys(self.store, keys, {}, "join the weight-sync group", left)
         self.names = {r: self.store.get(k).decode() for r, k in keys.items()}
         self.links.accept(self.names, max(1.0, deadline - time.monotonic()))
         self._check_world()
@@ -226,14 +233,14 @@ class WeightSender:
         """NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): when a receiver shares
         the sender's GPU (a one-GPU machine), the whole group runs on gloo over CPU copies.
         The choice is published for the receivers (`backend`), which build the same group."""
-        theirs = [self.store.get(f"{_PREFIX}/gpu/{r}").decode() for r in self.names]
+        theirs = [self.store.get(f"{KEY_PREFIX}/gpu/{r}").decode() for r in self.names]
         backend = channel_backend(_gpu_id(self.device), theirs)
-        self.store.set(f"{_PREFIX}/backend", backend)
+        self.store.set(f"{KEY_PREFIX}/backend", backend)
         return self.device if backend == "nccl" else torch.device("cpu")
 
     def _check_world(self) -> None:
         """Every receiver must have joined a group of this sender's size (else NCCL/gloo hang)."""
-        declared = {r: int(self.store.get(f"{_PREFIX}/world/{r}")) for r in self.names}
+        declared = {r: int(self.store.get(f"{KEY_PREFIX}/world/{r}")) for r in self.names}
         wrong = {r: w for r, w in declared.items() if w != self.world}
         if wrong:
             who = ", ".join(
@@ -250,19 +257,19 @@ class WeightSender:
         n = self.round
         self.round += 1
         items = [(name, t.detach()) for name, t in named_tensors]
-        header, buckets = _layout(items, version, self.bucket_bytes)
+        header, buckets = bucket_layout(items, version, self.bucket_bytes)
         ranks = range(1, self.world)
         self.wait_receivers(self.timeout_s, n)
         try:
             raw = torch.frombuffer(bytearray(header.to_json()), dtype=torch.uint8)
             size = torch.tensor([raw.numel()], dtype=torch.int64).to(self.device)
-            self._wait(_broadcast(self.pg, size), n, "header size")
-            self._wait(_broadcast(self.pg, raw.to(self.device)), n, "header")
+            self._wait(broadcast_root(self.pg, size), n, "header size")
+            self._wait(broadcast_root(self.pg, raw.to(self.device)), n, "header")
             pending = None
             for k, bucket in enumerate(buckets):
-                with _single_thread():
+                with single_thread():
                     buf = self._pack(items, bucket)
-                work = _broadcast(self.pg, buf)
+                work = broadcast_root(self.pg, buf)
                 if pending is not None:
                     self._wait(pending, n, f"bucket {k - 1}")
                 pending = work
@@ -276,9 +283,9 @@ class WeightSender:
                 "died mid-transfer); check that generator's log, or raise learner.sync_timeout_s "
                 f"if its link is this slow: {err}"
             ) from err
-        _wait_keys(
+        wait_keys(
             self.store,
-            {r: f"{_PREFIX}/done/{r}/{n}" for r in ranks},
+            {r: f"{KEY_PREFIX}/done/{r}/{n}" for r in ranks},
             self.names,
             f"confirm round {n}",
             self.timeout_s,
@@ -289,7 +296,7 @@ class WeightSender:
 
     def _ready_keys(self, n: int | None) -> dict[int, str]:
         n = self.round if n is None else n
-        return {r: f"{_PREFIX}/ready/{r}/{n}" for r in range(1, self.world)}
+        return {r: f"{KEY_PREFIX}/ready/{r}/{n}" for r in range(1, self.world)}
 
     def receivers_ready(self, timeout_s: float) -> bool:
         """Whether every receiver started receiving the next round within `timeout_s`."""
@@ -305,15 +312,15 @@ class WeightSender:
         n = self.round if n is None else n
         keys = self._ready_keys(n)
         what = f"start receiving round {n}"
-        _wait_keys(self.store, keys, self.names, what, timeout_s, self.links.dead)
+        wait_keys(self.store, keys, self.names, what, timeout_s, self.links.dead)
 
     def _wait(self, work, n: int, what: str) -> None:
         who = ", ".join(f"rank {r} ({name})" for r, name in sorted(self.names.items()))
-        _wait(work, self, f"the {what} of round {n} to {who}")
+        wait_peer(work, self, f"the {what} of round {n} to {who}")
 
     def signal_ready(self, ticket: str) -> None:
         """Tell the generator that asked for send `ticket` that this sender is about to send:
-        it pauses its engine only now (actors/weight_pull.py)."""
+        it pauses its engine only now (actors/weights/pull.py)."""
         self.store.set(ready_key(ticket), "1")
 
     def _pack(self, items: list[tuple[str, torch.Tensor]], bucket: dict) -> torch.Tensor:
@@ -350,18 +357,18 @@ class WeightSender:
         self.links.close()
 
 
-def _layout(
+def bucket_layout(
     items: list[tuple[str, torch.Tensor]], version: int, bucket_bytes: int
 ) -> tuple[WeightSyncHeader, list[dict]]:
     """Header and bucket plan: consecutive tensors up to bucket_bytes per bucket.
 
-    Offsets inside a bucket are aligned to _ALIGN bytes so every tensor can be viewed in place.
+    Offsets inside a bucket are aligned to ALIGN bytes so every tensor can be viewed in place.
     """
     tensors, buckets = [], []
     cur: dict = {"nbytes": 0, "members": [], "offsets": []}
     for i, (name, t) in enumerate(items):
         nbytes = t.numel() * t.element_size()
-        offset = -(-cur["nbytes"] // _ALIGN) * _ALIGN
+        offset = -(-cur["nbytes"] // ALIGN) * ALIGN
         if cur["members"] and offset + nbytes > bucket_bytes:
             buckets.append(cur)
             cur, offset = {"nbytes": 0, "members": [], "offsets": []}, 0
@@ -401,19 +408,19 @@ class WeightReceiver:
         td = timedelta(seconds=timeout_s)
         self.store = dist.TCPStore(host, port, world_size, is_master=False, timeout=td)
         label = name or f"receiver pid {os.getpid()} on {socket.gethostname()}"
-        self.store.set(f"{_PREFIX}/world/{rank}", str(world_size))  # before hello: read at join
-        self.store.set(f"{_PREFIX}/gpu/{rank}", _gpu_id(self.device))
-        link = int(self.store.get(f"{_PREFIX}/link"))  # the sender sets it before any hello
+        self.store.set(f"{KEY_PREFIX}/world/{rank}", str(world_size))  # before hello: read at join
+        self.store.set(f"{KEY_PREFIX}/gpu/{rank}", _gpu_id(self.device))
+        link = int(self.store.get(f"{KEY_PREFIX}/link"))  # the sender sets it before any hello
         self._link = connect(host, link, rank, timeout_s)  # open while this process lives
-        self.store.set(f"{_PREFIX}/hello/{rank}", label)
+        self.store.set(f"{KEY_PREFIX}/hello/{rank}", label)
         try:  # the sender publishes its choice once every receiver has said hello
-            self.store.wait([f"{_PREFIX}/backend"], td)
+            self.store.wait([f"{KEY_PREFIX}/backend"], td)
         except RuntimeError as err:
             raise WeightSyncError(
                 f"weight sync: the learner (rank 0) did not complete the group of {world_size} "
                 f"within {timeout_s:.0f} s (another receiver missing, or the sender died): {err}"
             ) from err
-        if self.store.get(f"{_PREFIX}/backend").decode() == "gloo":
+        if self.store.get(f"{KEY_PREFIX}/backend").decode() == "gloo":
             self.device = torch.device("cpu")
         self.pg = _make_group(self.store, rank, world_size, td, self.device, "the learner (rank 0)")
 
@@ -426,12 +433,12 @@ class WeightReceiver:
         """
         n = self.round
         self.round += 1
-        self.store.set(f"{_PREFIX}/ready/{self.rank}/{n}", "1")
+        self.store.set(f"{KEY_PREFIX}/ready/{self.rank}/{n}", "1")
         try:
             size = torch.zeros(1, dtype=torch.int64, device=self.device)
-            self._wait(_broadcast(self.pg, size), n, "header size")
+            self._wait(broadcast_root(self.pg, size), n, "header size")
             raw = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
-            self._wait(_broadcast(self.pg, raw), n, "header")
+            self._wait(broadcast_root(self.pg, raw), n, "header")
             header = WeightSyncHeader.from_json(bytes(raw.cpu().numpy()))
             self.version = header.version
             sizes = header.buckets
@@ -458,7 +465,7 @@ class WeightReceiver:
                 f"learner rank 0's log (RUN_DIR/logs/learner-0.log), or raise "
                 f"learner.sync_timeout_s if its link is this slow: {err}"
             ) from err
-        self.store.set(f"{_PREFIX}/done/{self.rank}/{n}", "1")
+        self.store.set(f"{KEY_PREFIX}/done/{self.rank}/{n}", "1")
 
     def receive_all(self) -> tuple[int, dict[str, torch.Tensor]]:
         """One round, collected: (version, {name: tensor})."""
@@ -466,10 +473,10 @@ class WeightReceiver:
         return int(self.version), tensors
 
     def _wait(self, work, n: int, what: str) -> None:
-        _wait(work, self, f"the {what} of round {n} from the learner (rank 0)")
+        wait_peer(work, self, f"the {what} of round {n} from the learner (rank 0)")
 
     def _post(self, sizes: list[int], k: int):
         if k >= len(sizes):
             return None
         buf = torch.empty(sizes[k], dtype=torch.uint8, device=self.device)
-        return buf, _broadcast(self.pg, buf)
+        return buf, broadcast_root(self.pg, buf)

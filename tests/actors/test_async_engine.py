@@ -163,7 +163,7 @@ def test_an_update_that_reuses_the_kept_kv_never_serves_a_new_request_old_weight
     are transformers' on the NEW weights."""
     from vllm import SamplingParams
 
-    from microcoder.actors.weight_sync import update_engine
+    from microcoder.actors.weights.publisher import update_engine
 
     rng = random.Random(3)
     prompt = [rng.randrange(5, 1000) for _ in range(200)]  # full KV blocks, kept by the cache

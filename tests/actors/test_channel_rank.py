@@ -1,10 +1,10 @@
-"""The weight channel's rank layout for tensor-parallel engines (actors/weight_sync.py)."""
+"""The weight channel's rank layout for tensor-parallel engines (actors/weights/publisher.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from microcoder.actors.weight_sync import WeightPublisher, channel_rank
+from microcoder.actors.weights.publisher import WeightPublisher, channel_rank
 
 
 def test_each_tensor_parallel_worker_joins_with_its_own_rank_and_the_world_counts_them():

@@ -93,7 +93,7 @@ def _group_through_an_update(engine, prompt, new_dir, old_dir, kv: str):
     requests is scheduled. Returns the Group; the engine is back on `old_dir`, version 0."""
     from vllm import SamplingParams
 
-    from microcoder.actors.weight_sync import update_engine
+    from microcoder.actors.weights.publisher import update_engine
 
     blocker, started = _blocker(engine, prompt)
     assert started.wait(120)

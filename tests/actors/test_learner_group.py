@@ -123,7 +123,7 @@ def test_a_gloo_send_of_the_cpu_copy_goes_during_a_train_without_waiting_for_the
 
 
 def test_only_a_channel_built_on_a_gpu_counts_as_sending_from_the_device():
-    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.actors.weights.publisher import WeightPublisher
 
     publisher = WeightPublisher(timeout_s=1.0)
     for name, device in (("cpu-gen", "cpu"), ("gpu-gen", "cuda")):
@@ -357,7 +357,7 @@ def test_rank_0_has_a_thread_for_each_generators_send_and_its_groups_name_real_m
 def test_sends_run_together_and_a_learner_call_waits_for_the_ones_running():
     """NCCL weight sends share WorkLock with each other (each channel has its own peers: one
     slow receiver must not hold another generator's sync) and exclude learner calls."""
-    from microcoder.actors.learner_rank import WorkLock
+    from microcoder.actors.weights.work_lock import WorkLock
 
     lock, inside, log = WorkLock(), threading.Barrier(2, timeout=10), []
 
@@ -384,7 +384,7 @@ def test_sends_run_together_and_a_learner_call_waits_for_the_ones_running():
 
 
 def test_sends_that_waited_through_a_step_go_before_the_next_train_and_later_ones_after_it():
-    from microcoder.actors.learner_rank import WorkLock
+    from microcoder.actors.weights.work_lock import WorkLock
 
     lock, log = WorkLock(), []
 

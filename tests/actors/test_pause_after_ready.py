@@ -58,11 +58,12 @@ def stand_in_generator(rank0):
     """The product's Generator with only what its weight update reads."""
     from microcoder.actors.generator import Generator
     from microcoder.actors.timing import PoolTimer
+    from microcoder.actors.weights.follower import WeightFollower
     from microcoder.learner.config import LearnerConfig
 
     gen = Generator.__new__(Generator)
-    gen.name, gen.version, gen._channel, gen._pending = "gen-0", -1, {}, None
-    gen.engine, gen._learner0_handle, gen.learner0 = PauseRecordingEngine(), rank0, "rank-0"
+    gen.name, gen.version = "gen-0", -1
+    gen.engine, gen.learner0 = PauseRecordingEngine(), "rank-0"
     gen.settings = SimpleNamespace(
         learner=LearnerConfig(sync_timeout_s=DEADLINE_S),
         generator=SimpleNamespace(
@@ -70,9 +71,8 @@ def stand_in_generator(rank0):
         ),
     )
     gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
-    gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
-    gen._held = None  # no held-out eval holds its weights (Generator.hold_weights)
-    gen._relay = None  # learner.weight_transport = "channels"
+    gen.weights = WeightFollower(gen, "rank-0")  # learner.weight_transport = "channels"
+    gen.weights.rank0_handle = rank0
     return gen
 
 
@@ -150,4 +150,4 @@ def test_a_send_that_fails_before_rank_0_is_ready_fails_the_tick_at_once_without
     assert "raise learner.sync_timeout_s above the longest step" in str(info.value)
     assert failed_after < 3.0, failed_after  # rank 0's 1 s, not the generator's 1 s + 5 s
     assert len(gen.engine.pauses) == 1  # the first sync's only
-    assert gen._pending is None and not gen._channel["open"]
+    assert gen.weights.source.pending is None and not gen.weights.source.channel["open"]

@@ -1,4 +1,4 @@
-"""actors/weight_sync.py `WeightPublisher`: each opening of a generator's channel is its own, so an
+"""actors/weights/publisher.py `WeightPublisher`: each opening of a generator's channel is its own, so an
 old send that fails cannot close the channel the generator opened since (issue 33, fault 5).
 Real senders and receivers over gloo on loopback, the receivers on this test's threads."""
 
@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from microcoder.actors.weight_sync import WeightPublisher
+from microcoder.actors.weights.publisher import WeightPublisher
 from microcoder.learner.sync.transport import WeightReceiver, WeightSyncError
 
 
@@ -75,7 +75,7 @@ def test_a_tied_head_is_published_once_under_the_embeddings_name():
     has no `lm_head` and refused the name, which failed every sync of a gemma2 run."""
     import torch
 
-    from microcoder.actors.weight_sync import WeightPublisher, served_names
+    from microcoder.actors.weights.publisher import WeightPublisher, served_names
 
     embed = torch.randn(8, 4)
     other = torch.randn(8, 4)

@@ -6,7 +6,7 @@ liveness probe without a thread.
 Real Ray and the product's rank-0 actor class, with a real Learner on the tiny model, the real
 buffer host, and the driver's own `LearnerGroup.step` (fetch_batch, train, publish, and its
 latest_version probe while the fetch waits). Eight generator-like callers sync through the
-product's generator side (actors/weight_pull.py: `pull_weights`, polling at the default
+product's generator side (actors/weights/pull.py: `pull_weights`, polling at the default
 `generator.weight_poll_s`) over real gloo channels. The vLLM engine is a stand-in: one
 WeightReceiver on a thread of this process. A prober asks rank 0's version all along.
 
@@ -30,7 +30,7 @@ from engine_testing.stand_in import ReceivingEngine
 from rank0_stand_in import GlooAsDevice
 
 from microcoder.actors.deadline import get_within
-from microcoder.actors.weight_pull import pull_weights
+from microcoder.actors.weights.pull import pull_weights
 
 GENERATORS = 8
 STEPS = 6

@@ -1,4 +1,4 @@
-"""The generator's side of the weight relay (actors/relay_member.py), its decisions at a tick
+"""The generator's side of the weight relay (actors/weights/relay_member.py), its decisions at a tick
 against a stand-in for learner rank 0's `relay_status` (no Ray): when it syncs on its own
 channel, when it waits, and when a round rank 0 did not confirm makes its weights mixed."""
 
@@ -12,8 +12,14 @@ from types import SimpleNamespace
 import pytest
 import torch.distributed as dist
 
-from microcoder.actors.relay_member import CHANNEL, IDLE, WAIT, RelayMember, backoff_versions
-from microcoder.actors.weight_sync import WeightsMixedError
+from microcoder.actors.weights.publisher import WeightsMixedError
+from microcoder.actors.weights.relay_member import (
+    CHANNEL,
+    IDLE,
+    WAIT,
+    RelayMember,
+    backoff_versions,
+)
 from microcoder.learner.config import LearnerConfig
 
 
@@ -120,11 +126,13 @@ def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_sa
     """A tick readied the generator for a relay round; `greedy` (as `sample_eval` and the
     diversity probe) takes the weight lock next. It receives the round first (the chain waits
     for it), then samples on version 7. Before: it sampled, and the round was never received."""
-    import threading
     from types import SimpleNamespace
 
     from microcoder.actors.generator import Generator
     from microcoder.actors.timing import PoolTimer
+    from microcoder.actors.weights.channel_source import ChannelSource
+    from microcoder.actors.weights.follower import WeightFollower
+    from microcoder.actors.weights.relay_source import RelaySource
 
     events: list[str] = []
 
@@ -148,14 +156,19 @@ def test_eval_sampling_receives_a_round_its_generator_was_ready_for_before_it_sa
             return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[1])]) for _ in prompts]
 
     gen = Generator.__new__(Generator)
-    gen.name, gen.version, gen._pending, gen._held, gen._mixed = "gen-0", 6, None, None, False
-    gen.engine, gen._learner0_handle, gen.learner0 = Engine(), object(), "rank-0"
+    gen.name, gen.version = "gen-0", 6
+    gen.engine, gen.learner0 = Engine(), "rank-0"
     gen.settings = SimpleNamespace(
         generator=SimpleNamespace(weight_update="inflight", inflight_kv="recompute")
     )
-    gen.timer, gen.pause_s, gen.syncs, gen._weights = PoolTimer(), [], [], threading.Lock()
+    gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
     gen._prompt_cache = {"p": [1, 2]}
-    gen._relay = ReadiedMember(events)
+    rank0 = object()
+    source = RelaySource(
+        ReadiedMember(events), ChannelSource("gen-0", None, lambda: rank0), lambda: rank0
+    )
+    gen.weights = WeightFollower(gen, "rank-0", source)
+    gen.weights.rank0_handle = rank0
     assert gen.greedy(["p"], 4) == [[1]]
     assert events == ["received", "sampled at 7"] and gen.version == 7
 
@@ -256,8 +269,8 @@ def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
     round 1 and announces it in the epoch's store (relay_hub.py `ANNOUNCE_KEY`): the member's
     watcher sees it, the member counts as busy (its loop ticks it at once), and its next step
     asks `relay_status` and sets its ready key for round 1, long before its next poll."""
-    from microcoder.actors.relay_hub import _tell
-    from microcoder.learner.sync.transport import _PREFIX
+    from microcoder.actors.weights.relay_hub import _tell
+    from microcoder.learner.sync.transport import KEY_PREFIX
 
     with epoch_store() as spec:
         master = spec.pop("master")
@@ -275,5 +288,5 @@ def test_a_member_asks_rank_0_at_once_when_rank_0_announces_a_round():
             assert time.monotonic() < deadline, "the member's watcher did not see round 1"
             time.sleep(0.01)
         assert m.step(None, rank0, version=5) == WAIT and rank0.asked == 2
-        assert master.check([f"{_PREFIX}/relay-ready/1/1"]) and m.waiting["n"] == 1
+        assert master.check([f"{KEY_PREFIX}/relay-ready/1/1"]) and m.waiting["n"] == 1
         m.fall_back("test over")

@@ -4,7 +4,7 @@ bit-identical; one missing at the join deadline is left out while the others get
 and it catches up on its own channel, then joins again.
 
 Real Ray: learner rank 0 is the product's `LearnerRank` in a Ray actor, its `WeightPublisher`
-and `RelayHub` (actors/relay_hub.py) over real gloo groups, with a stand-in Learner whose steps
+and `RelayHub` (actors/weights/relay_hub.py) over real gloo groups, with a stand-in Learner whose steps
 are instant. Each generator is the product's `Generator` (its `maybe_update`, called as the
 streaming loop's ticks call it, on a thread of this process), its vLLM engine a stand-in whose
 one worker is the product's `WeightLoaderExtension` (actors/engines/worker_ext.py: channel and
@@ -77,7 +77,7 @@ class Engine:
 
 def rank0_actor(ray):
     from microcoder.actors.learner_rank import LearnerRank, group_sizes
-    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.actors.weights.publisher import WeightPublisher
     from microcoder.learner.config import LearnerConfig
 
     class Instant:
@@ -117,13 +117,14 @@ def rank0_actor(ray):
 
 def generator(name: str, rank0, join_s: float = JOIN_S):
     """The product's Generator with only what its weight update (and `shutdown`) reads."""
-    from microcoder.actors.generator import Generator, relay_member
+    from microcoder.actors.generator import Generator
     from microcoder.actors.timing import PoolTimer
+    from microcoder.actors.weights.follower import WeightFollower
     from microcoder.learner.config import LearnerConfig
 
     gen = Generator.__new__(Generator)
-    gen.name, gen.version, gen._channel, gen._pending = name, -1, {}, None
-    gen.engine, gen._learner0_handle, gen.learner0 = Engine(), rank0, "rank-0"
+    gen.name, gen.version = name, -1
+    gen.engine, gen.learner0 = Engine(), "rank-0"
     gen.settings = SimpleNamespace(
         learner=LearnerConfig(sync_timeout_s=SYNC_S, weight_transport="relay", relay_join_s=join_s),
         generator=SimpleNamespace(
@@ -131,9 +132,9 @@ def generator(name: str, rank0, join_s: float = JOIN_S):
         ),
     )
     gen.timer, gen.pause_s, gen.syncs = PoolTimer(), [], []
-    gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
-    gen._held, gen.errors, gen._stop, gen.client = None, [], threading.Event(), None
-    gen._relay = relay_member(name, gen.settings)
+    gen.errors, gen._stop, gen.client = [], threading.Event(), None
+    gen.weights = WeightFollower(gen, "rank-0")
+    gen.weights.rank0_handle = rank0
     return gen
 
 
@@ -207,7 +208,7 @@ def joined_relay(ray, names=NAMES, chunk_bytes=None, join_s=JOIN_S, device_path=
     ticking = Ticking(gens)
     wait_for(
         "every generator synced version 0 on its channel and asked to join",
-        lambda: all(g.version == 0 and g._relay.asked for g in gens.values()),
+        lambda: all(g.version == 0 and g.weights.source.member.asked for g in gens.values()),
     )
     for g in gens.values():
         assert "transport" not in g.syncs[-1]  # the catch-up went over its own channel
@@ -259,7 +260,9 @@ def test_generators_on_one_epoch_get_each_version_bit_identical_through_one_rela
     for name, errors in ticking.errors.items():
         assert not errors, (name, errors)
     for g in gens.values():
-        assert g._channel.get("open") and g._relay.fallbacks == 0  # the channel stays, unused
+        assert (
+            g.weights.source.channel.channel.get("open") and g.weights.source.member.fallbacks == 0
+        )  # the channel stays, unused
 
 
 @pytest.mark.slow
@@ -299,10 +302,10 @@ def test_a_member_missing_at_the_join_deadline_is_left_out_and_catches_up_on_its
         wait_for("gen-2 caught up on its channel", lambda: late.version == 2)
         assert "transport" not in late.syncs[-1]  # its own channel
         assert_bit_identical(late, 2)
-        assert late._relay.fallbacks == 1 and "rank 0 does not count it" in (
-            late._relay.last_fallback
+        assert late.weights.source.member.fallbacks == 1 and "rank 0 does not count it" in (
+            late.weights.source.member.last_fallback
         )
-        wait_for("gen-2 asked to join again", lambda: late._relay.asked)
+        wait_for("gen-2 asked to join again", lambda: late.weights.source.member.asked)
         step_reaches_all_through_the_relay(ray, rank0, gens, version=3, epoch=2)
     finally:
         ticking.close()
@@ -327,7 +330,7 @@ def test_a_generator_added_mid_run_catches_up_on_its_channel_and_joins_at_the_ne
         assert all(g.syncs[-1]["epoch"] == 1 for g in gens.values())
         new = gens["gen-new"] = generator("gen-new", rank0)
         ticking.add("gen-new", new)
-        wait_for("gen-new synced on its channel and asked", lambda: new._relay.asked)
+        wait_for("gen-new synced on its channel and asked", lambda: new.weights.source.member.asked)
         assert new.version == 1 and "transport" not in new.syncs[-1]
         assert_bit_identical(new, 1)
         step_reaches_all_through_the_relay(ray, rank0, gens, version=2, epoch=2)
@@ -391,7 +394,7 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
         ray.get(rank0.join_relay.remote("gen-dies", 1), timeout=30)
         gens["gen-1"] = generator("gen-1", rank0)
         ticking.add("gen-1", gens["gen-1"])
-        wait_for("gen-1 asked to join", lambda: gens["gen-1"]._relay.asked)
+        wait_for("gen-1 asked to join", lambda: gens["gen-1"].weights.source.member.asked)
         assert step(ray, rank0) == 1
         wait_for(
             "gen-dies is in epoch 1",
@@ -415,7 +418,7 @@ def test_a_member_killed_mid_round_is_dropped_and_the_one_after_it_catches_up_on
         for g in gens.values():
             assert_bit_identical(g, 1)
         assert any("WeightsMixedError" in e for e in ticking.errors["gen-1"])
-        wait_for("gen-1 asked to join again", lambda: gens["gen-1"]._relay.asked)
+        wait_for("gen-1 asked to join again", lambda: gens["gen-1"].weights.source.member.asked)
         step_reaches_all_through_the_relay(ray, rank0, gens, version=2, epoch=2)
         wait_for("rank 0 settled round 0 of epoch 2", lambda: last_round(ray, rank0)["epoch"] == 2)
         assert last_round(ray, rank0)["delivered"] == ["gen-0", "gen-1"]
@@ -461,7 +464,10 @@ def test_a_late_member_never_holds_the_learners_next_step_over_the_device_path(r
         t0 = time.monotonic()
         assert timed_step(ray, rank0)[0] == 2
         early = gens["gen-0"]
-        wait_for("gen-0 ready for version 2's round", lambda: early._relay.waiting is not None)
+        wait_for(
+            "gen-0 ready for version 2's round",
+            lambda: early.weights.source.member.waiting is not None,
+        )
         version, took = timed_step(ray, rank0)  # fails past STEP_S when the round holds the lock
         assert version == 3 and time.monotonic() - t0 < LATE_JOIN_S * 0.8, took
         wait_for("version 3 on gen-0", lambda: early.version == 3, within_s=LATE_JOIN_S + 20)
@@ -523,7 +529,7 @@ def test_scale_down_a_generator_that_leaves_is_not_waited_for_and_a_dead_one_is_
         assert step(ray, rank0) == 2
         wait_for(
             "gen-0 and gen-1 ready for version 2's round",
-            lambda: all(g._relay.waiting is not None for g in staying.values()),
+            lambda: all(g.weights.source.member.waiting is not None for g in staying.values()),
         )
         gens["gen-2"].shutdown()
         assert ray.get(rank0.relay_status.remote("gen-2"), timeout=30)["member"] == "out"

@@ -11,7 +11,7 @@ import pytest
 from engine_testing.loop import FutureEngine, run_loop
 
 from microcoder.actors.stream import WeightUpdatesFailed
-from microcoder.actors.weight_sync import WeightsMixedError
+from microcoder.actors.weights.publisher import WeightsMixedError
 from microcoder.protocol import Group, PromptAssignment, Prompts
 
 

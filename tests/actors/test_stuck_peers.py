@@ -213,7 +213,7 @@ class StuckLearner0:
 def test_a_generator_pull_from_a_stuck_learner_rank_0_names_it_and_the_sync_deadline(
     ray_cluster,
 ):
-    from microcoder.actors.weight_pull import pull_weights
+    from microcoder.actors.weights.pull import pull_weights
     from microcoder.learner.config import LearnerConfig
 
     ray = ray_cluster

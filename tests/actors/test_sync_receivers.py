@@ -25,7 +25,7 @@ import torch
 from rank0_stand_in import StandInLearner, StandInRank0
 
 from microcoder.actors.learner_rank import LearnerRank
-from microcoder.actors.weight_sync import PAUSE_HOLD_S
+from microcoder.actors.weights.publisher import PAUSE_HOLD_S
 from microcoder.learner.sync.transport import WeightReceiver, ready_key
 
 SYNC_S = 6.0  # learner.sync_timeout_s of these tests

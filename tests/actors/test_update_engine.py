@@ -1,4 +1,4 @@
-"""The update sequence of a running engine (actors/weight_sync.py: update_engine), on a
+"""The update sequence of a running engine (actors/weights/publisher.py: update_engine), on a
 recording stand-in engine: the order of the steps, resume on every path, errors that name the
 failed step."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from microcoder.actors.weight_sync import update_engine
+from microcoder.actors.weights.publisher import update_engine
 
 
 class Recorder:

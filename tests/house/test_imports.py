@@ -26,6 +26,10 @@ RULES = {
         "microcoder.launch",
         *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "stream")),
     ),
+    "actors/weights": (
+        "microcoder.launch",
+        *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank")),
+    ),
     "sandbox/rewards": (
         *(
             f"microcoder.sandbox.{m}"

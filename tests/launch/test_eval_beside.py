@@ -203,12 +203,13 @@ def test_by_default_nothing_is_lowered_on_cpu(tmp_path, monkeypatch, held):
 def stand_in_generator(newest: list[int]):
     """The product's Generator with a stand-in weight update that takes version newest[0]."""
     from microcoder.actors.generator import Generator
+    from microcoder.actors.weights.channel_source import ChannelSource
+    from microcoder.actors.weights.follower import WeightFollower
 
     gen = Generator.__new__(Generator)
-    gen.version, gen.learner0, gen._pending, gen._held = 0, "rank-0", None, None
-    gen._relay = None  # learner.weight_transport = "channels"
-    gen._mixed, gen._last_poll, gen._weights = False, float("-inf"), threading.Lock()
+    gen.version, gen.learner0 = 0, "rank-0"
     gen.settings = SimpleNamespace(generator=SimpleNamespace(weight_poll_s=0.0))
+    gen.weights = WeightFollower(gen, "rank-0", source=ChannelSource("gen-0", None, None))
     gen.updates = 0
 
     def update_locked(block: bool = True) -> bool:
@@ -217,7 +218,7 @@ def stand_in_generator(newest: list[int]):
         gen.version = newest[0]
         return changed
 
-    gen._update_locked = update_locked
+    gen.weights._update_locked = update_locked
     return gen
 
 

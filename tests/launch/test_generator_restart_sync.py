@@ -7,7 +7,7 @@ Real Ray and the product's pieces: launch/run/pools.py `Pool` supervises three g
 in a Ray actor, its `WorkLock`, `send_weights` and `WeightPublisher` over real gloo channels,
 forced onto the device path (every send takes the lock, as over NCCL), with a stand-in Learner
 whose steps are instant (tests/support/rank0_stand_in.py). Each generator actor is a stand-in for the Generator's weight path:
-its loop calls the product's `request_weights` / `PendingSync` (actors/weight_pull.py) with a
+its loop calls the product's `request_weights` / `PendingSync` (actors/weights/pull.py) with a
 real `WeightReceiver` as its engine's worker. generator-1 dies once (os._exit) in its second
 sync, right after rank 0 told it to receive: its process is gone mid-sync, rank 0 holds nothing
 for it for long, Ray restarts the process, the pool restarts its loop, and it opens a new channel
@@ -66,7 +66,7 @@ def generator_cls(ray, flag: str):
         def run(self) -> None:
             import os
 
-            from microcoder.actors.weight_pull import request_weights
+            from microcoder.actors.weights.pull import request_weights
             from microcoder.learner.config import LearnerConfig
 
             cfg, rank0 = LearnerConfig(sync_timeout_s=SYNC_S), ray.get_actor(self.rank0)

@@ -1,7 +1,7 @@
 """A launch with `learner.weight_transport = "relay"` and two vLLM CPU generators sends its
 weights through the relay (issue 33, item 1 in the run): each generator first syncs on its own
 channel, then joins the hub's epoch, and rank 0's log shows rounds that reached both generators
-(actors/relay_hub.py's line per round). The run ends with exit 0 and trains every step.
+(actors/weights/relay_hub.py's line per round). The run ends with exit 0 and trains every step.
 tests/actors/test_relay_run.py covers the hub's cases (a member missing, added, killed) with
 real actors; this is the whole product path, vLLM's workers included."""
 

@@ -28,7 +28,7 @@ ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=Fal
 @ray.remote(num_cpus=0)
 class Rank0:
     def channel(self):
-        from microcoder.actors.weight_sync import WeightPublisher
+        from microcoder.actors.weights.publisher import WeightPublisher
 
         pub = WeightPublisher(timeout_s=1.0)
         return ray.util.get_node_ip_address(), pub.open_channel("gen-probe")["host"]

@@ -93,13 +93,13 @@ def test_gloo_uses_its_own_blocking_wait_which_honours_the_group_timeout():
 
 
 def test_the_channel_waits_on_a_device_group_by_polling_and_aborts_it_at_the_deadline():
-    """learner/sync/transport.py `_wait`, which every broadcast of a sender and a receiver goes
+    """learner/sync/transport.py `wait_peer`, which every broadcast of a sender and a receiver goes
     through: a channel on a GPU (NCCL) polls, and past its timeout aborts its group."""
     from types import SimpleNamespace
 
     import torch
 
-    from microcoder.learner.sync.transport import _wait
+    from microcoder.learner.sync.transport import wait_peer
 
     aborted: list = []
     peer = SimpleNamespace(
@@ -108,5 +108,5 @@ def test_the_channel_waits_on_a_device_group_by_polling_and_aborts_it_at_the_dea
         pg=SimpleNamespace(abort=lambda: aborted.append(1)),
     )
     with pytest.raises(CollectiveTimeout, match="rank 1 \\(gen-0\\) did not complete within 1 s"):
-        _wait(FakeWork(None), peer, "the header of round 0 to rank 1 (gen-0)")
+        wait_peer(FakeWork(None), peer, "the header of round 0 to rank 1 (gen-0)")
     assert aborted == [1]

@@ -18,7 +18,7 @@ import time
 import pytest
 import torch
 
-from microcoder.actors.weight_sync import WeightPublisher
+from microcoder.actors.weights.publisher import WeightPublisher
 
 DEADLINE_S = 5.0
 
@@ -46,7 +46,7 @@ def _send(publisher: WeightPublisher, name: str, out: dict) -> None:
 
 @pytest.mark.timeout(180)
 def test_a_generator_that_dies_mid_sync_is_given_up_on_in_time_and_the_other_sync_completes():
-    from microcoder.learner.sync.transport import _PREFIX
+    from microcoder.learner.sync.transport import KEY_PREFIX
 
     state = {f"w{i}": torch.full((1 << 20,), float(i)) for i in range(8)}  # 8 x 4 MiB
     publisher = WeightPublisher(DEADLINE_S, host="127.0.0.1")
@@ -70,7 +70,7 @@ def test_a_generator_that_dies_mid_sync_is_given_up_on_in_time_and_the_other_syn
         channel = publisher._built("gen-dies")  # joined: its sender exists
         assert channel is not None and channel.sender is not None, channel and channel.error
         deadline = time.monotonic() + 60
-        while not channel.sender.store.check([f"{_PREFIX}/ready/1/0"]):
+        while not channel.sender.store.check([f"{KEY_PREFIX}/ready/1/0"]):
             assert time.monotonic() < deadline, "gen-dies never started receiving"
             time.sleep(0.01)
         os.kill(procs["gen-dies"].pid, signal.SIGKILL)

@@ -17,9 +17,9 @@ from microcoder.learner.distributed import free_port
 from microcoder.learner.sync.transport import (
     WeightSender,
     WeightSyncError,
-    _layout,
-    _wait_keys,
+    bucket_layout,
     channel_backend,
+    wait_keys,
 )
 
 RECEIVER = Path(__file__).with_name("sync_receiver.py")
@@ -68,7 +68,7 @@ def state_dict(seed: int) -> dict[str, torch.Tensor]:
 
 def test_layout_buckets_respect_the_size_and_isolate_big_tensors():
     items = list(state_dict(0).items())
-    header, buckets = _layout(items, 5, bucket_bytes=16 << 10)
+    header, buckets = bucket_layout(items, 5, bucket_bytes=16 << 10)
     assert sorted(i for b in buckets for i in b["members"]) == list(range(len(items)))
     for b in buckets:
         assert len(b["members"]) == 1 or b["nbytes"] <= 16 << 10
@@ -115,7 +115,7 @@ def test_a_receiver_that_confirms_and_exits_at_once_is_not_called_dead():
     before it could confirm round 1" after its last round): a closed link whose rank's key is set
     by then is a confirmation, not a death."""
     store = KeyLandsAtTheSecondCheck()
-    _wait_keys(store, {1: "done/1/1"}, {1: "gen"}, "confirm round 1", 5.0, lambda ranks: ranks)
+    wait_keys(store, {1: "done/1/1"}, {1: "gen"}, "confirm round 1", 5.0, lambda ranks: ranks)
     assert store.checks >= 2
 
 

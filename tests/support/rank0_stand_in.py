@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from ray import cloudpickle
 
 from microcoder.actors.learner_rank import LearnerRank, group_sizes
-from microcoder.actors.weight_sync import WeightPublisher
+from microcoder.actors.weights.publisher import WeightPublisher
 from microcoder.learner.config import LearnerConfig
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -1,5 +1,5 @@
 """One weight round driven by hand on a vLLM engine built with the worker extension
-(actors/engines/worker_ext.py): the generator's part of a sync (actors/weight_pull.py), with a
+(actors/engines/worker_ext.py): the generator's part of a sync (actors/weights/pull.py), with a
 local WeightPublisher in learner rank 0's place. The tests then compare greedy tokens (`greedy`)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def load_over_channel(llm: Any, folder, channel: str, timeout_s: float, device: 
     then drop the prefix cache (its blocks hold the old weights' keys and values)."""
     from transformers import AutoModelForCausalLM
 
-    from microcoder.actors.weight_sync import WeightPublisher
+    from microcoder.actors.weights.publisher import WeightPublisher
 
     publisher = WeightPublisher(timeout_s=timeout_s, device=device)
     state = AutoModelForCausalLM.from_pretrained(folder).state_dict()

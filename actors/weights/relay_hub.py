@@ -1,6 +1,6 @@
 """Learner rank 0's side of the weight relay (`learner.weight_transport = "relay"`): one chain
 relay (learner/sync/relay.py) carries each new version to every member generator at about the
-cost of one transfer, instead of one channel per generator sent in turn (actors/weight_sync.py).
+cost of one transfer, instead of one channel per generator sent in turn (actors/weights/publisher.py).
 
 Epochs. The hub keeps an *epoch*: its members (generator name -> worker count; a generator's
 workers take consecutive ranks, each receives the full tensors), and the epoch's `RelaySender`
@@ -20,7 +20,7 @@ then get the version, the others are left out of the chain and dropped at the ne
 Over NCCL only the send holds `WorkLock` (`exclusive`), once for all generators, so a late
 member never holds the learner's next step; a version published while the round waited is the
 one sent (and announced). Over gloo it sends the CPU copy and overlaps training. A generator asks
-`status` from its loop (actors/relay_member.py) and never waits on the hub: the calls answer at
+`status` from its loop (actors/weights/relay_member.py) and never waits on the hub: the calls answer at
 once (rank 0's "control" concurrency group).
 
 A generator joins only after a completed sync on its own channel (it is current), so the first
@@ -44,7 +44,7 @@ the sender two staging buffers of it, whatever the generator count."""
 
 ANNOUNCE_KEY = "microcoder/relay-next"
 """`{ANNOUNCE_KEY}/{n}` in an epoch's store: the hub starts round n (its version; -1: the epoch
-ended). A member's watcher waits for it (actors/relay_member.py), so it asks `status` at once
+ended). A member's watcher waits for it (actors/weights/relay_member.py), so it asks `status` at once
 instead of at its next poll."""
 
 READY_CHECK_S = 0.02
@@ -62,9 +62,9 @@ def _tell(sender, n: int, version: int) -> None:
 def _leave_out(sender, n: int) -> None:
     """A failed round n that named no chain (learner/sync/relay.py's key) names an empty one:
     the members that are, or get, ready for it fall back now, not at their own deadline."""
-    from microcoder.learner.sync.transport import _PREFIX
+    from microcoder.learner.sync.transport import KEY_PREFIX
 
-    key = f"{_PREFIX}/relay-chain/{n}"
+    key = f"{KEY_PREFIX}/relay-chain/{n}"
     try:
         if not sender.store.check([key]):
             sender.store.set(key, "[]")

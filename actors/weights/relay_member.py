@@ -1,5 +1,5 @@
 """A generator's side of the weight relay (`learner.weight_transport = "relay"`; rank 0's side:
-actors/relay_hub.py). The generator's loop calls `RelayMember.step` at its ticks; it never
+actors/weights/relay_hub.py). The generator's loop calls `RelayMember.step` at its ticks; it never
 blocks the loop on rank 0:
 
 1. After a completed sync on its own channel (at start, after a restart, after a `scale` add:
@@ -30,8 +30,8 @@ import threading
 import time
 from typing import Any
 
-from microcoder.actors.relay_hub import ANNOUNCE_KEY
-from microcoder.actors.weight_sync import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+from microcoder.actors.weights.publisher import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+from microcoder.actors.weights.relay_hub import ANNOUNCE_KEY
 
 CHANNEL, IDLE, WAIT, RECEIVE = "channel", "idle", "wait", "receive"
 """What `RelayMember.step` tells the caller: sync over the own channel now; nothing to do;
@@ -246,21 +246,21 @@ class RelayMember:
 
     def _ready(self, spec: dict, rnd: dict) -> str:
         """Set this member's ready keys for round rnd["n"] (rank 0 puts it in the chain)."""
-        from microcoder.learner.sync.transport import _PREFIX
+        from microcoder.learner.sync.transport import KEY_PREFIX
 
         self._unwatch()
         store, self.spec = self._store(spec), spec
         first, workers = spec["first_rank"], spec["workers"]
         for r in range(first, first + workers):
-            store.set(f"{_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
+            store.set(f"{KEY_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
         self.waiting = {**rnd, "first": first, "since": time.monotonic()}
         return WAIT
 
     def _chain_says(self) -> str:
-        from microcoder.learner.sync.transport import _PREFIX
+        from microcoder.learner.sync.transport import KEY_PREFIX
 
         w = self.waiting
-        key = f"{_PREFIX}/relay-chain/{w['n']}"
+        key = f"{KEY_PREFIX}/relay-chain/{w['n']}"
         if not self.store.check([key]):  # rank 0 names the chain once it holds WorkLock
             if time.monotonic() - w["since"] > self.round_s + self.cfg.sync_timeout_s:
                 return self.fall_back(f"learner rank 0 did not start relay round {w['n']} in time")

@@ -17,7 +17,7 @@ sends to each peer anyway, so N channels cost the same bytes as one group of N+1
 Pull, not push: after each step the learner keeps the newest full weights (a CPU copy taken by
 the collective gather) and never waits for generators; a generator asks rank 0's version every
 `generator.weight_poll_s` and, when it is newer than its own, asks rank 0 to send and goes on
-generating until rank 0 is ready to (actors/weight_pull.py: over NCCL rank 0 first waits for the
+generating until rank 0 is ready to (actors/weights/pull.py: over NCCL rank 0 first waits for the
 learner's step, `WorkLock`); only then does it pull the weights into its engine (`update_engine`:
 pause, `PendingSync.receive`, relabel, reset the prefix cache, resume), so the pause lasts the
 transfer, not the step. Timeouts on both sides name the peer.
@@ -87,7 +87,7 @@ class WeightPublisher:
         self._channels: dict[str, _Channel] = {}
         self._lock = threading.Lock()
         self.listeners: list[Callable[[int], None]] = []
-        """Called with each version `publish` keeps (the relay's hub: actors/relay_hub.py)."""
+        """Called with each version `publish` keeps (the relay's hub: actors/weights/relay_hub.py)."""
 
     def publish(self, version: int, state: dict) -> None:
         """Keep `state` (full CPU weights) as the weights of `version`. One tensor under two
@@ -173,7 +173,7 @@ class WeightPublisher:
         reopens; a channel opened while this send ran is left alone.
 
         `ticket`: the generator waits for this send's ready signal before it pauses its engine
-        (actors/weight_pull.py); it is given just before the broadcast. `port`: the channel the
+        (actors/weights/pull.py); it is given just before the broadcast. `port`: the channel the
         generator asked on; a send asked on a channel since replaced is refused (the generator
         gave up on it and reopened), so it never takes a newer channel's round.
 

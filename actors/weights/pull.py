@@ -1,7 +1,7 @@
 """The generator's side of a weight sync (issue 33, fault 3): ask learner rank 0 to send, keep
 the engine generating until rank 0 is ready to, then pause it for the transfer alone.
 
-Over an NCCL channel rank 0 sends only under `WorkLock` (actors/learner_rank.py), so a send asked
+Over an NCCL channel rank 0 sends only under `WorkLock` (actors/weights/work_lock.py), so a send asked
 for during a train waits for that train and its publish. A generator that paused its engine
 before asking stayed paused for the whole step. Now:
 1. `request_weights` asks rank 0's version and, when newer, asks it to send (`send_weights` with
@@ -12,7 +12,7 @@ before asking stayed paused for the whole step. Now:
    leases none until the weights are loaded: new groups start on the newest weights); rank 0's
    error, if its send failed before it signalled, is raised at once; past
    `learner.sync_timeout_s` + `READY_MARGIN_S` the error names rank 0.
-3. Then the caller pauses the engine and calls `PendingSync.receive()` (actors/weight_sync.py
+3. Then the caller pauses the engine and calls `PendingSync.receive()` (actors/weights/publisher.py
    `update_engine`)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from microcoder.actors.weight_sync import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
+from microcoder.actors.weights.publisher import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
 from microcoder.learner.config import LearnerConfig
 
 READY_MARGIN_S = 5.0
