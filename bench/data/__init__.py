@@ -67,7 +67,13 @@ def measure(args, source: str, run_dir: Path) -> dict[str, Any]:
     if not args.no_launch:
         print(f"bench data: launching on {source}", file=sys.stderr, flush=True)
         row.update(launch_once(args.config, source, run_dir, args.set, args.timeout_s))
-    start = executor_start(args.config, source, args.set)
+    from microcoder.data.store import STORE_NAME
+
+    store = run_dir / STORE_NAME  # the launch's own store, else one kept for the next bench
+    if not store.is_file():
+        store = run_dir.parent.parent / "stores" / Path(source).stem / STORE_NAME
+    start = executor_start(args.config, source, args.set, store)
+    row["store_s"] = start.get("store_s")
     row["executor_start_s"] = start.get("seconds")
     row["executor_alone_mb"] = start.get("rss_mb")
     if "error" in start:

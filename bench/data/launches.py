@@ -142,58 +142,54 @@ def launch_once(
 
 
 STORE_SCRIPT = r"""
-import sys
+import json, sys, time
 from pathlib import Path
 from microcoder.launch.config import load_config
 from microcoder.launch.run.problems import build_run_store
 cfg = load_config(sys.argv[2], sys.argv[3:])
-build_run_store(cfg, Path(sys.argv[1]), log=lambda _m: None)
+t0 = time.perf_counter()
+path, built = build_run_store(cfg, Path(sys.argv[1]), log=lambda m: print(m, file=sys.stderr))
+print(json.dumps({"seconds": round(time.perf_counter() - t0, 1), "built": built}))
 """
-"""Builds the run's problem store (data/store.py) as the launch's preflight does."""
 
 EXECUTOR_SCRIPT = r"""
 import json, sys, time, psutil
-from microcoder.actors.executor import Executor
 from microcoder.launch.config import load_config
+from microcoder.actors.executor import Executor
 import microcoder.data.store, microcoder.sandbox.backends, microcoder.buffer.client
 cfg = load_config(sys.argv[2], sys.argv[3:])
 t0 = time.perf_counter()
 ex = Executor("executor-bench", cfg.executor, None, None, sys.argv[1])
-ex.ready()
+ready = ex.ready()
 seconds = time.perf_counter() - t0
 rss = psutil.Process().memory_info().rss / 2**20
 ex.shutdown()
-print(json.dumps({"seconds": round(seconds, 2), "rss_mb": round(rss)}))
+print(json.dumps({"seconds": round(seconds, 2), "rss_mb": round(rss), "problems": ready["problems"]}))
 """
 
 
-def executor_start(config: str, source: str, extra: list[str]) -> dict[str, Any]:
+def executor_start(config: str, source: str, extra: list[str], store: Path) -> dict[str, Any]:
     """Seconds from constructing an executor with the run's arguments to its `ready()`, and its
-    RSS then, in a fresh process (imports done before the clock starts), on the run's problem
-    store, built first in another process as the launch's preflight builds it. The executor's
-    constructor arguments live here only: change them here when they change
-    (actors/executor.py, launch/run/cluster.py `start_pools`)."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="bench-data-store-") as tmp:
-        store = str(Path(tmp) / "problems.sqlite")
-        args = [store, config, *settings(source, extra)]
-        res = subprocess.run(
-            [sys.executable, "-c", STORE_SCRIPT, *args],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        if res.returncode == 0:
-            res = subprocess.run(
-                [sys.executable, "-c", EXECUTOR_SCRIPT, *args],
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
+    RSS then, in a fresh process (imports done before the clock starts). The executor opens the
+    run's problem store by path (actors/executor.py; launch/run/cluster.py `start_pools` passes
+    RUN_DIR/problems.sqlite): `store` is built first, in its own process, if it is not there
+    (launch/run/problems.py `build_run_store`, reused when its key matches: a launch's store or
+    an earlier bench's); its build seconds are `store_s` (None when a launch built it). The
+    executor's constructor arguments live here only: change them here when they change."""
+    out: dict[str, Any] = {"store_s": None}
+    # reused when its key matches (a synthetic store's key reads no file)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-c", STORE_SCRIPT, str(store), config, *settings(source, extra)]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, timeout=3600)
     if res.returncode != 0:
-        return {"seconds": None, "rss_mb": None, "error": res.stderr.strip()[-500:]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+        return {**out, "seconds": None, "rss_mb": None, "error": "store build failed"}
+    built = json.loads(res.stdout.strip().splitlines()[-1])
+    out["store_s"] = built["seconds"] if built["built"] else None
+    cmd = [sys.executable, "-c", EXECUTOR_SCRIPT, str(store), config, *settings(source, extra)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if res.returncode != 0:
+        return {**out, "seconds": None, "rss_mb": None, "error": res.stderr.strip()[-500:]}
+    return {**out, **json.loads(res.stdout.strip().splitlines()[-1])}
 
 
 def prepare_model(config: str, extra: list[str]) -> None:

@@ -1,6 +1,7 @@
 """`microcoder bench data` (issue 45) without a launch: the generated problem file (valid,
 judgeable rows of the requested size, written once and reused) and the peak-RSS bookkeeping
-against a child process that holds a known amount of memory."""
+against a child process that holds a known amount of memory, and an executor started on a
+file's problem store."""
 
 from __future__ import annotations
 
@@ -131,3 +132,17 @@ def test_both_benches_are_registered_and_the_table_names_the_goals():
     table = bench_data.format_table(result)
     assert "100,000" in table and "executor 580.0 MB (NOT met)" in table
     assert "step1 70.0 s (NOT met)" in table and "goals met: False" in table
+
+
+def test_the_executor_start_opens_the_files_store_as_a_launch_does(tmp_path):
+    """executor_start builds the file's store once (its own process), then starts an executor
+    on it by path in a fresh process, as launch/run/cluster.py does; a second call reuses it."""
+    from microcoder.bench.data.launches import executor_start
+
+    path, _ = problems_file(tmp_path, 40, 1.0)
+    store = tmp_path / "stores" / path.stem / "problems.sqlite"
+    first = executor_start("configs/tiny-cpu.toml", str(path), [], store)
+    assert "error" not in first, first
+    assert first["problems"] == 40 and first["store_s"] is not None and first["rss_mb"] > 0
+    again = executor_start("configs/tiny-cpu.toml", str(path), [], store)
+    assert again["problems"] == 40 and again["store_s"] is None  # reused, not rebuilt
