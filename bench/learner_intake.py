@@ -21,7 +21,10 @@ each warms up. Both sides must build equal training batches (checked by a digest
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
+
+from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
 
 def add_arguments(group) -> None:
@@ -37,7 +40,6 @@ def synthetic_scored_groups(groups: int, size: int, prompt_len: int, response_le
     import numpy as np
 
     from microcoder.buffer.codec import group_frames, read_group
-    from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
     rng = np.random.default_rng(0)
     out = []
@@ -116,8 +118,6 @@ def baseline_build_batch(groups, algo, generator) -> dict:
 
 
 def batch_digest(input_ids, logprobs, advantages) -> str:
-    import hashlib
-
     import torch
 
     h = hashlib.sha256()

@@ -29,12 +29,16 @@ variants agree to `--atol` (1e-5).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from microcoder.learner.models.tiny_model import TINY_ARCH
 
 QWEN_VOCAB = 151_936
 """Qwen2.5's vocabulary size (every size of the family)."""
@@ -58,8 +62,6 @@ def build_model(out: Path, args: argparse.Namespace) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from microcoder.learner.models.tiny_model import TINY_ARCH
-
     arch = {**TINY_ARCH, "num_hidden_layers": args.layers, "hidden_size": args.hidden}
     arch["intermediate_size"] = TINY_ARCH["intermediate_size"] * args.hidden // 256
     arch["max_position_embeddings"] = max(args.tokens, 2048)
@@ -71,7 +73,6 @@ def build_model(out: Path, args: argparse.Namespace) -> Path:
 
 def micro_batch_groups(tokens: int, vocab: int) -> list:
     """One group of 8 sequences (16-token prompt, the rest response) that fills `tokens` exactly."""
-    import random
 
     from microcoder.learner.sample import SampleGroup, TrainSample
 
@@ -97,7 +98,6 @@ def _status_kb(key: str) -> int:
 
 def worker(model: str, out: str, chunk: int, tokens: int) -> dict:
     """One variant in this process: the step's peak RSS over the baseline; saves loss and grads."""
-    import gc
 
     import torch
     from safetensors.torch import save_file

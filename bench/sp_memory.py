@@ -14,11 +14,15 @@ compare the two rows of one run, not runs on different days.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from microcoder.bench.learner_memory import _status_kb, build_model, micro_batch_groups
 
 DESCRIPTION = "one long sequence at sequence_parallel 1 vs N: tokens and peak memory a rank"
 
@@ -33,10 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def worker(model: str, out: str, tokens: int, sp: int) -> None:
     """One rank (env rendezvous): one micro-batch's loss forward + backward; writes
     OUT.RANK.json {"tokens", "peak_mb", "seconds", "loss"}."""
-    import gc
-    import time
 
-    from microcoder.bench.learner_memory import _status_kb, micro_batch_groups
     from microcoder.learner.batch import build_batch, mask_generator
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
@@ -61,7 +62,6 @@ def worker(model: str, out: str, tokens: int, sp: int) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.learner_memory import build_model
     from microcoder.learner.models.sp_check import spawn_gloo_ranks
 
     os.environ["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)  # inherited by the ranks

@@ -21,7 +21,7 @@ import zmq
 
 from microcoder import protocol as m
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
-from microcoder.buffer.keys import split_address
+from microcoder.buffer.keys import secure_client, split_address
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import decode_header, encode
 from microcoder.protocol import Group, GroupScores, LearnerBatch, ScoredGroup
@@ -96,8 +96,6 @@ class BufferClient:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IDENTITY, f"{self.owner}/{uuid.uuid4().hex[:8]}".encode())
         if self.keys_dir:
-            from microcoder.buffer.keys import secure_client
-
             secure_client(sock, self.keys_dir)
         sock.connect(self.endpoint)
         self._sock = sock

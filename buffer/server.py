@@ -23,7 +23,7 @@ import zmq
 from microcoder import protocol as m
 from microcoder.buffer.codec import check_group, check_scores
 from microcoder.buffer.config import BufferConfig
-from microcoder.buffer.keys import with_keys
+from microcoder.buffer.keys import secure_server, throwaway_keys, with_keys
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.snapshot import load_snapshot, save_snapshot
@@ -97,8 +97,6 @@ class BufferServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * 2 + 2**20)  # far beyond: disconnect
         self._auth = self.keys_dir = self._own_keys = None
         if config.curve:
-            from microcoder.buffer.keys import secure_server, throwaway_keys
-
             keys = keys_dir or config.keys_dir
             if not keys:
                 keys = self._own_keys = throwaway_keys()

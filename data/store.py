@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
+import sys
 import threading
 import time
 import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -46,7 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from microcoder.data.config import DataSourceConfig
+from microcoder.data.corpus.holdout import is_held_out
+from microcoder.data.formats.loaders import iter_problems
 from microcoder.data.problem import Problem
+from microcoder.data.prompting import render, templates
+from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.sources import is_synthetic, synthetic_variant
 
 SCHEMA_VERSION = 1
 STORE_NAME = "problems.sqlite"
@@ -87,8 +95,6 @@ def _file_hash(path: Path) -> str:
 
 
 def _is_synthetic(path: str) -> bool:
-    from microcoder.data.sources import is_synthetic
-
     return is_synthetic(path)
 
 
@@ -130,14 +136,11 @@ def _source_rows(
 ) -> Iterator[tuple[Problem, str | None, Callable[[], int]]]:
     """(problem, forced split or None, bytes read so far) per row of `source`."""
     if _is_synthetic(source.path):
-        from microcoder.data.sources import synthetic_variant
-
         family = synthetic_variant(source.path)
         for split, label in (("train", None), ("heldout", "family")):
             for p in family.generate_tasks(seed, split=split):
                 yield p, label, lambda: 0
         return
-    from microcoder.data.formats.loaders import iter_problems
 
     position = _ReadPosition()  # how far the loader has read, for the progress line
     for _line, p in iter_problems(source.path, source.format):
@@ -222,7 +225,6 @@ def _fill(
     progress_every_s: float,
 ) -> dict[str, int]:
     """Insert the rows of source `index`; returns its row count per split."""
-    from microcoder.data.corpus.holdout import is_held_out
 
     name = source.display_name()
     fraction = source.holdout_fraction
@@ -369,7 +371,6 @@ def measure_key(renderer) -> str:
     (name, and the file's contents or the built-in templates' source), `prompt.system`, the
     chat-template arguments and the tokenizer (class, vocabulary, special tokens, chat
     template). Prompts measured under one key are reused by every prepare with that key."""
-    from microcoder.data.prompting import render, templates
 
     tok = renderer.tokenizer
     h = hashlib.blake2b(digest_size=16)
@@ -410,8 +411,6 @@ def _measure_rows(renderer, rows: list[tuple[int, bytes]], key: str) -> list[tup
 
 
 def _worker_start(path: str, tokenizer, prompt_cfg, chat_template_kwargs) -> None:
-    from microcoder.data.prompting.render import PromptRenderer
-
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the pool is the parallelism
     _worker["renderer"] = PromptRenderer(tokenizer, prompt_cfg, chat_template_kwargs)
     _worker["con"] = sqlite3.connect(_ro_uri(path), uri=True, timeout=120)
@@ -504,9 +503,6 @@ def _serial_parts(con, path, renderer, key: str, batch: int, workers: int) -> It
 
 
 def _pool_parts(con, path, renderer, key: str, batch: int, workers: int) -> Iterator[list]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     (hi,) = con.execute("SELECT MAX(row) FROM problems").fetchone()
     blocks = [(lo, min(lo + _BLOCK, hi), key) for lo in range(0, hi, _BLOCK)]
     init = (str(path), renderer.tokenizer, renderer.cfg, renderer.chat_template_kwargs)
@@ -526,7 +522,6 @@ def _main_script_hidden() -> Iterator[None]:
     """A spawned worker re-runs the parent's __main__ script unless it is a module (`python -m`,
     a console script's guard): hide the script's path while the pool starts its workers, so
     a caller's script without a main guard does not run again in each of them."""
-    import sys
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)

@@ -25,6 +25,7 @@ from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.evaluation.plan import Todo, next_chunk
 from microcoder.evaluation.samples import SampleRecord
 from microcoder.evaluation.settings import EvalError, EvalSettings
+from microcoder.sandbox import extract
 
 NO_CODE = {
     "verdict": "WA",
@@ -323,7 +324,6 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
     """One budget's view of a generated sample: its extracted program (`code`), or for a kind
     the sandbox does not run its whole reply (scored by the reward function, never unfinished:
     the reward function reads the reply as training's does)."""
-    from microcoder.sandbox import extract
 
     if problem.kind not in JUDGED_KINDS:
         return {

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
+from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
 
@@ -327,7 +328,6 @@ class AlgorithmConfig(Section):
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
         """defaults < preset < TOML / --set: the preset fills the fields the config left unset."""
-        from microcoder.learner.algorithm.presets import apply_preset
 
         if not isinstance(data, dict):
             return data

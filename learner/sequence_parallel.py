@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.nn.functional import all_to_all_single
 
 from microcoder.learner.packing import MicroBatch
 
@@ -155,7 +156,6 @@ def _dummy_target(name: str, empty: torch.Tensor) -> torch.Tensor:
 def heads_to_sequence(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
     """[1, h, L/N, D] (all heads, this rank's tokens) -> [1, h/N, L, D] (heads slice `rank`,
     every token). Autograd-aware: the backward is the reverse all-to-all."""
-    from torch.distributed.nn.functional import all_to_all_single
 
     n, (_, h, local, d) = sp.size, x.shape
     send = x[0].reshape(n, h // n, local, d).contiguous()  # chunk j: head slice j, to rank j
@@ -166,7 +166,6 @@ def heads_to_sequence(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
 def sequence_to_heads(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
     """[1, L, h/N, D] (every token, heads slice `rank`) -> [1, L/N, h, D] (this rank's tokens,
     all heads). Autograd-aware: the backward is the reverse all-to-all."""
-    from torch.distributed.nn.functional import all_to_all_single
 
     n, (_, length, hs, d) = sp.size, x.shape
     send = x[0].reshape(n, length // n, hs, d).contiguous()  # chunk j: rank j's tokens

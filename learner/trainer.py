@@ -25,6 +25,7 @@ import torch.distributed as dist
 from microcoder.learner import attention, sequence_parallel
 from microcoder.learner.algorithm import grpo, mismatch, off_policy
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
+from microcoder.learner.checkpoint import load_training_state
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.distributed import (
     full_state_dict,
@@ -385,7 +386,6 @@ class Learner:
         cls, path: str | Path, learner: LearnerConfig, algorithm: AlgorithmConfig, **kwargs
     ) -> Learner:
         """Collective: a Learner with the weights and training state saved at `path`."""
-        from microcoder.learner.checkpoint import load_training_state
 
         self = cls(path, learner, algorithm, **kwargs)
         load_training_state(self, Path(path))

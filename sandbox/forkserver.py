@@ -17,6 +17,7 @@ page a child or the server writes afterwards is a copy-on-write fault.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import select
 import signal
@@ -101,8 +102,6 @@ class Server:
             self.prof = None
             return
         if childproc.STAMPS is None:
-            import mmap
-
             childproc.STAMPS = memoryview(mmap.mmap(-1, 16)).cast("d")
         self.prof = {"got": time.monotonic()}
 

@@ -24,6 +24,7 @@ caller resets the prefix cache.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -31,6 +32,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from microcoder.actors.engines.vllm_api import worker_api_problems
+from microcoder.actors.weight_sync import channel_rank
 
 PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when the thread that created it exits."""
@@ -51,7 +55,6 @@ class WeightLoaderExtension:
 
     def mc_check_api(self) -> list[str]:
         """What of the vLLM worker API the methods below call this worker lacks (empty: all)."""
-        from microcoder.actors.engines.vllm_api import worker_api_problems
 
         return worker_api_problems(self)
 
@@ -72,8 +75,6 @@ class WeightLoaderExtension:
             return {**me, "why": f"not Linux ({sys.platform}): the engine core may outlive it"}
         parent = os.getppid()
         if parent == pid:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
                 return {**me, "why": f"prctl failed: errno {ctypes.get_errno()}"}
@@ -91,7 +92,6 @@ class WeightLoaderExtension:
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
         """Join the learner's weight channel described by `spec`, as this worker's own rank
         (1 + its rank in the engine; the channel has 1 + the engine's worker count ranks)."""
-        from microcoder.actors.weight_sync import channel_rank
         from microcoder.learner.sync.transport import WeightReceiver
 
         rank, world = channel_rank(spec, int(self.rank), int(self.parallel_config.world_size))

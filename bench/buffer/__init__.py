@@ -33,7 +33,10 @@ Also reports encode/decode cost per group. Ratios, not absolute times: the machi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
+import socket
 import statistics
 import time
 from dataclasses import replace
@@ -95,8 +98,6 @@ def _raw_road(mp, frames, score_frame, n: int, args, group=None, scores=None) ->
 
 def socket_port():
     """A free TCP port on loopback (context manager yielding it)."""
-    import contextlib
-    import socket
 
     @contextlib.contextmanager
     def free():
@@ -110,8 +111,6 @@ def socket_port():
 
 def _curve_keys(curve: bool):
     """A context manager yielding a fresh keys folder (removed after) or None."""
-    import contextlib
-    import shutil
 
     from microcoder.buffer.keys import throwaway_keys
 

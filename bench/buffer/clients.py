@@ -23,9 +23,13 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import resource
+import signal
 import sys
 import time
 from dataclasses import replace
+
+from microcoder import protocol as m
 
 SETTLE_S = 2.0
 """Latencies count from this long after the ramp ends."""
@@ -49,7 +53,6 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
 
 def raise_nofile() -> tuple[int, int]:
     """Raise this process's soft RLIMIT_NOFILE to the hard limit; returns (soft, hard)."""
-    import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -88,7 +91,6 @@ def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: s
     """road.serve's server (curve on) with the file limit raised (one descriptor per client),
     each request's handling timed in the server (wall and thread CPU ms, and the re-try of
     parked long polls per step); SIGTERM ends the loop and sends the timings on `conn`."""
-    import signal
 
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
@@ -156,7 +158,6 @@ class SimClient:
         """(reply, blob frames) of `msg`; BufferError on an error reply, TimeoutError."""
         import zmq
 
-        from microcoder import protocol as m
         from microcoder.buffer.client import BufferError
         from microcoder.buffer.wire import decode_header, encode
 
@@ -230,7 +231,6 @@ async def _sleep(s: float) -> None:
 async def generator(client, start: float, stop: float, sample_s: float, seed: int, tally: Tally):
     """Lease 1 prompt, sample a lognormal while, put its group; until `stop` (then the group in
     hand is finished and put)."""
-    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_group
     from microcoder.buffer.client import BufferClient
     from microcoder.buffer.codec import group_frames
@@ -268,7 +268,6 @@ async def generator(client, start: float, stop: float, sample_s: float, seed: in
 async def executor(client, start: float, stop: float, per_get: int, score_s: float, tally):
     """Lease up to `per_get` unscored groups (text only), judge each for `score_s`, put the
     scores; until `stop`."""
-    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_scores
     from microcoder.buffer.client import BufferClient, _one_frame
     from microcoder.buffer.codec import read_group

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import math
 import os
+import pstats
+import shutil
 import statistics
 import threading
 import time
+
+from microcoder.bench.buffer import clients, road
+from microcoder.bench.buffer.profile import split
+from microcoder.buffer.keys import throwaway_keys
 
 RSS_EVERY_S = 0.25
 
@@ -48,10 +54,6 @@ def _learner(address: str, batch: int, stop: float, out: dict) -> None:
 
 def run_clients(mp, args) -> dict:
     """One load run; returns the figures and the accounting (see clients.py)."""
-    import shutil
-
-    from microcoder.bench.buffer import clients, road
-    from microcoder.buffer.keys import throwaway_keys
 
     n = args.clients
     exes = max(1, n // 4)
@@ -282,9 +284,6 @@ def clients_table(r: dict) -> str:
 
 def _profile_split(server, conn, path: str) -> dict | None:
     """Stop the profiled server (SIGTERM), read its profile: ms per consumed group by part."""
-    import pstats
-
-    from microcoder.bench.buffer.profile import split
 
     server.terminate()
     if not conn.poll(30):

@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
+
 Match = Callable[[int, list[str]], bool]
 """(pid, cmdline) -> whether the process has the role."""
 
@@ -48,7 +50,6 @@ class PeakSampler:
 
     def sample(self) -> None:
         """One round over every process."""
-        import psutil
 
         for proc in psutil.process_iter(["pid", "cmdline", "memory_info"]):
             info = proc.info

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 
+from microcoder.actors.engines.build import build_engine
+
 
 class BareEngine:
     """Ray actor body: `build_engine` with the generator's settings; times `LLM.generate` only."""
 
     def __init__(self, model_path: str, cfg, device: str):
-        from microcoder.actors.engines.build import build_engine
-
         self.llm = build_engine(
             model_path,
             cfg.generator,

@@ -27,6 +27,13 @@ import statistics
 import threading
 import time
 
+from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engines.async_llm import build_async_engine
+from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.rollout import sampling_params
+from microcoder.actors.stream import sample_group, streaming_loop
+from microcoder.actors.timing import PoolTimer
+from microcoder.actors.weight_sync import update_engine
 from microcoder.bench.generation.workload import MemoryClient, prompt_token_ids, response_lengths
 
 PROMPT_TOKENS = 32
@@ -49,8 +56,6 @@ class Updater:
         return {"version": self.version + 1}
 
     def maybe_update(self) -> None:
-        from microcoder.actors.weight_sync import update_engine
-
         if self.every_s <= 0 or time.monotonic() < self._next:
             return
         result, pause_s = update_engine(self.engine, "keep", self._load, "bench", kv=self.kv)
@@ -60,8 +65,6 @@ class Updater:
 
 
 def _params(group_size: int, temperature: float = 1.0):
-    from microcoder.actors.rollout import sampling_params
-
     def params_for(tokens: int):
         return sampling_params(
             group_size=group_size, temperature=temperature, max_tokens=tokens, ignore_eos=True
@@ -71,9 +74,6 @@ def _params(group_size: int, temperature: float = 1.0):
 
 
 def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    from microcoder.actors.stream import streaming_loop
-    from microcoder.actors.timing import PoolTimer
-
     client, params = MemoryClient(len(prompts)), _params(group_size)
     stats = streaming_loop(
         client,
@@ -101,8 +101,6 @@ def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> d
 
 
 def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    from microcoder.actors.stream import sample_group
-
     client, params = MemoryClient(len(prompts)), _params(group_size)
     busy, engine_s = 0.0, 0.0
     t_start = time.monotonic()
@@ -147,10 +145,6 @@ def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
 def run_workload(args, model_path: str, device: str) -> dict:
     """Build the engine, warm it, run waves then streaming (`args.pairs` pairs), summarise."""
     from transformers import AutoConfig
-
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
 
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
     lengths = response_lengths(args.workload, args.groups, args.max_tokens, seed=args.seed)

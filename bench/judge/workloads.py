@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
 
 
@@ -105,15 +106,12 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
 
 def compute_workload(path: str, n_problems: int) -> list[Item]:
     """LeetCodeDataset functional problems with their reference solution (truth unknown)."""
-    from microcoder.data.formats.loaders import load_problems
 
     problems = [p for p in load_problems(path) if p.kind == "functional"][:n_problems]
     return [Item(p, p.meta["solution"], f"{p.id}/ref") for p in problems]
 
 
 def humaneval_workload(path: str) -> list[Item]:
-    from microcoder.data.formats.loaders import load_problems
-
     return [Item(p, p.meta["solution"], f"{p.id}/canonical") for p in load_problems(path)]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import zlib
@@ -104,7 +105,6 @@ def ours_command(args, gen_path: Path, out: Path) -> list[str]:
 
 def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
     """{(problem_id, sample_index): samples.jsonl record} and wall seconds of the CLI."""
-    import subprocess
 
     from microcoder.evaluation.samples import read_samples
 
@@ -121,8 +121,6 @@ def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
 
 
 def run_lcb_side(args, problems, gens: list[dict]) -> tuple[list[bool], list[dict], float]:
-    import subprocess
-
     from microcoder.bench.judge.lcb_run import ensure_lcb_venv, run_lcb
     from microcoder.bench.judge.workloads import Item
 

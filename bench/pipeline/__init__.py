@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from microcoder.launch.cliargs import add_set_argument
+
 DESCRIPTION = (
     "async vs sync pipeline on the tiny config, and simulated stage costs vs the ideal bound"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.launch.cliargs import add_set_argument
-
     real = parser.add_argument_group("real tiny workload")
     real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
     real.add_argument("--max-steps", type=int, default=30, help="learner steps per launch")

@@ -31,13 +31,17 @@ import threading
 import time
 from typing import Any
 
+from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.scoring import ScoringOutcome
+from microcoder.actors.timing import PoolTimer
+from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
+from microcoder.protocol import GroupScores, Score
+
 
 class _Sim:
     """Control methods of a simulated actor; `timer` (a PoolTimer) starts with its loop."""
 
     def __init__(self) -> None:
-        from microcoder.actors.timing import PoolTimer
-
         self.timer = PoolTimer()
         self._stop = threading.Event()
         self._cpu0 = time.process_time()
@@ -47,7 +51,6 @@ class _Sim:
 
     def start_clock(self) -> None:
         """The loop starts: its wall (the timer) and this process's CPU count from now."""
-        from microcoder.actors.timing import PoolTimer
 
         self.timer = PoolTimer()
         self._cpu0 = time.process_time()
@@ -96,7 +99,6 @@ class SimGenerator(_Sim):
 
     def run(self) -> dict[str, Any]:
         from microcoder.actors.stream import streaming_loop
-        from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
 
         self.start_clock()
         self._engine = SimEngine(self.per_group_s, self.response_tokens)
@@ -169,8 +171,6 @@ class SimExecutor(_Sim):
         self._serial = threading.Lock()  # one group judged at a time
 
     def run(self) -> dict[str, Any]:
-        from microcoder.actors.judge_stream import judging_loop
-
         self.start_clock()
         judging_loop(
             self.client, self._judge, self._record, self.timer, self._stop, slots=self.slots
@@ -178,9 +178,6 @@ class SimExecutor(_Sim):
         return {"name": self.name, "groups": self.groups, **self.summary()}
 
     def _judge(self, groups):
-        from microcoder.actors.scoring import ScoringOutcome
-        from microcoder.protocol import GroupScores, Score
-
         with self._serial:
             time.sleep(self.per_group_s * len(groups))
         scored = [

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.bench.pipeline.heldout import eval_records, eval_seconds, heldout_summary
+from microcoder.launch.config import load_config
+from microcoder.learner.warmstart.build import find_finished, settings_of
 
 
 def launch_command(
@@ -120,8 +122,6 @@ def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
 def warmstart_state(config: str, extra: list[str]) -> dict[str, Any]:
     """Whether the config warm-starts its model (model.warmstart) and whether a finished warm
     start with exactly its settings is cached in model.path already."""
-    from microcoder.launch.config import load_config
-    from microcoder.learner.warmstart.build import find_finished, settings_of
 
     cfg = load_config(config, extra)
     if not cfg.model.warmstart:

@@ -32,6 +32,8 @@ from microcoder.data.corpus.verify import verify_references
 from microcoder.data.formats.dates import parse_cutoff, parse_date
 from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem, ProblemFormatError
+from microcoder.sandbox import ExecutorConfig
+from microcoder.sandbox.bwrap import SandboxUnavailable
 
 STAGES = (
     "validate",
@@ -220,8 +222,6 @@ def _verify(problems, options, verifier, counts):
 
 def _executor_config(options: BuildOptions):
     if options.workers:
-        from microcoder.sandbox import ExecutorConfig
-
         return ExecutorConfig(workers=options.workers)
     return None
 
@@ -356,7 +356,6 @@ def cli_main(args: argparse.Namespace) -> int:
     """`microcoder data build ...` (flags in launch/cli/cmd_data.py); 0 ok, 2 bad input (a file
     that cannot be read, a bad flag, or no problem left after the stages)."""
     from microcoder.data.corpus.build_report import write_report
-    from microcoder.sandbox.bwrap import SandboxUnavailable
 
     options = BuildOptions(
         eval_sets=list(args.eval_sets or []),

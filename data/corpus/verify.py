@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from microcoder.data.problem import Problem
+from microcoder.sandbox import ExecutorConfig, JudgePool
 
 
 @dataclass
@@ -90,8 +91,6 @@ def verify_references(
     if not todo:
         return checks
     if pool_factory is None:
-        from microcoder.sandbox import ExecutorConfig, JudgePool
-
         config = config or ExecutorConfig()
         pool_factory = JudgePool
     bar = _Progress(len(todo), progress)

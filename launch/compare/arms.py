@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import tomli_w
+
 
 class ArmError(ValueError):
     """An arm name that is not registered, malformed, or given twice; the message says the fix."""
@@ -230,7 +232,6 @@ def resolve_overrides(arm: Arm, recipe: dict[str, Any], user_sets: list[str]) ->
 
 def toml_value(value: Any) -> str:
     """A value as the right-hand side of a `--set KEY=VALUE` (TOML syntax)."""
-    import tomli_w
 
     return tomli_w.dumps({"v": value}).strip()[len("v = ") :]
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
@@ -222,7 +223,6 @@ def chunked_token_logprobs(
     per-token values are token_logprobs' on the same rows; gradients flow to `hidden`, `weight`
     and `bias`. Under no_grad the chunks are simply computed one after the other.
     """
-    from torch.utils.checkpoint import checkpoint
 
     head = partial(_head_logprobs, scale=scale, softcap=softcap)
     if chunk_tokens <= 0:

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+
 CHUNK = 7
 """Chunk size of the chunked run (model_check.CHUNK: several uneven chunks over 40 tokens)."""
 
@@ -78,7 +80,6 @@ def spawn_gloo_ranks(argv: list[str], size: int, timeout_s: float = 900.0) -> li
 
 def main() -> None:
     """One rank: each folder's log-probs, unchunked and chunked; rank 0 writes them."""
-    from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
     from microcoder.learner.models.logprob_check import learner_logprobs
     from microcoder.learner.trainer import Learner

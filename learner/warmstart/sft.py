@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from microcoder.learner.optim import lr_factor
 from microcoder.learner.warmstart.config import WarmStartConfig
@@ -167,8 +168,6 @@ class _Progress:
     def __init__(self, total: int, enabled: bool):
         self.bar, self.last = None, "-"
         if enabled:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc="warm start", unit="step", dynamic_ncols=True)
 
     def update(self, step: int, loss: float) -> None:
