@@ -80,7 +80,8 @@ class Executor(PriorityControl):
         from microcoder.buffer.client import BufferClient
 
         self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
-        self.name, self.reasoning = name, reasoning
+        self.name = name
+        self.reasoning = reasoning
         redirect_to_run_dir(name)
         self.problems = RunProblemLookup(store)
         self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
@@ -201,7 +202,9 @@ class Executor(PriorityControl):
                 message = f"reward function {name} raised {type(err).__name__}: {err}"[:200]
                 print(f"{self.name}: eval reply to problem {pid}: {message}", file=sys.stderr)
                 self.eval_reward_errors += 1
-                reward, components, verdict = 0.0, {}, "SE"
+                reward = 0.0
+                components = {}
+                verdict = "SE"
             else:
                 parts = "".join(f", {k} {v:g}" for k, v in components.items())
                 message = f"reward {reward:g}{parts}"

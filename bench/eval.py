@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = EvalCluster(cfg, tmp, "local")
     try:
         cluster.start(model, args.generators, args.executors, log=lambda m: None)
-        gens, execs = cluster.generators, cluster.executors
+        gens = cluster.generators
+        execs = cluster.executors
         warm = EvalSettings(**{**settings.to_dict(), "samples": 1})
         cluster.evaluate(problems[:8], warm, None, texts)
         samples, gen_s = _timed(

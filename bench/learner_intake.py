@@ -130,7 +130,10 @@ class IntakeRank:
     """One learner rank of the bench (a Ray actor body): both sides' steps."""
 
     def __init__(self, rank: int, world: int):
-        self.rank, self.world, self.groups, self.packed = rank, world, [], None
+        self.rank = rank
+        self.world = world
+        self.groups = []
+        self.packed = None
 
     def setup(self, master: tuple[str, int], args: dict) -> None:
         import torch
@@ -183,7 +186,8 @@ class IntakeRank:
         from microcoder.learner.intake import broadcast
 
         t0 = time.perf_counter()
-        mine, self.packed = self.packed, None
+        mine = self.packed
+        self.packed = None
         record = broadcast(mine, torch.device("cpu"))
         t1 = time.perf_counter()
         b = build_batch(record, self.algo, mask_generator(0, 0))

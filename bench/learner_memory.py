@@ -77,7 +77,8 @@ def micro_batch_groups(tokens: int, vocab: int) -> list:
     from microcoder.learner.sample import SampleGroup, TrainSample
 
     rng = random.Random(0)
-    seqs, prompt_len = 8, 16
+    seqs = 8
+    prompt_len = 16
     lens = [tokens // seqs + (i < tokens % seqs) for i in range(seqs)]
     samples = []
     for i, n in enumerate(lens):
@@ -158,7 +159,8 @@ def max_differences(a_path: Path, b_path: Path) -> dict[str, float]:
     """Largest absolute difference of the loss, the log-probs and any gradient."""
     from safetensors.torch import load_file
 
-    a, b = load_file(a_path), load_file(b_path)
+    a = load_file(a_path)
+    b = load_file(b_path)
     if a.keys() != b.keys():
         raise RuntimeError(f"the variants saved different tensors: {sorted(a.keys() ^ b.keys())}")
     diff = {k: float((a[k].double() - b[k].double()).abs().max()) for k in a}
@@ -177,7 +179,8 @@ def check_memory(tokens: int, vocab: int) -> None:
     meminfo = Path("/proc/meminfo").read_text().split("\n")
     kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
     per_token = UNCHUNKED_BLOCKS * vocab * 4
-    need, free = tokens * per_token, kb * 1024 - 2**30  # 1 GiB for the model and the body
+    need = tokens * per_token
+    free = kb * 1024 - 2**30  # 1 GiB for the model and the body
     if need > free:
         raise SystemExit(
             f"the unchunked variant needs about {need / 2**30:.1f} GiB for {tokens} tokens "

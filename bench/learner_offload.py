@@ -66,7 +66,8 @@ def worker(model: str, mode: str, steps: int, bucket_mb: int) -> dict:
             g = torch.randn(local.shape, generator=gen).to(local.device)
             p.grad = offload._like(p, g)
 
-    seconds, peaks = [], []
+    seconds = []
+    peaks = []
     for step in range(steps + 1):
         set_grads(step)
         gc.collect()

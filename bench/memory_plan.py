@@ -247,7 +247,8 @@ def format_table(result: dict) -> str:
     for r in result["rows"]:
         for key in [m for m in ("no_ckpt", "ckpt") if m in r]:
             for phase in ("backward", "step"):
-                plan, got = r[key + "_plan"][phase], r[key][phase]
+                plan = r[key + "_plan"][phase]
+                got = r[key][phase]
                 lines.append(
                     f"{r['tokens']:>7} {'on' if key == 'ckpt' else 'off':>5} {phase:>9} "
                     f"{plan / gb:>8.3f} {got / gb:>9.3f} {plan / got:>6.2f}"

@@ -74,7 +74,9 @@ class BufferClient:
         long_poll_s: float = 1.0,
         keys_dir: str | Path | None = None,
     ):
-        self.address, self.timeout_s, self.long_poll_s = address, timeout_s, long_poll_s
+        self.address = address
+        self.timeout_s = timeout_s
+        self.long_poll_s = long_poll_s
         self.owner = owner or f"{os.uname().nodename}-{os.getpid()}"
         self.endpoint, published_keys = split_address(address)
         self.keys_dir = keys_dir or published_keys
@@ -238,9 +240,11 @@ class BufferClient:
             batches = [batches]
         if self._sock is None:
             self._connect()
-        todo, retry = iter(batches), deque()
+        todo = iter(batches)
+        retry = deque()
         pending: dict[int, dict[int, tuple]] = {}  # rid -> {group id: its frames}
-        total, delay = m.PutReply(), 0.01
+        total = m.PutReply()
+        delay = 0.01
         deadline = time.monotonic() + self.timeout_s
         while True:
             while len(pending) < max(1, window):

@@ -193,7 +193,8 @@ class BufferServer:
         self._send(identity, rid, m.Error(code, message))
 
     def _handle(self, frames: list[Any]) -> None:
-        identity, body = frames[0].bytes, frames[1:]
+        identity = frames[0].bytes
+        body = frames[1:]
         c = self.state.counters
         c.requests += 1
         rid = 0
@@ -272,7 +273,8 @@ class BufferServer:
             )
         records = []
         for i, meta in enumerate(msg.metas):
-            text, tensors = blobs[2 * i], blobs[2 * i + 1]
+            text = blobs[2 * i]
+            tensors = blobs[2 * i + 1]
             info = check_group(unpack(meta), len(text), len(tensors))
             records.append((info, (meta, text, tensors)))
         return self._put(msg, records, self.state.put_unscored, now)

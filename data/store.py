@@ -333,7 +333,8 @@ class ProblemStore:
     ) -> Iterator[tuple[int, Problem]]:
         """(row number, Problem) of `source`'s `split` rows (None: any) in row order, read
         `chunk` rows at a time."""
-        where, args = ["row > ?"], []
+        where = ["row > ?"]
+        args = []
         if source is not None:
             where.append("source = ?")
             args.append(source)
@@ -473,7 +474,8 @@ def measure_store(
             except BrokenProcessPool as err:  # e.g. a __main__ script without a main guard
                 log(f"measuring prompts: the process pool failed ({err}); measuring in this one")
                 con.execute("DELETE FROM prompts WHERE key = ?", (key,))
-                parallel, n = False, 0
+                parallel = False
+                n = 0
                 parts = _serial_parts(con, path, renderer, key, batch, workers)
                 continue
             if part is None:
@@ -567,7 +569,8 @@ class StorePromptTable:
             )
         for source in range(len(self.store.source_names())):
             rows = array("q")
-            crc, sep = 0, b""
+            crc = 0
+            sep = b""
             with self.store._lock:  # one streamed pass: the row numbers and the ids' checksum
                 cursor = self.store._con.execute(
                     "SELECT p.row, p.id FROM problems p JOIN prompts m "

@@ -95,8 +95,12 @@ class Driver:
         cache: dict | None = None,
         judge_batch: int = 8,
     ):
-        self.s, self.gens, self.execs = settings, list(generators), list(executors)
-        self.on_sample, self.progress, self.total = on_sample, progress, total
+        self.s = settings
+        self.gens = list(generators)
+        self.execs = list(executors)
+        self.on_sample = on_sample
+        self.progress = progress
+        self.total = total
         self.cache: dict = cache if cache is not None else {}
         self.judge_batch = judge_batch
         self.stats = DriverStats()
@@ -126,7 +130,8 @@ class Driver:
         and return [(problem_id, sample_index, sample dict)] (the benchmark's generate-only)."""
         import ray
 
-        self._judge, self._collected = judge, []
+        self._judge = judge
+        self._collected = []
         for sample in given:
             self._arrive(sample)
         cursor = 0

@@ -221,7 +221,8 @@ class Config(Section):
         """Settings that are valid but cannot act as their names say, each with what to set
         (`config show` prints them, a launch logs them at its start)."""
         out = list(self.algorithm._legacy_notes)
-        a, cap = self.algorithm, self.generator.max_response_tokens
+        a = self.algorithm
+        cap = self.generator.max_response_tokens
         if a.truncation_mask == "conditional" and 2 * a.repeat_window > cap:
             out.append(
                 f"algorithm.repeat_window = {a.repeat_window} needs {2 * a.repeat_window} "

@@ -120,10 +120,12 @@ def _write_hf_folder(
     from transformers import AutoTokenizer
 
     config = model.config
-    config.use_cache, before = True, config.dtype
+    config.use_cache = True
+    before = config.dtype
     config.dtype = dtype
     config.save_pretrained(path)
-    config.use_cache, config.dtype = False, before
+    config.use_cache = False
+    config.dtype = before
     if source.resolve() != path.resolve():
         if (source / "generation_config.json").is_file():
             shutil.copy(source / "generation_config.json", path / "generation_config.json")

@@ -153,7 +153,9 @@ class LearnerConfig(Section):
     @model_validator(mode="after")
     def _parallel_shape_divides(self) -> LearnerConfig:
         """replicas divides world_size, and sequence_parallel divides a replica's ranks."""
-        w, r, sp = self.world_size, self.replicas, self.sequence_parallel
+        w = self.world_size
+        r = self.replicas
+        sp = self.sequence_parallel
         if w % r:
             raise ValueError(
                 f"learner.replicas = {r} does not divide learner.world_size = {w}; HSDP needs "

@@ -60,7 +60,8 @@ def shard_rows(
             f"mesh shape {tuple(mesh_shape)}, coordinate {tuple(coordinate)} and placements "
             f"{tuple(placements)} must have one entry per mesh dim"
         )
-    start, stop = 0, n
+    start = 0
+    stop = n
     for size, coord, placement in zip(mesh_shape, coordinate, placements, strict=True):
         if isinstance(placement, Replicate):
             continue

@@ -115,14 +115,16 @@ class StreamedAdamW(torch.optim.AdamW):
     def _buckets(self, params: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
         """The parameters with a gradient, in order, in runs of at most `bucket_bytes` of fp32
         moments (8 B per local element); a larger parameter is a bucket of its own."""
-        bucket, size = [], 0
+        bucket = []
+        size = 0
         for p in params:
             if p.grad is None:
                 continue
             n = 8 * _local(p).numel()
             if bucket and size + n > self.bucket_bytes:
                 yield bucket
-                bucket, size = [], 0
+                bucket = []
+                size = 0
             bucket.append(p)
             size += n
         if bucket:

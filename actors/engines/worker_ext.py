@@ -136,7 +136,8 @@ class WeightLoaderExtension:
         epoch's previous group, if any, is left."""
         from microcoder.learner.sync.relay import RelayReceiver
 
-        worker, workers = int(self.rank), int(self.parallel_config.world_size)
+        worker = int(self.rank)
+        workers = int(self.parallel_config.world_size)
         if workers != spec["workers"]:
             raise ValueError(
                 f"relay epoch {spec['epoch']}: {spec['name']} joined with {spec['workers']} "
@@ -240,7 +241,8 @@ class _Counted:
     """An iterable of (name, tensor) that counts what was taken from it."""
 
     def __init__(self, items: Iterable[tuple[str, Any]]):
-        self.items, self.n = items, 0
+        self.items = items
+        self.n = 0
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         for item in self.items:
@@ -253,7 +255,8 @@ class _TimedStream:
     (the wire), the rest of a load's time is the model's."""
 
     def __init__(self, stream: Iterator[tuple[str, Any]]):
-        self.stream, self.wait_s = stream, 0.0
+        self.stream = stream
+        self.wait_s = 0.0
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         while True:

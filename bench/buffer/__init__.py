@@ -159,7 +159,8 @@ def _raw_latency(frames, samples: int) -> list[float]:
     import zmq
 
     ctx = zmq.Context.instance()
-    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull = ctx.socket(zmq.PULL)
+    push = ctx.socket(zmq.PUSH)
     push.connect(f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}")
     raw = []
     for _ in range(samples):

@@ -33,7 +33,8 @@ from microcoder import protocol as m
 
 SETTLE_S = 2.0
 """Latencies count from this long after the ramp ends."""
-G, TOKENS = 8, 512
+G = 8
+TOKENS = 512
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +112,8 @@ def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: s
         log = timings[kind]
 
         def run(*args):
-            w0, c0 = time.perf_counter(), time.thread_time()
+            w0 = time.perf_counter()
+            c0 = time.thread_time()
             method(*args)
             log.add(time.monotonic(), time.perf_counter() - w0, time.thread_time() - c0)
 
@@ -147,7 +149,9 @@ class SimClient:
 
         from microcoder.buffer.keys import secure_client
 
-        self.owner, self.timeout_s, self._rid = owner, timeout_s, 0
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self._rid = 0
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IDENTITY, owner.encode())
@@ -317,7 +321,8 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
         ctx = zmq.asyncio.Context()
         ctx.set(zmq.MAX_SOCKETS, gens + exes + 64)  # default 1,023
         rng = random.Random(index)
-        t0, ramp = plan["t0"], plan["ramp_s"]
+        t0 = plan["t0"]
+        ramp = plan["ramp_s"]
 
         async def run(make, name):
             client = SimClient(ctx, endpoint, keys, f"{name}")
@@ -360,7 +365,8 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
         await asyncio.gather(*tasks, lag(tally, plan["drain"]))
         ctx.term()
 
-    cpu0, wall0 = time.process_time(), time.monotonic()
+    cpu0 = time.process_time()
+    wall0 = time.monotonic()
     asyncio.run(main())
     cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)  # of one core, all threads
     queue.put({"lat": tally.lat, "counts": tally.counts, "cpu_fraction": cpu})

@@ -30,9 +30,11 @@ def proxy_process(conn) -> None:
     loopback); sends {leg: (front address, back address)} on `conn`, then serves until killed."""
 
     ctx = zmq.Context()
-    addresses, pairs = {}, []
+    addresses = {}
+    pairs = []
     for leg in LEGS:
-        front, back = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+        front = ctx.socket(zmq.PULL)
+        back = ctx.socket(zmq.PUSH)
         ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in (front, back)]
         addresses[leg] = tuple(f"tcp://127.0.0.1:{p}" for p in ports)
         pairs.append((front, back))
@@ -83,7 +85,8 @@ def proxy_learner(groups_addr: str, scores_addr: str, n: int) -> int:
     from microcoder.buffer.codec import read_group, read_scores
 
     ctx = zmq.Context.instance()
-    groups, scores = ctx.socket(zmq.PULL), ctx.socket(zmq.PULL)
+    groups = ctx.socket(zmq.PULL)
+    scores = ctx.socket(zmq.PULL)
     groups.connect(groups_addr)
     scores.connect(scores_addr)
     poller = zmq.Poller()

@@ -260,7 +260,9 @@ def raw_learner(pull, n: int, codec: bool) -> int:
 def start(mp, target, args) -> tuple:
     """Start a child that signals `ready`, starts on `go` and reports its CPU seconds from then
     (all its threads, zmq's included) in `cpu`; returns (process, go, cpu)."""
-    ready, go, cpu = mp.Event(), mp.Event(), mp.Value("d", float("nan"))
+    ready = mp.Event()
+    go = mp.Event()
+    cpu = mp.Value("d", float("nan"))
     proc = mp.Process(target=target, args=(*args, ready, go, cpu), daemon=True)
     proc.start()
     while not ready.wait(0.5):

@@ -214,7 +214,8 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
             "gen-bench", generator_settings(cfg), model_path, address, group.rank0_name
         )
         ray.get(gen.ready.remote())
-        bare, actor = [], []
+        bare = []
+        actor = []
         for i, batch in enumerate(batches):  # alternate; run 0 is the warm-up of each side
             b = ray.get(bare_engine.generate.remote(ids[i]))
             a = _actor_run(ray, gen, address, [it.problem_id for it in batch])

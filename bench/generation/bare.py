@@ -29,7 +29,8 @@ class BareEngine:
         """One `LLM.generate` over all prompts with the generator's SamplingParams."""
         from microcoder.actors.rollout import sampling_params
 
-        g, a = self.cfg.generator, self.cfg.algorithm
+        g = self.cfg.generator
+        a = self.cfg.algorithm
         params = sampling_params(
             group_size=a.group_size,
             temperature=a.temperature.initial,

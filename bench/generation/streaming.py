@@ -46,8 +46,12 @@ class Updater:
     sequence (actors/weight_sync.py `update_engine`, pause "keep", `kv` its inflight_kv)."""
 
     def __init__(self, engine, model_path: str, every_s: float, kv: str = "recompute"):
-        self.engine, self.model_path, self.every_s, self.kv = engine, model_path, every_s, kv
-        self.version, self.pauses = 0, []
+        self.engine = engine
+        self.model_path = model_path
+        self.every_s = every_s
+        self.kv = kv
+        self.version = 0
+        self.pauses = []
         self._next = 0.0
 
     def _load(self) -> dict:
@@ -74,7 +78,8 @@ def _params(group_size: int, temperature: float = 1.0):
 
 
 def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    client, params = MemoryClient(len(prompts)), _params(group_size)
+    client = MemoryClient(len(prompts))
+    params = _params(group_size)
     stats = streaming_loop(
         client,
         engine,
@@ -101,8 +106,10 @@ def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> d
 
 
 def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    client, params = MemoryClient(len(prompts)), _params(group_size)
-    busy, engine_s = 0.0, 0.0
+    client = MemoryClient(len(prompts))
+    params = _params(group_size)
+    busy = 0.0
+    engine_s = 0.0
     t_start = time.monotonic()
     while True:
         wave = client.get_prompts(capacity).assignments
@@ -233,7 +240,9 @@ def summarize_workload(args, lengths: list[int], runs: list[dict], device: str) 
 
 
 def format_workload_table(result: dict) -> str:
-    w, busy, occ = result["workload"], result["engine_busy_fraction"], result["engine_occupancy"]
+    w = result["workload"]
+    busy = result["engine_busy_fraction"]
+    occ = result["engine_occupancy"]
     rows = [
         f"generation --workload {w['kind']}: {w['groups']} groups x G={w['group_size']}, "
         f"capacity {w['capacity']}, lengths mean {w['mean_tokens']:.0f} max {w['max_length']} "

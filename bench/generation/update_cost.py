@@ -150,7 +150,8 @@ def run_update_cost(args, model_path: str, device: str) -> dict:
 
 
 def format_update_cost(result: dict) -> str:
-    w, rows = result["workload"], []
+    w = result["workload"]
+    rows = []
     rows.append(
         f"generation --update-cost: {w['sequences']} sequences in flight, {w['max_tokens']} "
         f"tokens each, update at half, {w['device']}, median of {w['pairs']} per mode"

@@ -80,7 +80,8 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
     for k in range((n_solutions + 7) // 8):
         name, expr = TEMPLATES[k % len(TEMPLATES)]
         other = TEMPLATES[(k + 1) % len(TEMPLATES)][1]
-        tests, data = [], []
+        tests = []
+        data = []
         for t, size in enumerate((rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20))):
             a = [rng.randint(-100, 1000) for _ in range(size)]
             if name == "sorted" and t != 1:

@@ -86,10 +86,15 @@ class SimGenerator(_Sim):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
-        self.name, self.learner, self.group_size = name, learner, group_size
-        self.per_group_s, self.wave, self.response_tokens = per_group_s, wave, response_tokens
+        self.name = name
+        self.learner = learner
+        self.group_size = group_size
+        self.per_group_s = per_group_s
+        self.wave = wave
+        self.response_tokens = response_tokens
         self.client = BufferClient(address, owner=name)
-        self.sync_before_lease, self.poll_s = sync_before_lease, poll_s
+        self.sync_before_lease = sync_before_lease
+        self.poll_s = poll_s
         self.version = 0
         self.groups = 0
         self.polls = 0
@@ -150,7 +155,8 @@ class _SyncFirst:
     """A BufferClient whose lease first runs `sync` (the sync-before-lease order)."""
 
     def __init__(self, client, sync) -> None:
-        self.client, self.sync = client, sync
+        self.client = client
+        self.sync = sync
 
     def get_prompts(self, n: int, wait_s: float):
         self.sync()
@@ -165,7 +171,9 @@ class SimExecutor(_Sim):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
-        self.name, self.per_group_s, self.slots = name, per_group_s, slots
+        self.name = name
+        self.per_group_s = per_group_s
+        self.slots = slots
         self.client = BufferClient(address, owner=name)
         self.groups = 0
         self._serial = threading.Lock()  # one group judged at a time
@@ -198,7 +206,8 @@ class SimLearner:
     def __init__(self, address: str, batch_size: int, train_s: float):
         from microcoder.buffer.client import BufferClient
 
-        self.batch_size, self.train_s = batch_size, train_s
+        self.batch_size = batch_size
+        self.train_s = train_s
         self.client = BufferClient(address, owner="learner")
         self.version = 0
         self.cpu_s = 0.0
@@ -213,7 +222,8 @@ class SimLearner:
 
     def run(self, steps: int) -> list[dict[str, Any]]:
         """`steps` optimizer steps; per step: when it ended, its wait and staleness."""
-        out, cpu0 = [], time.process_time()
+        out = []
+        cpu0 = time.process_time()
         for _ in range(steps):
             t0 = time.monotonic()
             batch = self.client.get_batch(self.batch_size, self.version, timeout_s=300.0)

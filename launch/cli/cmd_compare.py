@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     old = signal.signal(signal.SIGTERM, on_term)
     from microcoder.launch.compare.child import launch_job, stop_all
 
-    results, interrupted = [], False
+    results = []
+    interrupted = False
     try:
         try:
             prepare_models(grid, say)

@@ -238,7 +238,9 @@ def toml_value(value: Any) -> str:
 
 def _split_top(spec: str) -> list[str]:
     """Split on commas, except inside a custom arm's `[...]` values (lists in overrides)."""
-    parts, depth, cur = [], 0, []
+    parts = []
+    depth = 0
+    cur = []
     for ch in spec:
         depth += ch == "["
         depth -= ch == "]"

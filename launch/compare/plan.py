@@ -71,7 +71,8 @@ def plan_grid(
                 "seeds with --seeds and the folder with --out"
             )
     raw = tomllib.loads(recipe.read_text())
-    overrides, configs = {}, {}
+    overrides = {}
+    configs = {}
     for arm in arms:
         overrides[arm.name] = resolve_overrides(arm, raw, sets)
         try:

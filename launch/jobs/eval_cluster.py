@@ -29,7 +29,9 @@ class EvalCluster:
         cfg.cluster.device = resolve_device(cfg.cluster.device)
         if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
             cfg.generator.gpus_per_engine = 1.0
-        self.cfg, self.out_dir, self.address = cfg, out_dir, address
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.address = address
         self.generators: dict[str, Any] = {}
         self.executors: dict[str, Any] = {}
         self.started_ray = False
@@ -126,6 +128,7 @@ class EvalCluster:
                 pass
 
         release(*self.generators)  # their placement groups (GPU runs; none on the CPU)
-        self.generators, self.executors = {}, {}
+        self.generators = {}
+        self.executors = {}
         if self.started_ray:
             ray.shutdown()

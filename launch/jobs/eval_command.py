@@ -98,7 +98,8 @@ def _run(args) -> int:
     if args.resume:
         check_resume(out, identity)
     context: dict[str, Any] = {"selection": selection}
-    generations, texts = None, {}
+    generations = None
+    texts = {}
     if args.generations:
         generations, problems = _given(args, all_problems, problems, settings)
     else:
@@ -127,7 +128,8 @@ def _given(args, all_problems, problems, settings):
         )
     if not per:
         raise ValueError(f"{args.generations}: no generation for any selected problem")
-    lo, hi = min(per.values()), max(per.values())
+    lo = min(per.values())
+    hi = max(per.values())
     if lo != hi:
         warn(
             f"problems have {lo} to {hi} generations; samples_per_problem = {lo} (each problem's "

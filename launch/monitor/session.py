@@ -84,7 +84,9 @@ class MonitorHandle:
 def start_monitoring(run, serve: bool = True) -> MonitorHandle:
     """Register the export sinks on `run.metrics` and start the dashboard server."""
 
-    cfg, run_dir, logger = run.cfg, Path(run.run_dir), run.metrics
+    cfg = run.cfg
+    run_dir = Path(run.run_dir)
+    logger = run.metrics
     store = MetricsStore()
     store.load(logger.path)  # a resumed run: earlier records are already in the file
     handle = MonitorHandle(url="", store=store, logger=logger, run_dir=run_dir)
@@ -103,7 +105,8 @@ def start_monitoring(run, serve: bool = True) -> MonitorHandle:
             cfg.monitor.dashboard_port,
             title=run_dir.name,
         ).start()
-        handle.server, handle.url = server, server.url
+        handle.server = server
+        handle.url = server.url
         info = {"url": server.url, "pid": os.getpid(), "started": time.time()}
         (run_dir / DASHBOARD_FILE).write_text(json.dumps(info))
         run.log(f"dashboard: {server.url}   (Prometheus: {server.url}metrics)")

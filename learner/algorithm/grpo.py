@@ -77,7 +77,8 @@ def is_looping(response_ids: Sequence[int] | torch.Tensor, m: int) -> bool:
     """
     if len(response_ids) < 2 * m:
         return False
-    tail, before = response_ids[-m:], response_ids[-2 * m : -m]
+    tail = response_ids[-m:]
+    before = response_ids[-2 * m : -m]
     if isinstance(tail, torch.Tensor):
         return torch.equal(tail, before)
     return list(tail) == list(before)

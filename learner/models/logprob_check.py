@@ -48,7 +48,8 @@ def learner_logprobs(learner, sequences: list[list[int]], temperature: float) ->
     (mb,) = micros
     with torch.no_grad():
         logp = learner._logp(learner.model, mb)[0].double().cpu()
-    index, where = mb.seq_index.cpu(), mb.logit_index.cpu()
+    index = mb.seq_index.cpu()
+    where = mb.logit_index.cpu()
     if learner.sp.size > 1:  # every rank scored its slice's targets: gather them in row order
         index, where, logp = _gather_slices(
             index, where + learner.sp.rank * mb.input_ids.shape[1], logp

@@ -84,8 +84,11 @@ def main() -> None:
     from microcoder.learner.models.logprob_check import learner_logprobs
     from microcoder.learner.trainer import Learner
 
-    out, request = Path(sys.argv[1]), json.loads(sys.argv[2])
-    size, seqs, temperature = request["size"], request["sequences"], request["temperature"]
+    out = Path(sys.argv[1])
+    request = json.loads(sys.argv[2])
+    size = request["size"]
+    seqs = request["sequences"]
+    temperature = request["temperature"]
     got: dict[str, dict] = {}
     rank = 0
     for model_dir in request["models"]:
