@@ -9,7 +9,6 @@ joined, atexit run, stdout flushed, status 120 when that flush fails).
 
 from __future__ import annotations
 
-import _random
 import atexit
 import builtins
 import io
@@ -55,6 +54,7 @@ def import_random() -> None:
     seed of its own, as in a fresh interpreter. Other at-fork hooks are registered unchanged."""
     if "random" in sys.modules:
         return
+    import _random
 
     register = os.register_at_fork
     hooks = []

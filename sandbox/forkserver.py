@@ -17,7 +17,6 @@ page a child or the server writes afterwards is a copy-on-write fault.
 from __future__ import annotations
 
 import gc
-import mmap
 import os
 import select
 import signal
@@ -105,6 +104,8 @@ class Server:
             self.prof = None
             return
         if childproc.STAMPS is None:
+            import mmap
+
             childproc.STAMPS = memoryview(mmap.mmap(-1, 16)).cast("d")
         self.prof = {"got": time.monotonic()}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import site
 import sys
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -33,6 +32,7 @@ def site_paths() -> None:
     .pth files. (Executable .pth lines would run in the server, so every forked program would
     carry what they import; on the development box one imports certifi, shutil, lzma, ...,
     which made each run ~30% dearer.)"""
+    import site  # with -S, importing site does not run site.main()
 
     site.setquit()
     site.setcopyright()

@@ -9,7 +9,7 @@ import argparse
 import importlib
 
 from microcoder.launch.cliargs import add_format_argument
-from microcoder.launch.jobs.data_filter import add_arguments
+from microcoder.launch.jobs.data_filter import add_arguments  # stdlib-only at its top
 
 
 def register(sub: argparse._SubParsersAction) -> None:
