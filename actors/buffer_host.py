@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from microcoder.actors.logs import redirect_to_run_dir
 from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
 
@@ -64,7 +65,6 @@ class BufferHost:
         snapshot_root: str | None = None,
         seed: int = 0,
     ):
-        from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.server import BufferServer, dedicate_process
 
         redirect_to_run_dir("buffer")

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from microcoder.actors.engines.args import check_engine_args
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import Section
 from microcoder.data.config import PromptConfig
@@ -114,8 +115,6 @@ class GeneratorConfig(Section):
     @field_validator("engine_args")
     @classmethod
     def _known_engine_args(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from microcoder.actors.engines.args import check_engine_args
-
         return check_engine_args(value)
 
 

@@ -126,7 +126,8 @@ class Intake:
 
     def stats(self, packed_from: float) -> IntakeStats:
         """The batch's IntakeStats; `pack_s` counts from `packed_from` (perf_counter)."""
-        staleness, rewards = self.staleness, self.rewards
+        staleness = self.staleness
+        rewards = self.rewards
         return IntakeStats(
             filtered_groups=self.filtered,
             reward_mean=sum(rewards) / max(len(rewards), 1),

@@ -7,8 +7,14 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.logs import redirect_to_run_dir, replica_identity
 from microcoder.actors.niceness import PriorityControl
+from microcoder.actors.scoring import score_groups
 from microcoder.actors.timing import PoolTimer
+from microcoder.evaluation.judge_queue import SharedJudge
+from microcoder.sandbox.backends import make_judge
+from microcoder.sandbox.rewards.plugin import resolve_reward, score_reply
 
 if TYPE_CHECKING:
     from microcoder.actors.scoring import ScoringOutcome
@@ -71,13 +77,11 @@ class Executor(PriorityControl):
         milliseconds whatever the data's size.
         `reasoning`: the run's resolved `prompt.reasoning` (launch/run/cluster.py resolves `auto`
         from the model's chat template), which tells extraction where the final answer starts."""
-        from microcoder.actors.logs import redirect_to_run_dir
         from microcoder.buffer.client import BufferClient
-        from microcoder.sandbox.backends import make_judge
-        from microcoder.sandbox.rewards.plugin import resolve_reward
 
         self.reward_fn = resolve_reward(executor.reward)  # ValueError naming the fix, at start
-        self.name, self.reasoning = name, reasoning
+        self.name = name
+        self.reasoning = reasoning
         redirect_to_run_dir(name)
         self.problems = RunProblemLookup(store)
         self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
@@ -101,8 +105,6 @@ class Executor(PriorityControl):
         self._stop.set()
 
     def stats(self) -> dict[str, Any]:
-        from microcoder.actors.logs import replica_identity
-
         return {
             **replica_identity(self.name),
             "groups": self.groups,
@@ -120,7 +122,6 @@ class Executor(PriorityControl):
     def run(self, max_groups: int | None = None) -> dict[str, Any]:
         """Judge as a stream (actors/judge_stream.py) until stopped (`max_groups`: after that
         many groups, for tests), one program per sandbox worker at a time."""
-        from microcoder.actors.judge_stream import judging_loop
 
         self.stream = judging_loop(
             self.client,
@@ -135,7 +136,6 @@ class Executor(PriorityControl):
 
     def _judge(self, groups: list) -> ScoringOutcome:
         """Judge `groups` on a channel of the pool (called from several threads at once)."""
-        from microcoder.actors.scoring import score_groups
 
         return score_groups(
             self.pool.channel(), self.problems, groups, self.name, self.reasoning, self.reward_fn
@@ -163,7 +163,6 @@ class Executor(PriorityControl):
         """Judge (problem_id, code) pairs in the sandbox; one dict per job, in order: verdict,
         passed (bool: AC), tests_passed, total, first_failed, reward, message. Concurrent calls
         share the pool (microcoder.evaluation.judge_queue), so workers stay busy across calls."""
-        from microcoder.evaluation.judge_queue import SharedJudge
 
         problems = [self._registered(pid) for pid, _ in jobs]
         with self._eval_init:
@@ -192,7 +191,6 @@ class Executor(PriorityControl):
         a reward >= 1, else WA; `components`). Nothing is run. A reward function that raises
         gives that reply verdict SE, named in its message and counted in `eval_stats`
         (`reward_errors`), as a training group fails; the evaluation goes on."""
-        from microcoder.sandbox.rewards.plugin import score_reply
 
         out = []
         for pid, text in jobs:
@@ -204,7 +202,9 @@ class Executor(PriorityControl):
                 message = f"reward function {name} raised {type(err).__name__}: {err}"[:200]
                 print(f"{self.name}: eval reply to problem {pid}: {message}", file=sys.stderr)
                 self.eval_reward_errors += 1
-                reward, components, verdict = 0.0, {}, "SE"
+                reward = 0.0
+                components = {}
+                verdict = "SE"
             else:
                 parts = "".join(f", {k} {v:g}" for k, v in components.items())
                 message = f"reward {reward:g}{parts}"

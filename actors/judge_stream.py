@@ -121,8 +121,11 @@ def judging_loop(
     is set (after the groups in flight are in, or `drain_s`) or after `max_groups` groups were
     leased and handed in. `Executor.run` runs it on the sandbox pool; `microcoder bench
     pipeline` (bench/pipeline/actors.py) with a sleep as `judge`."""
-    stats, flight = JudgeStats(), _InFlight(slots)
-    group_size, next_lease, stop_at = 0, 0.0, None
+    stats = JudgeStats()
+    flight = _InFlight(slots)
+    group_size = 0
+    next_lease = 0.0
+    stop_at = None
     try:
         while True:
             stats.ticks += 1
@@ -162,7 +165,8 @@ def _hand_in(client, finished, record, timer: PoolTimer, stats: JudgeStats, stop
     """One put for every scored group that finished, a fail_group per failed one, then record.
     A judge that raised while `stopping` (most likely its pool was closed under it) leaves its
     group leased for the caller's release(): the group is judged again elsewhere."""
-    out, left = ScoringOutcome(), 0
+    out = ScoringOutcome()
+    left = 0
     for group, future in finished:
         err = future.exception()
         if err is not None and stopping:

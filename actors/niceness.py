@@ -39,7 +39,8 @@ def process_tree(root: int) -> list[int]:
             except (OSError, ValueError, IndexError):
                 continue  # exited meanwhile
             children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
+    out = []
+    todo = [root]
     while todo:
         pid = todo.pop(0)
         out.append(pid)
@@ -114,7 +115,8 @@ def lower(by: int, root: int | None = None, idle: bool = False) -> Lowered:
     for pid in process_tree(root):
         for tid in threads(pid):
             try:
-                nice, policy = thread_nice(tid), os.sched_getscheduler(tid)
+                nice = thread_nice(tid)
+                policy = os.sched_getscheduler(tid)
             except (OSError, ValueError, IndexError):
                 continue
             done.old.setdefault(pid, {})[tid] = (nice, policy)
@@ -162,6 +164,7 @@ class PriorityControl:
         return self._lowered.skipped
 
     def restore_priority(self) -> None:
-        lowered, self._lowered = self._lowered, None
+        lowered = self._lowered
+        self._lowered = None
         if lowered is not None:
             restore(lowered)

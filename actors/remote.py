@@ -5,6 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from microcoder.actors.buffer_host import BufferHost
+from microcoder.actors.executor import Executor
+from microcoder.actors.learner_rank import (
+    CONCURRENCY_GROUPS,
+    LEARNER_THREADS,
+    LearnerRank,
+    group_sizes,
+)
+
 if TYPE_CHECKING:
     from microcoder.actors.config import GeneratorConfig
     from microcoder.learner.config import LearnerConfig
@@ -13,8 +22,6 @@ if TYPE_CHECKING:
 
 def buffer_host_cls():
     import ray
-
-    from microcoder.actors.buffer_host import BufferHost
 
     return ray.remote(num_cpus=0, max_concurrency=4)(BufferHost)
 
@@ -32,8 +39,6 @@ def generator_cls(g: GeneratorConfig):
 def executor_cls(executor: ExecutorConfig):
     import ray
 
-    from microcoder.actors.executor import Executor
-
     return ray.remote(num_cpus=executor.cpus_per_executor, max_concurrency=4)(Executor)
 
 
@@ -43,13 +48,6 @@ def learner_rank_cls(learner: LearnerConfig, generators: int, body: type | None 
     actor's class (default LearnerRank; a subclass keeps the groups of the methods it
     inherits)."""
     import ray
-
-    from microcoder.actors.learner_rank import (
-        CONCURRENCY_GROUPS,
-        LEARNER_THREADS,
-        LearnerRank,
-        group_sizes,
-    )
 
     body = body or LearnerRank
     for group, methods in CONCURRENCY_GROUPS.items():

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.protocol import Group, GroupScores, Score
+from microcoder.sandbox import extract, unfinished_verdict
+from microcoder.sandbox.rewards.plugin import check_reward, judge_or_answer, score_reply
 
 
 @dataclass
@@ -45,8 +47,6 @@ def score_groups(
     """Judge every response of `groups` on `pool`; one GroupScores per scorable group.
     `reasoning`: the resolved `prompt.reasoning` (none, think or marker:END). `reward_fn`: the
     resolved `executor.reward` (None: the default, sandbox/rewards/plugin.py `judge_or_answer`)."""
-    from microcoder.sandbox import extract, unfinished_verdict
-    from microcoder.sandbox.rewards.plugin import judge_or_answer
 
     reward_fn = reward_fn or judge_or_answer
     out = ScoringOutcome()
@@ -102,7 +102,6 @@ def score_groups(
 def _score(reward_fn: Callable, problem: Problem, text: str, v, extraction: str) -> Score:
     """One response's Score: the reward function's reward and components, the verdict's facts
     (AC / WA by the reward for a kind with no verdict)."""
-    from microcoder.sandbox.rewards.plugin import check_reward, score_reply
 
     if v is None:
         reward, components, verdict = score_reply(reward_fn, problem, text)

@@ -239,8 +239,12 @@ class _Updates:
     a truthy value (new weights loaded) ends a run of failures."""
 
     def __init__(self, maybe_update, after_lease, limit: int, on_error, owner: str, stats):
-        self.maybe_update, self.after_lease = maybe_update, after_lease or maybe_update
-        self.limit, self.on_error, self.owner, self.stats = max(1, limit), on_error, owner, stats
+        self.maybe_update = maybe_update
+        self.after_lease = after_lease or maybe_update
+        self.limit = max(1, limit)
+        self.on_error = on_error
+        self.owner = owner
+        self.stats = stats
         self.in_row = 0
         self.last: BaseException | None = None
 
@@ -331,12 +335,14 @@ def streaming_loop(
     `hold_leases()` true: lease nothing this tick (the Generator's: a weight send asked of rank 0
     and not yet ready, actors/weights/pull.py; new groups would start on weights about to be
     replaced, overrunning the staleness budget); the groups in flight go on and are handed in."""
-    stats, flight = StreamStats(), _InFlight()
+    stats = StreamStats()
+    flight = _InFlight()
     updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)
     leases = _Leases(
         client, flight, stats, timer, stop, updates, version, capacity, max_groups, hold_leases
     )
-    t_start, groups_at_give_up = time.monotonic(), 0  # groups handed in before it gave up
+    t_start = time.monotonic()
+    groups_at_give_up = 0  # groups handed in before it gave up
     try:
         while not stop.is_set():
             stats.ticks += 1
@@ -361,7 +367,8 @@ def streaming_loop(
             # 5. This tick's weight update (a failure is counted and retried, not raised).
             updates()
     finally:
-        stats.inflight, stats.busy_s = flight.cancel_all(), flight.busy_s
+        stats.inflight = flight.cancel_all()
+        stats.busy_s = flight.busy_s
         stats.wall_s = time.monotonic() - t_start
     return stats
 
@@ -375,9 +382,16 @@ class _Leases:
     def __init__(
         self, client, flight, stats, timer, stop, updates, version, capacity, max_groups, hold
     ):
-        self.client, self.flight, self.stats, self.timer = client, flight, stats, timer
-        self.stop, self.updates, self.version = stop, updates, version
-        self.capacity, self.max_groups, self.hold = capacity, max_groups, hold
+        self.client = client
+        self.flight = flight
+        self.stats = stats
+        self.timer = timer
+        self.stop = stop
+        self.updates = updates
+        self.version = version
+        self.capacity = capacity
+        self.max_groups = max_groups
+        self.hold = hold
         self.source_done = False  # the buffer said done: no prompt will come
         self.next_lease = 0.0  # with groups in flight, no lease before this (monotonic)
 
@@ -434,7 +448,8 @@ def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, vers
     """One sample_group task per assignment on the engine's loop."""
     for a in assignments:
         v = version()
-        ids, salt = prompt_ids(a.prompt), engine.cache_salt
+        ids = prompt_ids(a.prompt)
+        salt = engine.cache_salt
         coro = sample_group(
             engine.llm, a, ids, params_for(a), v, version, owner, salt, lambda: engine.cache_salt
         )

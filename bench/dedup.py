@@ -64,7 +64,8 @@ def generate(n: int, seed: int = 0, dup_share: float = 0.1, vocab_size: int = 20
     flat = rng.choice(vocab_size, size=int(lengths.sum()), p=weights)
     bodies = np.split(flat, np.cumsum(lengths)[:-1])
     kinds = rng.integers(0, len(TEMPLATES), n)
-    statements, planted = [], []
+    statements = []
+    planted = []
     for i in range(n):
         body = bodies[i]
         if i > 0 and rng.random() < dup_share:
@@ -91,7 +92,8 @@ def exact_removed(sets, threshold: float) -> tuple[set[int], int]:
     flat = np.concatenate(sets)
     owner = np.repeat(np.arange(len(sets)), sizes)
     order = np.argsort(flat, kind="stable")
-    flat, owner = flat[order], owner[order]
+    flat = flat[order]
+    owner = owner[order]
     cuts = np.flatnonzero(np.diff(flat)) + 1
     shared: dict[tuple[int, int], int] = {}
     for group in np.split(owner, cuts):

@@ -53,8 +53,10 @@ def summary(run_dir: Path) -> dict[str, Any]:
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     steps = [r for r in recs if r.get("kind") == "step"]
     buf = steps[-1]["buffer"]
-    consumed, filtered = buf["consumed"], buf["filtered"]
-    trained, stale = consumed - filtered, buf.get("dropped_stale", 0)
+    consumed = buf["consumed"]
+    filtered = buf["filtered"]
+    trained = consumed - filtered
+    stale = buf.get("dropped_stale", 0)
     return {
         "steps": len(steps),
         "issued": buf["issued"],
@@ -106,7 +108,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     arms = {"off": [], "on": [a for kv in on for a in ("--set", kv)]}
     result: dict[str, Any] = {"problems": args.problems, "steps": args.steps, "settings": on}
     for arm, extra in arms.items():
-        run_dir, t0 = out / arm, time.monotonic()
+        run_dir = out / arm
+        t0 = time.monotonic()
         if args.resume and _finished(run_dir, args.steps):
             result[arm] = {**summary(run_dir), "wall_s": None, "reused": True}
             continue

@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from microcoder.bench.model_folder import add_model_argument, model_folder
+from microcoder.launch.cliargs import add_actor_counts, add_set_argument
+
 DESCRIPTION = (
     "microcoder eval: pipelined wall vs generate-only and judge-only (goal overlap <= 1.15)"
 )
@@ -29,9 +32,6 @@ USUAL_MODELS = ("runs/tiny-model-warm", "runs/tiny-model")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from microcoder.bench.model_folder import add_model_argument
-    from microcoder.launch.cliargs import add_actor_counts, add_set_argument
-
     add_model_argument(p, USUAL_MODELS)
     p.add_argument("--problems", type=int, default=240, help="synthetic held-out problems (240)")
     p.add_argument("--samples", type=int, default=4, help="samples per problem (4)")
@@ -71,7 +71,6 @@ def _config(args, model: str):
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from microcoder.bench.model_folder import model_folder
     from microcoder.data.prompting.render import PromptRenderer
     from microcoder.data.synthetic.tasks import generate_tasks
     from microcoder.evaluation.engine import evaluate, generate_only
@@ -100,7 +99,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = EvalCluster(cfg, tmp, "local")
     try:
         cluster.start(model, args.generators, args.executors, log=lambda m: None)
-        gens, execs = cluster.generators, cluster.executors
+        gens = cluster.generators
+        execs = cluster.executors
         warm = EvalSettings(**{**settings.to_dict(), "samples": 1})
         cluster.evaluate(problems[:8], warm, None, texts)
         samples, gen_s = _timed(

@@ -24,7 +24,8 @@ def split_steps(records: list[dict[str, Any]]) -> tuple[list[float], list[float]
         (r["started"], r["time"]) for r in records if r.get("kind") == "eval" and "started" in r
     ]
     steps = sorted((r for r in records if r.get("kind") == "step"), key=lambda r: r["step"])[1:]
-    during, without = [], []
+    during = []
+    without = []
     for r in steps:
         t1 = r["time"]
         t0 = t1 - r["step_s"]

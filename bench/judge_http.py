@@ -29,7 +29,9 @@ class CountingProxy:
     through it (`sent`); `url` is its address as an http URL."""
 
     def __init__(self, target: tuple[str, int]):
-        self.target, self.sent, self._lock = target, 0, threading.Lock()
+        self.target = target
+        self.sent = 0
+        self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True, name="proxy-accept").start()
@@ -67,7 +69,8 @@ class CountingProxy:
     def take(self) -> int:
         """Bytes sent since the last take (the pumps have finished: requests are answered)."""
         with self._lock:
-            n, self.sent = self.sent, 0
+            n = self.sent
+            self.sent = 0
         return n
 
     def close(self) -> None:

@@ -14,6 +14,13 @@ counts real (non-padding) prompt + response tokens per second of the whole optim
 from __future__ import annotations
 
 import argparse
+import math
+import random
+import tempfile
+import time
+
+from microcoder.bench import learner_intake, learner_memory
+from microcoder.bench.model_folder import add_model_argument, model_folder
 
 DESCRIPTION = (
     "packed vs padded training tokens/s on long-tailed response lengths (goal ≥ 1.5×); "
@@ -23,9 +30,6 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.bench import learner_intake, learner_memory
-    from microcoder.bench.model_folder import add_model_argument
-
     parser.add_argument(
         "--intake",
         action="store_true",
@@ -59,8 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def synthetic_groups(args: argparse.Namespace, step: int, vocab: int) -> list:
     """Groups with lognormal response lengths (sigma 1.0) and mixed rewards (all have signal)."""
-    import math
-    import random
 
     from microcoder.learner.sample import SampleGroup, TrainSample
 
@@ -93,17 +95,10 @@ def run(args: argparse.Namespace) -> dict:
     if args.groups is None:
         args.groups = 64 if args.intake else 8
     if args.intake:
-        from microcoder.bench import learner_intake
-
         return learner_intake.run(args)
     if args.memory:
-        from microcoder.bench import learner_memory
-
         return learner_memory.run(args)
-    import tempfile
-    import time
 
-    from microcoder.bench.model_folder import model_folder
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
     from microcoder.learner.trainer import Learner
@@ -154,12 +149,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def format_table(result: dict) -> str:
     if result.get("intake"):
-        from microcoder.bench import learner_intake
-
         return learner_intake.format_table(result)
     if "peak_chunked_mb" in result:
-        from microcoder.bench import learner_memory
-
         return learner_memory.format_table(result)
     r = result
     lines = [

@@ -21,7 +21,10 @@ each warms up. Both sides must build equal training batches (checked by a digest
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
+
+from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
 
 def add_arguments(group) -> None:
@@ -37,7 +40,6 @@ def synthetic_scored_groups(groups: int, size: int, prompt_len: int, response_le
     import numpy as np
 
     from microcoder.buffer.codec import group_frames, read_group
-    from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
     rng = np.random.default_rng(0)
     out = []
@@ -116,8 +118,6 @@ def baseline_build_batch(groups, algo, generator) -> dict:
 
 
 def batch_digest(input_ids, logprobs, advantages) -> str:
-    import hashlib
-
     import torch
 
     h = hashlib.sha256()
@@ -130,7 +130,10 @@ class IntakeRank:
     """One learner rank of the bench (a Ray actor body): both sides' steps."""
 
     def __init__(self, rank: int, world: int):
-        self.rank, self.world, self.groups, self.packed = rank, world, [], None
+        self.rank = rank
+        self.world = world
+        self.groups = []
+        self.packed = None
 
     def setup(self, master: tuple[str, int], args: dict) -> None:
         import torch
@@ -183,7 +186,8 @@ class IntakeRank:
         from microcoder.learner.intake import broadcast
 
         t0 = time.perf_counter()
-        mine, self.packed = self.packed, None
+        mine = self.packed
+        self.packed = None
         record = broadcast(mine, torch.device("cpu"))
         t1 = time.perf_counter()
         b = build_batch(record, self.algo, mask_generator(0, 0))

@@ -29,12 +29,16 @@ variants agree to `--atol` (1e-5).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from microcoder.learner.models.tiny_model import TINY_ARCH
 
 QWEN_VOCAB = 151_936
 """Qwen2.5's vocabulary size (every size of the family)."""
@@ -58,8 +62,6 @@ def build_model(out: Path, args: argparse.Namespace) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from microcoder.learner.models.tiny_model import TINY_ARCH
-
     arch = {**TINY_ARCH, "num_hidden_layers": args.layers, "hidden_size": args.hidden}
     arch["intermediate_size"] = TINY_ARCH["intermediate_size"] * args.hidden // 256
     arch["max_position_embeddings"] = max(args.tokens, 2048)
@@ -71,12 +73,12 @@ def build_model(out: Path, args: argparse.Namespace) -> Path:
 
 def micro_batch_groups(tokens: int, vocab: int) -> list:
     """One group of 8 sequences (16-token prompt, the rest response) that fills `tokens` exactly."""
-    import random
 
     from microcoder.learner.sample import SampleGroup, TrainSample
 
     rng = random.Random(0)
-    seqs, prompt_len = 8, 16
+    seqs = 8
+    prompt_len = 16
     lens = [tokens // seqs + (i < tokens % seqs) for i in range(seqs)]
     samples = []
     for i, n in enumerate(lens):
@@ -97,7 +99,6 @@ def _status_kb(key: str) -> int:
 
 def worker(model: str, out: str, chunk: int, tokens: int) -> dict:
     """One variant in this process: the step's peak RSS over the baseline; saves loss and grads."""
-    import gc
 
     import torch
     from safetensors.torch import save_file
@@ -158,7 +159,8 @@ def max_differences(a_path: Path, b_path: Path) -> dict[str, float]:
     """Largest absolute difference of the loss, the log-probs and any gradient."""
     from safetensors.torch import load_file
 
-    a, b = load_file(a_path), load_file(b_path)
+    a = load_file(a_path)
+    b = load_file(b_path)
     if a.keys() != b.keys():
         raise RuntimeError(f"the variants saved different tensors: {sorted(a.keys() ^ b.keys())}")
     diff = {k: float((a[k].double() - b[k].double()).abs().max()) for k in a}
@@ -177,7 +179,8 @@ def check_memory(tokens: int, vocab: int) -> None:
     meminfo = Path("/proc/meminfo").read_text().split("\n")
     kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
     per_token = UNCHUNKED_BLOCKS * vocab * 4
-    need, free = tokens * per_token, kb * 1024 - 2**30  # 1 GiB for the model and the body
+    need = tokens * per_token
+    free = kb * 1024 - 2**30  # 1 GiB for the model and the body
     if need > free:
         raise SystemExit(
             f"the unchunked variant needs about {need / 2**30:.1f} GiB for {tokens} tokens "

@@ -17,12 +17,19 @@ Where each part of the state lives comes from the live objects (learner/offload.
 from __future__ import annotations
 
 import argparse
+import gc
+import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from microcoder.bench.learner_memory import _status_kb
+from microcoder.bench.memory_plan import build_model
 
 DESCRIPTION = "optimizer step time, peak and state placement with learner.offload"
 MODES = ("none", "optimizer", "params")
@@ -38,14 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def worker(model: str, mode: str, steps: int, bucket_mb: int) -> dict:
     """`steps` timed `_clip_and_step`s of a `mode` Learner in this process."""
-    import gc
-    import hashlib
-    import statistics
-    import time
 
     import torch
 
-    from microcoder.bench.learner_memory import _status_kb
     from microcoder.learner import offload
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
@@ -64,7 +66,8 @@ def worker(model: str, mode: str, steps: int, bucket_mb: int) -> dict:
             g = torch.randn(local.shape, generator=gen).to(local.device)
             p.grad = offload._like(p, g)
 
-    seconds, peaks = [], []
+    seconds = []
+    peaks = []
     for step in range(steps + 1):
         set_grads(step)
         gc.collect()
@@ -91,8 +94,6 @@ def worker(model: str, mode: str, steps: int, bucket_mb: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.memory_plan import build_model
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(Path(tmp) / "model", args.shape, 2048)

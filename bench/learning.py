@@ -55,7 +55,8 @@ def criterion(run_dir: Path) -> dict[str, Any]:
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in recs if r["kind"] == "step"]
     evals = [r for r in recs if r["kind"] == "eval"]
-    first, last = evals[0], evals[-1]
+    first = evals[0]
+    last = evals[-1]
     rewards = [r["reward_mean"] for r in steps]
     rises = {
         "greedy": last["heldout_greedy_pass_rate"] - first["heldout_greedy_pass_rate"],
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for i in range(args.rounds):
         row: dict[str, Any] = {"seed": i}
         for arm, extra in ARMS.items():
-            t0, run_dir = time.monotonic(), out / f"{arm}-{i}"
+            t0 = time.monotonic()
+            run_dir = out / f"{arm}-{i}"
             if args.resume and finished(run_dir):
                 row[arm] = {**criterion(run_dir), "wall_s": None, "reused": True}
                 print(f"round {i + 1}/{args.rounds} {arm:>7}: reused {run_dir}", file=sys.stderr)

@@ -26,6 +26,7 @@ allocates (`planned`).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -34,7 +35,13 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from microcoder.learner.models.memory_plan import qwen25_shape
+from microcoder.bench.learner_memory import _status_kb, max_differences, micro_batch_groups
+from microcoder.learner.models.memory_plan import (
+    OFFLOAD_BUCKET_BYTES,
+    ModelShape,
+    plan_learner,
+    qwen25_shape,
+)
 from microcoder.learner.models.tiny_model import TINY_ARCH
 
 SHAPES = {
@@ -87,11 +94,9 @@ def knobs(args: argparse.Namespace) -> dict:
 
 def worker(model: str, out: str, tokens: int, chunk: int, ckpt: bool, extra: dict) -> dict:
     """One training step in this process (one rank); peaks over the resident set before it."""
-    import gc
 
     from safetensors.torch import save_file
 
-    from microcoder.bench.learner_memory import _status_kb, micro_batch_groups
     from microcoder.learner.batch import build_batch, mask_generator
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
@@ -168,11 +173,6 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
     first step. With offload the host is this process too, so what the first step allocates on
     the host counts as well: the moments (and, with "params", the gradients and the host
     step's temporary)."""
-    from microcoder.learner.models.memory_plan import (
-        OFFLOAD_BUCKET_BYTES,
-        ModelShape,
-        plan_learner,
-    )
 
     extra = extra or {}
     model = ModelShape.from_config({**SHAPES[shape], "model_type": "qwen2"})
@@ -207,8 +207,6 @@ def planned(shape: str, tokens: int, chunk: int, ckpt: bool, extra: dict | None 
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.learner_memory import max_differences
-
     counts = [int(t) for t in args.tokens.split(",")]
     extra = knobs(args)
     modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.ckpt]
@@ -249,7 +247,8 @@ def format_table(result: dict) -> str:
     for r in result["rows"]:
         for key in [m for m in ("no_ckpt", "ckpt") if m in r]:
             for phase in ("backward", "step"):
-                plan, got = r[key + "_plan"][phase], r[key][phase]
+                plan = r[key + "_plan"][phase]
+                got = r[key][phase]
                 lines.append(
                     f"{r['tokens']:>7} {'on' if key == 'ckpt' else 'off':>5} {phase:>9} "
                     f"{plan / gb:>8.3f} {got / gb:>9.3f} {plan / got:>6.2f}"

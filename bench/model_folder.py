@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
+
 BUILT = "a tiny model built in a temp folder"
 
 
@@ -20,7 +22,6 @@ def add_model_argument(parser: argparse.ArgumentParser, usual: tuple[str, ...] =
 def model_folder(given: str, usual: tuple[str, ...], tmp: str | Path) -> str:
     """`given` when set (it must hold a config.json), else the first folder of `usual` that holds
     a complete tiny model (absolute), else a tiny model built under `tmp` (seed 0)."""
-    from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
 
     if given:
         if not Path(given, "config.json").is_file():

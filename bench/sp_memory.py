@@ -14,11 +14,15 @@ compare the two rows of one run, not runs on different days.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from microcoder.bench.learner_memory import _status_kb, build_model, micro_batch_groups
 
 DESCRIPTION = "one long sequence at sequence_parallel 1 vs N: tokens and peak memory a rank"
 
@@ -33,10 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def worker(model: str, out: str, tokens: int, sp: int) -> None:
     """One rank (env rendezvous): one micro-batch's loss forward + backward; writes
     OUT.RANK.json {"tokens", "peak_mb", "seconds", "loss"}."""
-    import gc
-    import time
 
-    from microcoder.bench.learner_memory import _status_kb, micro_batch_groups
     from microcoder.learner.batch import build_batch, mask_generator
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
@@ -49,10 +50,12 @@ def worker(model: str, out: str, tokens: int, sp: int) -> None:
     (mb,) = learner._micro_batches(build_batch([group], learner.algo, mask_generator(0, 0)))
     gc.collect()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-    baseline, start = _status_kb("VmRSS"), time.perf_counter()
+    baseline = _status_kb("VmRSS")
+    start = time.perf_counter()
     loss, _ = learner._loss_and_stats(mb, None, 1)
     (loss * learner.world).backward()
-    seconds, peak = time.perf_counter() - start, _status_kb("VmHWM")
+    seconds = time.perf_counter() - start
+    peak = _status_kb("VmHWM")
     record = {"tokens": mb.input_ids.shape[1], "peak_mb": (peak - baseline) / 1024}
     record |= {"seconds": seconds, "loss": float(loss)}
     Path(f"{out}.{learner.rank}.json").write_text(json.dumps(record))
@@ -61,7 +64,6 @@ def worker(model: str, out: str, tokens: int, sp: int) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.bench.learner_memory import build_model
     from microcoder.learner.models.sp_check import spawn_gloo_ranks
 
     os.environ["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)  # inherited by the ranks
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> dict:
             argv = ["-m", __name__, str(model), str(out), str(args.tokens), str(sp)]
             spawn_gloo_ranks(argv, sp, timeout_s=1800)
             rows[sp] = [json.loads(Path(f"{out}.{r}.json").read_text()) for r in range(sp)]
-    one, split = rows[1][0], rows[args.sp]
+    one = rows[1][0]
+    split = rows[args.sp]
     return {
         "tokens": args.tokens,
         "sp": args.sp,

@@ -21,7 +21,7 @@ import zmq
 
 from microcoder import protocol as m
 from microcoder.buffer.codec import group_frames, read_group, read_scores, scores_frame
-from microcoder.buffer.keys import split_address
+from microcoder.buffer.keys import secure_client, split_address
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import decode_header, encode
 from microcoder.protocol import Group, GroupScores, LearnerBatch, ScoredGroup
@@ -74,7 +74,9 @@ class BufferClient:
         long_poll_s: float = 1.0,
         keys_dir: str | Path | None = None,
     ):
-        self.address, self.timeout_s, self.long_poll_s = address, timeout_s, long_poll_s
+        self.address = address
+        self.timeout_s = timeout_s
+        self.long_poll_s = long_poll_s
         self.owner = owner or f"{os.uname().nodename}-{os.getpid()}"
         self.endpoint, published_keys = split_address(address)
         self.keys_dir = keys_dir or published_keys
@@ -96,8 +98,6 @@ class BufferClient:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IDENTITY, f"{self.owner}/{uuid.uuid4().hex[:8]}".encode())
         if self.keys_dir:
-            from microcoder.buffer.keys import secure_client
-
             secure_client(sock, self.keys_dir)
         sock.connect(self.endpoint)
         self._sock = sock
@@ -240,9 +240,11 @@ class BufferClient:
             batches = [batches]
         if self._sock is None:
             self._connect()
-        todo, retry = iter(batches), deque()
+        todo = iter(batches)
+        retry = deque()
         pending: dict[int, dict[int, tuple]] = {}  # rid -> {group id: its frames}
-        total, delay = m.PutReply(), 0.01
+        total = m.PutReply()
+        delay = 0.01
         deadline = time.monotonic() + self.timeout_s
         while True:
             while len(pending) < max(1, window):

@@ -44,7 +44,8 @@ from microcoder.buffer.wire import pack, unpack
 from microcoder.protocol import Group, GroupScores, Response, Score
 
 _MISSING = object()
-_I4, _F4 = np.dtype("<i4"), np.dtype("<f4")
+_I4 = np.dtype("<i4")
+_F4 = np.dtype("<f4")
 _NUM = frozenset((int, float))
 _INT = frozenset((int,))
 _GROUP_FIELDS = {  # meta field: allowed value types
@@ -141,7 +142,9 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
     """Check a decoded group meta map and, where given, the sizes of its text and tensor frames
     -> GroupInfo."""
     n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS, _OPTIONAL_COLUMNS)
-    lengths, prompt_len, chars = meta["lengths"], meta["prompt_len"], meta["text_bytes"]
+    lengths = meta["lengths"]
+    prompt_len = meta["prompt_len"]
+    chars = meta["text_bytes"]
     if min(prompt_len, meta["prompt_bytes"], *lengths, *chars) < 0:
         raise MessageError("Group: token and byte counts must be >= 0")
     tokens = sum(lengths)
@@ -230,8 +233,14 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
     prompt_ids and every response's response_ids and logprobs are None."""
     d = unpack(meta)
     check_group(d, _nbytes(text), _nbytes(tensors))
-    lengths, p, n = d["lengths"], d["prompt_len"], len(d["lengths"])
-    prompt, texts, prompt_ids, ids, lps = None, [None] * n, None, [None] * n, [None] * n
+    lengths = d["lengths"]
+    p = d["prompt_len"]
+    n = len(d["lengths"])
+    prompt = None
+    texts = [None] * n
+    prompt_ids = None
+    ids = [None] * n
+    lps = [None] * n
     if text is not None:
         raw = bytes(text)
         prompt = raw[: d["prompt_bytes"]].decode(errors="replace")

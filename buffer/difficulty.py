@@ -37,7 +37,8 @@ from typing import Any
 
 log = logging.getLogger("microcoder.buffer")
 
-CORRECT, NOT_JUDGED = "AC", "SE"
+CORRECT = "AC"
+NOT_JUDGED = "SE"
 """The verdict that counts as correct, and the one that is not counted (sandbox/verdict.py)."""
 _FULL = 255
 """Pass rates are stored as bytes 0..255 (0 and 1 exactly)."""
@@ -65,7 +66,8 @@ class DifficultyTracker:
     ):
         if min(retire_solved_after, skip_unsolved_after, history) < 0:
             raise ValueError("retire_solved_after, skip_unsolved_after and history must be >= 0")
-        self.retire_after, self.skip_after = retire_solved_after, skip_unsolved_after
+        self.retire_after = retire_solved_after
+        self.skip_after = skip_unsolved_after
         self.history = max(history, retire_solved_after, skip_unsolved_after, 1)
         """Pass rates kept per problem (at least the longer of the two K)."""
         self.on = bool(retire_solved_after or skip_unsolved_after)

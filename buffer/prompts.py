@@ -136,7 +136,9 @@ class MixturePrompts:
                 f"prompt source {empty[0]!r} has no training prompts (all held out or too "
                 "long?); drop it from data.sources or lower its holdout_fraction"
             )
-        self.epochs, self.seed, self.shuffle = epochs, seed, shuffle
+        self.epochs = epochs
+        self.seed = seed
+        self.shuffle = shuffle
         n = len(self.names)
         self._epoch = [0] * n
         self._index = [0] * n

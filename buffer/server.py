@@ -23,7 +23,7 @@ import zmq
 from microcoder import protocol as m
 from microcoder.buffer.codec import check_group, check_scores
 from microcoder.buffer.config import BufferConfig
-from microcoder.buffer.keys import with_keys
+from microcoder.buffer.keys import secure_server, throwaway_keys, with_keys
 from microcoder.buffer.prompts import PromptSource
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.snapshot import load_snapshot, save_snapshot
@@ -97,8 +97,6 @@ class BufferServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, self.max_bytes * 2 + 2**20)  # far beyond: disconnect
         self._auth = self.keys_dir = self._own_keys = None
         if config.curve:
-            from microcoder.buffer.keys import secure_server, throwaway_keys
-
             keys = keys_dir or config.keys_dir
             if not keys:
                 keys = self._own_keys = throwaway_keys()
@@ -195,7 +193,8 @@ class BufferServer:
         self._send(identity, rid, m.Error(code, message))
 
     def _handle(self, frames: list[Any]) -> None:
-        identity, body = frames[0].bytes, frames[1:]
+        identity = frames[0].bytes
+        body = frames[1:]
         c = self.state.counters
         c.requests += 1
         rid = 0
@@ -274,7 +273,8 @@ class BufferServer:
             )
         records = []
         for i, meta in enumerate(msg.metas):
-            text, tensors = blobs[2 * i], blobs[2 * i + 1]
+            text = blobs[2 * i]
+            tensors = blobs[2 * i + 1]
             info = check_group(unpack(meta), len(text), len(tensors))
             records.append((info, (meta, text, tensors)))
         return self._put(msg, records, self.state.put_unscored, now)

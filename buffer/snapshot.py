@@ -81,7 +81,8 @@ def import_state(state: BufferState, data: dict[str, Any]) -> None:
             f"not a buffer snapshot in format {FORMAT}; was it written by this version?"
         )
     state.prompts.load_state_dict(data["prompt_cursor"])
-    state.version, state.next_id = int(data["version"]), int(data["next_id"])
+    state.version = int(data["version"])
+    state.next_id = int(data["next_id"])
     state.source_done = bool(data["source_done"])
     state.counters = Counters.from_dict(data["counters"])
     state.slots.clear()

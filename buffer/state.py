@@ -23,7 +23,8 @@ from microcoder.protocol import Group, GroupScores, PromptAssignment
 
 log = logging.getLogger("microcoder.buffer")
 
-ACCEPTED, FULL = "accepted", "full"
+ACCEPTED = "accepted"
+FULL = "full"
 HOLDER_DIED = "holder_died"
 """Release reason when the holder's process died: its leased prompts count as failed attempts."""
 
@@ -42,8 +43,11 @@ class BufferState:
         retire_solved_after: int = 0,
         skip_unsolved_after: int = 0,
     ):
-        self.prompts, self.batch_size, self.max_staleness = prompts, batch_size, max_staleness
-        self.high_water, self.lease_timeout_s = high_water, lease_timeout_s
+        self.prompts = prompts
+        self.batch_size = batch_size
+        self.max_staleness = max_staleness
+        self.high_water = high_water
+        self.lease_timeout_s = lease_timeout_s
         self.slots: dict[int, Slot] = {}
         self.unscored: deque[int] = deque()
         self.scored: deque[int] = deque()
@@ -69,7 +73,9 @@ class BufferState:
         if slot.stage:
             c.left[slot.stage] += 1
             self.depth[slot.stage] -= 1
-        slot.stage, slot.owner, slot.since = stage, owner, now
+        slot.stage = stage
+        slot.owner = owner
+        slot.since = now
         c.entered[stage] += 1
         self.depth[stage] += 1
 
@@ -102,7 +108,9 @@ class BufferState:
 
     def _sweep(self, queue: deque[int], where: str) -> None:
         """Drop every group in `queue` that can no longer pass the staleness rule."""
-        keep, dropped, worst = deque(), 0, 0
+        keep = deque()
+        dropped = 0
+        worst = 0
         for gid in queue:
             slot = self.slots[gid]
             if within_bound(self.version, slot.oldest_version, self.max_staleness):
@@ -296,7 +304,8 @@ class BufferState:
             return f"group {group.group_id} has no responses"
         if self.depth["unscored"] >= self.high_water:
             return FULL
-        slot.group, slot.oldest_version = blob, group.min_policy_version
+        slot.group = blob
+        slot.oldest_version = group.min_policy_version
         slot.n_responses = group.n_responses
         self.counters.response_tokens_in += group.n_tokens
         self._enter(slot, "unscored", "", now)

@@ -34,7 +34,10 @@ class ProblemFormatError(ValueError):
     def __init__(self, source: str, line: int | None, field_name: str, message: str):
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: field '{field_name}': {message}")
-        self.source, self.line, self.field_name, self.message = source, line, field_name, message
+        self.source = source
+        self.line = line
+        self.field_name = field_name
+        self.message = message
 
 
 @dataclass

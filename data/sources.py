@@ -12,6 +12,7 @@ from importlib import import_module
 from types import ModuleType
 
 from microcoder.data.config import DataConfig
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
 
 SYNTHETIC_VARIANTS: dict[str, str] = {
@@ -46,6 +47,5 @@ def load_run_problems(data: DataConfig, seed: int, split: str = "train") -> list
         return synthetic_variant(data.source).generate_tasks(seed, split=split)
     if split != "train":
         return []
-    from microcoder.data.formats.loaders import load_problems
 
     return load_problems(data.source, format=data.format)

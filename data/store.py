@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
+import sys
 import threading
 import time
 import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -46,7 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from microcoder.data.config import DataSourceConfig
+from microcoder.data.corpus.holdout import is_held_out
+from microcoder.data.formats.loaders import iter_problems
 from microcoder.data.problem import Problem
+from microcoder.data.prompting import render, templates
+from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.sources import is_synthetic, synthetic_variant
 
 SCHEMA_VERSION = 1
 STORE_NAME = "problems.sqlite"
@@ -97,8 +105,6 @@ def _file_hash(path: Path) -> str:
 
 
 def _is_synthetic(path: str) -> bool:
-    from microcoder.data.sources import is_synthetic
-
     return is_synthetic(path)
 
 
@@ -140,14 +146,11 @@ def _source_rows(
 ) -> Iterator[tuple[Problem, str | None, Callable[[], int]]]:
     """(problem, forced split or None, bytes read so far) per row of `source`."""
     if _is_synthetic(source.path):
-        from microcoder.data.sources import synthetic_variant
-
         family = synthetic_variant(source.path)
         for split, label in (("train", None), ("heldout", "family")):
             for p in family.generate_tasks(seed, split=split):
                 yield p, label, lambda: 0
         return
-    from microcoder.data.formats.loaders import iter_problems
 
     position = _ReadPosition()  # how far the loader has read, for the progress line
     for _line, p in iter_problems(source.path, source.format):
@@ -232,7 +235,6 @@ def _fill(
     progress_every_s: float,
 ) -> dict[str, int]:
     """Insert the rows of source `index`; returns its row count per split."""
-    from microcoder.data.corpus.holdout import is_held_out
 
     name = source.display_name()
     fraction = source.holdout_fraction
@@ -341,7 +343,8 @@ class ProblemStore:
     ) -> Iterator[tuple[int, Problem]]:
         """(row number, Problem) of `source`'s `split` rows (None: any) in row order, read
         `chunk` rows at a time."""
-        where, args = ["row > ?"], []
+        where = ["row > ?"]
+        args = []
         if source is not None:
             where.append("source = ?")
             args.append(source)
@@ -379,7 +382,6 @@ def measure_key(renderer) -> str:
     (name, and the file's contents or the built-in templates' source), `prompt.system`, the
     chat-template arguments and the tokenizer (class, vocabulary, special tokens, chat
     template). Prompts measured under one key are reused by every prepare with that key."""
-    from microcoder.data.prompting import render, templates
 
     tok = renderer.tokenizer
     h = hashlib.blake2b(digest_size=16)
@@ -420,8 +422,6 @@ def _measure_rows(renderer, rows: list[tuple[int, bytes]], key: str) -> list[tup
 
 
 def _worker_start(path: str, tokenizer, prompt_cfg, chat_template_kwargs) -> None:
-    from microcoder.data.prompting.render import PromptRenderer
-
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the pool is the parallelism
     _worker["renderer"] = PromptRenderer(tokenizer, prompt_cfg, chat_template_kwargs)
     _worker["con"] = sqlite3.connect(_ro_uri(path), uri=True, timeout=120)
@@ -487,7 +487,8 @@ def measure_store(
             except BrokenProcessPool as err:  # e.g. a __main__ script without a main guard
                 log(f"measuring prompts: the process pool failed ({err}); measuring in this one")
                 con.execute("DELETE FROM prompts WHERE key = ?", (key,))
-                parallel, n = False, 0
+                parallel = False
+                n = 0
                 parts = _serial_parts(con, path, renderer, key, batch, workers)
                 continue
             if part is None:
@@ -517,9 +518,6 @@ def _serial_parts(con, path, renderer, key: str, batch: int, workers: int) -> It
 
 
 def _pool_parts(con, path, renderer, key: str, batch: int, workers: int) -> Iterator[list]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     (hi,) = con.execute("SELECT MAX(row) FROM problems").fetchone()
     blocks = [(lo, min(lo + _BLOCK, hi), key) for lo in range(0, hi, _BLOCK)]
     init = (str(path), renderer.tokenizer, renderer.cfg, renderer.chat_template_kwargs)
@@ -539,7 +537,6 @@ def _main_script_hidden() -> Iterator[None]:
     """A spawned worker re-runs the parent's __main__ script unless it is a module (`python -m`,
     a console script's guard): hide the script's path while the pool starts its workers, so
     a caller's script without a main guard does not run again in each of them."""
-    import sys
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
@@ -585,7 +582,8 @@ class StorePromptTable:
             )
         for source in range(len(self.store.source_names())):
             rows = array("q")
-            crc, sep = 0, b""
+            crc = 0
+            sep = b""
             with self.store._lock:  # one streamed pass: the row numbers and the ids' checksum
                 cursor = self.store._con.execute(
                     "SELECT p.row, p.id FROM problems p JOIN prompts m "

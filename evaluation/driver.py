@@ -25,6 +25,7 @@ from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.evaluation.plan import Todo, next_chunk
 from microcoder.evaluation.samples import SampleRecord
 from microcoder.evaluation.settings import EvalError, EvalSettings
+from microcoder.sandbox import extract
 
 NO_CODE = {
     "verdict": "WA",
@@ -94,8 +95,12 @@ class Driver:
         cache: dict | None = None,
         judge_batch: int = 8,
     ):
-        self.s, self.gens, self.execs = settings, list(generators), list(executors)
-        self.on_sample, self.progress, self.total = on_sample, progress, total
+        self.s = settings
+        self.gens = list(generators)
+        self.execs = list(executors)
+        self.on_sample = on_sample
+        self.progress = progress
+        self.total = total
         self.cache: dict = cache if cache is not None else {}
         self.judge_batch = judge_batch
         self.stats = DriverStats()
@@ -125,7 +130,8 @@ class Driver:
         and return [(problem_id, sample_index, sample dict)] (the benchmark's generate-only)."""
         import ray
 
-        self._judge, self._collected = judge, []
+        self._judge = judge
+        self._collected = []
         for sample in given:
             self._arrive(sample)
         cursor = 0
@@ -323,7 +329,6 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
     """One budget's view of a generated sample: its extracted program (`code`), or for a kind
     the sandbox does not run its whole reply (scored by the reward function, never unfinished:
     the reward function reads the reply as training's does)."""
-    from microcoder.sandbox import extract
 
     if problem.kind not in JUDGED_KINDS:
         return {

@@ -113,10 +113,12 @@ def evaluate(
         problems, context = _with_generations(problems, generations, old, context)
     by_id = {p.id: p for p in problems}
     if generations is None:
-        todos, given = plan_samples(problems, settings.samples, budgets, done), []
+        todos = plan_samples(problems, settings.samples, budgets, done)
+        given = []
         total = sum(len(t.sample_indices) for t in todos)
     else:
-        todos, given = [], _given_samples(generations, by_id, done)
+        todos = []
+        given = _given_samples(generations, by_id, done)
         total = len(given)
     try:
         workers = register_problems(execs, problems, settings.call_timeout_s)
@@ -149,7 +151,8 @@ def evaluate(
 def _actors(generators, executors, generating: bool, renderer_text) -> tuple[list, list]:
     """The named generators and executors; an evaluation needs an executor, and generating needs
     generators and `renderer_text`."""
-    gens, execs = named(generators, "generator"), named(executors, "executor")
+    gens = named(generators, "generator")
+    execs = named(executors, "executor")
     if not execs:
         raise EvalError("an evaluation needs at least one executor (--executors 1)")
     if generating and (not gens or renderer_text is None):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from microcoder.data.problem import ProblemFormatError
+from microcoder.sandbox import extract
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,6 @@ def read_generations(
     `reasoning`, the resolved `prompt.reasoning`; `auto`: decided per reply). `replies`: the ids
     of problems whose samples are replies, not programs (kinds the sandbox does not run): kept
     whole."""
-    from microcoder.sandbox import extract
 
     path = Path(path)
     if not path.is_file():

@@ -33,7 +33,9 @@ class SharedJudge:
     """Judge (problem, code) lists from several threads on one pool; `lock` guards the pool."""
 
     def __init__(self, pool, lock: threading.Lock, poll_s: float = 0.02):
-        self.pool, self.lock, self.poll_s = pool, lock, poll_s
+        self.pool = pool
+        self.lock = lock
+        self.poll_s = poll_s
         self._incoming: queue.Queue[_Call | None] = queue.Queue()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="eval-judge")
         self._thread.start()

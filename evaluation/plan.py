@@ -42,7 +42,8 @@ def next_chunk(todos: Sequence[Todo], start: int, per_call: int, parallel: int) 
     small and the judging that follows the last one is short."""
     left = sum(len(t.sample_indices) for t in todos[start:])
     target = max(1, min(per_call, math.ceil(left / max(1, parallel))))
-    end, seqs = start, 0
+    end = start
+    seqs = 0
     while end < len(todos) and (seqs == 0 or seqs + len(todos[end].sample_indices) <= target):
         seqs += len(todos[end].sample_indices)
         end += 1

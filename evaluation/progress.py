@@ -19,7 +19,9 @@ def format_eta(seconds: float | None) -> str:
 def progress_text(state: dict[str, Any]) -> str:
     """One line from the engine's progress state (done, total, elapsed_s, generated, judged,
     passed, label)."""
-    done, total, elapsed = state["done"], state["total"], max(state["elapsed_s"], 1e-9)
+    done = state["done"]
+    total = state["total"]
+    elapsed = max(state["elapsed_s"], 1e-9)
     rate = done / elapsed
     eta = (total - done) / rate if rate > 0 else None
     width = 24

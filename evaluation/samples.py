@@ -73,7 +73,8 @@ def read_samples(path: str | Path) -> tuple[list[SampleRecord], int]:
     elsewhere raises ValueError naming file:line."""
     data = Path(path).read_bytes()
     lines = data.split(b"\n")[:-1]  # the piece after the last newline is torn (or empty)
-    records, good = [], 0
+    records = []
+    good = 0
     for n, line in enumerate(lines, 1):
         if line.strip():
             try:

@@ -8,6 +8,7 @@ whole and live here.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from microcoder.actors.config import GeneratorConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import DataConfig, PromptConfig
+from microcoder.data.prompting.render import check_chat_template_kwargs
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.models.config_overrides import generator_only_problems
 from microcoder.learner.warmstart.config import WarmStartConfig
@@ -51,8 +53,6 @@ class ModelConfig(Section):
     @field_validator("chat_template_kwargs")
     @classmethod
     def _not_apply_chat_template_params(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from microcoder.data.prompting.render import check_chat_template_kwargs
-
         check_chat_template_kwargs(value)
         return value
 
@@ -135,7 +135,6 @@ class ClusterConfig(Section):
 
     def local_cpus(self) -> int:
         """The CPUs a local run plans with: num_cpus, or every core of this machine."""
-        import os
 
         return self.num_cpus or os.cpu_count() or 1
 
@@ -222,7 +221,8 @@ class Config(Section):
         """Settings that are valid but cannot act as their names say, each with what to set
         (`config show` prints them, a launch logs them at its start)."""
         out = list(self.algorithm._legacy_notes)
-        a, cap = self.algorithm, self.generator.max_response_tokens
+        a = self.algorithm
+        cap = self.generator.max_response_tokens
         if a.truncation_mask == "conditional" and 2 * a.repeat_window > cap:
             out.append(
                 f"algorithm.repeat_window = {a.repeat_window} needs {2 * a.repeat_window} "

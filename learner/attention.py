@@ -67,7 +67,8 @@ def plan(seq_lens: Sequence[int], device: torch.device | str, waste: float = WAS
     for n in (int(x) for x in seq_lens if x):
         if groups:
             g = groups[-1]
-            longest, rows = max(max(g), n), len(g) + 1
+            longest = max(max(g), n)
+            rows = len(g) + 1
             squares = sum(x * x for x in g) + n * n
             if rows * longest * longest <= waste * squares and rows * longest <= waste * (
                 sum(g) + n
@@ -80,7 +81,10 @@ def plan(seq_lens: Sequence[int], device: torch.device | str, waste: float = WAS
         if len(g) == 1:
             buckets.append(Bucket(1, g[0], None, None))
             continue
-        longest, gather, keep, start = max(g), [], [], 0
+        longest = max(g)
+        gather = []
+        keep = []
+        start = 0
         for row, n in enumerate(g):
             gather += [*range(start, start + n), *([start] * (longest - n))]
             keep += range(row * longest, row * longest + n)

@@ -25,6 +25,14 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import load_file, save_file
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 if TYPE_CHECKING:
     from microcoder.learner.trainer import Learner
@@ -34,13 +42,7 @@ FORMAT_VERSION = 2
 
 def save_checkpoint(learner: Learner, path: Path) -> Path:
     """Collective: write the checkpoint folder `path` (created if needed) and return it."""
-    import torch.distributed.checkpoint as dcp
     from huggingface_hub import save_torch_state_dict
-    from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-    )
 
     learner.check_finite(f"saving {path.name}:")  # every rank refuses before anything is written
     path.mkdir(parents=True, exist_ok=True)
@@ -77,14 +79,6 @@ def load_training_state(learner: Learner, path: Path) -> None:
     The weights: the fp32 masters saved in DCP (format 2), loaded over those the Learner was
     built with from the HF folder at `path` (which may be bf16).
     """
-    import torch.distributed.checkpoint as dcp
-    from safetensors.torch import load_file
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
 
     state_file = path / "trainer_state.json"
     if not state_file.is_file():
@@ -126,10 +120,12 @@ def _write_hf_folder(
     from transformers import AutoTokenizer
 
     config = model.config
-    config.use_cache, before = True, config.dtype
+    config.use_cache = True
+    before = config.dtype
     config.dtype = dtype
     config.save_pretrained(path)
-    config.use_cache, config.dtype = False, before
+    config.use_cache = False
+    config.dtype = before
     if source.resolve() != path.resolve():
         if (source / "generation_config.json").is_file():
             shutil.copy(source / "generation_config.json", path / "generation_config.json")

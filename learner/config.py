@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
+from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
 
@@ -152,7 +153,9 @@ class LearnerConfig(Section):
     @model_validator(mode="after")
     def _parallel_shape_divides(self) -> LearnerConfig:
         """replicas divides world_size, and sequence_parallel divides a replica's ranks."""
-        w, r, sp = self.world_size, self.replicas, self.sequence_parallel
+        w = self.world_size
+        r = self.replicas
+        sp = self.sequence_parallel
         if w % r:
             raise ValueError(
                 f"learner.replicas = {r} does not divide learner.world_size = {w}; HSDP needs "
@@ -327,7 +330,6 @@ class AlgorithmConfig(Section):
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
         """defaults < preset < TOML / --set: the preset fills the fields the config left unset."""
-        from microcoder.learner.algorithm.presets import apply_preset
 
         if not isinstance(data, dict):
             return data

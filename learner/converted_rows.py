@@ -18,6 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+
+from microcoder.learner.checkpoint_names import to_model_names
 
 
 def stacking_index(keys: list[str], rows: int) -> int | None:
@@ -62,9 +65,6 @@ def converted_rows(
 ) -> torch.Tensor:
     """Rows `rows` of parameter `name` (`total` rows in full), converted from the checkpoint
     tensors `keys` (all its sources), reading only the sources those rows come from."""
-    from safetensors import safe_open
-
-    from microcoder.learner.checkpoint_names import to_model_names
 
     wanted = keys_for_rows(keys, rows, total)
     parts = {}

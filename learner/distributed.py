@@ -9,6 +9,7 @@ none set it starts a one-process group on a free local port. Backend by device
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -18,8 +19,16 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors import safe_open
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
+from microcoder.device import resolve_device
+from microcoder.learner.checkpoint_names import sources, to_checkpoint_names
+from microcoder.learner.converted_rows import converted_rows
 from microcoder.learner.mesh import build_mesh, shard_rows
+from microcoder.learner.models.config_overrides import model_config
+from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs, to_mesh_device
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -32,7 +41,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 def pick_device(requested: str = "auto") -> torch.device:
     """cuda:LOCAL_RANK when asked (or auto and a GPU is visible), else cpu; the choice itself is
     microcoder.device.resolve_device, the one rule every actor follows."""
-    from microcoder.device import resolve_device
 
     if resolve_device(requested) == "cpu":
         return torch.device("cpu")
@@ -177,11 +185,7 @@ def load_sharded_policy(
     model's config.json before the model is built (learner/models/config_overrides.py). With
     `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
     """
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoModelForCausalLM
-
-    from microcoder.learner.models.config_overrides import model_config
-    from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs
 
     config = model_config(path, config_overrides)
     config.use_cache = False
@@ -241,13 +245,11 @@ def init_non_persistent_buffers(model: torch.nn.Module) -> None:
 
 def _checkpoint_files(path: Path) -> dict[str, Path]:
     """Tensor name -> the safetensors file holding it, for a single or an indexed checkpoint."""
-    import json
 
     index = path / "model.safetensors.index.json"
     if index.is_file():
         weight_map = json.loads(index.read_text())["weight_map"]
         return {name: path / file for name, file in weight_map.items()}
-    from safetensors import safe_open
 
     files = sorted(path.glob("*.safetensors"))
     if not files:
@@ -263,7 +265,6 @@ def _local_rows(tensor: torch.Tensor) -> slice:
     """Rows (dim 0) of the full tensor that this rank's shard holds (learner/mesh.py
     `shard_rows`: FSDP2's Shard(0) splits them like `torch.chunk`; under HSDP by the shard dim's
     coordinate, the same rows on every replica)."""
-    from torch.distributed.tensor import DTensor
 
     if not isinstance(tensor, DTensor):
         return slice(None)
@@ -283,9 +284,6 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     (learner/checkpoint_names.py), one parameter at a time, each rank reading only the sources
     of its own rows (learner/converted_rows.py); a missing tensor is an error.
     """
-    from safetensors import safe_open
-
-    from microcoder.learner.checkpoint_names import sources
 
     path = Path(path)
     files = _checkpoint_files(path)
@@ -327,7 +325,6 @@ def _load_converted(
     """Fill this rank's rows of parameter `name` from the checkpoint tensors `keys` it is
     converted from (transformers' conversion: learner/checkpoint_names.py), reading only the
     sources of those rows (a rank's experts: learner/converted_rows.py)."""
-    from microcoder.learner.converted_rows import converted_rows
 
     local = t.to_local() if hasattr(t, "to_local") else t
     if local.shape[0] == 0:  # more ranks than rows: this rank keeps none
@@ -360,10 +357,6 @@ def full_state_dict(
     and shapes are the checkpoint's (MoE experts unfused, learner/checkpoint_names.py): what
     vLLM's reload and `from_pretrained` read.
     """
-    from torch.distributed.tensor import DTensor
-
-    from microcoder.learner.checkpoint_names import to_checkpoint_names
-    from microcoder.learner.offload import to_mesh_device
 
     rank0 = dist.get_rank() == 0
     out: dict[str, torch.Tensor] = {}

@@ -14,6 +14,11 @@ import shutil
 from pathlib import Path
 
 import torch
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import load_file
+
+from microcoder.learner.checkpoint import own_storage
+from microcoder.learner.checkpoint_names import to_checkpoint_names
 
 DTYPES = {
     "bf16": torch.bfloat16,
@@ -31,14 +36,11 @@ TRAINING_ONLY = {"trainer_state.json", "COMPLETE", "buffer.snapshot", "temperatu
 
 def master_weights(ckpt: Path) -> dict[str, torch.Tensor]:
     """The checkpoint's fp32 master weights, full, on CPU."""
-    import torch.distributed.checkpoint as dcp
 
     reader = dcp.FileSystemReader(str(ckpt / "optimizer"))
     meta = reader.read_metadata().state_dict_metadata
     names = [k[len("model.") :] for k in meta if k.startswith("model.")]
     if not names:  # format 1: the HF files hold the masters
-        from safetensors.torch import load_file
-
         out: dict[str, torch.Tensor] = {}
         for f in sorted(ckpt.glob("model*.safetensors")):
             out |= load_file(f)
@@ -57,8 +59,6 @@ def _checkpoint_names(ckpt: Path, state: dict[str, torch.Tensor]) -> dict[str, t
     """The masters are in the model's parameter names (MoE experts fused by transformers 5);
     a shipped folder holds checkpoint names (learner/checkpoint_names.py), as the HF files do."""
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from microcoder.learner.checkpoint_names import to_checkpoint_names
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ckpt))
@@ -92,8 +92,6 @@ def export_checkpoint(ckpt: Path, out: Path, dtype: str = "bf16") -> Path:
     config.pop("torch_dtype", None)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     from huggingface_hub import save_torch_state_dict
-
-    from microcoder.learner.checkpoint import own_storage
 
     save_torch_state_dict(own_storage(weights), out)
     return out

@@ -90,7 +90,8 @@ def signal_filter(
     fetches (so it can fetch more), or in `Learner.train_step` for a caller's SampleGroups."""
     if not on:
         return list(groups), []
-    kept, dropped = [], []
+    kept = []
+    dropped = []
     for g in groups:
         (kept if grpo.group_has_signal(g.rewards.tolist()) else dropped).append(g)
     return kept, dropped

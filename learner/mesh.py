@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard
 
 
 def build_mesh(world: int, replicas: int, device_type: str):
     """The learner's DeviceMesh over `world` ranks: 1-D ("shard",) for `replicas` = 1, else 2-D
     ("replicate", "shard") of shape (replicas, world // replicas). Collective (every rank calls
     it, in the same order as the other groups it creates)."""
-    from torch.distributed.device_mesh import init_device_mesh
 
     check_replicas(world, replicas)
     if replicas == 1:
@@ -53,14 +54,14 @@ def shard_rows(
     each, the last coordinates possibly fewer or none), mesh dims taken left to right as
     DTensor does. HSDP's (Replicate(), Shard(0)) thus gives the rows of the shard-dim
     coordinate, the same on every replica."""
-    from torch.distributed.tensor import Replicate, Shard
 
     if not len(mesh_shape) == len(coordinate) == len(placements):
         raise ValueError(
             f"mesh shape {tuple(mesh_shape)}, coordinate {tuple(coordinate)} and placements "
             f"{tuple(placements)} must have one entry per mesh dim"
         )
-    start, stop = 0, n
+    start = 0
+    stop = n
     for size, coord, placement in zip(mesh_shape, coordinate, placements, strict=True):
         if isinstance(placement, Replicate):
             continue

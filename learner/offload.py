@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule
+from torch.distributed.tensor import DTensor
 
 HOST = torch.device("cpu")
 """Where offloaded state lives."""
@@ -51,7 +53,6 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 def _like(template: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
     """`local` as a tensor of `template`'s kind: a DTensor with its mesh and placements, or
     itself for a plain tensor."""
-    from torch.distributed.tensor import DTensor
 
     if not isinstance(template, DTensor):
         return local
@@ -114,14 +115,16 @@ class StreamedAdamW(torch.optim.AdamW):
     def _buckets(self, params: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
         """The parameters with a gradient, in order, in runs of at most `bucket_bytes` of fp32
         moments (8 B per local element); a larger parameter is a bucket of its own."""
-        bucket, size = [], 0
+        bucket = []
+        size = 0
         for p in params:
             if p.grad is None:
                 continue
             n = 8 * _local(p).numel()
             if bucket and size + n > self.bucket_bytes:
                 yield bucket
-                bucket, size = [], 0
+                bucket = []
+                size = 0
             bucket.append(p)
             size += n
         if bucket:
@@ -211,7 +214,6 @@ def fully_shard_kwargs(offload: str, device: torch.device) -> dict:
     "params" (pinned host memory on CUDA), nothing otherwise."""
     if offload != "params":
         return {}
-    from torch.distributed.fsdp import CPUOffloadPolicy
 
     return {"offload_policy": CPUOffloadPolicy(pin_memory=device.type == "cuda")}
 
@@ -219,7 +221,6 @@ def fully_shard_kwargs(offload: str, device: torch.device) -> dict:
 def params_offloaded(model: torch.nn.Module) -> bool:
     """Every FSDP2-managed parameter of `model` is kept on the host by FSDP2's CPU offload (its
     shard and its gradient live in host memory; FSDP2 copies them to the device and back)."""
-    from torch.distributed.fsdp import FSDPModule
 
     params = []
     for m in model.modules():
@@ -246,7 +247,6 @@ def check_params_on_host(model: torch.nn.Module) -> None:
 def to_mesh_device(t: torch.Tensor) -> torch.Tensor:
     """A DTensor whose shard is in host memory (offload = "params") as one on its mesh's device
     (a copy), so its all-gather runs there (NCCL on CUDA); anything else as it is."""
-    from torch.distributed.tensor import DTensor
 
     if isinstance(t, DTensor) and t.device.type != t.device_mesh.device_type:
         return t.to(t.device_mesh.device_type)

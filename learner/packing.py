@@ -59,7 +59,8 @@ def padded_rows(indices: Sequence[int], lengths: Sequence[int], budget: int) -> 
         new_longest = max(longest, lengths[i])
         if cur and (len(cur) + 1) * new_longest > budget:
             out.append(cur)
-            cur, new_longest = [], lengths[i]
+            cur = []
+            new_longest = lengths[i]
         cur.append(i)
         longest = new_longest
     if cur:
@@ -132,13 +133,16 @@ def collate(
     rows, width = (1, sum(lens)) if packed else (len(seqs), max(lens))
     input_ids = torch.zeros(rows, width, dtype=torch.long)
     position_ids = torch.zeros(rows, width, dtype=torch.long)
-    logit_index, targets, seq_index = [], [], []
+    logit_index = []
+    targets = []
+    seq_index = []
     offset = 0
     for k, (i, s, n) in enumerate(zip(indices, seqs, lens, strict=True)):
         row, col = (0, offset) if packed else (k, 0)
         input_ids[row, col : col + n] = s
         position_ids[row, col : col + n] = torch.arange(n)
-        p, r = int(batch.prompt_lens[i]), int(batch.response_lens[i])
+        p = int(batch.prompt_lens[i])
+        r = int(batch.response_lens[i])
         start = (
             row * width + col + p - 1
         )  # the logits at position p-1 predict the first response token

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.nn.functional import all_to_all_single
 
 from microcoder.learner.packing import MicroBatch
 
@@ -116,13 +117,16 @@ def shard(mb: MicroBatch, sp: SequenceParallel) -> MicroBatch:
         raise ValueError("sequence parallelism needs packed micro-batches: learner.packing = true")
     length = mb.input_ids.shape[1]
     pad = -length % sp.size
-    ids, pos, lens = mb.input_ids, mb.position_ids, mb.seq_lens
+    ids = mb.input_ids
+    pos = mb.position_ids
+    lens = mb.seq_lens
     if pad:
         ids = torch.cat([ids, ids.new_zeros(1, pad)], dim=1)
         pos = torch.cat([pos, torch.arange(pad, device=pos.device).unsqueeze(0)], dim=1)
         lens = (*lens, pad)
     per = (length + pad) // sp.size
-    lo, hi = sp.rank * per, (sp.rank + 1) * per
+    lo = sp.rank * per
+    hi = (sp.rank + 1) * per
     keep = (mb.logit_index >= lo) & (mb.logit_index < hi)
     picked = {
         k: getattr(mb, k)[keep]
@@ -155,9 +159,9 @@ def _dummy_target(name: str, empty: torch.Tensor) -> torch.Tensor:
 def heads_to_sequence(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
     """[1, h, L/N, D] (all heads, this rank's tokens) -> [1, h/N, L, D] (heads slice `rank`,
     every token). Autograd-aware: the backward is the reverse all-to-all."""
-    from torch.distributed.nn.functional import all_to_all_single
 
-    n, (_, h, local, d) = sp.size, x.shape
+    n = sp.size
+    (_, h, local, d) = x.shape
     send = x[0].reshape(n, h // n, local, d).contiguous()  # chunk j: head slice j, to rank j
     got = all_to_all_single(torch.empty_like(send), send, group=sp.group)  # chunk s from rank s
     return got.transpose(0, 1).reshape(1, h // n, n * local, d)
@@ -166,9 +170,9 @@ def heads_to_sequence(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
 def sequence_to_heads(x: torch.Tensor, sp: SequenceParallel) -> torch.Tensor:
     """[1, L, h/N, D] (every token, heads slice `rank`) -> [1, L/N, h, D] (this rank's tokens,
     all heads). Autograd-aware: the backward is the reverse all-to-all."""
-    from torch.distributed.nn.functional import all_to_all_single
 
-    n, (_, length, hs, d) = sp.size, x.shape
+    n = sp.size
+    (_, length, hs, d) = x.shape
     send = x[0].reshape(n, length // n, hs, d).contiguous()  # chunk j: rank j's tokens
     got = all_to_all_single(torch.empty_like(send), send, group=sp.group)  # chunk s: heads of s
     return got.transpose(0, 1).reshape(1, length // n, n * hs, d)
@@ -214,7 +218,8 @@ def attention(inner, module, query, key, value, attention_mask, *args, **kwargs)
             "learner.packing = true"
         )
     kwargs.pop("position_ids", None)  # this rank's slice only: the kernel uses cu_seq_lens
-    key, value = _repeat_kv(key, sp.size), _repeat_kv(value, sp.size)
+    key = _repeat_kv(key, sp.size)
+    value = _repeat_kv(value, sp.size)
     q, k, v = (heads_to_sequence(t, sp) for t in (query, key, value))
     out, weights = inner(module, q, k, v, None, *args, **kwargs)
     return sequence_to_heads(out, sp), weights

@@ -25,6 +25,7 @@ import torch.distributed as dist
 from microcoder.learner import attention, sequence_parallel
 from microcoder.learner.algorithm import grpo, mismatch, off_policy
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
+from microcoder.learner.checkpoint import load_training_state
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
 from microcoder.learner.distributed import (
     full_state_dict,
@@ -67,7 +68,9 @@ class Learner:
         """`config_overrides`: model.config_overrides, applied to the model's config.json
         (learner/models/config_overrides.py); a checkpoint saved here carries them."""
         check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
-        self.cfg, self.algo, self.seed = learner, algorithm, seed
+        self.cfg = learner
+        self.algo = algorithm
+        self.seed = seed
         self.model_path = Path(model_path)
         self.device = pick_device(device)
         """The compute device: the model's shards, the micro-batches, and every tensor this class
@@ -122,7 +125,8 @@ class Learner:
                 [sample_group_arrays(g, k) for k, g in enumerate(batch)]
             )
             kept, _ = signal_filter(groups, self.algo.dynamic_filtering)
-            batch, extra = pack(kept), {"nonfinite_dropped": float(len(bad))}
+            batch = pack(kept)
+            extra = {"nonfinite_dropped": float(len(bad))}
         built = build_batch(batch, self.algo, mask_generator(self.seed, self.version))
         return {**self.train_on_batch(built), **extra}
 
@@ -158,7 +162,8 @@ class Learner:
         )
         size = len(SUMS) + mismatch.SIZE
         acc = torch.zeros(size + 1, dtype=torch.float64, device=self.device)  # + IS max
-        grad_norms, skipped_before = [], self.updates_skipped
+        grad_norms = []
+        skipped_before = self.updates_skipped
         # staleness of each sequence (the buffer's: learner version − its policy version), and the
         # sequences the non-finite guard dropped, per mini-batch
         stale = [(self.version - m.policy_versions).clamp(min=0).to(self.device) for m in minis]
@@ -231,7 +236,8 @@ class Learner:
     def _logp(self, model: torch.nn.Module, mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of the targets at their sampling temperature, and the entropy (detached):
         learner/forward.py: `target_logprobs` with this learner's attention, device, chunking."""
-        chunk, transform = self.cfg.logprob_chunk_tokens, self.head_transform
+        chunk = self.cfg.logprob_chunk_tokens
+        transform = self.head_transform
         return target_logprobs(model, mb, self.attn, self.device, chunk, transform, self.sp)
 
     @torch.no_grad()
@@ -266,8 +272,10 @@ class Learner:
         keep, bad = sequence_parallel.agree_on_dropped(self.sp, seq, keep, bad)  # SP: as a whole
         if bad_out is not None:
             bad_out |= bad
-        logp, old_logp = logp.where(keep, 0.0), old_logp.where(keep, 0.0)
-        behaviour, learner_logp = mb.behaviour_logp.where(keep, 0.0), learner_logp.where(keep, 0.0)
+        logp = logp.where(keep, 0.0)
+        old_logp = old_logp.where(keep, 0.0)
+        behaviour = mb.behaviour_logp.where(keep, 0.0)
+        learner_logp = learner_logp.where(keep, 0.0)
         corr = off_policy.correct(
             algo.off_policy, old_logp - behaviour, seq, num_seqs, algo.tis_cap
         )
@@ -385,7 +393,6 @@ class Learner:
         cls, path: str | Path, learner: LearnerConfig, algorithm: AlgorithmConfig, **kwargs
     ) -> Learner:
         """Collective: a Learner with the weights and training state saved at `path`."""
-        from microcoder.learner.checkpoint import load_training_state
 
         self = cls(path, learner, algorithm, **kwargs)
         load_training_state(self, Path(path))

@@ -26,7 +26,8 @@ class Rates:
     def __init__(self, keys: Iterable[str] = (), alpha: float = 1.0, min_interval_s: float = 0.0):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"Rates: alpha must be in (0, 1], got {alpha}")
-        self.alpha, self.min_interval_s = alpha, min_interval_s
+        self.alpha = alpha
+        self.min_interval_s = min_interval_s
         self.rates: dict[str, float] = dict.fromkeys(keys, 0.0)
         """The newest rate per key (per second); keys given at construction start at 0."""
         self._last: dict[str, tuple[float, float]] = {}

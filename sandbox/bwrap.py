@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from microcoder.sandbox.config import ExecutorConfig
@@ -168,8 +169,6 @@ def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str
     `host_uid`: its programs' host uid (sandbox/uids.py), needed when `needs_host_uid(cfg)`."""
     python = interpreter(cfg)
     if cfg.isolation == "none":
-        import tempfile
-
         workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
         return [python, "-I", "-S", "-B", "-c", bootstrap(server_code_dir(), 0, workdir)], ()
     args = [bwrap_binary(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]

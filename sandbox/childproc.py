@@ -56,7 +56,8 @@ def import_random() -> None:
         return
     import _random
 
-    register, hooks = os.register_at_fork, []
+    register = os.register_at_fork
+    hooks = []
     os.register_at_fork = lambda **kw: hooks.append(kw)
     try:
         import random
@@ -230,7 +231,8 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     if kind == "functional":
         namespace.update((k, v) for k, v in FUNCTIONAL_NAMESPACE.items() if k != "__builtins__")
-    c0, w0 = time.process_time(), time.perf_counter()
+    c0 = time.process_time()
+    w0 = time.perf_counter()
     try:
         if prelude is not None:
             exec(prelude, namespace)
@@ -240,8 +242,10 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
         _report(-1, "ERR", time.process_time() - c0, time.perf_counter() - w0, _error_text(exc))
         finish(1)
     for i, test in enumerate(tests):
-        c0, w0 = time.process_time(), time.perf_counter()
-        tag, text = "OK", "null"
+        c0 = time.process_time()
+        w0 = time.perf_counter()
+        tag = "OK"
+        text = "null"
         try:
             if kind == "functional":
                 args = [json.loads(line) for line in test.split("\n") if line.strip()]
@@ -249,13 +253,16 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
                 try:
                     text = json.dumps(value)
                 except (TypeError, ValueError) as exc:
-                    tag, text = "BAD", _error_text(exc)
+                    tag = "BAD"
+                    text = _error_text(exc)
             else:
                 exec(compile(test, f"<test {i}>", "exec"), namespace)
         except AssertionError as exc:
-            tag, text = "FAIL", _error_text(exc)
+            tag = "FAIL"
+            text = _error_text(exc)
         except BaseException as exc:
-            tag, text = "ERR", _error_text(exc)
+            tag = "ERR"
+            text = _error_text(exc)
         _report(i, tag, time.process_time() - c0, time.perf_counter() - w0, text)
         if early_exit and tag != "OK":
             break

@@ -63,7 +63,8 @@ def _lines(text: str) -> list[list[str]]:
 def _default(expected: str, actual: str, yesno: bool) -> tuple[bool, str]:
     if expected == actual:
         return True, ""
-    exp, act = _lines(expected), _lines(actual)
+    exp = _lines(expected)
+    act = _lines(actual)
     if len(exp) != len(act):
         return False, f"expected {len(exp)} non-empty lines, got {len(act)}"
     for n, (e_line, a_line) in enumerate(zip(exp, act, strict=True)):

@@ -33,7 +33,10 @@ class Server:
     """State of one fork server: control pipes, reusable memfds, the loaded program."""
 
     def __init__(self, ctl_in: int, ctl_out: int, uid: int, workdir: str):
-        self.ctl_in, self.ctl_out, self.uid, self.workdir = ctl_in, ctl_out, uid, workdir
+        self.ctl_in = ctl_in
+        self.ctl_out = ctl_out
+        self.uid = uid
+        self.workdir = workdir
         self.is_init = os.getpid() == 1
         # Inside the sandbox the whole private /tmp is the programs' (workdir is /tmp/w).
         self.scratch = os.path.dirname(workdir) if self.is_init else None
@@ -138,7 +141,9 @@ class Server:
         the server waits after each run for the host's `next` (it compared: passed) or `stop`,
         so no run starts that the verdict does not need."""
         _, code, _, _ = self.program
-        sizes, lockstep, limits = h["sizes"], h.get("lockstep", False), h["limits"]
+        sizes = h["sizes"]
+        lockstep = h.get("lockstep", False)
+        limits = h["limits"]
         caps = h.get("out_caps") or [limits["output_bytes"]] * len(sizes)
         start = 0
         for i, size in enumerate(sizes):
@@ -161,7 +166,8 @@ class Server:
     def run_tests(self, h: dict) -> None:
         kind, code, prelude, fn_name = self.program
         r, w = os.pipe()
-        tests, early = h["tests"], h.get("early_exit", True)
+        tests = h["tests"]
+        early = h.get("early_exit", True)
         args = (kind, code, prelude, fn_name, tests, early)
         self.stopping = False
         self.result_left = h["limits"]["result_bytes"]
@@ -200,7 +206,8 @@ class Server:
 
     def _wait(self, pid: int, limits: dict) -> str | None:
         """Wait for a stdin run (nothing else can arrive meanwhile); kill it on TLE."""
-        cpu_limit, wall_limit = limits["time_s"], limits["wall_s"]
+        cpu_limit = limits["time_s"]
+        wall_limit = limits["wall_s"]
         pidfd = os.pidfd_open(pid)
         try:
             t0 = time.monotonic()
@@ -217,7 +224,8 @@ class Server:
 
     def _watch(self, pid: int, limits: dict, result_r: int | None) -> tuple[str | None, int]:
         """Wait for the child, streaming its result lines; kill it on TLE or a host `stop`."""
-        cpu_limit, wall_limit = limits["time_s"], limits["wall_s"]
+        cpu_limit = limits["time_s"]
+        wall_limit = limits["wall_s"]
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
@@ -225,7 +233,11 @@ class Server:
         if result_r is not None:
             os.set_blocking(result_r, False)
             poller.register(result_r, select.POLLIN)
-        t_last, cpu_base, pending, lines, reason = time.monotonic(), 0.0, b"", 0, None
+        t_last = time.monotonic()
+        cpu_base = 0.0
+        pending = b""
+        lines = 0
+        reason = None
         try:
             while True:
                 elapsed = time.monotonic() - t_last
@@ -238,7 +250,9 @@ class Server:
                     elif fd == result_r:
                         pending, n, cpu = self._forward(result_r, pending)
                         if n:
-                            lines, cpu_base, t_last = lines + n, cpu_base + cpu, time.monotonic()
+                            lines = lines + n
+                            cpu_base = cpu_base + cpu
+                            t_last = time.monotonic()
                         if self.result_left < 0 and reason is None:
                             os.kill(pid, signal.SIGKILL)  # returned values over their cap
                             reason = "ole"
@@ -246,7 +260,8 @@ class Server:
                         header, _ = read_frame(self.ctl_in)
                         if header["op"] == "stop":
                             os.kill(pid, signal.SIGKILL)
-                            reason, self.stopping = reason or "stopped", True
+                            reason = reason or "stopped"
+                            self.stopping = True
                 if done:
                     if result_r is not None:
                         self._forward(result_r, pending)
@@ -298,7 +313,8 @@ class Server:
         self._sweep(pid)
         reaped = time.monotonic()
         _, fout, ferr = self.fds
-        out_bytes, err_bytes = os.fstat(fout).st_size, os.fstat(ferr).st_size
+        out_bytes = os.fstat(fout).st_size
+        err_bytes = os.fstat(ferr).st_size
         # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run),
         # and nothing of an output over its cap (OLE: the host needs only its head)
         keep = out_bytes if 0 < out_bytes <= cap and with_stdout else 0
@@ -351,7 +367,9 @@ class Server:
 def main(uid: int, workdir: str) -> None:
     """Entry point (see worker.py): control on fds 0/1, log on fd 2, programs run as `uid` (0 =
     unchanged). Fds 0-2 are then handed to the programs' stdio (see Server)."""
-    ctl_in, ctl_out, log = os.dup(0), os.dup(1), os.dup(2)
+    ctl_in = os.dup(0)
+    ctl_out = os.dup(1)
+    log = os.dup(2)
     sys.stdout = sys.stderr = open(log, "w", buffering=1, encoding="utf-8", errors="replace")
     not_dumpable()
     site_paths()

@@ -37,7 +37,8 @@ def write_frame(fd: int, header: dict, payload: bytes = b"") -> None:
 
 
 def _read_exact(fd: int, n: int) -> bytes:
-    chunks, left = [], n
+    chunks = []
+    left = n
     while left:
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:

@@ -43,7 +43,9 @@ class Outcome:
 
     def fail(self, index: int, verdict: str, message: str) -> None:
         if self.first_failed is None:
-            self.first_failed, self.verdict, self.message = index, verdict, message[:500]
+            self.first_failed = index
+            self.verdict = verdict
+            self.message = message[:500]
 
 
 def output_cap(expected_bytes: int, cfg: ExecutorConfig) -> int:
@@ -88,7 +90,8 @@ def _overflow(done: dict, cap: int) -> str:
 
 def _crash_kind(done: dict, limits: dict, cap: int) -> tuple[str, str]:
     """Verdict for a run that did not end normally or wrote more than `cap` bytes."""
-    code, tail = done["exit"], done.get("err_tail", "")
+    code = done["exit"]
+    tail = done.get("err_tail", "")
     if what := _overflow(done, cap):
         cap = limits["result_bytes"] if done.get("reason") == "ole" else cap
         return "OLE", (
@@ -113,7 +116,9 @@ def _excerpts(out: Outcome, done: dict) -> None:
 def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outcome, early: bool):
     """One request runs the tests; with early exit the server waits after each run for `next`
     (this one passed) or `stop`, so a failing solution costs no run beyond its first failure."""
-    limits, tests, caps = request["limits"], problem.tests, request["out_caps"]
+    limits = request["limits"]
+    tests = problem.tests
+    caps = request["out_caps"]
     if not tests:
         return
     inputs = [t["input"].encode() for t in tests]
@@ -131,7 +136,8 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
             return
         if done["op"] != "done" or done["i"] != expected_i:
             raise WorkerCrash(f"unexpected frame {done['op']!r} while running tests")
-        i, test = expected_i, tests[expected_i]
+        i = expected_i
+        test = tests[expected_i]
         out.time_s += done["wall"]
         out.cpu_s += done["cpu"]
         _excerpts(out, done)
@@ -171,7 +177,11 @@ def _judge_line(line: bytes, kind: str, expected: list[str], out: Outcome) -> No
     if len(parts) != 5:
         out.fail(out.passed, "RE", "the program wrote garbage on the judge's result channel")
         return
-    index, tag, cpu, wall, text = int(parts[0]), parts[1], parts[2], parts[3], parts[4]
+    index = int(parts[0])
+    tag = parts[1]
+    cpu = parts[2]
+    wall = parts[3]
+    text = parts[4]
     out.cpu_s += float(cpu)
     out.time_s += float(wall)
     if index < 0 or index >= len(expected):
@@ -199,7 +209,8 @@ def _run_tests(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
     limits["cpu_s"] = limits["time_s"] * (len(problem.tests) + 1) + 1
     request.update(op="tests", tests=[t[key] for t in problem.tests], early_exit=early)
     worker.send(request)
-    stopped, seen = False, 0
+    stopped = False
+    seen = 0
     while True:
         header, payload = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
         if header["op"] == "ce":

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem, ProblemFormatError
 
 
 def load_problem_file(path: str, fmt: str = "auto") -> dict[str, Problem]:
     """Problems by id, through data/formats/loaders.py (our JSONL and the other formats it knows)."""
-    from microcoder.data.formats.loaders import load_problems
 
     if not Path(path).is_file():
         raise ProblemFormatError(path, None, "<file>", "no such file")

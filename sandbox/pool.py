@@ -185,7 +185,8 @@ class JudgePool:
                 reward=score("WA", 0, total, self.cfg.partial_credit),
             )
         else:
-            v, attempts = None, 0
+            v = None
+            attempts = 0
             while v is None:
                 attempts += 1
                 try:
@@ -204,12 +205,10 @@ class JudgePool:
                             "SE", 0, total, message=f"sandbox fault: {e}"[:500], reward=None
                         )
             v.attempts = attempts
-        v.problem_id, v.solution_id, v.job_id, v.tag = (
-            job.problem.id,
-            job.solution_id,
-            job.job_id,
-            job.tag,
-        )
+        v.problem_id = job.problem.id
+        v.solution_id = job.solution_id
+        v.job_id = job.job_id
+        v.tag = job.tag
         return v
 
 
@@ -218,7 +217,8 @@ class JudgeChannel:
     pool's workers and queue are shared (FIFO with every other user of the pool)."""
 
     def __init__(self, pool: JudgePool):
-        self.pool, self._pending = pool, 0
+        self.pool = pool
+        self._pending = 0
         self._done: queue.Queue = queue.Queue()
 
     def submit(

@@ -13,7 +13,9 @@ class Progress:
     """A one-line progress bar on stderr (only when it is a terminal)."""
 
     def __init__(self, total: int, enabled: bool = True):
-        self.total, self.enabled, self.done = total, enabled, 0
+        self.total = total
+        self.enabled = enabled
+        self.done = 0
         self.counts: Counter = Counter()
         self.start = time.perf_counter()
 

@@ -44,10 +44,12 @@ class UidClaim:
     """One host uid held through its lock file's fd; `release()` frees it (idempotent)."""
 
     def __init__(self, uid: int, fd: int):
-        self.uid, self._fd = uid, fd
+        self.uid = uid
+        self._fd = fd
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
+        fd = self._fd
+        self._fd = None
         if fd is not None:
             os.close(fd)  # closing the last fd of the open file drops the flock
 

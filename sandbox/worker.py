@@ -25,7 +25,8 @@ class WorkerProcess:
     def __init__(self, cfg: ExecutorConfig, slot: int):
         from microcoder.sandbox.uids import claim_uid
 
-        self.cfg, self.slot = cfg, slot
+        self.cfg = cfg
+        self.slot = slot
         # as root, a host uid of its own for its programs, held until close() (sandbox/uids.py)
         self.uid_claim = claim_uid(cfg.sandbox_uid_base) if needs_host_uid(cfg) else None
         self.proc: subprocess.Popen | None = None
@@ -85,7 +86,8 @@ class WorkerProcess:
 
     def stop(self) -> None:
         """Ask the server to exit, then make sure it (and its sandbox) is gone."""
-        proc, self.proc = self.proc, None
+        proc = self.proc
+        self.proc = None
         if proc is None:
             return
         try:

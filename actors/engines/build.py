@@ -10,6 +10,7 @@ from __future__ import annotations
 from microcoder.actors.config import GeneratorConfig
 from microcoder.actors.engines.vllm_api import check_vllm_api, raise_if_problems
 from microcoder.device import set_cpu_engine_env
+from microcoder.learner.models.config_overrides import vllm_hf_overrides
 
 WORKER_EXTENSION = "microcoder.actors.engines.worker_ext.WeightLoaderExtension"
 """The worker extension that loads the learner's weights (actors/engines/worker_ext.py)."""
@@ -73,8 +74,6 @@ def engine_kwargs(
         )
     kwargs.update(cfg.engine_args)
     if config_overrides:
-        from microcoder.learner.models.config_overrides import vllm_hf_overrides
-
         own = {k: v for k, v in kwargs.get("hf_overrides", {}).items() if k not in config_overrides}
         kwargs["hf_overrides"] = {**own, **vllm_hf_overrides(model_path, config_overrides)}
     kwargs.update(extra)

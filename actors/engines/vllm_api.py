@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
+from microcoder.actors.engines.args import engine_args_problems
+
 PINNED_VLLM = "0.32.0"
 """The vLLM release both extras pin (tests/actors/test_vllm_api.py checks pyproject.toml)."""
 PINNED_TORCH = "2.13.0"
@@ -100,7 +102,6 @@ def api_problems(api: SimpleNamespace, device: str, engine_args: Iterable[str] =
     """What of the API microcoder calls `api` (see `installed_api`) lacks, one line each;
     `engine_args`: the names of `generator.engine_args`, checked like ours (same wording as the
     config-load check, actors/engines/args.py)."""
-    from microcoder.actors.engines.args import engine_args_problems
 
     problems = []
     if api.EngineArgs is None:

@@ -25,6 +25,12 @@ import threading
 import time
 from pathlib import Path
 
+from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
+from microcoder.actors.weights.publisher import WeightPublisher
+from microcoder.learner.models.config_overrides import model_config
+from microcoder.learner.models.families import vllm_cpu_errors
+
 PROMPT_LENGTHS = (6, 9)
 """Token lengths of the seeded greedy prompts."""
 
@@ -47,8 +53,6 @@ def transformers_greedy(
     EOS stop (vLLM's side runs with ignore_eos); the model config with `config_overrides`."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from microcoder.learner.models.config_overrides import model_config
 
     config = model_config(model_dir, config_overrides)
     model = AutoModelForCausalLM.from_pretrained(model_dir, config=config, dtype=torch.float32)
@@ -90,7 +94,6 @@ def vllm_stage(
     """Run the stage; {"status": "ok" | "failed" | "skipped", "reason", ...} with, when an engine
     ran, the engine's and transformers' greedy tokens and the engine's timings. Both sides get
     `config_overrides` (model.config_overrides: the engine as vLLM's hf_overrides)."""
-    from microcoder.learner.models.families import vllm_cpu_errors
 
     if device == "cpu":
         errors = vllm_cpu_errors(config)
@@ -118,7 +121,6 @@ def _engine_greedy(
     model_dir, published: dict, device: str, prompts, timeout_s: float, config_overrides=None
 ) -> dict:
     """The child's engine: greedy before (dummy weights) and after loading `published`."""
-    from microcoder.actors.weights.publisher import WeightPublisher
 
     publisher = WeightPublisher(timeout_s=timeout_s, host="127.0.0.1")
     publisher.publish(1, {k: v.detach().contiguous() for k, v in published.items()})
@@ -186,8 +188,6 @@ def _child(job: dict) -> dict:
         from vllm import SamplingParams
     except Exception as err:  # the parent reports the stage skipped
         return {"import_error": f"{type(err).__name__}: {err}"}
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.build import WORKER_EXTENSION, build_engine
 
     longest = max(map(len, job["prompts"]))
     cfg = GeneratorConfig(

@@ -24,6 +24,7 @@ caller resets the prefix cache.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -31,6 +32,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from microcoder.actors.engines.vllm_api import worker_api_problems
+from microcoder.actors.weights.publisher import channel_rank
 
 PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when the thread that created it exits."""
@@ -51,7 +55,6 @@ class WeightLoaderExtension:
 
     def mc_check_api(self) -> list[str]:
         """What of the vLLM worker API the methods below call this worker lacks (empty: all)."""
-        from microcoder.actors.engines.vllm_api import worker_api_problems
 
         return worker_api_problems(self)
 
@@ -72,8 +75,6 @@ class WeightLoaderExtension:
             return {**me, "why": f"not Linux ({sys.platform}): the engine core may outlive it"}
         parent = os.getppid()
         if parent == pid:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
                 return {**me, "why": f"prctl failed: errno {ctypes.get_errno()}"}
@@ -91,7 +92,6 @@ class WeightLoaderExtension:
     def mc_open_channel(self, spec: dict[str, Any]) -> None:
         """Join the learner's weight channel described by `spec`, as this worker's own rank
         (1 + its rank in the engine; the channel has 1 + the engine's worker count ranks)."""
-        from microcoder.actors.weights.publisher import channel_rank
         from microcoder.learner.sync.transport import WeightReceiver
 
         rank, world = channel_rank(spec, int(self.rank), int(self.parallel_config.world_size))
@@ -136,7 +136,8 @@ class WeightLoaderExtension:
         epoch's previous group, if any, is left."""
         from microcoder.learner.sync.relay import RelayReceiver
 
-        worker, workers = int(self.rank), int(self.parallel_config.world_size)
+        worker = int(self.rank)
+        workers = int(self.parallel_config.world_size)
         if workers != spec["workers"]:
             raise ValueError(
                 f"relay epoch {spec['epoch']}: {spec['name']} joined with {spec['workers']} "
@@ -240,7 +241,8 @@ class _Counted:
     """An iterable of (name, tensor) that counts what was taken from it."""
 
     def __init__(self, items: Iterable[tuple[str, Any]]):
-        self.items, self.n = items, 0
+        self.items = items
+        self.n = 0
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         for item in self.items:
@@ -253,7 +255,8 @@ class _TimedStream:
     (the wire), the rest of a load's time is the model's."""
 
     def __init__(self, stream: Iterator[tuple[str, Any]]):
-        self.stream, self.wait_s = stream, 0.0
+        self.stream = stream
+        self.wait_s = 0.0
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         while True:

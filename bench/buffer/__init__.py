@@ -33,7 +33,10 @@ Also reports encode/decode cost per group. Ratios, not absolute times: the machi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
+import socket
 import statistics
 import time
 from dataclasses import replace
@@ -95,8 +98,6 @@ def _raw_road(mp, frames, score_frame, n: int, args, group=None, scores=None) ->
 
 def socket_port():
     """A free TCP port on loopback (context manager yielding it)."""
-    import contextlib
-    import socket
 
     @contextlib.contextmanager
     def free():
@@ -110,8 +111,6 @@ def socket_port():
 
 def _curve_keys(curve: bool):
     """A context manager yielding a fresh keys folder (removed after) or None."""
-    import contextlib
-    import shutil
 
     from microcoder.buffer.keys import throwaway_keys
 
@@ -160,7 +159,8 @@ def _raw_latency(frames, samples: int) -> list[float]:
     import zmq
 
     ctx = zmq.Context.instance()
-    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull = ctx.socket(zmq.PULL)
+    push = ctx.socket(zmq.PUSH)
     push.connect(f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}")
     raw = []
     for _ in range(samples):

@@ -23,13 +23,18 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import resource
+import signal
 import sys
 import time
 from dataclasses import replace
 
+from microcoder import protocol as m
+
 SETTLE_S = 2.0
 """Latencies count from this long after the ramp ends."""
-G, TOKENS = 8, 512
+G = 8
+TOKENS = 512
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +54,6 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
 
 def raise_nofile() -> tuple[int, int]:
     """Raise this process's soft RLIMIT_NOFILE to the hard limit; returns (soft, hard)."""
-    import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -88,7 +92,6 @@ def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: s
     """road.serve's server (curve on) with the file limit raised (one descriptor per client),
     each request's handling timed in the server (wall and thread CPU ms, and the re-try of
     parked long polls per step); SIGTERM ends the loop and sends the timings on `conn`."""
-    import signal
 
     from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
@@ -109,7 +112,8 @@ def serve_loaded(conn, prompts: int, batch: int, max_staleness: int, keys_dir: s
         log = timings[kind]
 
         def run(*args):
-            w0, c0 = time.perf_counter(), time.thread_time()
+            w0 = time.perf_counter()
+            c0 = time.thread_time()
             method(*args)
             log.add(time.monotonic(), time.perf_counter() - w0, time.thread_time() - c0)
 
@@ -145,7 +149,9 @@ class SimClient:
 
         from microcoder.buffer.keys import secure_client
 
-        self.owner, self.timeout_s, self._rid = owner, timeout_s, 0
+        self.owner = owner
+        self.timeout_s = timeout_s
+        self._rid = 0
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IDENTITY, owner.encode())
@@ -156,7 +162,6 @@ class SimClient:
         """(reply, blob frames) of `msg`; BufferError on an error reply, TimeoutError."""
         import zmq
 
-        from microcoder import protocol as m
         from microcoder.buffer.client import BufferError
         from microcoder.buffer.wire import decode_header, encode
 
@@ -230,7 +235,6 @@ async def _sleep(s: float) -> None:
 async def generator(client, start: float, stop: float, sample_s: float, seed: int, tally: Tally):
     """Lease 1 prompt, sample a lognormal while, put its group; until `stop` (then the group in
     hand is finished and put)."""
-    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_group
     from microcoder.buffer.client import BufferClient
     from microcoder.buffer.codec import group_frames
@@ -268,7 +272,6 @@ async def generator(client, start: float, stop: float, sample_s: float, seed: in
 async def executor(client, start: float, stop: float, per_get: int, score_s: float, tally):
     """Lease up to `per_get` unscored groups (text only), judge each for `score_s`, put the
     scores; until `stop`."""
-    from microcoder import protocol as m
     from microcoder.bench.buffer.road import make_scores
     from microcoder.buffer.client import BufferClient, _one_frame
     from microcoder.buffer.codec import read_group
@@ -318,7 +321,8 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
         ctx = zmq.asyncio.Context()
         ctx.set(zmq.MAX_SOCKETS, gens + exes + 64)  # default 1,023
         rng = random.Random(index)
-        t0, ramp = plan["t0"], plan["ramp_s"]
+        t0 = plan["t0"]
+        ramp = plan["ramp_s"]
 
         async def run(make, name):
             client = SimClient(ctx, endpoint, keys, f"{name}")
@@ -361,7 +365,8 @@ def worker(address: str, index: int, gens: int, exes: int, plan: dict, queue) ->
         await asyncio.gather(*tasks, lag(tally, plan["drain"]))
         ctx.term()
 
-    cpu0, wall0 = time.process_time(), time.monotonic()
+    cpu0 = time.process_time()
+    wall0 = time.monotonic()
     asyncio.run(main())
     cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)  # of one core, all threads
     queue.put({"lat": tally.lat, "counts": tally.counts, "cpu_fraction": cpu})

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import math
 import os
+import pstats
+import shutil
 import statistics
 import threading
 import time
+
+from microcoder.bench.buffer import clients, road
+from microcoder.bench.buffer.profile import split
+from microcoder.buffer.keys import throwaway_keys
 
 RSS_EVERY_S = 0.25
 
@@ -48,10 +54,6 @@ def _learner(address: str, batch: int, stop: float, out: dict) -> None:
 
 def run_clients(mp, args) -> dict:
     """One load run; returns the figures and the accounting (see clients.py)."""
-    import shutil
-
-    from microcoder.bench.buffer import clients, road
-    from microcoder.buffer.keys import throwaway_keys
 
     n = args.clients
     exes = max(1, n // 4)
@@ -63,17 +65,22 @@ def run_clients(mp, args) -> dict:
     keys = throwaway_keys()
     parent, child = mp.Pipe()
     profile_path = f"{keys}.prof"
-    target, targs = clients.serve_loaded, (child, 4096, batch, k, str(keys))
+    target = clients.serve_loaded
+    targs = (child, 4096, batch, k, str(keys))
     if args.profile:
-        target, targs = clients.serve_profiled, (child, 4096, batch, k, profile_path, str(keys))
+        target = clients.serve_profiled
+        targs = (child, 4096, batch, k, profile_path, str(keys))
     server = mp.Process(target=target, args=targs, daemon=True)
     server.start()
     address = parent.recv()
     time.sleep(0.5)
     rss = {"start": rss_mb(server.pid)}
-    cpu0, wall0 = road.cpu_s(server.pid), time.monotonic()
+    cpu0 = road.cpu_s(server.pid)
+    wall0 = time.monotonic()
     plan = _timeline(args, time.monotonic() + 2.0, clients.SETTLE_S)  # + 2 s: workers connect
-    t0, stop, drain = plan["t0"], plan["stop"], plan["drain"]
+    t0 = plan["t0"]
+    stop = plan["stop"]
+    drain = plan["drain"]
     queue = mp.Queue()
     workers = [
         mp.Process(
@@ -282,9 +289,6 @@ def clients_table(r: dict) -> str:
 
 def _profile_split(server, conn, path: str) -> dict | None:
     """Stop the profiled server (SIGTERM), read its profile: ms per consumed group by part."""
-    import pstats
-
-    from microcoder.bench.buffer.profile import split
 
     server.terminate()
     if not conn.poll(30):
@@ -312,7 +316,9 @@ def _server_timings(server, conn) -> dict | None:
 def _server_line(x: dict | None) -> str:
     if not x:
         return "in the server: not timed (--profile)"
-    h, hc, p = x["handle_wall"], x["handle_cpu"], x["parked_wall"]
+    h = x["handle_wall"]
+    hc = x["handle_cpu"]
+    p = x["parked_wall"]
     return (
         f"in the server, per request: p50 {h['p50_ms']:.2f} / p99 {h['p99_ms']:.2f} / max "
         f"{h['max_ms']:.1f} ms wall, p99 {hc['p99_ms']:.2f} ms CPU; re-trying parked polls per "

@@ -13,9 +13,15 @@ shares, not the absolute figures).
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import signal
 import tempfile
+import time
+
+from microcoder.bench.buffer import road
+from microcoder.bench.buffer.road import bench_server
 
 SPLIT = ("recv", "decode", "state", "send", "other")
 
@@ -24,10 +30,7 @@ def profiled_serve(
     conn, n: int, batch: int, max_staleness: int, path: str, keys_dir: str | None = None
 ) -> None:
     """road.serve under cProfile (`keys_dir`: curve on); SIGTERM ends the loop, writes `path`."""
-    import cProfile
-    import time
 
-    from microcoder.bench.buffer.road import bench_server
     from microcoder.buffer.server import dedicate_process
 
     server = bench_server(n, batch, max_staleness, keys_dir)
@@ -77,9 +80,6 @@ def split(stats) -> dict[str, float]:
 
 def profile_road(mp, n: int, g: int, t: int, args) -> dict[str, float]:
     """The plain buffer road of one payload with a profiled server: ms per group by part."""
-    import pstats
-
-    from microcoder.bench.buffer import road
 
     k = max(0, args.in_flight // args.batch - 1) if args.in_flight else 10**6
     fd, path = tempfile.mkstemp(suffix=".prof")

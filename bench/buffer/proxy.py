@@ -14,7 +14,13 @@ learner decodes meta + tensors and the scores). Its rate is `proxy_codec_groups_
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
+
+import zmq
+
+from microcoder.bench.buffer import payload_table, road
+from microcoder.bench.buffer.road import received, zmq_child
 
 LEGS = ("to_executor", "scores", "to_learner")
 
@@ -22,14 +28,13 @@ LEGS = ("to_executor", "scores", "to_learner")
 def proxy_process(conn) -> None:
     """One process, one `zmq.proxy` thread per leg (PULL front, PUSH back, both bound on
     loopback); sends {leg: (front address, back address)} on `conn`, then serves until killed."""
-    import threading
-
-    import zmq
 
     ctx = zmq.Context()
-    addresses, pairs = {}, []
+    addresses = {}
+    pairs = []
     for leg in LEGS:
-        front, back = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+        front = ctx.socket(zmq.PULL)
+        back = ctx.socket(zmq.PUSH)
         ports = [s.bind_to_random_port("tcp://127.0.0.1") for s in (front, back)]
         addresses[leg] = tuple(f"tcp://127.0.0.1:{p}" for p in ports)
         pairs.append((front, back))
@@ -44,9 +49,7 @@ def proxy_process(conn) -> None:
 def proxy_generator(to_ex: str, to_lrn: str, group, n: int, wave: int, ready, go, cpu) -> None:
     """Encode each group (as actors/generator.py's put does) and PUSH one wave per message on
     each leg: meta + text to the executor's leg, meta + tensors to the learner's."""
-    import zmq
 
-    from microcoder.bench.buffer.road import zmq_child
     from microcoder.buffer.codec import group_frames
 
     groups = [replace(group, group_id=i) for i in range(n)]
@@ -63,9 +66,7 @@ def proxy_generator(to_ex: str, to_lrn: str, group, n: int, wave: int, ready, go
 def proxy_executor(from_gen: str, to_lrn: str, scores, n: int, per_get: int, ready, go, cpu):
     """PULL waves of meta + text, decode each group (as a judge reads it), PUSH the encoded
     scores of `per_get` groups per message."""
-    import zmq
 
-    from microcoder.bench.buffer.road import received, zmq_child
     from microcoder.buffer.codec import read_group, scores_frame
 
     ends = (zmq.PULL, from_gen, False), (zmq.PUSH, to_lrn, False)
@@ -80,12 +81,12 @@ def proxy_executor(from_gen: str, to_lrn: str, scores, n: int, per_get: int, rea
 def proxy_learner(groups_addr: str, scores_addr: str, n: int) -> int:
     """PULL from both learner legs until `n` groups (meta + tensors, decoded) and `n` scores
     (decoded) arrived."""
-    import zmq
 
     from microcoder.buffer.codec import read_group, read_scores
 
     ctx = zmq.Context.instance()
-    groups, scores = ctx.socket(zmq.PULL), ctx.socket(zmq.PULL)
+    groups = ctx.socket(zmq.PULL)
+    scores = ctx.socket(zmq.PULL)
     groups.connect(groups_addr)
     scores.connect(scores_addr)
     poller = zmq.Poller()
@@ -111,7 +112,6 @@ def proxy_learner(groups_addr: str, scores_addr: str, n: int) -> int:
 def proxy_road(mp, group, scores, n: int, wave: int, per_get: int) -> tuple[float, dict]:
     """(seconds, CPU seconds by role: generator, executor, learner, proxy) of `n` groups over the
     two-hop road; `group` and `scores` are templates (a Group and its GroupScores)."""
-    from microcoder.bench.buffer import road
 
     parent, child = mp.Pipe()
     proxy = mp.Process(target=proxy_process, args=(child,), daemon=True)
@@ -134,7 +134,6 @@ def proxy_road(mp, group, scores, n: int, wave: int, per_get: int) -> tuple[floa
 
 def proxy_table(result: dict) -> str:
     """The buffer road beside the two-hop proxy road, per payload."""
-    from microcoder.bench.buffer import payload_table
 
     columns = [
         ("buffer/s", "groups_per_s", ">9.0f"),

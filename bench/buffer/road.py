@@ -5,9 +5,15 @@ learner_rank.py. Every function here runs in a spawned child (or the parent for 
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import replace
+
+import zmq
+
+from microcoder.buffer.config import BufferConfig
+from microcoder.protocol import Group, GroupScores, Response, Score
 
 PROMPT_TOKENS = 256
 
@@ -29,7 +35,6 @@ def zmq_child(ready, go, cpu, *ends: tuple[int, str, bool]):
     signals `ready`; the body is timed as by `released`, and so is the close: PUSH sockets send
     all they hold first (a multiprocessing child ends with os._exit, dropping queued messages,
     and the sending is part of the cost)."""
-    import zmq
 
     ctx = zmq.Context()
     socks = [ctx.socket(kind) for kind, _, _ in ends]
@@ -57,8 +62,6 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
     """G responses of `tokens` int32 ids + float32 log-probs + ~3 chars of text per token."""
     import numpy as np
 
-    from microcoder.protocol import Group, Response
-
     rng = np.random.default_rng(tokens * 100 + g)
     responses = [
         Response(
@@ -79,8 +82,6 @@ def make_group(group_id: int, problem_id: str, g: int, tokens: int):
 def make_scores(group_id: int, g: int):
     """What an executor hands in: one Score per response (5 tests each)."""
 
-    from microcoder.protocol import GroupScores, Score
-
     score = Score(0.0, "WA", 3, 5, "")
     return GroupScores(group_id, [score] * g, "ex")
 
@@ -88,7 +89,6 @@ def make_scores(group_id: int, g: int):
 def bench_server(n: int, batch_size: int, max_staleness: int, keys_dir: str | None):
     """A buffer server over `n` prompts p0..p<n-1> with the benches' settings: no high-water
     mark, 1 GiB frames, CurveZMQ when `keys_dir` is given."""
-    from microcoder.buffer.config import BufferConfig
     from microcoder.buffer.prompts import DatasetPrompts
     from microcoder.buffer.server import BufferServer
 
@@ -205,7 +205,6 @@ def buffer_learner(address: str, n: int, batch: int, announce: bool) -> int:
 def raw_generator(address: str, frames: list, n: int, wave: int, codec, ready, go, cpu) -> None:
     """Raw: PUSH one wave of groups per multipart message: the same encoded frames every time,
     or with `codec` (a template Group) each group encoded as it is sent, like the buffer road."""
-    import zmq
 
     from microcoder.buffer.codec import group_frames
 
@@ -227,7 +226,6 @@ def raw_executor(
     tensors frames + a scores frame (the learner does not read the text). With `codec` (a
     template GroupScores) each group is decoded (meta + text, as a judge reads it) and its
     scores encoded, like the buffer road's executor."""
-    import zmq
 
     from microcoder.buffer.codec import read_group, scores_frame
 
@@ -262,7 +260,9 @@ def raw_learner(pull, n: int, codec: bool) -> int:
 def start(mp, target, args) -> tuple:
     """Start a child that signals `ready`, starts on `go` and reports its CPU seconds from then
     (all its threads, zmq's included) in `cpu`; returns (process, go, cpu)."""
-    ready, go, cpu = mp.Event(), mp.Event(), mp.Value("d", float("nan"))
+    ready = mp.Event()
+    go = mp.Event()
+    cpu = mp.Value("d", float("nan"))
     proc = mp.Process(target=target, args=(*args, ready, go, cpu), daemon=True)
     proc.start()
     while not ready.wait(0.5):
@@ -273,7 +273,6 @@ def start(mp, target, args) -> tuple:
 
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) used so far by process `pid` (Linux /proc)."""
-    import os
 
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()

@@ -102,9 +102,11 @@ def deltas(row: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, limit in GOALS.items():
         if key == "step1_s":
-            a, b = row.get("step1_s"), base.get("step1_s")
+            a = row.get("step1_s")
+            b = base.get("step1_s")
         else:
-            a, b = row.get("peak_mb", {}).get(key), base.get("peak_mb", {}).get(key)
+            a = row.get("peak_mb", {}).get(key)
+            b = base.get("peak_mb", {}).get(key)
         d = None if a is None or b is None else round(a - b, 1)
         out[key] = {"above": d, "limit": limit, "met": None if d is None else d <= limit}
     return out

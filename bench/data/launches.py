@@ -70,7 +70,10 @@ def phase_seconds(launcher_log: Path, t0: float) -> dict[str, float]:
         m = re.match(r"\[(\d\d):(\d\d):(\d\d)\] (.*)", line)
         if not m:
             continue
-        h, mi, s, text = int(m[1]), int(m[2]), int(m[3]), m[4]
+        h = int(m[1])
+        mi = int(m[2])
+        s = int(m[3])
+        text = m[4]
         for name, pattern in PHASES.items():
             if name not in out and re.search(pattern, text):
                 out[name] = round((h * 3600 + mi * 60 + s - t0_of_day) % 86400, 1)

@@ -37,7 +37,8 @@ def padding_block(seed: int, size: int = 1 << 20) -> str:
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
     words = ["".join(rng.choices(letters, k=rng.randint(2, 9))) for _ in range(4000)]
-    lines, total = [], 0
+    lines = []
+    total = 0
     while total < size:
         line = "#"
         while len(line) < 60:
@@ -50,10 +51,12 @@ def padding_block(seed: int, size: int = 1 << 20) -> str:
 def problem_row(i: int, row_bytes: int, block: str, rng: random.Random) -> dict:
     """Row `i`: its JSON line (newline included) is `row_bytes` long, give or take one line of
     padding, when `row_bytes` exceeds the row without padding (~620 bytes)."""
-    x, y = rng.randint(2, 99), rng.randint(2, 99)
+    x = rng.randint(2, 99)
+    y = rng.randint(2, 99)
     tests = []
     for _ in range(3):
-        a, b = rng.randint(-999, 999), rng.randint(-999, 999)
+        a = rng.randint(-999, 999)
+        b = rng.randint(-999, 999)
         tests.append({"input": f"{a} {b}\n", "output": f"{a * x + b * y}\n"})
     row = {
         "id": f"bench-{i}",

@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
+
 Match = Callable[[int, list[str]], bool]
 """(pid, cmdline) -> whether the process has the role."""
 
@@ -40,7 +42,8 @@ class PeakSampler:
     while no process of the role was seen); `s.samples`: sampling rounds done."""
 
     def __init__(self, roles: dict[str, Match], interval_s: float = 0.2):
-        self.roles, self.interval_s = roles, interval_s
+        self.roles = roles
+        self.interval_s = interval_s
         self.peaks_mb = {role: 0.0 for role in roles}
         self.samples = 0
         self._stop = threading.Event()
@@ -48,11 +51,11 @@ class PeakSampler:
 
     def sample(self) -> None:
         """One round over every process."""
-        import psutil
 
         for proc in psutil.process_iter(["pid", "cmdline", "memory_info"]):
             info = proc.info
-            mem, cmdline = info.get("memory_info"), info.get("cmdline") or []
+            mem = info.get("memory_info")
+            cmdline = info.get("cmdline") or []
             if mem is None:  # gone, or not ours to read
                 continue
             for role, match in self.roles.items():

@@ -26,8 +26,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
+import tempfile
 import time
 
+from microcoder.bench.model_folder import add_model_argument, model_folder
 from microcoder.protocol import TrainingPrompt
 
 DESCRIPTION = "generator actor tokens/s vs bare vLLM (goal >= 0.95x) and the weight-sync cycle"
@@ -37,8 +40,6 @@ USUAL_MODELS = ("runs/tiny-model",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.bench.model_folder import add_model_argument
-
     parser.add_argument("--prompts", type=int, default=64, help="prompts per run (default 64)")
     parser.add_argument("--group-size", type=int, default=8, help="G samples per prompt (8)")
     parser.add_argument("--tokens", type=int, default=128, help="tokens per response (128)")
@@ -98,8 +99,6 @@ def bench_config(args: argparse.Namespace, model_path: str):
 
 
 def _model_path(args: argparse.Namespace, tmp: str) -> str:
-    from microcoder.bench.model_folder import model_folder
-
     return model_folder(args.model, USUAL_MODELS, tmp)
 
 
@@ -149,9 +148,6 @@ def _median(runs: list[dict], key: str) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
-    import sys
-    import tempfile
-
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)  # vLLM logs to stdout: keep it for the table / JSON alone
@@ -218,7 +214,8 @@ def _run(args: argparse.Namespace, model_path: str) -> dict:
             "gen-bench", generator_settings(cfg), model_path, address, group.rank0_name
         )
         ray.get(gen.ready.remote())
-        bare, actor = [], []
+        bare = []
+        actor = []
         for i, batch in enumerate(batches):  # alternate; run 0 is the warm-up of each side
             b = ray.get(bare_engine.generate.remote(ids[i]))
             a = _actor_run(ray, gen, address, [it.problem_id for it in batch])

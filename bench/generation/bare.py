@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 
+from microcoder.actors.engines.build import build_engine
+
 
 class BareEngine:
     """Ray actor body: `build_engine` with the generator's settings; times `LLM.generate` only."""
 
     def __init__(self, model_path: str, cfg, device: str):
-        from microcoder.actors.engines.build import build_engine
-
         self.llm = build_engine(
             model_path,
             cfg.generator,
@@ -29,7 +29,8 @@ class BareEngine:
         """One `LLM.generate` over all prompts with the generator's SamplingParams."""
         from microcoder.actors.rollout import sampling_params
 
-        g, a = self.cfg.generator, self.cfg.algorithm
+        g = self.cfg.generator
+        a = self.cfg.algorithm
         params = sampling_params(
             group_size=a.group_size,
             temperature=a.temperature.initial,

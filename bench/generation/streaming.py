@@ -27,6 +27,13 @@ import statistics
 import threading
 import time
 
+from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engines.async_llm import build_async_engine
+from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.rollout import sampling_params
+from microcoder.actors.stream import sample_group, streaming_loop
+from microcoder.actors.timing import PoolTimer
+from microcoder.actors.weights.publisher import update_engine
 from microcoder.bench.generation.workload import MemoryClient, prompt_token_ids, response_lengths
 
 PROMPT_TOKENS = 32
@@ -39,8 +46,12 @@ class Updater:
     sequence (actors/weights/publisher.py `update_engine`, pause "keep", `kv` its inflight_kv)."""
 
     def __init__(self, engine, model_path: str, every_s: float, kv: str = "recompute"):
-        self.engine, self.model_path, self.every_s, self.kv = engine, model_path, every_s, kv
-        self.version, self.pauses = 0, []
+        self.engine = engine
+        self.model_path = model_path
+        self.every_s = every_s
+        self.kv = kv
+        self.version = 0
+        self.pauses = []
         self._next = 0.0
 
     def _load(self) -> dict:
@@ -49,8 +60,6 @@ class Updater:
         return {"version": self.version + 1}
 
     def maybe_update(self) -> None:
-        from microcoder.actors.weights.publisher import update_engine
-
         if self.every_s <= 0 or time.monotonic() < self._next:
             return
         result, pause_s = update_engine(self.engine, "keep", self._load, "bench", kv=self.kv)
@@ -60,8 +69,6 @@ class Updater:
 
 
 def _params(group_size: int, temperature: float = 1.0):
-    from microcoder.actors.rollout import sampling_params
-
     def params_for(tokens: int):
         return sampling_params(
             group_size=group_size, temperature=temperature, max_tokens=tokens, ignore_eos=True
@@ -71,10 +78,8 @@ def _params(group_size: int, temperature: float = 1.0):
 
 
 def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    from microcoder.actors.stream import streaming_loop
-    from microcoder.actors.timing import PoolTimer
-
-    client, params = MemoryClient(len(prompts)), _params(group_size)
+    client = MemoryClient(len(prompts))
+    params = _params(group_size)
     stats = streaming_loop(
         client,
         engine,
@@ -101,10 +106,10 @@ def streaming_side(engine, prompts, lengths, group_size, capacity, updater) -> d
 
 
 def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
-    from microcoder.actors.stream import sample_group
-
-    client, params = MemoryClient(len(prompts)), _params(group_size)
-    busy, engine_s = 0.0, 0.0
+    client = MemoryClient(len(prompts))
+    params = _params(group_size)
+    busy = 0.0
+    engine_s = 0.0
     t_start = time.monotonic()
     while True:
         wave = client.get_prompts(capacity).assignments
@@ -147,10 +152,6 @@ def waves_side(engine, prompts, lengths, group_size, capacity, updater) -> dict:
 def run_workload(args, model_path: str, device: str) -> dict:
     """Build the engine, warm it, run waves then streaming (`args.pairs` pairs), summarise."""
     from transformers import AutoConfig
-
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
 
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
     lengths = response_lengths(args.workload, args.groups, args.max_tokens, seed=args.seed)
@@ -239,7 +240,9 @@ def summarize_workload(args, lengths: list[int], runs: list[dict], device: str) 
 
 
 def format_workload_table(result: dict) -> str:
-    w, busy, occ = result["workload"], result["engine_busy_fraction"], result["engine_occupancy"]
+    w = result["workload"]
+    busy = result["engine_busy_fraction"]
+    occ = result["engine_occupancy"]
     rows = [
         f"generation --workload {w['kind']}: {w['groups']} groups x G={w['group_size']}, "
         f"capacity {w['capacity']}, lengths mean {w['mean_tokens']:.0f} max {w['max_length']} "

@@ -14,10 +14,11 @@ from __future__ import annotations
 import statistics
 import time
 
+from microcoder.learner.sample import SampleGroup, TrainSample
+
 
 def synthetic_groups(version: int, groups: int = 2, size: int = 4, tokens: int = 16) -> list:
     """A small batch with reward signal (alternating 0/1) at policy `version`."""
-    from microcoder.learner.sample import SampleGroup, TrainSample
 
     def sample(g: int, i: int) -> TrainSample:
         return TrainSample(

@@ -27,6 +27,12 @@ import json
 import statistics
 import sys
 import time
+import uuid
+
+from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engines.async_llm import build_async_engine
+from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.weights.publisher import update_engine
 
 PROMPT_TOKENS = 32
 MODES = ("recompute", "reuse")
@@ -43,8 +49,6 @@ class _Seq:
 
 
 async def _stream(engine, prompt: list[int], params, seq: _Seq) -> None:
-    import uuid
-
     async for out in engine.llm.generate(
         engine.salted({"prompt_token_ids": prompt}), params, uuid.uuid4().hex
     ):
@@ -53,8 +57,6 @@ async def _stream(engine, prompt: list[int], params, seq: _Seq) -> None:
 
 def _trial(engine, model_path: str, prompts, max_tokens: int, kv: str) -> dict:
     from vllm import SamplingParams
-
-    from microcoder.actors.weights.publisher import update_engine
 
     params = SamplingParams(temperature=1.0, max_tokens=max_tokens, ignore_eos=True)
     seqs = [_Seq() for _ in prompts]
@@ -103,9 +105,6 @@ def run_update_cost(args, model_path: str, device: str) -> dict:
     """Build the engine, warm it, then `args.pairs` trials of each mode, alternating."""
     from transformers import AutoConfig
 
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
     from microcoder.bench.generation.workload import prompt_token_ids
 
     vocab = AutoConfig.from_pretrained(model_path).vocab_size
@@ -151,7 +150,8 @@ def run_update_cost(args, model_path: str, device: str) -> dict:
 
 
 def format_update_cost(result: dict) -> str:
-    w, rows = result["workload"], []
+    w = result["workload"]
+    rows = []
     rows.append(
         f"generation --update-cost: {w['sequences']} sequences in flight, {w['max_tokens']} "
         f"tokens each, update at half, {w['device']}, median of {w['pairs']} per mode"

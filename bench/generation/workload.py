@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from microcoder.protocol import PromptAssignment, Prompts
+
 WORKLOADS = ("longtail", "uniform")
 _MIN_TOKENS = 4
 
@@ -50,8 +52,6 @@ class MemoryClient:
     _next: int = 0
 
     def get_prompts(self, n: int, wait_s: float = 0.0):
-        from microcoder.protocol import PromptAssignment, Prompts
-
         got = [
             PromptAssignment(group_id=i, problem_id=f"w{i}", prompt=f"w{i}")
             for i in range(self._next, min(self.n, self._next + n))

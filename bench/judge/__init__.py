@@ -91,8 +91,10 @@ def _timed(fn, *args):
 
 def _figures(n: int, side: dict) -> dict:
     """One round's times and ratios. CPU per solution in ms: the figure least moved by load."""
-    ours_s, ours_cpu = side["ours"]["wall"], side["ours"]["cpu"]
-    floor_s, floor_cpu = side["floor"]["wall"], side["floor"]["cpu"]
+    ours_s = side["ours"]["wall"]
+    ours_cpu = side["ours"]["cpu"]
+    floor_s = side["floor"]["wall"]
+    floor_cpu = side["floor"]["cpu"]
     row = {
         "ours_s": ours_s,
         "floor_s": floor_s,
@@ -108,7 +110,8 @@ def _figures(n: int, side: dict) -> dict:
         "load_1min": os.getloadavg()[0],
     }
     if "lcb" in side:
-        lcb_s, lcb_cpu = side["lcb"]["wall"], side["lcb"]["cpu"]
+        lcb_s = side["lcb"]["wall"]
+        lcb_cpu = side["lcb"]["cpu"]
         row.update(
             lcb_s=lcb_s,
             lcb_cpu_s=lcb_cpu,
@@ -206,7 +209,8 @@ def run(args: argparse.Namespace) -> dict:
     for name in args.workloads.split(","):
         items = _load(name, args)
         load_before = load_average()
-        runs, got = [], {}
+        runs = []
+        got = {}
         for k in range(rounds):
             figures, got = _round(k, items, make_pool, lcb_python, args)
             runs.append(figures)
@@ -246,7 +250,8 @@ def format_table(r: dict) -> str:
         f"{'cpu s ours/LCB/floor':>22} | {'AC ours/LCB/floor':>17} | {'false o/L':>9} | disagree",
     ]
     for name, w in r["workloads"].items():
-        acc, fv = w["accepted"], w["false_verdicts"]
+        acc = w["accepted"]
+        fv = w["false_verdicts"]
         walls = f"{w['ours_s']:.2f}/{f(w.get('lcb_s'), '.2f')}/{w['floor_s']:.2f}"
         cpus = f"{w['ours_cpu_s']:.2f}/{f(w.get('lcb_cpu_s'), '.2f')}/{w['floor_cpu_s']:.2f}"
         accs = f"{acc['ours']}/{acc.get('lcb', '-')}/{acc['floor']}"

@@ -26,7 +26,8 @@ def _run_stdin(code: str, test_input: str) -> str:
     raw = io.BytesIO()
     stdout = io.TextIOWrapper(raw, encoding="utf-8")
     old = sys.stdin, sys.stdout
-    sys.stdin, sys.stdout = stdin, stdout
+    sys.stdin = stdin
+    sys.stdout = stdout
     try:
         exec(code, {"__name__": "__main__", "__builtins__": builtins})
     except SystemExit:

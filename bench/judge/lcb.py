@@ -14,7 +14,10 @@ import time
 
 
 def main() -> None:
-    src, dst, workers, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    src = sys.argv[1]
+    dst = sys.argv[2]
+    workers = int(sys.argv[3])
+    timeout = int(sys.argv[4])
     from livecodebench.evaluation.compute_code_generation_metrics import evaluate_generations
 
     with open(src) as f:

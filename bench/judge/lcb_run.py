@@ -60,7 +60,8 @@ def run_lcb(
     """(accepted per item, wall seconds of evaluate_generations, metadata per item)."""
     pairs = [to_lcb(it) for it in items]
     with tempfile.TemporaryDirectory(prefix="microcoder-lcb-") as tmp:
-        src, dst = Path(tmp, "in.json"), Path(tmp, "out.json")
+        src = Path(tmp, "in.json")
+        dst = Path(tmp, "out.json")
         src.write_text(
             json.dumps({"samples": [s for s, _ in pairs], "generations": [[c] for _, c in pairs]})
         )
@@ -73,7 +74,8 @@ def run_lcb(
             cwd=tmp,
         )
         out = json.loads(dst.read_text())
-    accepted, meta = [], []
+    accepted = []
+    meta = []
     for i in range(len(items)):
         res = out["results"][str(i)][0]
         accepted.append(bool(res) and all(r is True for r in res))

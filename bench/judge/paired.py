@@ -31,7 +31,8 @@ class CpuMeter:
     parents were waited for, so each phase must end with its processes reaped."""
 
     def __init__(self) -> None:
-        self.h0, self.c0 = _usage(resource.RUSAGE_SELF), _usage(resource.RUSAGE_CHILDREN)
+        self.h0 = _usage(resource.RUSAGE_SELF)
+        self.c0 = _usage(resource.RUSAGE_CHILDREN)
 
     def read(self) -> tuple[float, float]:
         """(host, children) CPU seconds since the meter was made."""

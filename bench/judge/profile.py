@@ -23,6 +23,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from microcoder.bench.judge.paired import CpuMeter
+from microcoder.sandbox import grade
+
 STAGES = (
     ("ipc_in", "host_sent", "got"),
     ("load", "got", "loaded"),
@@ -70,8 +73,6 @@ def summarise_runs(rows: list[dict]) -> dict:
 
 def profile(items: list, make_pool) -> dict:
     """Judge `items` once with stage stamps on; the runs' stages plus per-solution figures."""
-    from microcoder.bench.judge.paired import CpuMeter
-    from microcoder.sandbox import grade
 
     rows: list[dict] = []
     grade.PROFILE = rows

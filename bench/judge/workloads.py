@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
 
 
@@ -79,7 +80,8 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
     for k in range((n_solutions + 7) // 8):
         name, expr = TEMPLATES[k % len(TEMPLATES)]
         other = TEMPLATES[(k + 1) % len(TEMPLATES)][1]
-        tests, data = [], []
+        tests = []
+        data = []
         for t, size in enumerate((rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20))):
             a = [rng.randint(-100, 1000) for _ in range(size)]
             if name == "sorted" and t != 1:
@@ -105,15 +107,12 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
 
 def compute_workload(path: str, n_problems: int) -> list[Item]:
     """LeetCodeDataset functional problems with their reference solution (truth unknown)."""
-    from microcoder.data.formats.loaders import load_problems
 
     problems = [p for p in load_problems(path) if p.kind == "functional"][:n_problems]
     return [Item(p, p.meta["solution"], f"{p.id}/ref") for p in problems]
 
 
 def humaneval_workload(path: str) -> list[Item]:
-    from microcoder.data.formats.loaders import load_problems
-
     return [Item(p, p.meta["solution"], f"{p.id}/canonical") for p in load_problems(path)]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import zlib
@@ -104,7 +105,6 @@ def ours_command(args, gen_path: Path, out: Path) -> list[str]:
 
 def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
     """{(problem_id, sample_index): samples.jsonl record} and wall seconds of the CLI."""
-    import subprocess
 
     from microcoder.evaluation.samples import read_samples
 
@@ -121,8 +121,6 @@ def run_ours(args, gen_path: Path, out: Path) -> tuple[dict, float]:
 
 
 def run_lcb_side(args, problems, gens: list[dict]) -> tuple[list[bool], list[dict], float]:
-    import subprocess
-
     from microcoder.bench.judge.lcb_run import ensure_lcb_venv, run_lcb
     from microcoder.bench.judge.workloads import Item
 
@@ -181,7 +179,9 @@ def run(args: argparse.Namespace) -> dict:
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"bench peer: unknown variant(s) {unknown}; choose from {VARIANTS}")
-    gen_path, lcb_path, ours_dir = out / "generations.jsonl", out / "lcb.json", out / "ours"
+    gen_path = out / "generations.jsonl"
+    lcb_path = out / "lcb.json"
+    ours_dir = out / "ours"
     if args.reuse:
         if not lcb_path.is_file() or not (ours_dir / "samples.jsonl").is_file():
             raise SystemExit(f"bench peer --reuse: {out} lacks lcb.json or ours/samples.jsonl")
@@ -191,7 +191,10 @@ def run(args: argparse.Namespace) -> dict:
         saved = json.loads(lcb_path.read_text())
         records, _ = read_samples(ours_dir / "samples.jsonl")
         ours = {(r.problem_id, r.sample_index): r for r in records}
-        lcb, meta, ours_s, lcb_s = saved["accepted"], saved["meta"], saved["ours_s"], saved["lcb_s"]
+        lcb = saved["accepted"]
+        meta = saved["meta"]
+        ours_s = saved["ours_s"]
+        lcb_s = saved["lcb_s"]
     else:
         gens = build_generations(problems, names, args.seed, args.slow_fraction)
         gen_path.write_text("".join(json.dumps(g) + "\n" for g in gens))
@@ -222,7 +225,8 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_table(r: dict) -> str:
-    c, p = r["confusion"], r["pass_at_1"]
+    c = r["confusion"]
+    p = r["pass_at_1"]
     lines = [
         f"peer check: {r['problems']} problems, {r['samples']} samples (reference + variants), "
         f"per-test limit {r['timeout_s']} s, {r['workers']} workers; files in {r['out']}",

@@ -40,7 +40,8 @@ def _our_pair(message: str) -> tuple[bool, object, object]:
     m = re.fullmatch(r"expected (.*), got (.*)", message or "", re.S)
     if not m:
         return False, None, None
-    (ok_e, e), (ok_g, g) = _value(m.group(1)), _value(m.group(2))
+    (ok_e, e) = _value(m.group(1))
+    (ok_g, g) = _value(m.group(2))
     return ok_e and ok_g, e, g
 
 
@@ -77,7 +78,8 @@ def _close(a, b) -> bool:
 
 def _lcb_float_exact(row: dict) -> bool:
     meta = row["lcb_meta"]
-    (ok_e, e), (ok_g, g) = _value(meta.get("expected")), _value(meta.get("output"))
+    (ok_e, e) = _value(meta.get("expected"))
+    (ok_g, g) = _value(meta.get("output"))
     return meta.get("error_code") == -2 and ok_e and ok_g and _close(e, g)
 
 

@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from microcoder.launch.cliargs import add_set_argument
+
 DESCRIPTION = (
     "async vs sync pipeline on the tiny config, and simulated stage costs vs the ideal bound"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.launch.cliargs import add_set_argument
-
     real = parser.add_argument_group("real tiny workload")
     real.add_argument("--config", default="configs/tiny-cpu.toml", help="recipe launched twice")
     real.add_argument("--max-steps", type=int, default=30, help="learner steps per launch")
@@ -125,8 +125,10 @@ def headline(real: dict[str, Any], k: int) -> dict[str, Any]:
     rates of both runs at start and end with async - sync (`heldout_headline`)."""
     from microcoder.bench.pipeline.heldout import heldout_headline
 
-    sync, async_ = real["runs"]["0"], real["runs"][str(k)]
-    s, a = sync["samples_per_s"], async_["samples_per_s"]
+    sync = real["runs"]["0"]
+    async_ = real["runs"][str(k)]
+    s = sync["samples_per_s"]
+    a = async_["samples_per_s"]
 
     def per_compute(r: dict[str, Any]) -> float:
         return r["s_per_step"] / r["compute_s_mean"] if r["compute_s_mean"] else 0.0

@@ -31,13 +31,17 @@ import threading
 import time
 from typing import Any
 
+from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.scoring import ScoringOutcome
+from microcoder.actors.timing import PoolTimer
+from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
+from microcoder.protocol import GroupScores, Score
+
 
 class _Sim:
     """Control methods of a simulated actor; `timer` (a PoolTimer) starts with its loop."""
 
     def __init__(self) -> None:
-        from microcoder.actors.timing import PoolTimer
-
         self.timer = PoolTimer()
         self._stop = threading.Event()
         self._cpu0 = time.process_time()
@@ -47,7 +51,6 @@ class _Sim:
 
     def start_clock(self) -> None:
         """The loop starts: its wall (the timer) and this process's CPU count from now."""
-        from microcoder.actors.timing import PoolTimer
 
         self.timer = PoolTimer()
         self._cpu0 = time.process_time()
@@ -83,10 +86,15 @@ class SimGenerator(_Sim):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
-        self.name, self.learner, self.group_size = name, learner, group_size
-        self.per_group_s, self.wave, self.response_tokens = per_group_s, wave, response_tokens
+        self.name = name
+        self.learner = learner
+        self.group_size = group_size
+        self.per_group_s = per_group_s
+        self.wave = wave
+        self.response_tokens = response_tokens
         self.client = BufferClient(address, owner=name)
-        self.sync_before_lease, self.poll_s = sync_before_lease, poll_s
+        self.sync_before_lease = sync_before_lease
+        self.poll_s = poll_s
         self.version = 0
         self.groups = 0
         self.polls = 0
@@ -96,7 +104,6 @@ class SimGenerator(_Sim):
 
     def run(self) -> dict[str, Any]:
         from microcoder.actors.stream import streaming_loop
-        from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
 
         self.start_clock()
         self._engine = SimEngine(self.per_group_s, self.response_tokens)
@@ -148,7 +155,8 @@ class _SyncFirst:
     """A BufferClient whose lease first runs `sync` (the sync-before-lease order)."""
 
     def __init__(self, client, sync) -> None:
-        self.client, self.sync = client, sync
+        self.client = client
+        self.sync = sync
 
     def get_prompts(self, n: int, wait_s: float):
         self.sync()
@@ -163,14 +171,14 @@ class SimExecutor(_Sim):
         from microcoder.buffer.client import BufferClient
 
         super().__init__()
-        self.name, self.per_group_s, self.slots = name, per_group_s, slots
+        self.name = name
+        self.per_group_s = per_group_s
+        self.slots = slots
         self.client = BufferClient(address, owner=name)
         self.groups = 0
         self._serial = threading.Lock()  # one group judged at a time
 
     def run(self) -> dict[str, Any]:
-        from microcoder.actors.judge_stream import judging_loop
-
         self.start_clock()
         judging_loop(
             self.client, self._judge, self._record, self.timer, self._stop, slots=self.slots
@@ -178,9 +186,6 @@ class SimExecutor(_Sim):
         return {"name": self.name, "groups": self.groups, **self.summary()}
 
     def _judge(self, groups):
-        from microcoder.actors.scoring import ScoringOutcome
-        from microcoder.protocol import GroupScores, Score
-
         with self._serial:
             time.sleep(self.per_group_s * len(groups))
         scored = [
@@ -201,7 +206,8 @@ class SimLearner:
     def __init__(self, address: str, batch_size: int, train_s: float):
         from microcoder.buffer.client import BufferClient
 
-        self.batch_size, self.train_s = batch_size, train_s
+        self.batch_size = batch_size
+        self.train_s = train_s
         self.client = BufferClient(address, owner="learner")
         self.version = 0
         self.cpu_s = 0.0
@@ -216,7 +222,8 @@ class SimLearner:
 
     def run(self, steps: int) -> list[dict[str, Any]]:
         """`steps` optimizer steps; per step: when it ended, its wait and staleness."""
-        out, cpu0 = [], time.process_time()
+        out = []
+        cpu0 = time.process_time()
         for _ in range(steps):
             t0 = time.monotonic()
             batch = self.client.get_batch(self.batch_size, self.version, timeout_s=300.0)

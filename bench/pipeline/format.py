@@ -79,7 +79,8 @@ def sim_table(sim: dict[str, Any]) -> list[str]:
         f"{'gen busy':>8} {'gen CPU':>7} {'CPU ms/group':>12} {'stale':>5} {'dropped':>7}",
     ]
     for p in sim["points"]:
-        t, cpu = p["stage_s"], p.get("cpu", {})
+        t = p["stage_s"]
+        cpu = p.get("cpu", {})
         out.append(
             f"{p['generators']:>4} {t['generate']:>6.2f} {t['judge']:>7.2f} {t['train']:>7.2f} "
             f"{p['bottleneck']:>10} {p['ideal_steps_per_s']:>8.2f} "

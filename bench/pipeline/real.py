@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.bench.pipeline.heldout import eval_records, eval_seconds, heldout_summary
+from microcoder.launch.config import load_config
+from microcoder.learner.warmstart.build import find_finished, settings_of
 
 
 def launch_command(
@@ -70,7 +72,8 @@ def window_idle(first: dict, last: dict, key: str, t0: float) -> float:
     """A pool's idle fraction between two step records, from its cumulative fractions
     f = idle / (t - t0): (f_last (t_last - t0) - f_first (t_first - t0)) / (t_last - t_first).
     `t0` is when the pool's timers started, estimated as the start of the first step."""
-    t1, t2 = first["time"], last["time"]
+    t1 = first["time"]
+    t2 = last["time"]
     if t2 <= t1:
         return float(last.get(key, 0.0))
     idle = last.get(key, 0.0) * (t2 - t0) - first.get(key, 0.0) * (t1 - t0)
@@ -87,7 +90,8 @@ def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
             f"the run has {len(steps)} steps, not more than the {warmup} warm-up steps: "
             "raise --max-steps or lower --warmup"
         )
-    first, window = steps[warmup - 1], steps[warmup:]
+    first = steps[warmup - 1]
+    window = steps[warmup:]
     last = window[-1]
     evals = eval_records(records)
     eval_s = sum(eval_seconds(r) for r in evals if first["time"] < r["time"] <= last["time"])
@@ -120,8 +124,6 @@ def summarize_run(records: list[dict[str, Any]], warmup: int) -> dict[str, Any]:
 def warmstart_state(config: str, extra: list[str]) -> dict[str, Any]:
     """Whether the config warm-starts its model (model.warmstart) and whether a finished warm
     start with exactly its settings is cached in model.path already."""
-    from microcoder.launch.config import load_config
-    from microcoder.learner.warmstart.build import find_finished, settings_of
 
     cfg = load_config(config, extra)
     if not cfg.model.warmstart:
@@ -177,7 +179,8 @@ def run_real(
             file=sys.stderr,
             flush=True,
         )
-        load, t0 = os.getloadavg()[0], time.monotonic()
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
         records = run_launch(cmd, run_dir, timeout_s)
         out["runs"][str(k)] = {
             **summarize_run(records, warmup),

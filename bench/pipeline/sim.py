@@ -16,6 +16,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
+from microcoder.actors.remote import buffer_host_cls
+from microcoder.bench.pipeline.actors import SimExecutor, SimGenerator, SimLearner
+from microcoder.data.sources import load_run_problems
+from microcoder.launch.config import load_config
+from microcoder.launch.run.cluster import init_local_ray
+
 
 @dataclass(frozen=True)
 class StageCosts:
@@ -79,11 +87,7 @@ def run_point(
     learner steps; returns achieved vs ideal steps/s and where the time went."""
     import ray
 
-    from microcoder.actors.remote import buffer_host_cls
-    from microcoder.bench.pipeline.actors import SimExecutor, SimGenerator, SimLearner
     from microcoder.buffer.client import BufferClient
-    from microcoder.data.sources import load_run_problems
-    from microcoder.launch.config import load_config
 
     warmup = max(1, warmup)  # the last warm-up step marks where the measured window starts
     overrides = [f"buffer.max_staleness={max_staleness}", f"learner.batch_size={batch_size}"]
@@ -142,8 +146,6 @@ class _ProcessCpu:
     this object was made (psutil: user + system, every thread)."""
 
     def __init__(self, pid: int) -> None:
-        import psutil
-
         self.proc = psutil.Process(pid)
         self.t0 = self._now()
 
@@ -226,7 +228,6 @@ def run_simulated(
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        from microcoder.launch.run.cluster import init_local_ray  # a new instance, on loopback
 
         init_local_ray(
             num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False

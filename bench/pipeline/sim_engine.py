@@ -42,7 +42,9 @@ class SimParams:
 
 class _SimLLM:
     def __init__(self, per_group_s: float, response_tokens: int) -> None:
-        self.per_group_s, self.response_tokens, self.label = per_group_s, response_tokens, "0"
+        self.per_group_s = per_group_s
+        self.response_tokens = response_tokens
+        self.label = "0"
         self._lock: asyncio.Lock | None = None
 
     async def generate(self, prompt: dict, params: SimParams, request_id: str):

@@ -32,6 +32,8 @@ from microcoder.data.corpus.verify import verify_references
 from microcoder.data.formats.dates import parse_cutoff, parse_date
 from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem, ProblemFormatError
+from microcoder.sandbox import ExecutorConfig
+from microcoder.sandbox.bwrap import SandboxUnavailable
 
 STAGES = (
     "validate",
@@ -145,7 +147,9 @@ def load_sources(
     Raises FileNotFoundError / ProblemFormatError / OSError for a file that cannot be read at
     all (the CLI turns them into exit 2).
     """
-    problems, removed, files = [], [], []
+    problems = []
+    removed = []
+    files = []
     loaded = [(path, load_problems(path, strict=False)) for path in paths]
     shared = Counter(r.problems[0].source for _, r in loaded if r.problems)
     for path, result in loaded:
@@ -179,7 +183,8 @@ def _stem(name: str) -> str:
 def _unique_ids(tagged: list[tuple[Problem, str]]) -> tuple[list[Problem], list[dict]]:
     """Rename the later of two problems sharing an id to `<source>:<id>` (then `<file>:<id>`)."""
     seen: set[str] = set()
-    out, renamed = [], []
+    out = []
+    renamed = []
     for p, name in tagged:
         new = p.id
         for candidate in (p.id, f"{p.source}:{p.id}", f"{Path(name).stem}:{p.id}"):
@@ -188,7 +193,8 @@ def _unique_ids(tagged: list[tuple[Problem, str]]) -> tuple[list[Problem], list[
                 break
         k = 2
         while new in seen:
-            new, k = f"{p.id}~{k}", k + 1
+            new = f"{p.id}~{k}"
+            k = k + 1
         if new != p.id:
             renamed.append({"from": p.id, "to": new, "file": name})
             p = replace(p, id=new)
@@ -207,7 +213,8 @@ def _verify(problems, options, verifier, counts):
     )
     counts["references_checked"] = len(checks)
     counts["unverified"] = sum(1 for c in checks.values() if c.unverified)
-    kept, removed = [], []
+    kept = []
+    removed = []
     for p in problems:
         c = checks.get(p.id)
         if c is None or c.passed or c.unverified:
@@ -220,8 +227,6 @@ def _verify(problems, options, verifier, counts):
 
 def _executor_config(options: BuildOptions):
     if options.workers:
-        from microcoder.sandbox import ExecutorConfig
-
         return ExecutorConfig(workers=options.workers)
     return None
 
@@ -246,14 +251,16 @@ def _decontaminate(problems, evals, counts):
     counts["eval_items_matched"] = len({c.eval_id for cs in hits.values() for c in cs})
     removed = []
     for i, cs in sorted(hits.items()):
-        p, first = problems[i], cs[0]
+        p = problems[i]
+        first = cs[0]
         detail = "; ".join(f"{c.why}: {c.detail}" for c in cs[:3])[:300]
         removed.append(Removal(p.id, p.source, "contaminated", first.eval_id, detail))
     return [p for i, p in enumerate(problems) if i not in hits], removed
 
 
 def _cutoff(problems, cutoff, counts):
-    kept, removed = [], []
+    kept = []
+    removed = []
     counts["undated"] = counts["unreadable_date"] = 0
     for p in problems:
         period = parse_date(p.date)
@@ -356,7 +363,6 @@ def cli_main(args: argparse.Namespace) -> int:
     """`microcoder data build ...` (flags in launch/cli/cmd_data.py); 0 ok, 2 bad input (a file
     that cannot be read, a bad flag, or no problem left after the stages)."""
     from microcoder.data.corpus.build_report import write_report
-    from microcoder.sandbox.bwrap import SandboxUnavailable
 
     options = BuildOptions(
         eval_sets=list(args.eval_sets or []),

@@ -93,7 +93,8 @@ def _year(p: Problem) -> str:
 
 def _categorical(ax, before: list[str], after: list[str], title: str) -> None:
     keys = sorted(set(before) | set(after))
-    cb, ca = Counter(before), Counter(after)
+    cb = Counter(before)
+    ca = Counter(after)
     xs = range(len(keys))
     ax.bar([x - 0.2 for x in xs], [cb[k] for k in keys], width=0.4, label="before")
     ax.bar([x + 0.2 for x in xs], [ca[k] for k in keys], width=0.4, label="after")
@@ -106,7 +107,8 @@ def _numeric(ax, before: list[float], after: list[float], title: str, xlabel: st
     import numpy as np
 
     values = before + after
-    lo, hi = max(min(values, default=1), 1), max(max(values, default=1), 2)
+    lo = max(min(values, default=1), 1)
+    hi = max(max(values, default=1), 2)
     bins = np.geomspace(lo, hi, 30)
     ax.hist([before, after], bins=bins, label=["before", "after"])
     ax.set_xscale("log")

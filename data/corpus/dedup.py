@@ -188,11 +188,13 @@ def near_duplicates(
             print(f"near-dup: {i}/{len(sets)} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr)
         if i in skip or sets[i].size == 0:
             continue
-        best, best_score = -1, -1.0
+        best = -1
+        best_score = -1.0
         for j in lsh.query(mh):
             score = jaccard(sets[i], sets[j]) if verify else mh.jaccard(sketches[j])
             if score >= threshold and (score > best_score or (score == best_score and j < best)):
-                best, best_score = j, score
+                best = j
+                best_score = score
         if best >= 0:
             out.append(Match(removed=i, kept=best, score=float(best_score)))
             continue

@@ -24,7 +24,8 @@ def holdout_split(
     """(train, held-out): the problems whose id is held out at `fraction` go to the second."""
     if not 0 <= fraction < 1:
         raise ValueError(f"holdout fraction must be in [0, 1), got {fraction}")
-    train, held = [], []
+    train = []
+    held = []
     for p in problems:
         (held if is_held_out(p.id, fraction) else train).append(p)
     return train, held

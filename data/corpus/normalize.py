@@ -179,7 +179,8 @@ def content_text(text: str) -> str:
     problem drops them: their shingle Jaccard was 0.3-0.6 with them, far below the threshold);
     the tests are compared by decontamination's identical-input check instead. Starter-code
     lines (`class solution:`, `def f(...) -> int:`) are dropped too: code, not statement."""
-    kept, in_examples = [], False
+    kept = []
+    in_examples = False
     for line in _normalize(text, keep_lines=True).split("\n"):
         if len(line) < 48 and _HEADING_LINE.match(line):
             if _EXAMPLE_HEADING.match(line):
@@ -201,7 +202,9 @@ def variables(content: str) -> set[str]:
     before `[` or `.length`, either side of `=`, `<`, `<=`, ..., or alone inside `[...]`."""
     found = set()
     for op in _OPERATOR.finditer(content):
-        start, end, sign = op.start(), op.end(), op.group()
+        start = op.start()
+        end = op.end()
+        sign = op.group()
         before = _NAME_BEFORE.search(content, max(0, start - _MAX_VAR_LEN - 2), start)
         if before and (sign != "[" or before.end(1) == start):
             found.add(before.group(1))

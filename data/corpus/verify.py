@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from microcoder.data.problem import Problem
+from microcoder.sandbox import ExecutorConfig, JudgePool
 
 
 @dataclass
@@ -49,8 +50,11 @@ class _Progress:
     """`verify: 120/2317 judged (4.1/s) AC 110 WA 8 ...` on stderr every `every_s` seconds."""
 
     def __init__(self, total: int, enabled: bool, every_s: float = 10.0):
-        self.total, self.enabled, self.every_s = total, enabled, every_s
-        self.done, self.counts = 0, Counter()
+        self.total = total
+        self.enabled = enabled
+        self.every_s = every_s
+        self.done = 0
+        self.counts = Counter()
         self.start = self.last = time.perf_counter()
 
     def update(self, verdict: str) -> None:
@@ -90,8 +94,6 @@ def verify_references(
     if not todo:
         return checks
     if pool_factory is None:
-        from microcoder.sandbox import ExecutorConfig, JudgePool
-
         config = config or ExecutorConfig()
         pool_factory = JudgePool
     bar = _Progress(len(todo), progress)

@@ -20,6 +20,7 @@ from typing import Any
 
 from microcoder.data.difficulty.predict import Agreement, agreement, fit_predictor
 from microcoder.data.difficulty.rates import PassRate
+from microcoder.data.difficulty.report import write_report
 from microcoder.data.difficulty.select import Score, Selection, select
 from microcoder.data.problem import Problem
 
@@ -97,7 +98,6 @@ def report_dict(result: FilterResult) -> dict[str, Any]:
 def write_outputs(result: FilterResult, out: str | Path, report_dir: str | Path) -> dict:
     """The selected problems as our JSONL at `out`; report.json and the histograms in
     `report_dir`. Returns the report dict."""
-    from microcoder.data.difficulty.report import write_report
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

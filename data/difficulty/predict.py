@@ -31,7 +31,9 @@ NUMERIC = ("log_statement_chars", "log_tests", "year", "date_missing")
 def _year(date: str) -> float | None:
     """'YYYY-MM-DD...' -> fractional year; None when not a date."""
     try:
-        y, m, d = int(date[:4]), int(date[5:7] or 1), int(date[8:10] or 1)
+        y = int(date[:4])
+        m = int(date[5:7] or 1)
+        d = int(date[8:10] or 1)
     except (ValueError, IndexError):
         return None
     if not (1900 < y < 2200 and 1 <= m <= 12):
@@ -116,7 +118,8 @@ def fit_predictor(
         raise ValueError("fitting the predictor needs at least one measured problem")
     enc = Encoder.fit(problems)
     x = enc.transform(problems)
-    c, n = np.asarray(passed, dtype=float), np.asarray(samples, dtype=float)
+    c = np.asarray(passed, dtype=float)
+    n = np.asarray(samples, dtype=float)
     penalty = np.full(x.shape[1], l2)
     penalty[0] = 0.0  # the intercept is not shrunk
     beta = np.zeros(x.shape[1])
@@ -135,7 +138,8 @@ def fit_predictor(
 def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Spearman rank correlation (ties get their mean rank); None when either side is constant
     or there are fewer than 3 pairs."""
-    x, y = _ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float))
+    x = _ranks(np.asarray(a, dtype=float))
+    y = _ranks(np.asarray(b, dtype=float))
     if len(x) < 3 or x.std() < 1e-12 or y.std() < 1e-12:
         return None
     return float(np.corrcoef(x, y)[0, 1])
@@ -184,7 +188,8 @@ def agreement(
         return None
     order = np.random.default_rng(seed).permutation(n)
     n_test = min(n - 2, max(1, round(test_share * n)))
-    test, train = order[:n_test], order[n_test:]
+    test = order[:n_test]
+    train = order[n_test:]
     pick = lambda seq, idx: [seq[i] for i in idx]  # noqa: E731
     model = fit_predictor(pick(problems, train), pick(passed, train), pick(samples, train))
     measured = np.array(passed, dtype=float) / np.array(samples, dtype=float)

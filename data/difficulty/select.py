@@ -104,7 +104,9 @@ def select(
     if not 0 <= max_unsolved_share <= 1:
         raise ValueError(f"--max-unsolved-share {max_unsolved_share}: give a share in [0, 1]")
     low, high = keep
-    removed, candidates, unsolved = [], [], []
+    removed = []
+    candidates = []
+    unsolved = []
     rates: dict[str, float] = {}
     for p in problems:
         if p.id not in scores:

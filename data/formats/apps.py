@@ -38,7 +38,8 @@ def io_tests(io, ctx: RowContext, field_name: str = "input_output") -> tuple[str
         io = json_value(io, ctx, field_name)
     if not isinstance(io, dict):
         raise ctx.error(field_name, f"expected an object, got {type(io).__name__}")
-    inputs, outputs = io.get("inputs"), io.get("outputs")
+    inputs = io.get("inputs")
+    outputs = io.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ctx.error(f"{field_name}.inputs", "inputs and outputs must both be lists")
     if len(inputs) != len(outputs):
@@ -59,7 +60,8 @@ def io_tests(io, ctx: RowContext, field_name: str = "input_output") -> tuple[str
             except (TypeError, ValueError) as e:
                 raise ctx.error(f"{field_name}.inputs[{i}]", f"not JSON-able ({e})") from None
         else:
-            tx, ty = _text(x), _text(y)
+            tx = _text(x)
+            ty = _text(y)
             if tx is None or ty is None:
                 bad = "inputs" if tx is None else "outputs"
                 raise ctx.error(f"{field_name}.{bad}[{i}]", "expected a string or list of lines")

@@ -14,7 +14,8 @@ class RowContext:
     """Where a row came from, to name it in errors: `file:line`."""
 
     def __init__(self, source: str, line: int | None):
-        self.source, self.line = source, line
+        self.source = source
+        self.line = line
 
     def error(self, field_name: str, message: str) -> ProblemFormatError:
         return ProblemFormatError(self.source, self.line, field_name, message)
@@ -107,5 +108,6 @@ def parse_megabytes(value) -> int | None:
     """`256`, `"256 megabytes"`, `"512 MB"` → MiB; None when unknown."""
     if (got := _amount(value)) is None:
         return None
-    n, unit = got[0], got[1].lower()
+    n = got[0]
+    unit = got[1].lower()
     return int(n * 1024) if ("gb" in unit or "gib" in unit or "giga" in unit) else int(n)

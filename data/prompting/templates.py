@@ -65,7 +65,8 @@ def _plain_fields(p: Problem) -> PromptFields:
 def _code_fields(p: Problem) -> PromptFields:
     """Show the signature once: HumanEval's statement *is* its starter code (keep the code);
     rllm's LeetCode statements already contain their starter code (keep the statement)."""
-    statement, starter = p.prompt, p.starter_code
+    statement = p.prompt
+    starter = p.starter_code
     if starter.strip() and statement.strip() == starter.strip():
         statement = ""
     elif starter.strip() and starter.strip() in statement:

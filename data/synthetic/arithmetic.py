@@ -21,9 +21,11 @@ ITEMS = ("apple", "pen", "card", "cup", "egg", "box")
 
 
 def _one(rng: random.Random, i: int) -> tuple[str, str]:
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    name = rng.choice(NAMES)
+    item = rng.choice(ITEMS)
     shape = i % 5
-    a, b = rng.randint(2, 9), rng.randint(1, 9)
+    a = rng.randint(2, 9)
+    b = rng.randint(1, 9)
     if shape == 0:
         return f"{name} has {a} {item}s and gets {b} more. How many {item}s now?", str(a + b)
     if shape == 1:

@@ -5,7 +5,10 @@ the training-curve plots (docs/compare.md)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import time
+from pathlib import Path
 
 from microcoder.launch.cliargs import add_recipe_arguments
 
@@ -72,10 +75,6 @@ def parse_parallel(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import signal
-    import time
-    from pathlib import Path
-
     from microcoder.launch.compare.arms import ArmError, parse_arms
     from microcoder.launch.compare.plan import plan_grid, prepare_models
     from microcoder.launch.compare.runner import CompareError, run_jobs
@@ -107,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     old = signal.signal(signal.SIGTERM, on_term)
     from microcoder.launch.compare.child import launch_job, stop_all
 
-    results, interrupted = [], False
+    results = []
+    interrupted = False
     try:
         try:
             prepare_models(grid, say)
@@ -135,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
 
 def finish(args, grid, arms, seeds, out, results, interrupted: bool) -> int:
     """Write the report, print the held-out table and where things are; the exit status."""
-    from pathlib import Path
 
     from microcoder.launch.compare.report import build_report, not_finished, write_report
     from microcoder.launch.compare.runner import COUNTED

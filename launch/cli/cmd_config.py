@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from microcoder.launch.cliargs import add_set_argument
 
@@ -29,7 +30,6 @@ def run_show(args: argparse.Namespace) -> int:
         for key, default, doc in describe(Config):
             print(f"{key} = {default}\n    {' '.join(doc.split())}")
         return 0
-    import sys
 
     from microcoder.learner.algorithm.presets import describe_overrides
 

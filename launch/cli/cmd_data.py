@@ -9,6 +9,7 @@ import argparse
 import importlib
 
 from microcoder.launch.cliargs import add_format_argument
+from microcoder.launch.jobs.data_filter import add_arguments  # stdlib-only at its top
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,8 +61,6 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_filter(sub: argparse._SubParsersAction) -> None:
-    from microcoder.launch.jobs.data_filter import add_arguments  # stdlib-only at its top
-
     p = sub.add_parser(
         "filter",
         help="difficulty filter: measure pass rates with a model, calibrate a predictor, select",

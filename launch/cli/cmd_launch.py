@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
 
 from microcoder.launch.cliargs import add_recipe_arguments
 
@@ -76,8 +77,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from microcoder.launch.config import load_config
     from microcoder.launch.run.placement import make_plan
 
@@ -112,7 +111,6 @@ def dry_run(cfg, args, make_plan) -> int:
     """The launch's checks without starting anything: the same `preflight_errors` as the launch
     (problem file, shared paths of a joined cluster, exporters; exit 2 like the launch) and the
     placement plan on the described cluster (exit 1 when it does not fit)."""
-    from pathlib import Path
 
     from microcoder.launch.run.command import preflight_errors, run_dir_path
     from microcoder.launch.run_dirs import latest_checkpoint

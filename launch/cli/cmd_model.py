@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,8 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when every check passed, 1 when one failed, 2 when the family is refused."""
-    import functools
-    from pathlib import Path
 
     from microcoder.actors.engines.vllm_check import vllm_stage
     from microcoder.learner.distributed import close_distributed

@@ -9,7 +9,9 @@ counts, plus how many prompts exceed `generator.max_prompt_tokens` (a run skips 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import statistics
 import sys
 
 from microcoder.launch.cliargs import add_format_argument, add_set_argument
@@ -72,8 +74,6 @@ def _load(path: str, fmt: str):
 
 
 def run_show(args: argparse.Namespace) -> int:
-    import contextlib
-
     from microcoder.data.prompting.render import PromptRenderer, measure_prompts
     from microcoder.launch.config import load_config
     from microcoder.launch.run.model_dir import load_run_tokenizer
@@ -125,8 +125,6 @@ def _extraction(cfg, tokenizer) -> str:
 
 
 def _summary(cfg, tokens: list[int], over: int, limit: int) -> str:
-    import statistics
-
     s = sorted(tokens)
     p90 = s[min(len(s) - 1, int(0.9 * len(s)))]
     return (

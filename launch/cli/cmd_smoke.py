@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from microcoder.launch.cliargs import add_recipe_arguments
 
@@ -25,8 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
     from microcoder.device import resolve_device
     from microcoder.launch.config import load_config
     from microcoder.launch.run.model_dir import ensure_model

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from microcoder.launch.cliargs import add_set_argument
+from microcoder.learner.models.tiny_model import build_tiny_model
 
 DEFAULT_OUT = "runs/tiny-model"
 DEFAULT_WARM_OUT = "runs/tiny-model-warm"
@@ -67,9 +69,6 @@ def run(args: argparse.Namespace) -> int:
     ):
         print("tiny-model: warm-start options need --warmstart", file=sys.stderr)
         return 2
-    import time
-
-    from microcoder.learner.models.tiny_model import build_tiny_model
 
     out = args.out or DEFAULT_OUT
     t0 = time.time()

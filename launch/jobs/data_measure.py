@@ -9,12 +9,18 @@ from collections.abc import Sequence
 
 from microcoder.data.difficulty.rates import PassRate, append_rates
 from microcoder.data.problem import Problem
+from microcoder.evaluation.progress import ProgressLine
+from microcoder.evaluation.report import per_problem_counts
+from microcoder.evaluation.samples import read_samples
+from microcoder.evaluation.settings import EvalSettings
+from microcoder.launch.config import load_config
 from microcoder.launch.jobs.data_filter import check_work_dir, log, work_dir
+from microcoder.launch.jobs.eval_cluster import EvalCluster
+from microcoder.launch.jobs.eval_inputs import render_prompts
 
 
 def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -> int:
     """Measure `todo`; returns the number of problems whose rate was appended."""
-    from microcoder.launch.config import load_config
 
     cfg = load_config(args.config, args.overrides)
     folder = work_dir(args.rates)
@@ -23,8 +29,6 @@ def measure(args: argparse.Namespace, todo: Sequence[Problem], identity: dict) -
     kept = [p for p in todo if p.id in texts]
     if not kept:
         return 0
-    from microcoder.evaluation.progress import ProgressLine
-    from microcoder.launch.jobs.eval_cluster import EvalCluster
 
     cluster = EvalCluster(cfg, folder, args.address or cfg.cluster.address)
     written = 0
@@ -60,9 +64,6 @@ def measure_chunk(
     """One `evaluate` call over `chunk` (resuming the work folder's samples, reporting to
     `progress`, e.g. evaluation/progress.py's ProgressLine); the rates. `reasoning`: the
     resolved `prompt.reasoning` (render_prompts resolved it)."""
-    from microcoder.evaluation.report import per_problem_counts
-    from microcoder.evaluation.samples import read_samples
-    from microcoder.evaluation.settings import EvalSettings
 
     folder = work_dir(args.rates)
     settings = EvalSettings(
@@ -91,7 +92,6 @@ def measure_chunk(
 
 def _prompts(args: argparse.Namespace, cfg, todo: Sequence[Problem]) -> dict[str, str]:
     """{id: rendered prompt} of the problems whose prompt fits --max-prompt-tokens."""
-    from microcoder.launch.jobs.eval_inputs import render_prompts
 
     measured = render_prompts(args.model, cfg, todo, args.max_prompt_tokens, args.max_tokens)
     if measured.skipped:

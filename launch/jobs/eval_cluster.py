@@ -10,8 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from microcoder.actors.remote import executor_cls, generator_cls
+from microcoder.device import resolve_device
 from microcoder.evaluation.settings import EvalError
 from microcoder.launch.config import Config
+from microcoder.launch.run.actor_settings import generator_settings
+from microcoder.launch.run.cluster import Run
+from microcoder.launch.run.placement import release, replica_options
 
 
 class EvalCluster:
@@ -20,12 +25,13 @@ class EvalCluster:
     def __init__(self, cfg: Config, out_dir: Path, address: str = "local"):
         """`cfg.cluster.device` is resolved here (`auto` -> cuda or cpu); on cuda each generator
         gets one GPU unless `generator.gpus_per_engine` says otherwise."""
-        from microcoder.device import resolve_device
 
         cfg.cluster.device = resolve_device(cfg.cluster.device)
         if cfg.cluster.device == "cuda" and not cfg.generator.gpus_per_engine:
             cfg.generator.gpus_per_engine = 1.0
-        self.cfg, self.out_dir, self.address = cfg, out_dir, address
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.address = address
         self.generators: dict[str, Any] = {}
         self.executors: dict[str, Any] = {}
         self.started_ray = False
@@ -39,11 +45,6 @@ class EvalCluster:
         ready_timeout_s: float = 900.0,
     ) -> None:
         import ray
-
-        from microcoder.actors.remote import executor_cls, generator_cls
-        from microcoder.launch.run.actor_settings import generator_settings
-        from microcoder.launch.run.cluster import Run
-        from microcoder.launch.run.placement import replica_options
 
         cfg = self.cfg
         gens = n_generators if model_path else 0
@@ -125,9 +126,9 @@ class EvalCluster:
                 ray.kill(h)
             except Exception:
                 pass
-        from microcoder.launch.run.placement import release
 
         release(*self.generators)  # their placement groups (GPU runs; none on the CPU)
-        self.generators, self.executors = {}, {}
+        self.generators = {}
+        self.executors = {}
         if self.started_ray:
             ray.shutdown()

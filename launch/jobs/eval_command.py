@@ -7,9 +7,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from microcoder.data.problem import JUDGED_KINDS, ProblemFormatError
+from microcoder.evaluation.budgets import check_budgets
+from microcoder.evaluation.generations import read_generations
+from microcoder.evaluation.passk import usable_ks
+from microcoder.evaluation.progress import ProgressLine
+from microcoder.evaluation.report_md import group_table
+from microcoder.evaluation.settings import EvalError, EvalSettings
+from microcoder.launch.config import load_config
+from microcoder.launch.jobs.eval_cluster import EvalCluster
 from microcoder.launch.jobs.eval_inputs import (
     check_resume,
     int_list,
@@ -28,9 +38,6 @@ def _fail(msg: str) -> int:
 
 
 def run_eval(args) -> int:
-    from microcoder.data.problem import ProblemFormatError
-    from microcoder.evaluation.settings import EvalError
-
     try:
         return _run(args)
     except (ValueError, ProblemFormatError, FileNotFoundError) as err:
@@ -41,9 +48,6 @@ def run_eval(args) -> int:
 
 
 def _settings(args, cfg):
-    from microcoder.evaluation.budgets import check_budgets
-    from microcoder.evaluation.settings import EvalSettings
-
     if args.sequences_per_call < 1:
         raise ValueError("--sequences-per-call must be >= 1")
     if args.samples < 1:
@@ -65,7 +69,6 @@ def _settings(args, cfg):
 
 def _drop_ks(settings, samples: int) -> None:
     """Warn about k values above the samples (the report leaves them out, in `dropped_k`)."""
-    from microcoder.evaluation.passk import usable_ks
 
     usable, dropped = usable_ks(settings.ks, samples)
     if dropped:
@@ -78,8 +81,6 @@ def _drop_ks(settings, samples: int) -> None:
 
 
 def _run(args) -> int:
-    from microcoder.launch.config import load_config
-
     cfg = load_config(args.config, args.overrides)
     settings = _settings(args, cfg)
     all_problems, problems, selection = load_selected(args)
@@ -97,7 +98,8 @@ def _run(args) -> int:
     if args.resume:
         check_resume(out, identity)
     context: dict[str, Any] = {"selection": selection}
-    generations, texts = None, {}
+    generations = None
+    texts = {}
     if args.generations:
         generations, problems = _given(args, all_problems, problems, settings)
     else:
@@ -110,11 +112,6 @@ def _run(args) -> int:
 
 
 def _given(args, all_problems, problems, settings):
-    from collections import Counter
-
-    from microcoder.data.problem import JUDGED_KINDS
-    from microcoder.evaluation.generations import read_generations
-
     gens = read_generations(
         args.generations,
         {p.id for p in all_problems},
@@ -131,7 +128,8 @@ def _given(args, all_problems, problems, settings):
         )
     if not per:
         raise ValueError(f"{args.generations}: no generation for any selected problem")
-    lo, hi = min(per.values()), max(per.values())
+    lo = min(per.values())
+    hi = max(per.values())
     if lo != hi:
         warn(
             f"problems have {lo} to {hi} generations; samples_per_problem = {lo} (each problem's "
@@ -166,10 +164,6 @@ def _prompts(args, cfg, problems, settings, context):
 
 
 def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -> int:
-    from microcoder.evaluation.progress import ProgressLine
-    from microcoder.evaluation.report_md import group_table
-    from microcoder.launch.jobs.eval_cluster import EvalCluster
-
     address = args.address or cfg.cluster.address
     cluster = EvalCluster(cfg, out, address)
     progress = None if args.quiet else ProgressLine()

@@ -12,6 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from microcoder.data.formats.loaders import load_problems
+from microcoder.data.prompting.reasoning import resolve_reasoning
+from microcoder.data.prompting.render import PromptRenderer, measure_prompts
+from microcoder.evaluation.select import parse_list, select_problems
+
 FORMAT_ALIASES = {"microcoder": "jsonl", "livecodebench": "lcb", "own": "jsonl"}
 RESUME_KEYS = (
     "model",
@@ -41,8 +46,6 @@ def int_list(value: str, option: str) -> list[int]:
 
 def load_selected(args) -> tuple[list, list, dict[str, Any]]:
     """(all problems, selected problems, report context "selection")."""
-    from microcoder.data.formats.loaders import load_problems
-    from microcoder.evaluation.select import parse_list, select_problems
 
     fmt = FORMAT_ALIASES.get(args.format, args.format)
     problems = load_problems(args.problems, format=fmt)
@@ -133,9 +136,6 @@ def render_prompts(model_path: str, cfg, problems, prompt_tokens: int, budget: i
     `cfg.prompt.reasoning` is resolved for the model's chat template (data/prompting/reasoning.py), as a
     run does, so the extraction of its replies is the run's."""
     from transformers import AutoTokenizer
-
-    from microcoder.data.prompting.reasoning import resolve_reasoning
-    from microcoder.data.prompting.render import PromptRenderer, measure_prompts
 
     check_model(model_path, prompt_tokens, budget)
     cfg.model.path = model_path

@@ -40,7 +40,8 @@ class _CachedStatus:
     """Calls the (possibly slow, Ray-calling) status function at most once per `ttl_s`."""
 
     def __init__(self, fn: StatusFn, ttl_s: float):
-        self.fn, self.ttl_s = fn, ttl_s
+        self.fn = fn
+        self.ttl_s = ttl_s
         self._lock = threading.Lock()
         self._value: dict[str, Any] | None = None
         self._at = 0.0
@@ -138,7 +139,8 @@ class DashboardServer:
         title: str = "microcoder",
         status_ttl_s: float = 2.0,
     ):
-        self.store, self.title = store, title
+        self.store = store
+        self.title = title
         self.warning = exposure_warning(host)
         self.status = _CachedStatus(status_fn, status_ttl_s).get
         try:

@@ -99,7 +99,8 @@ class MetricsStore:
         with self._lock:
             index = max(0, min(index, len(self._flat)))
             chunk = self._flat[index : index + limit]
-            latest, pass_hist = self.latest_step, self.latest_pass_hist
+            latest = self.latest_step
+            pass_hist = self.latest_pass_hist
             total = len(self._flat)
         return {
             "since": index,

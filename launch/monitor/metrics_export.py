@@ -29,7 +29,8 @@ TB_MISSING = (
 
 def scalars(record: dict[str, Any]) -> tuple[int, dict[str, float]] | None:
     """(global step, {tag: value}) of a step or eval record; None for other kinds or no step."""
-    kind, step = record.get("kind"), record.get("step")
+    kind = record.get("kind")
+    step = record.get("step")
     if kind not in ("step", "eval") or not isinstance(step, (int, float)):
         return None
     body = {k: v for k, v in record.items() if k not in ("kind", "time", "step")}

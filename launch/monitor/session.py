@@ -25,6 +25,12 @@ from typing import Any
 
 from microcoder.launch.monitor.dashboard_server import DashboardServer
 from microcoder.launch.monitor.dashboard_store import MetricsStore
+from microcoder.launch.monitor.metrics_export import (
+    TensorBoardSink,
+    WandbSink,
+    require_tensorboard,
+    require_wandb,
+)
 from microcoder.launch.monitor.status_sources import status_live
 
 DASHBOARD_FILE = "dashboard.json"
@@ -33,7 +39,6 @@ DASHBOARD_FILE = "dashboard.json"
 
 def check_exports(cfg) -> None:
     """Raise RuntimeError (with the install command) if TensorBoard or W&B is on but missing."""
-    from microcoder.launch.monitor.metrics_export import require_tensorboard, require_wandb
 
     if cfg.monitor.tensorboard:
         require_tensorboard()
@@ -78,9 +83,10 @@ class MonitorHandle:
 
 def start_monitoring(run, serve: bool = True) -> MonitorHandle:
     """Register the export sinks on `run.metrics` and start the dashboard server."""
-    from microcoder.launch.monitor.metrics_export import TensorBoardSink, WandbSink
 
-    cfg, run_dir, logger = run.cfg, Path(run.run_dir), run.metrics
+    cfg = run.cfg
+    run_dir = Path(run.run_dir)
+    logger = run.metrics
     store = MetricsStore()
     store.load(logger.path)  # a resumed run: earlier records are already in the file
     handle = MonitorHandle(url="", store=store, logger=logger, run_dir=run_dir)
@@ -99,7 +105,8 @@ def start_monitoring(run, serve: bool = True) -> MonitorHandle:
             cfg.monitor.dashboard_port,
             title=run_dir.name,
         ).start()
-        handle.server, handle.url = server, server.url
+        handle.server = server
+        handle.url = server.url
         info = {"url": server.url, "pid": os.getpid(), "started": time.time()}
         (run_dir / DASHBOARD_FILE).write_text(json.dumps(info))
         run.log(f"dashboard: {server.url}   (Prometheus: {server.url}metrics)")

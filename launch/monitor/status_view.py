@@ -46,7 +46,9 @@ def build_status(
     max_steps, started (unix s), dashboard (URL), world_size, buffer_address and
     weight_channel_address (live only: what the buffer and learner rank 0 publish).
     """
-    s, meta, replicas = latest_step or {}, meta or {}, replicas or {}
+    s = latest_step or {}
+    meta = meta or {}
+    replicas = replicas or {}
     buf = s.get("buffer") or {}
     step_s = _f(s.get("step_s"))
     pools = _pools_section(s, replicas, meta)
@@ -168,7 +170,8 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
             f"buffer {st.get('buffer_address') or '-'}   "
             f"weight channels {st.get('weight_channel_address') or '-'}"
         )
-    r, idle = st["rates"], st["idle"]
+    r = st["rates"]
+    idle = st["idle"]
     out += [
         "",
         f"rates    generated {r['gen_tokens_per_s']:9.1f} tok/s   trained {r['train_tokens_per_s']:9.1f} tok/s"
@@ -190,7 +193,8 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
                 f"    {rep['name']:<14}{rep['rate']:9.1f} {unit + ' busy':<13} idle {_pct(rep['idle_frac'])}"
                 f"   restarts {rep['restarts']}{ver}"
             )
-    b, stl = st["buffer"], st["staleness"]
+    b = st["buffer"]
+    stl = st["staleness"]
     depths = "  ".join(f"{k} {v}" for k, v in b["depths"].items()) or "-"
     inv = {True: "ok", False: "VIOLATED", None: "?"}[b.get("invariant_ok")]
     out += [

@@ -48,7 +48,8 @@ def summary_table(
         f"steps: {summary.steps}   wall: {summary.wall_s:.1f} s",
     ]
     if evals:
-        a, b = evals[0], evals[-1]
+        a = evals[0]
+        b = evals[-1]
         lines += [
             f"{'held-out pass rate':<28}{'start (step ' + str(a['step']) + ')':>18}{'end (step ' + str(b['step']) + ')':>18}",
             f"{'  sampled pass@1':<28}{a['heldout_pass_rate']:>18.3f}{b['heldout_pass_rate']:>18.3f}",
@@ -135,7 +136,8 @@ def temperature_lines(steps: list[dict[str, Any]], history: list[dict[str, Any]]
     for t, span in spans:
         rewards = [float(r.get("reward_mean") or 0.0) for r in span]
         k = min(5, len(rewards))
-        first, last = span[0]["step"], span[-1]["step"]
+        first = span[0]["step"]
+        last = span[-1]["step"]
         where = f"step {first}" if first == last else f"steps {first}-{last}"
         lines.append(
             f"  T={_fmt_t(t):<6}{where:<16}first {k} {sum(rewards[:k]) / k:.3f}, "

@@ -35,9 +35,11 @@ def ngram_sets(responses: Sequence[Sequence[int] | np.ndarray], n: int = 3) -> l
     vocab, dense = np.unique(np.concatenate(arrays), return_inverse=True)
     base = max(len(vocab), 2)
     packed = n * np.log2(base) < 62
-    sets, start = [], 0
+    sets = []
+    start = 0
     for arr in arrays:
-        ids, start = dense[start : start + len(arr)], start + len(arr)
+        ids = dense[start : start + len(arr)]
+        start = start + len(arr)
         if len(ids) < n:
             sets.append(np.empty(0, np.int64))
             continue

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 INCORRECT_VERDICTS = frozenset({"WA", "TLE", "MLE", "OLE", "RE"})
 """Verdicts of a response that ran a test and failed it. Anything else (AC, CE of truncated code,
@@ -76,7 +77,8 @@ def is_looping(response_ids: Sequence[int] | torch.Tensor, m: int) -> bool:
     """
     if len(response_ids) < 2 * m:
         return False
-    tail, before = response_ids[-m:], response_ids[-2 * m : -m]
+    tail = response_ids[-m:]
+    before = response_ids[-2 * m : -m]
     if isinstance(tail, torch.Tensor):
         return torch.equal(tail, before)
     return list(tail) == list(before)
@@ -222,7 +224,6 @@ def chunked_token_logprobs(
     per-token values are token_logprobs' on the same rows; gradients flow to `hidden`, `weight`
     and `bias`. Under no_grad the chunks are simply computed one after the other.
     """
-    from torch.utils.checkpoint import checkpoint
 
     head = partial(_head_logprobs, scale=scale, softcap=softcap)
     if chunk_tokens <= 0:

@@ -119,7 +119,8 @@ def mismatch_metrics(total: torch.Tensor) -> dict:
     abs_dlogp, kl, out_of_band_frac}} for each span that has tokens ({} and no overall values
     when there are none)."""
     total = total.detach().double().cpu()
-    k, n = STALENESS_BUCKETS, len(_SUMS)
+    k = STALENESS_BUCKETS
+    n = len(_SUMS)
     sums = total[: k * n].view(k, n)
     hist = total[k * n : k * (n + BINS)].view(k, BINS)
     spans = total[k * (n + BINS) :].view(len(SPANS), n)

@@ -50,7 +50,9 @@ def layer_activation_bytes(shape: ModelShape, compute_bytes: int, sparse: bool =
     """Bytes per token one decoder layer keeps for backward without checkpointing: its input, its
     norms, q k v, q k after RoPE, the attention output (as SDPA returns it and as o_proj reads
     it), the residual after attention, and the MLP's (`mlp_activation_bytes`)."""
-    h, q, kv = shape.hidden, shape.q_width, shape.kv_width
+    h = shape.hidden
+    q = shape.q_width
+    kv = shape.kv_width
     values = h + (q + 2 * kv) + (q + kv) + 2 * q + h
     norms = shape.layer_norms * norm_bytes(h, compute_bytes)
     return values * compute_bytes + norms + mlp_activation_bytes(shape, compute_bytes, sparse)

@@ -13,6 +13,11 @@ import random
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+
+from microcoder.learner.batch import build_batch, mask_generator
+from microcoder.learner.models.config_overrides import model_config
+from microcoder.learner.sample import SampleGroup, TrainSample
 
 
 def seeded_sequences(vocab_size: int, seed: int = 0, lengths: tuple[int, ...] = (23, 17)):
@@ -25,8 +30,6 @@ def learner_logprobs(learner, sequences: list[list[int]], temperature: float) ->
     """The learner's log-probs of every next token of each sequence, from ONE micro-batch (packed
     when learner.packing): the first token is the prompt, the rest the response. Under sequence
     parallelism (learner.sequence_parallel > 1) a collective: every rank returns the whole."""
-    from microcoder.learner.batch import build_batch, mask_generator
-    from microcoder.learner.sample import SampleGroup, TrainSample
 
     groups = [  # one group per sequence: a group's samples share its prompt
         SampleGroup(
@@ -45,7 +48,8 @@ def learner_logprobs(learner, sequences: list[list[int]], temperature: float) ->
     (mb,) = micros
     with torch.no_grad():
         logp = learner._logp(learner.model, mb)[0].double().cpu()
-    index, where = mb.seq_index.cpu(), mb.logit_index.cpu()
+    index = mb.seq_index.cpu()
+    where = mb.logit_index.cpu()
     if learner.sp.size > 1:  # every rank scored its slice's targets: gather them in row order
         index, where, logp = _gather_slices(
             index, where + learner.sp.rank * mb.input_ids.shape[1], logp
@@ -61,7 +65,6 @@ def _gather_slices(
     of the predicting logit in the whole row, log-prob) joined and sorted by position. Under
     sequence parallelism the ranks of an SP group hold disjoint slices of the row; those of
     other SP groups hold the same micro-batch again, so duplicates are dropped."""
-    import torch.distributed as dist
 
     rows = [None] * dist.get_world_size()
     mine = [
@@ -86,8 +89,6 @@ def reference_logprobs(
     token (eager attention, so no kernel of this project is involved); the model config with
     `config_overrides` (learner/models/config_overrides.py)."""
     from transformers import AutoModelForCausalLM
-
-    from microcoder.learner.models.config_overrides import model_config
 
     config = model_config(model_dir, config_overrides)
     model = AutoModelForCausalLM.from_pretrained(

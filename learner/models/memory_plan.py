@@ -197,12 +197,15 @@ def plan_learner(
     """The bytes of one learner rank (see the module docstring for what is counted)."""
     if offload not in OFFLOADS or kernel not in ATTENTION_KERNELS:
         raise ValueError(f"offload must be one of {OFFLOADS} and kernel one of {ATTENTION_KERNELS}")
-    p, b, sp = shape.params(), compute_bytes, max(1, sequence_parallel)
+    p = shape.params()
+    b = compute_bytes
+    sp = max(1, sequence_parallel)
     s = max(1, world_size // max(1, replicas))  # the ranks one copy of the states is sharded over
     bin_tokens = max(micro_batch_tokens, longest_sequence)
     longest = longest_sequence or bin_tokens
     t = -(-bin_tokens // sp)
-    root, layer = shape.root_params(), shape.layer_params()
+    root = shape.root_params()
+    layer = shape.layer_params()
     all_layers, per_layer = layers_activation_bytes(shape, b)
     kept, held = score_bytes(shape, b)
     elements = score_elements(shape, bin_tokens, longest, sp)
@@ -224,7 +227,8 @@ def plan_learner(
     temp = 4 * p // s
     host = 0
     if offload == "optimizer":
-        host, states["optimizer"] = states["optimizer"], 0
+        host = states["optimizer"]
+        states["optimizer"] = 0
         # The step streams the moments through the device a bucket at a time (a shard larger
         # than a bucket is a bucket of its own), with AdamW's temporary for the bucket: half again.
         bucket = max(OFFLOAD_BUCKET_BYTES, 8 * -(-largest_tensor(shape) // s))
@@ -278,7 +282,8 @@ def largest_fitting(key: str, room: int, shape: ModelShape, limit: int, **kwargs
 
     if key == "world_size":
         return next((n for n in range(1, limit + 1) if fits(n)), 0)
-    lo, hi = 0, limit // step  # fits(lo) holds (or lo is 0), the answer is in [lo, hi]
+    lo = 0
+    hi = limit // step  # fits(lo) holds (or lo is 0), the answer is in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)

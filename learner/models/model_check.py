@@ -17,6 +17,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+from microcoder.learner.models.config_overrides import overrides_dict
+from microcoder.learner.models.families import family_errors, read_config
+from microcoder.learner.models.sp_check import sp_logprobs
+
 TOLERANCE = 1e-5
 """Largest |learner − transformers| log-prob accepted (fp32)."""
 
@@ -45,9 +53,6 @@ def check_model(
     import torch
 
     from microcoder.learner.models import logprob_check as lc
-    from microcoder.learner.models.config_overrides import overrides_dict
-    from microcoder.learner.models.families import family_errors, read_config
-    from microcoder.learner.models.sp_check import sp_logprobs
     from microcoder.learner.sequence_parallel import model_errors
 
     model_dir = Path(model_dir)
@@ -98,7 +103,6 @@ def check_model(
 
 
 def _learners(model_dir: Path, overrides: dict) -> dict:
-    from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.trainer import Learner
 
     return {
@@ -120,8 +124,6 @@ def dump_logprobs(path, sequences, logprobs, temperature: float) -> None:
 
 
 def checkpoint_shapes(model_dir: Path) -> dict[str, list[int]]:
-    from safetensors import safe_open
-
     out = {}
     for file in sorted(model_dir.glob("*.safetensors")):
         with safe_open(file, framework="pt") as f:
@@ -149,7 +151,6 @@ def round_trip(model_dir: Path, published: dict) -> dict:
     """Save the published state with the folder's config.json, load both with from_pretrained;
     the largest |difference| of any parameter (0.0 = exact)."""
     import torch
-    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
 
     with tempfile.TemporaryDirectory(prefix="microcoder-check-") as tmp:

@@ -158,7 +158,8 @@ class ModelShape:
                 "pass the model's own config.json"
             )
         kind = str(cfg.get("model_type", ""))
-        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+        hidden = int(cfg["hidden_size"])
+        layers = int(cfg["num_hidden_layers"])
         heads = int(cfg["num_attention_heads"])
         experts = int(
             cfg.get("num_experts")
@@ -245,12 +246,15 @@ class ModelShape:
         return self.layers - self.moe_layers
 
     def _mlp(self, width: int) -> int:
-        h, mats = self.hidden, 3 if self.gated_mlp else 2
+        h = self.hidden
+        mats = 3 if self.gated_mlp else 2
         return mats * h * width + ((mats - 1) * width + h if self.mlp_bias else 0)
 
     def attention_params(self) -> int:
         """One layer's attention and norms."""
-        h, q, kv = self.hidden, self.q_width, self.kv_width
+        h = self.hidden
+        q = self.q_width
+        kv = self.kv_width
         attn = h * q + 2 * h * kv + q * h
         attn += (q + 2 * kv if self.qkv_bias else 0) + (h if self.o_bias else 0)
         if any(self.mla):

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from microcoder.learner.config import AlgorithmConfig, LearnerConfig
+
 CHUNK = 7
 """Chunk size of the chunked run (model_check.CHUNK: several uneven chunks over 40 tokens)."""
 
@@ -78,13 +80,15 @@ def spawn_gloo_ranks(argv: list[str], size: int, timeout_s: float = 900.0) -> li
 
 def main() -> None:
     """One rank: each folder's log-probs, unchunked and chunked; rank 0 writes them."""
-    from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
     from microcoder.learner.models.logprob_check import learner_logprobs
     from microcoder.learner.trainer import Learner
 
-    out, request = Path(sys.argv[1]), json.loads(sys.argv[2])
-    size, seqs, temperature = request["size"], request["sequences"], request["temperature"]
+    out = Path(sys.argv[1])
+    request = json.loads(sys.argv[2])
+    size = request["size"]
+    seqs = request["sequences"]
+    temperature = request["temperature"]
     got: dict[str, dict] = {}
     rank = 0
     for model_dir in request["models"]:

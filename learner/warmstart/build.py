@@ -27,7 +27,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tqdm import tqdm
+
 from microcoder.data.config import PromptConfig
+from microcoder.data.problem import Problem
+from microcoder.data.prompting.render import PromptRenderer, render_messages
+from microcoder.data.prompting.templates import STDIN_SYSTEM
+from microcoder.data.sources import synthetic_variant
+from microcoder.learner.heldout import heldout_eval
+from microcoder.learner.models.tiny_model import TINY_ARCH, build_tiny_model, is_tiny_model_dir
 from microcoder.learner.warmstart.config import WarmStartConfig
 
 MANIFEST = "warmstart.json"
@@ -60,20 +68,16 @@ class WarmStartResult:
 
 def default_system_prompt() -> str:
     """The system prompt of the default rendering of stdin problems (the synthetic family)."""
-    from microcoder.data.prompting.templates import STDIN_SYSTEM
 
     return STDIN_SYSTEM
 
 
 def _stdin_problem(statement: str):
-    from microcoder.data.problem import Problem
-
     return Problem(id="warmstart-corpus", kind="stdin", prompt=statement, tests=[])
 
 
 def stdin_system_prompt(prompt: PromptConfig) -> str:
     """The system prompt `prompt` gives stdin problems ("" = none)."""
-    from microcoder.data.prompting.render import render_messages
 
     messages = render_messages(_stdin_problem(""), prompt)
     return messages[0]["content"] if messages[0]["role"] == "system" else ""
@@ -83,8 +87,6 @@ def warmstart_corpus(prompt: PromptConfig, family: str = "synthetic") -> list[st
     """Tokenizer corpus: training prompts of the synthetic `family` (their user messages under
     `prompt`) and fenced solutions, and the system prompt. Under the default config the user
     message is the statement itself, so this is the corpus the cache was first built with."""
-    from microcoder.data.prompting.render import render_messages
-    from microcoder.data.sources import synthetic_variant
     from microcoder.learner.warmstart.examples import response_text
 
     def user(statement: str) -> str:
@@ -112,15 +114,12 @@ def settings_of(seed: int, cfg: WarmStartConfig, prompt: PromptConfig | None = N
     if cfg.family != "synthetic":
         settings["family"] = cfg.family
     if prompt.template != "default":
-        from microcoder.data.prompting.render import render_messages
-
         settings["stdin_rendering"] = render_messages(_stdin_problem("{statement}"), prompt)
     return settings
 
 
 def find_finished(out_dir: str | Path, settings: dict) -> WarmStartResult | None:
     """The cached result in `out_dir` for exactly these settings, else None."""
-    from microcoder.learner.models.tiny_model import is_tiny_model_dir
 
     path = Path(out_dir) / MANIFEST
     try:
@@ -203,10 +202,6 @@ def _train(seed, cfg, prompt, judge, progress, log):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from microcoder.data.prompting.render import PromptRenderer
-    from microcoder.data.sources import synthetic_variant
-    from microcoder.learner.heldout import heldout_eval
-    from microcoder.learner.models.tiny_model import build_tiny_model
     from microcoder.learner.warmstart.examples import encode_example
     from microcoder.learner.warmstart.hf_sample import sample_replies
     from microcoder.learner.warmstart.sft import train_sft
@@ -238,8 +233,6 @@ def _train(seed, cfg, prompt, judge, progress, log):
 
     say = log
     if progress:
-        from tqdm import tqdm
-
         say = tqdm.write  # keeps the progress bar intact
 
     def evaluate(m, step: int) -> float:
@@ -269,7 +262,6 @@ def _train(seed, cfg, prompt, judge, progress, log):
 
 def check_out_dir(out: Path) -> None:
     """Refuse to write into a non-empty folder that does not hold a model (someone else's)."""
-    from microcoder.learner.models.tiny_model import is_tiny_model_dir
 
     if out.is_file() or (out.exists() and any(out.iterdir()) and not is_tiny_model_dir(out)):
         raise FileExistsError(
@@ -278,8 +270,6 @@ def check_out_dir(out: Path) -> None:
 
 
 def _save(out_dir, model, tokenizer, settings, result, outcome, threads: int) -> None:
-    from microcoder.learner.models.tiny_model import TINY_ARCH
-
     out = Path(out_dir)
     check_out_dir(out)
     (out / MANIFEST).unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
+from microcoder.data.sources import SYNTHETIC_VARIANTS
 
 
 class WarmStartConfig(Section):
@@ -54,8 +55,6 @@ class WarmStartConfig(Section):
     @field_validator("family")
     @classmethod
     def _known_family(cls, value: str) -> str:
-        from microcoder.data.sources import SYNTHETIC_VARIANTS
-
         if value not in SYNTHETIC_VARIANTS:
             raise ValueError(
                 f"warmstart.family = {value!r}: set it to one of {', '.join(SYNTHETIC_VARIANTS)}"

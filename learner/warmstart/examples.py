@@ -65,7 +65,8 @@ def collate(examples: Sequence[SFTExample], pad_id: int) -> dict[str, torch.Tens
     mask = torch.zeros((len(examples), width), dtype=torch.long)
     labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
     for row, ex in enumerate(examples):
-        n, p = len(ex.input_ids), len(ex.prompt_ids)
+        n = len(ex.input_ids)
+        p = len(ex.prompt_ids)
         ids[row, :n] = torch.tensor(ex.input_ids)
         mask[row, :n] = 1
         labels[row, p:n] = torch.tensor(ex.response_ids)

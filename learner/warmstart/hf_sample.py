@@ -42,7 +42,8 @@ def sample_replies(
     was_training = model.training
     model.eval()
     tokenizer = renderer.tokenizer
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
     prompts = [renderer.ids(p) for p in problems]
     replies: list[str] = []
     with torch.random.fork_rng(devices=[]):

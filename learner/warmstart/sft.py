@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from microcoder.learner.optim import lr_factor
 from microcoder.learner.warmstart.config import WarmStartConfig
@@ -106,7 +107,10 @@ def train_sft(
     )
     out = SFTOutcome(step=0, pass_rate=float("nan"))
     bar = _Progress(cfg.max_steps, progress)
-    step, interval, next_eval, snap = 0, cfg.eval_every, cfg.eval_from, None
+    step = 0
+    interval = cfg.eval_every
+    next_eval = cfg.eval_from
+    snap = None
     try:
         while step < cfg.max_steps:
             step += 1
@@ -130,13 +134,15 @@ def train_sft(
             out.evals.append((step, rate))
             bar.evaluated(rate)
             if cfg.target_low <= rate <= cfg.target_high:
-                out.step, out.pass_rate = step, rate
+                out.step = step
+                out.pass_rate = rate
                 return out
             if rate > cfg.target_high:
                 if not (cfg.rollback and snap is not None and interval > 1):
                     raise WarmStartError(_overshoot_message(cfg, step, rate, out.evals))
                 _restore(snap, model, optimizer, scheduler)
-                step, interval = snap.step, max(1, interval // 2)
+                step = snap.step
+                interval = max(1, interval // 2)
             elif cfg.rollback:
                 snap = _snapshot(step, model, optimizer, scheduler)
             next_eval = step + interval
@@ -165,10 +171,9 @@ class _Progress:
     """A tqdm bar (step, loss, last eval) on stderr; silent when disabled."""
 
     def __init__(self, total: int, enabled: bool):
-        self.bar, self.last = None, "-"
+        self.bar = None
+        self.last = "-"
         if enabled:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc="warm start", unit="step", dynamic_ncols=True)
 
     def update(self, step: int, loss: float) -> None:

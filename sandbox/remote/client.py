@@ -195,7 +195,8 @@ class _Encoded:
     __slots__ = ("problem", "ref")
 
     def __init__(self, problem: Problem):
-        self.problem, self.ref = problem, problem_ref(canonical(judged_fields(problem)))
+        self.problem = problem
+        self.ref = problem_ref(canonical(judged_fields(problem)))
 
     def body(self) -> bytes:
         return b'{"problem":' + canonical(judged_fields(self.problem)) + b"}"
@@ -338,7 +339,9 @@ class HttpJudgePool:
         """Judge on `first` (another server if `first` failed since the program was routed
         there), then on each other server in turn while they fail; SE naming every server's
         error when all did."""
-        server, tried, errors = first, set(), []
+        server = first
+        tried = set()
+        errors = []
         if first.down_until > time.monotonic() and len(self.servers) > 1:
             self._release(first, "moved")
             server = self._route(enc.ref)
@@ -441,7 +444,10 @@ class HttpChannel(JudgeChannel):
 
         def run() -> None:
             v = pool._judge_one(problem, enc, code, server)
-            v.problem_id, v.solution_id, v.job_id, v.tag = problem.id, solution_id, job_id, tag
+            v.problem_id = problem.id
+            v.solution_id = solution_id
+            v.job_id = job_id
+            v.tag = tag
             self._done.put(v)
 
         pool._threads.submit(run)

@@ -103,7 +103,8 @@ class JudgeServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], pool: JudgePool, token: str):
         super().__init__(address, _Handler)
-        self.pool, self.token = pool, token
+        self.pool = pool
+        self.token = token
         self.problems = ProblemCache(pool.cfg.judge_cache_mb << 20)
         self.judged = 0
         self._judged_lock = threading.Lock()

@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
 _NUMBER = re.compile(r"-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?")
 _MARKERS = re.compile(r"(?:####|answer\s*:)", re.IGNORECASE)
 _FRAC = re.compile(r"\\d?frac\{([^{}]*)\}\{([^{}]*)\}")
@@ -39,7 +40,8 @@ def boxed(text: str) -> str | None:
     start = text.rfind("\\boxed{")
     if start < 0:
         return None
-    depth, i = 0, start + len("\\boxed")
+    depth = 0
+    i = start + len("\\boxed")
     for j in range(i, len(text)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
