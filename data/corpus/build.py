@@ -32,8 +32,6 @@ from microcoder.data.corpus.verify import verify_references
 from microcoder.data.formats.dates import parse_cutoff, parse_date
 from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem, ProblemFormatError
-from microcoder.sandbox import ExecutorConfig
-from microcoder.sandbox.bwrap import SandboxUnavailable
 
 STAGES = (
     "validate",
@@ -226,6 +224,8 @@ def _verify(problems, options, verifier, counts):
 
 
 def _executor_config(options: BuildOptions):
+    from microcoder.sandbox import ExecutorConfig  # data/ imports the sandbox inside functions only
+
     if options.workers:
         return ExecutorConfig(workers=options.workers)
     return None
@@ -376,6 +376,8 @@ def cli_main(args: argparse.Namespace) -> int:
         return _fail(f"--verify-max {options.verify_max}: judge at least 1 reference per problem")
     if not 0.0 < options.near_dup_threshold <= 1.0:
         return _fail(f"--near-dup-threshold {options.near_dup_threshold}: expected 0 < J <= 1")
+    from microcoder.sandbox.bwrap import SandboxUnavailable
+
     try:
         result = build(list(args.sources), options)
     except (ProblemFormatError, OSError, ValueError) as e:

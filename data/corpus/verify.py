@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from microcoder.data.problem import Problem
-from microcoder.sandbox import ExecutorConfig, JudgePool
 
 
 @dataclass
@@ -94,6 +93,8 @@ def verify_references(
     if not todo:
         return checks
     if pool_factory is None:
+        from microcoder.sandbox import ExecutorConfig, JudgePool  # data/ is below the sandbox
+
         config = config or ExecutorConfig()
         pool_factory = JudgePool
     bar = _Progress(len(todo), progress)
