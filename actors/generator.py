@@ -35,10 +35,19 @@ import traceback
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
+from microcoder.actors.engines.async_llm import build_async_engine
+from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.rollout import count_tokens, sampling_params
-from microcoder.actors.stream import caused_by, engine_dead
+from microcoder.actors.stream import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.timing import PoolTimer
+from microcoder.actors.weights.follower import WeightFollower
+from microcoder.buffer.client import BufferClient
+from microcoder.data.prompting.render import PromptRenderer
+from microcoder.device import resolve_device
+from microcoder.learner.algorithm.diversity import batch_diversity
+from microcoder.protocol import PromptAssignment
 
 
 class Generator(PriorityControl):
@@ -60,15 +69,9 @@ class Generator(PriorityControl):
         """`buffer_address` None: no buffer client (evaluation only: `sample_eval`, no `run`)."""
         from transformers import AutoTokenizer
 
-        from microcoder.actors.engines.async_llm import build_async_engine
-        from microcoder.actors.engines.build import WORKER_EXTENSION
-        from microcoder.actors.logs import redirect_to_run_dir
-        from microcoder.actors.weights.follower import WeightFollower
-        from microcoder.buffer.client import BufferClient
-        from microcoder.data.prompting.render import PromptRenderer
-        from microcoder.device import resolve_device
-
-        self.name, self.settings, self.learner0 = name, settings, learner0
+        self.name = name
+        self.settings = settings
+        self.learner0 = learner0
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
@@ -155,8 +158,6 @@ class Generator(PriorityControl):
         self.temperature = float(temperature)
 
     def stats(self) -> dict[str, Any]:
-        from microcoder.actors.logs import replica_identity
-
         return {
             **replica_identity(self.name),
             "version": self.version,
@@ -201,8 +202,6 @@ class Generator(PriorityControl):
             raise
 
     def _run(self, max_groups: int | None) -> dict[str, Any]:
-        from microcoder.actors.stream import streaming_loop
-
         streaming_loop(
             self.client,
             _Counted(self),
@@ -273,8 +272,6 @@ class Generator(PriorityControl):
         )
 
     def _sample_coro(self, a, temperature: float):
-        from microcoder.actors.stream import sample_group
-
         ids = self._prompt_ids(a.prompt)
         version = self.version
         params = self._params(temperature)
@@ -337,8 +334,6 @@ class Generator(PriorityControl):
 
     def probe_diversity(self, prompts: list[str], temperature: float) -> float:
         """Diversity of G samples per probe prompt at `temperature` (temperature calibration)."""
-        from microcoder.learner.algorithm.diversity import batch_diversity
-        from microcoder.protocol import PromptAssignment
 
         assignments = [
             PromptAssignment(group_id=-1 - i, problem_id="probe", prompt=p)
@@ -406,7 +401,8 @@ class _Counted:
     counted in the generator's `inflight`."""
 
     def __init__(self, gen: Generator):
-        self.gen, self.llm = gen, gen.engine.llm
+        self.gen = gen
+        self.llm = gen.engine.llm
 
     @property
     def cache_salt(self) -> str:
@@ -425,6 +421,5 @@ class EngineDiedError(RuntimeError):
 def engine_root_cause(log_path: str | None) -> str:
     """The engine's own error: the last exception line of the actor's log other than the
     EngineDeadError / EngineDiedError that only say the engine is gone."""
-    from microcoder.actors.logs import last_error_line
 
     return last_error_line(log_path, skip=("EngineDeadError", "EngineDiedError"))

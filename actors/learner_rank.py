@@ -21,6 +21,9 @@ import time
 from typing import Any
 
 from microcoder.actors.config import LearnerRankSettings
+from microcoder.actors.logs import redirect_to_run_dir
+from microcoder.actors.weights.publisher import WeightPublisher
+from microcoder.actors.weights.relay_hub import RelayHub, hub_for
 from microcoder.actors.weights.work_lock import WorkLock
 
 CONCURRENCY_GROUPS: dict[str, tuple[str, ...]] = {
@@ -77,10 +80,9 @@ class LearnerRank:
     """Ray actor body for rank `rank` of `world`; call `setup()` on all ranks at once."""
 
     def __init__(self, rank: int, world: int):
-        from microcoder.actors.logs import redirect_to_run_dir
-
         self.log_path = redirect_to_run_dir(f"learner-{rank}")
-        self.rank, self.world = rank, world
+        self.rank = rank
+        self.world = world
         self.learner = None
         self.client = None
         self.publisher = None
@@ -131,7 +133,6 @@ class LearnerRank:
         else:
             self.learner = Learner(model_path, s.learner, s.algorithm, **kwargs)
         if self.rank == 0:
-            from microcoder.actors.weights.publisher import WeightPublisher
             from microcoder.buffer.client import BufferClient
 
             self.client = BufferClient.from_config(s.buffer, buffer_address, owner="learner")
@@ -190,7 +191,8 @@ class LearnerRank:
         budget = want * self.settings.learner.max_filtered_batches  # groups we may fetch in all
         step = self.learner.version + 1  # the step this batch trains
         texts = rollouts.due(step, self.settings.rollouts_every)
-        got, t0 = Intake(), time.perf_counter()
+        got = Intake()
+        t0 = time.perf_counter()
         deadline = None if timeout_s is None else t0 + timeout_s
         # 1. Fetch until the batch is full (a filtered group is replaced), the buffer is done,
         #    the budget is spent or the rank stops; report what will not train (admission).
@@ -342,13 +344,11 @@ class LearnerRank:
 
     def start_relay(self, learner_cfg) -> None:
         """Rank 0: the relay's hub with learner.weight_transport "relay" (actors/weights/relay_hub.py)."""
-        from microcoder.actors.weights.relay_hub import hub_for
 
         self.relay = hub_for(self.publisher, learner_cfg, self._work)
 
     def join_relay(self, name: str, workers: int) -> dict[str, Any]:
         """Rank 0: generator `name` joins the relay at the next version (actors/weights/relay_hub.py)."""
-        from microcoder.actors.weights.relay_hub import RelayHub
 
         if self.relay is None:
             RelayHub.refuse(name)

@@ -71,7 +71,8 @@ def _measure(n: int, state: dict, bucket: int, repeats: int) -> dict:
     from microcoder.learner.sync.transport import WeightSender, bucket_layout
 
     ports = [free_port() for _ in range(n)]
-    relay_port, rounds = free_port(), repeats + 1
+    relay_port = free_port()
+    rounds = repeats + 1
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", _MEMBER, "member", str(ports[r - 1]), str(relay_port)]

@@ -18,18 +18,26 @@ serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
+import time
+
+from microcoder.bench import weight_relay, weight_sync_sim
+from microcoder.bench.weight_relay import format_table as relay_table
+from microcoder.bench.weight_relay import run_receivers
+from microcoder.learner.models.tiny_model import build_tiny_model
 
 DESCRIPTION = (
     "weight broadcast (bucketed, named) vs a raw single-buffer gloo broadcast (goal ≤ 2×); "
     "--simulate: event model of the chain relay vs serial sync to N receivers"
 )
-_CMD_EXIT, _CMD_SYNC, _CMD_RAW = 0, 1, 2
+_CMD_EXIT = 0
+_CMD_SYNC = 1
+_CMD_RAW = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from microcoder.bench import weight_sync_sim
-
     parser.add_argument(
         "--repeats", type=int, default=5, help="timed rounds per size and mode (default 5)"
     )
@@ -42,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
     )
-    from microcoder.bench import weight_relay
 
     weight_relay.add_arguments(parser)
     weight_sync_sim.add_arguments(parser)
@@ -50,7 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def qwen05b_shapes() -> list[tuple[str, tuple[int, ...]]]:
     """Parameter names and shapes of a Qwen2.5-0.5B-like model (494 M params, tied embeddings)."""
-    hidden, inter, layers, kv, vocab = 896, 4864, 24, 128, 151936
+    hidden = 896
+    inter = 4864
+    layers = 24
+    kv = 128
+    vocab = 151936
     shapes = [("model.embed_tokens.weight", (vocab, hidden))]
     for i in range(layers):
         p = f"model.layers.{i}."
@@ -75,8 +86,6 @@ def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
     import torch
     from safetensors.torch import load_file
 
-    from microcoder.learner.models.tiny_model import build_tiny_model
-
     folder = build_tiny_model(tmp, seed=0)
     out = {"tiny-4M-fp32": load_file(str(folder / "model.safetensors"))}
     if not args.skip_large:
@@ -88,18 +97,11 @@ def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     if getattr(args, "simulate", False):
-        from microcoder.bench import weight_sync_sim
-
         return weight_sync_sim.run(args)
     if args.receivers:
-        from microcoder.bench.weight_relay import run_receivers
-
         return run_receivers(args)
     if args.bucket_mb is None:
         args.bucket_mb = 256.0
-    import subprocess
-    import tempfile
-    import time
 
     import torch
 
@@ -134,7 +136,8 @@ def run(args: argparse.Namespace) -> dict:
                         times[mode].append(time.perf_counter() - start)
             broadcast_root(sender.pg, torch.tensor([_CMD_EXIT, 0])).wait()
             proc.wait(timeout=120)
-            sync_s, raw_s = _median(times["sync"]), _median(times["raw"])
+            sync_s = _median(times["sync"])
+            raw_s = _median(times["raw"])
             results[label] = {
                 "best_ratio": min(times["sync"]) / min(times["raw"]),
                 "bytes": nbytes,
@@ -165,7 +168,8 @@ def receive(port: int) -> None:
     while True:
         cmd = torch.zeros(2, dtype=torch.int64)
         broadcast_root(rx.pg, cmd).wait()
-        kind, nbytes = int(cmd[0]), int(cmd[1])
+        kind = int(cmd[0])
+        nbytes = int(cmd[1])
         if kind == _CMD_EXIT:
             return
         if kind == _CMD_SYNC:
@@ -180,12 +184,8 @@ def receive(port: int) -> None:
 
 def format_table(result: dict) -> str:
     if "simulated" in result:
-        from microcoder.bench import weight_sync_sim
-
         return weight_sync_sim.format_table(result)
     if "receivers" in result:
-        from microcoder.bench.weight_relay import format_table as relay_table
-
         return relay_table(result)
     lines = [
         f"weight broadcast over gloo, median of {result['repeats']} rounds, buckets {result['bucket_mb']:.0f} MiB",

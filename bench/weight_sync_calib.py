@@ -17,8 +17,13 @@ bandwidth is a parameter of the model.
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
+import subprocess
 import sys
 import time
+from datetime import timedelta
 
 _PIECES = 8
 _SMALL = 64 << 10
@@ -70,15 +75,14 @@ def copy_costs(chunk_bytes: int, repeats: int = 7) -> dict[str, float]:
                 else:
                     times.append(_timed(lambda s=src, d=dst: d.copy_(s), repeats))
             fixed, rate = _fit(times[0], times[1], chunk_bytes)
-            out[f"{what}_fixed_s"], out[f"{what}_gb_s"] = fixed, rate
+            out[f"{what}_fixed_s"] = fixed
+            out[f"{what}_gb_s"] = rate
         return out
     finally:
         torch.set_num_threads(before)
 
 
 def _group(store, rank: int):
-    from datetime import timedelta
-
     import torch.distributed as dist
 
     prefixed = dist.PrefixStore(f"{_PREFIX}/pg", store)
@@ -102,8 +106,6 @@ def _pings(pg, one, pings: int) -> None:
 
 def link_costs(chunk_bytes: int, pings: int = 40, rounds: int = 20) -> dict[str, float]:
     """post_s, sync_fixed_s, store_op_s and loopback_gb_s, with a peer process over loopback."""
-    import subprocess
-    from datetime import timedelta
 
     import torch
     import torch.distributed as dist
@@ -161,9 +163,6 @@ def link_costs(chunk_bytes: int, pings: int = 40, rounds: int = 20) -> dict[str,
 
 def calibrate(chunk_bytes: int) -> dict:
     """The `calibration` block of the bench's JSON: values and where each came from."""
-    import datetime
-    import os
-    import platform
 
     import torch
 
@@ -192,7 +191,6 @@ def calibrate(chunk_bytes: int) -> dict:
 
 def peer(port: int, chunk_bytes: int, pings: int, rounds: int) -> None:
     """The peer process: answer the sender's round trips in the same order."""
-    from datetime import timedelta
 
     import torch
     import torch.distributed as dist

@@ -35,8 +35,10 @@ and 16 MiB still spends 0.34 ms on a 400 Gb/s link.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 MIB = 1 << 20
 DEFAULT_RECEIVERS = "1,8,64,256"
@@ -97,7 +99,8 @@ def chain_seconds(
         raise ValueError(f"receivers must be >= 1, got {n}")
     if slots is not None and slots < 1:
         raise ValueError(f"slots must be >= 1 or None, got {slots}")
-    lat, post = link.latency_s, costs.post_s
+    lat = link.latency_s
+    post = costs.post_s
     hops = np.arange(n, dtype=np.float64)  # hop h: node h -> node h + 1 (node 0 is rank 0)
     tx_prev = np.zeros(n)  # when each hop finished sending the previous chunk
     load_prev = np.zeros(n)  # when each receiver (node h + 1) finished loading it
@@ -122,7 +125,8 @@ def chain_seconds(
             forwarded = np.append(tx_end[1:], 0.0)  # the last receiver forwards nothing
             released[j] = np.maximum(load_end, forwarded)
             staging_free[j] = float(tx_end[0])
-        tx_prev, load_prev = tx_end, load_end
+        tx_prev = tx_end
+        load_prev = load_end
     return float(load_prev.max())
 
 
@@ -256,9 +260,6 @@ def costs_from(
 
 
 def run(args: argparse.Namespace) -> dict:
-    import json
-    from pathlib import Path
-
     from microcoder.bench.weight_sync_calib import calibrate
 
     receivers = parse_receivers(args.receivers)
@@ -287,7 +288,8 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_table(result: dict) -> str:
-    p, sim = result["parameters"], result["simulated"]
+    p = result["parameters"]
+    sim = result["simulated"]
     one = sim[min(sim, key=int)]["scheme_s"]
     lines = [
         f"simulated weight sync: {p['model_gb']:g} GB per receiver, links {p['gbps']:g} Gbit/s "

@@ -3,6 +3,7 @@ template renders them (root section `[prompt]`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -95,7 +96,6 @@ class DataSourceConfig(Section):
         """`name`, else the file's stem (a synthetic family's own name)."""
         if self.name:
             return self.name
-        from pathlib import Path
 
         stem = Path(self.path).name
         for suffix in (".gz", ".jsonl", ".json"):

@@ -69,12 +69,16 @@ def reasoning_end(reasoning: str, response: str = "") -> str | None:
 def _blocks(answer: str) -> tuple[list[tuple[str, str]], bool]:
     """([(language, body)] of the closed blocks in order, whether a block is left open)."""
     blocks: list[tuple[str, str]] = []
-    lang, body, ticks = "", [], 0
+    lang = ""
+    body = []
+    ticks = 0
     for line in answer.splitlines(keepends=True):
         if not ticks:
             m = _OPEN.match(line)
             if m:
-                lang, body, ticks = m.group(2).lower(), [], len(m.group(1))
+                lang = m.group(2).lower()
+                body = []
+                ticks = len(m.group(1))
             continue
         m = _CLOSE.match(line.rstrip("\r\n"))
         if m and len(m.group(1)) >= ticks:

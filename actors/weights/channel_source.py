@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from microcoder.actors.weights.pull import request_weights
 from microcoder.actors.weights.source import Round
 
 
 class ChannelSource:
     def __init__(self, name: str, cfg, rank0: Callable[[], Any]):
-        self.name, self.cfg, self.rank0 = name, cfg, rank0
+        self.name = name
+        self.cfg = cfg
+        self.rank0 = rank0
         self.channel: dict[str, Any] = {}
         """The channel's spec and state, as actors/weights/pull.py keeps it."""
         self.pending = None
@@ -21,8 +24,6 @@ class ChannelSource:
         loop's ticks check it, the engine generating meanwhile."""
 
     def next_round(self, engine, version: int, block: bool) -> Round | None:
-        from microcoder.actors.weights.pull import request_weights
-
         if self.pending is None:  # ask rank 0 to send; the engine keeps generating meanwhile
             self.pending = request_weights(
                 engine, self.rank0(), version, self.name, self.cfg, self.channel

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from microcoder.actors.deadline import actor_by_name
+from microcoder.actors.weights.publisher import LEARNER0, WeightsMixedError, update_engine
 from microcoder.actors.weights.source import Round, WeightSource, weight_source
 
 
@@ -30,7 +32,8 @@ class WeightFollower:
     are no-ops). `source`: None builds the one `learner.weight_transport` names."""
 
     def __init__(self, host, learner0: str | None, source: WeightSource | None = None):
-        self.host, self.learner0 = host, learner0
+        self.host = host
+        self.learner0 = learner0
         self.rank0_handle = None  # rank 0's handle, looked up by name at the first sync
         self.source: WeightSource = source if source is not None else self._new_source()
         self.mixed = False
@@ -109,7 +112,8 @@ class WeightFollower:
         """A new engine: under the weight lock, forget every round and channel (new workers
         join again), hold nothing (its loop syncs first), and `rebuild()` the engine."""
         with self.lock:
-            self.mixed, self.held = False, None
+            self.mixed = False
+            self.held = None
             self.source = self._new_source()
             rebuild()
 
@@ -129,7 +133,6 @@ class WeightFollower:
         the loop is here); then the load (actors/weights/publisher.py `update_engine`). The engine
         resumes even when the load fails."""
         from microcoder.actors.stream import caused_by
-        from microcoder.actors.weights.publisher import WeightsMixedError
 
         try:
             updated = self._update_unchecked(block)
@@ -160,7 +163,6 @@ class WeightFollower:
     def _load(self, round_: Round) -> bool:
         """Pause the engine, receive the round, relabel, resume (actors/weights/publisher.py
         `update_engine`); True when new weights were loaded."""
-        from microcoder.actors.weights.publisher import update_engine
 
         host = self.host
         mode = "keep" if host.settings.generator.weight_update == "inflight" else "wait"
@@ -183,8 +185,6 @@ class WeightFollower:
     def rank0(self):
         """Learner rank 0's actor handle, looked up by its name once (within
         learner.sync_timeout_s, naming rank 0 when it is not found)."""
-        from microcoder.actors.deadline import actor_by_name
-        from microcoder.actors.weights.publisher import LEARNER0
 
         if self.rank0_handle is None:
             self.rank0_handle = actor_by_name(

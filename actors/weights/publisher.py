@@ -56,13 +56,15 @@ class _Channel:
     whatever happens to an old opening (its build fails late, its send fails) stays with it."""
 
     def __init__(self, name: str, port: int):
-        self.name, self.port = name, port
+        self.name = name
+        self.port = port
         self.sender: Any = None
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
 
     def close(self) -> None:
-        sender, self.sender = self.sender, None
+        sender = self.sender
+        self.sender = None
         if sender is not None:
             try:
                 sender.close()
@@ -81,7 +83,9 @@ class WeightPublisher:
     and forgets only the channel it used, never a newer one opened meanwhile."""
 
     def __init__(self, timeout_s: float, host: str | None = None, device: str = "cpu"):
-        self.timeout_s, self.host, self.device = timeout_s, host or node_ip(), device
+        self.timeout_s = timeout_s
+        self.host = host or node_ip()
+        self.device = device
         self.version = -1
         self._state: dict = {}
         self._channels: dict[str, _Channel] = {}
@@ -95,7 +99,8 @@ class WeightPublisher:
         its first name (`served_names`)."""
         state = served_names(state)
         with self._lock:
-            self._state, self.version = state, version
+            self._state = state
+            self.version = version
         for listener in self.listeners:
             listener(version)
 
@@ -131,7 +136,8 @@ class WeightPublisher:
 
         channel.thread = threading.Thread(target=build, name=f"weights-{name}", daemon=True)
         with self._lock:
-            old, self._channels[name] = self._channels.get(name), channel
+            old = self._channels.get(name)
+            self._channels[name] = channel
         if old is not None:
             old.close()
         channel.thread.start()
@@ -202,7 +208,8 @@ class WeightPublisher:
             if exclusive is None:
                 if ticket is not None:
                     sender.signal_ready(ticket)
-                stats, waited = self._send_newest(sender), 0.0
+                stats = self._send_newest(sender)
+                waited = 0.0
             else:
                 stats, waited = self._send_held(sender, ticket, exclusive)
         except TimeoutError:  # `exclusive` was not free in time: nothing went on the channel
@@ -215,7 +222,8 @@ class WeightPublisher:
 
     def _send_newest(self, sender):
         with self._lock:
-            state, version = self._state, self.version
+            state = self._state
+            version = self.version
         return sender.send(state.items(), version)
 
     def _send_held(self, sender, ticket: str | None, exclusive) -> tuple[Any, float]:
@@ -286,7 +294,8 @@ def update_engine(
     if kv not in get_args(InflightKV):
         raise ValueError(f"inflight_kv {kv!r}: use one of {', '.join(get_args(InflightKV))}")
     clear = mode != "keep" or kv == "recompute"
-    step, t0 = f"pause({mode!r})", time.perf_counter()
+    step = f"pause({mode!r})"
+    t0 = time.perf_counter()
     try:
         engine.pause(mode, clear_cache=clear)
         step = "pull_weights"

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
+from microcoder.actors.deadline import get_within
 from microcoder.actors.weights.publisher import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
 from microcoder.learner.config import LearnerConfig
 
@@ -47,7 +49,6 @@ def request_weights(llm, learner0, my_version: int, name: str, cfg: LearnerConfi
     first when `channel`, this generator's dict of channel state kept across calls, has none);
     returns the `PendingSync` at once, or None when already current. Every call to rank 0 has
     `sync_timeout_s` and names it."""
-    from microcoder.actors.deadline import get_within
 
     def ask(ref, what: str):
         return get_within(ref, cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
@@ -73,9 +74,16 @@ class PendingSync:
     a channel it has replaced)."""
 
     def __init__(self, llm, name, latest, sent, ask, channel, ticket, t0, deadline):
-        self.llm, self.name, self.latest, self.sent = llm, name, latest, sent
-        self.ask, self.channel, self.ticket, self.t0 = ask, channel, ticket, t0
-        self.deadline, self.ready_s = deadline, None
+        self.llm = llm
+        self.name = name
+        self.latest = latest
+        self.sent = sent
+        self.ask = ask
+        self.channel = channel
+        self.ticket = ticket
+        self.t0 = t0
+        self.deadline = deadline
+        self.ready_s = None
         self.timeout_s = deadline - time.monotonic()
 
     def ready(self) -> bool:
@@ -115,8 +123,6 @@ class PendingSync:
     def _store(self):
         """A client of the channel's store (rank 0 hosts it), kept with the channel."""
         if self.channel.get("store") is None:
-            from datetime import timedelta
-
             import torch.distributed as dist
 
             spec = self.channel["spec"]

@@ -102,19 +102,27 @@ class RelayHub:
         exclusive: Callable[[], AbstractContextManager[float]] | None = None,
         bucket_bytes: int = RELAY_BUCKET_BYTES,
     ):
-        self.publisher, self.timeout_s, self.join_s = publisher, timeout_s, join_s
-        self.exclusive, self.bucket_bytes = exclusive, bucket_bytes
+        self.publisher = publisher
+        self.timeout_s = timeout_s
+        self.join_s = join_s
+        self.exclusive = exclusive
+        self.bucket_bytes = bucket_bytes
         self._cond = threading.Condition()
         self._members: dict[str, int] = {}  # the epoch's: name -> worker count
         self._joining: dict[str, int] = {}
         self._leaving: set[str] = set()
-        self._epoch, self._spec, self._sender = 0, None, None
+        self._epoch = 0
+        self._spec = None
+        self._sender = None
         self._round: dict | None = None  # the announced round: {"n", "version"}
         self.last: dict = {}
         """The last round's outcome: epoch, n, version, delivered (names), failed {name: why}."""
         self.rounds: list[dict] = []
         """Every round's outcome, newest last (at most 100)."""
-        self._want, self._done, self._closed, self._thread = -1, -1, False, None
+        self._want = -1
+        self._done = -1
+        self._closed = False
+        self._thread = None
         self._boundary_version = -1  # the version of the last boundary made
         publisher.listeners.append(self.announce)
 
@@ -186,7 +194,8 @@ class RelayHub:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            sender, self._sender = self._sender, None
+            sender = self._sender
+            self._sender = None
         if sender is not None:
             _tell(sender, sender.round, -1)  # the members' watchers end (not on a closed store)
             sender.close()
@@ -221,7 +230,8 @@ class RelayHub:
             with self.exclusive() if self._holds_lock(sender) else nullcontext():
                 state, version = self._newest(n, state, version)
                 stats = sender.send(state.items(), version, drop_missing=True, join_s=0)
-            delivered, failed = set(sender.chain), {r: "left out" for r in stats.skipped}
+            delivered = set(sender.chain)
+            failed = {r: "left out" for r in stats.skipped}
         except Exception as err:
             delivered = set(getattr(err, "delivered", []))
             failed = dict(getattr(err, "failed", {}))
@@ -282,8 +292,11 @@ class RelayHub:
             if not changed:
                 self._round = {"n": self._sender.round, "version": version}
                 return self._sender
-            old, self._sender, self._members = self._sender, None, members
-            self._spec, self._round = None, None
+            old = self._sender
+            self._sender = None
+            self._members = members
+            self._spec = None
+            self._round = None
             if members:
                 self._epoch += 1
                 self._spec = self._epoch_spec(members, free_port(self.publisher.host))
@@ -297,7 +310,8 @@ class RelayHub:
         return self._build(spec)
 
     def _epoch_spec(self, members: dict[str, int], port: int) -> dict[str, Any]:
-        ranks, first = {}, 1
+        ranks = {}
+        first = 1
         for name, workers in members.items():
             ranks[name] = (first, workers)
             first += workers
@@ -332,7 +346,9 @@ class RelayHub:
                 if self._spec is spec:
                     failed = {name: f"epoch not formed: {err}"[:300] for name in self._members}
                     self.last = self._outcome(spec["epoch"], 0, -1, [], failed, 0.0)
-                    self._members, self._spec, self._round = {}, None, None
+                    self._members = {}
+                    self._spec = None
+                    self._round = None
             return None
         with self._cond:
             if self._spec is not spec or self._closed:
@@ -346,7 +362,8 @@ class RelayHub:
         the next boundary."""
         with self._cond:
             ranks = self._spec["ranks"] if self._spec else {}
-            got, missed = [], {}
+            got = []
+            missed = {}
             for name, (first, workers) in ranks.items():
                 mine = range(first, first + workers)
                 if all(r in delivered for r in mine):

@@ -28,19 +28,25 @@ import json
 import sys
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
+from microcoder.actors.deadline import get_within
 from microcoder.actors.weights.publisher import LEARNER0, LEARNER0_REMEDY, WeightsMixedError
 from microcoder.actors.weights.relay_hub import ANNOUNCE_KEY
 
-CHANNEL, IDLE, WAIT, RECEIVE = "channel", "idle", "wait", "receive"
+CHANNEL = "channel"
+IDLE = "idle"
+WAIT = "wait"
+RECEIVE = "receive"
 """What `RelayMember.step` tells the caller: sync over the own channel now; nothing to do;
 a round is under way (hold leases, check again next tick); receive the round now."""
 
 MARGIN_S = 5.0
 """Added to rank 0's own waits before a member gives up on a round and falls back."""
 
-BACKOFF_AFTER, BACKOFF_MAX = 2, 16
+BACKOFF_AFTER = 2
+BACKOFF_MAX = 16
 """A member that fell back `BACKOFF_AFTER` or more times in a row (no relay round loaded between)
 sits out versions before it joins again: min(2 ** (k - BACKOFF_AFTER), BACKOFF_MAX) after its
 k-th (1, 2, 4, 8, 16, 16, ...; `backoff_versions`), syncing them on its own channel. A
@@ -68,15 +74,16 @@ class _Watch(threading.Thread):
 
     def __init__(self, spec: dict, n: int):
         super().__init__(name=f"relay-watch-{spec['epoch']}-{n}", daemon=True)
-        self.spec, self.n = spec, n
-        self.fired, self.stopped = threading.Event(), threading.Event()
+        self.spec = spec
+        self.n = n
+        self.fired = threading.Event()
+        self.stopped = threading.Event()
 
     def run(self) -> None:
-        from datetime import timedelta
-
         import torch.distributed as dist
 
-        key, slice_ = f"{ANNOUNCE_KEY}/{self.n}", timedelta(seconds=self.SLICE_S)
+        key = f"{ANNOUNCE_KEY}/{self.n}"
+        slice_ = timedelta(seconds=self.SLICE_S)
         try:
             store = dist.TCPStore(
                 self.spec["host"], self.spec["port"], is_master=False, timeout=timedelta(seconds=30)
@@ -99,7 +106,10 @@ class _Join(threading.Thread):
 
     def __init__(self, engine, spec: dict, round_: dict):
         super().__init__(name=f"relay-join-{spec['epoch']}", daemon=True)
-        self.engine, self.spec, self.round, self.error = engine, spec, round_, None
+        self.engine = engine
+        self.spec = spec
+        self.round = round_
+        self.error = None
         self.started = time.monotonic()
 
     def run(self) -> None:
@@ -114,7 +124,9 @@ class RelayMember:
     how often it asks rank 0 (`generator.weight_poll_s`)."""
 
     def __init__(self, name: str, cfg, poll_s: float):
-        self.name, self.cfg, self.poll_s = name, cfg, poll_s
+        self.name = name
+        self.cfg = cfg
+        self.poll_s = poll_s
         self.asked = False  # asked to join since its last fallback
         self.epoch: int | None = None  # the epoch its workers joined
         self.joining: _Join | None = None
@@ -123,12 +135,15 @@ class RelayMember:
         self.store = None
         self.polled = float("-inf")
         self.behind_since: float | None = None
-        self.fallbacks, self.rounds, self.last_fallback = 0, 0, ""
+        self.fallbacks = 0
+        self.rounds = 0
+        self.last_fallback = ""
         self.round_s = 2 * cfg.relay_join_s + MARGIN_S  # rank 0: the build, then the ready wait
         self.watch: _Watch | None = None  # for the next round's announcement
         self.spec: dict | None = None  # the epoch its workers joined
         self.version = -1  # the generator's, at the last step
-        self.in_row, self.rejoin_at = 0, -1  # fallbacks in a row; the backoff's first version
+        self.in_row = 0
+        self.rejoin_at = -1  # fallbacks in a row; the backoff's first version
 
     @property
     def busy(self) -> bool:
@@ -154,8 +169,6 @@ class RelayMember:
             self.watch = None
 
     def _ask(self, ref, what: str):
-        from microcoder.actors.deadline import get_within
-
         return get_within(ref, self.cfg.sync_timeout_s, what, LEARNER0, LEARNER0_REMEDY)
 
     def joined_after_channel_sync(self, engine, rank0, version: int) -> None:
@@ -169,7 +182,8 @@ class RelayMember:
         except Exception as err:  # the weights loaded all the same; asked again after the next
             print(f"{self.name}: joining the weight relay failed: {err}", file=sys.stderr)
             return
-        self.asked, self.polled = True, float("-inf")
+        self.asked = True
+        self.polled = float("-inf")
 
     def summary(self) -> dict[str, Any]:
         """For the generator's stats: relay rounds loaded, fallbacks to the channel, the last
@@ -207,7 +221,8 @@ class RelayMember:
             )
         if st["member"] == "pending" and st["latest"] > version and st["boundary"] >= st["latest"]:
             return CHANNEL  # joined after the newest version's boundary: it comes by its channel
-        rnd, spec = st["round"], st["epoch"]
+        rnd = st["round"]
+        spec = st["epoch"]
         if st["member"] == "pending" or rnd is None or rnd["version"] <= version:
             if rnd is not None and spec["epoch"] == self.epoch:
                 self._watch(spec, rnd["n"] + 1)
@@ -249,8 +264,10 @@ class RelayMember:
         from microcoder.learner.sync.transport import KEY_PREFIX
 
         self._unwatch()
-        store, self.spec = self._store(spec), spec
-        first, workers = spec["first_rank"], spec["workers"]
+        store = self._store(spec)
+        self.spec = spec
+        first = spec["first_rank"]
+        workers = spec["workers"]
         for r in range(first, first + workers):
             store.set(f"{KEY_PREFIX}/relay-ready/{r}/{rnd['n']}", "1")
         self.waiting = {**rnd, "first": first, "since": time.monotonic()}
@@ -272,7 +289,8 @@ class RelayMember:
     def receive(self, engine) -> dict[str, Any]:
         """Receive and load the round the chain named it for (the engine paused). Returns its
         timings and new version; a failure raises `WeightsMixedError` and falls back."""
-        w, t0 = self.waiting, time.perf_counter()
+        w = self.waiting
+        t0 = time.perf_counter()
         try:
             out = engine.collective_rpc("mc_relay_receive_and_load", args=(w["n"],))
             version, count, receive_s, reload_s = out[0]
@@ -282,8 +300,11 @@ class RelayMember:
                 f"{self.name}: the relay load of round {w['n']} failed after it may have begun, "
                 f"so the engine may hold part of the new weights: {type(err).__name__}: {err}"
             ) from err
-        self.waiting, self.checking = None, (self.epoch, w["n"])
-        self.rounds, self.in_row, self.version = self.rounds + 1, 0, int(version)
+        self.waiting = None
+        self.checking = (self.epoch, w["n"])
+        self.rounds = self.rounds + 1
+        self.in_row = 0
+        self.version = int(version)
         self._watch(self.spec, w["n"] + 1)
         t1 = time.perf_counter()
         return {
@@ -319,11 +340,16 @@ class RelayMember:
         """Leave the relay on this side: the next sync goes over the own channel, after which
         it joins again (after `backoff_versions` more when it fell back often in a row).
         Returns CHANNEL."""
-        self.asked, self.epoch, self.joining, self.waiting = False, None, None, None
+        self.asked = False
+        self.epoch = None
+        self.joining = None
+        self.waiting = None
         self.behind_since = None
         self._close_store()
         self._unwatch()
-        self.fallbacks, self.in_row, self.last_fallback = self.fallbacks + 1, self.in_row + 1, why
+        self.fallbacks = self.fallbacks + 1
+        self.in_row = self.in_row + 1
+        self.last_fallback = why
         wait = backoff_versions(self.in_row)
         self.rejoin_at = self.version + 1 + wait
         backoff = (
@@ -341,7 +367,6 @@ class RelayMember:
     def leave(self, rank0) -> None:
         """The generator shuts down (`scale` removed it): rank 0 takes it out of the next epoch.
         Waits for the answer (within LEAVE_S), so that killing the process next loses nothing."""
-        from microcoder.actors.deadline import get_within
 
         self._unwatch()
         try:
@@ -352,8 +377,6 @@ class RelayMember:
 
     def _store(self, spec: dict):
         if self.store is None:
-            from datetime import timedelta
-
             import torch.distributed as dist
 
             self.store = dist.TCPStore(

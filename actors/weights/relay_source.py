@@ -11,16 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 from microcoder.actors.weights.channel_source import ChannelSource
+from microcoder.actors.weights.relay_member import CHANNEL, RECEIVE, WAIT
 from microcoder.actors.weights.source import Round
 
 
 class RelaySource:
     def __init__(self, member, channel: ChannelSource, rank0: Callable[[], Any]):
-        self.member, self.channel, self.rank0 = member, channel, rank0
+        self.member = member
+        self.channel = channel
+        self.rank0 = rank0
 
     def next_round(self, engine, version: int, block: bool) -> Round | None:
-        from microcoder.actors.weights.relay_member import CHANNEL, RECEIVE, WAIT
-
         if not self.channel.under_way():  # a send asked on the channel is finished there first
             while True:
                 way = self.member.step(engine, self.rank0(), version)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from microcoder.actors.weights.relay_member import RelayMember
+
 
 @dataclass
 class Round:
@@ -57,7 +59,6 @@ def weight_source(name: str, settings, rank0: Callable[[], Any]) -> WeightSource
     channel = ChannelSource(name, settings.learner, rank0)
     if settings.learner.weight_transport != "relay":
         return channel
-    from microcoder.actors.weights.relay_member import RelayMember
     from microcoder.actors.weights.relay_source import RelaySource
 
     member = RelayMember(name, settings.learner, settings.generator.weight_poll_s)

@@ -8,6 +8,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from microcoder import protocol as m
+from microcoder.launch.run.pools import error_summary
+
 if TYPE_CHECKING:  # cluster.py imports this module lazily: it must not import cluster.py back
     from microcoder.launch.run.cluster import Run
 
@@ -20,8 +23,10 @@ class BufferWatch:
     request timeout: by then every actor's request to it fails too). `for_run` builds it."""
 
     def __init__(self, ping_actor, ping_server, dead_after_s: float, clock=time.monotonic):
-        self.ping_actor, self.ping_server = ping_actor, ping_server
-        self.dead_after_s, self.clock = dead_after_s, clock
+        self.ping_actor = ping_actor
+        self.ping_server = ping_server
+        self.dead_after_s = dead_after_s
+        self.clock = clock
         self.failing_since: float | None = None
         """When the first of the failures going on now happened (None: the buffer answers)."""
 
@@ -31,8 +36,6 @@ class BufferWatch:
         the supervisor's own client (`run.release_client`: this thread's socket)."""
         import ray
 
-        from microcoder import protocol as m
-
         return cls(
             lambda: ray.get(run.buffer.get_address.remote(), timeout=probe_s),
             lambda: run.release_client.call(m.GetStats(), timeout_s=probe_s),
@@ -41,8 +44,6 @@ class BufferWatch:
 
     def check(self) -> str:
         from ray.exceptions import ActorDiedError
-
-        from microcoder.launch.run.pools import error_summary
 
         try:
             self.ping_actor()

@@ -18,6 +18,8 @@ import shutil
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from microcoder.launch.monitor.metrics_log import read_metrics
+
 
 def _step(path: Path) -> int:
     return int(path.name.split("_")[1])
@@ -57,7 +59,6 @@ def prune_checkpoints(
 
 def heldout_scores(metrics_path: Path) -> dict[int, float]:
     """{step: held-out sampled pass@1} of the run's `eval` records (metrics.jsonl)."""
-    from microcoder.launch.monitor.metrics_log import read_metrics
 
     if not metrics_path.is_file():
         return {}

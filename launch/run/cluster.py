@@ -18,8 +18,23 @@ from collections.abc import Collection
 from pathlib import Path
 
 from microcoder.actors.deadline import get_within
+from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cls
+from microcoder.buffer.keys import ensure_keys, keys_dir_of
 from microcoder.launch.config import Config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.actor_settings import generator_settings, replica_index
+from microcoder.launch.run.buffer_watch import BufferWatch
+from microcoder.launch.run.checkpoint_retention import retain
+from microcoder.launch.run.learner_group import LearnerGroup
+from microcoder.launch.run.placement import (
+    cluster_custom,
+    cluster_totals,
+    make_plan,
+    release_all,
+    replica_options,
+)
+from microcoder.launch.run.pools import Pool
+from microcoder.launch.run.temperature_control import build_controller
 
 
 class BufferDied(RuntimeError):
@@ -68,8 +83,6 @@ def plan_on_cluster(cfg: Config, address: str, log=print):
     GPUs (the driver may have none), and written into `cfg` before any actor is made."""
     import ray
 
-    from microcoder.launch.run.placement import cluster_custom, cluster_totals, make_plan
-
     resources = ray.cluster_resources()
     cpus, gpus = cluster_totals(resources)
     if cfg.cluster.device == "auto":
@@ -88,7 +101,10 @@ class Run:
     def __init__(
         self, cfg: Config, run_dir: Path, address: str = "local", resume_from: Path | None = None
     ):
-        self.cfg, self.run_dir, self.address, self.resume_from = cfg, run_dir, address, resume_from
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.address = address
+        self.resume_from = resume_from
         self.metrics = MetricsLogger(run_dir)
         self.log_path = run_dir / "launcher.log"
         self.buffer = self.learners = self.generators = self.executors = None
@@ -135,7 +151,8 @@ class Run:
         buffer are alive, so the run's exit path can still checkpoint."""
         if self.fatal:
             return
-        self.fatal, self.fatal_error = why, ReplicaFailed
+        self.fatal = why
+        self.fatal_error = ReplicaFailed
         self.log(f"stopping the run: {why}")
         self.metrics.log("event", event="replica_failed", message=why)
 
@@ -159,7 +176,6 @@ class Run:
         main thread saw before the supervisor's next round); "" while it answers."""
         if self.fatal or self.buffer is None:
             return self.fatal
-        from microcoder.launch.run.buffer_watch import BufferWatch
 
         why = BufferWatch.for_run(self).check()
         if why:
@@ -207,10 +223,10 @@ class Run:
     def start_buffer(self) -> None:
         """The buffer actor on the driver's node (restoring the checkpoint's snapshot on a
         resume), its address once it has bound its socket, and the launcher's client."""
-        from microcoder.actors.remote import buffer_host_cls
         from microcoder.buffer.client import BufferClient
 
-        cfg, ckpt = self.cfg, self.resume_from
+        cfg = self.cfg
+        ckpt = self.resume_from
         snapshot = (
             str(ckpt / "buffer.snapshot") if ckpt and (ckpt / "buffer.snapshot").exists() else None
         )
@@ -241,9 +257,9 @@ class Run:
 
     def start_learners(self, model_path: str) -> None:
         """The learner group (from the checkpoint on a resume) and rank 0's weight channels."""
-        from microcoder.launch.run.learner_group import LearnerGroup
 
-        cfg, ckpt = self.cfg, self.resume_from
+        cfg = self.cfg
+        ckpt = self.resume_from
         self.log(
             f"buffer at {self.buffer_address}; starting {cfg.learner.world_size} learner rank(s)"
         )
@@ -265,11 +281,7 @@ class Run:
     def start_pools(self, model_path: str) -> None:
         """The executor and generator pools, supervised: a dead replica's leases go back to the
         buffer and the replica is restarted."""
-        from microcoder.actors.remote import executor_cls, generator_cls
         from microcoder.buffer.client import BufferClient
-        from microcoder.launch.run.actor_settings import generator_settings, replica_index
-        from microcoder.launch.run.placement import replica_options
-        from microcoder.launch.run.pools import Pool
 
         cfg = self.cfg
         # The supervisor thread returns dead replicas' leases through its own client: a ZeroMQ
@@ -292,7 +304,8 @@ class Run:
 
             return Pool(kind, start, release, self.log, cfg.cluster.ready_timeout_s)
 
-        ex, gen = cfg.executor, cfg.generator
+        ex = cfg.executor
+        gen = cfg.generator
         self.executors = pool(
             "executor",
             executor_cls(ex),
@@ -341,7 +354,6 @@ class Run:
         if not self.cfg.buffer.curve:
             self.log("buffer.curve = false: any process that reaches the buffer port can use it")
             return None
-        from microcoder.buffer.keys import ensure_keys, keys_dir_of
 
         keys, made = ensure_keys(self.cfg.buffer.keys_dir or keys_dir_of(self.run_dir))
         self.log(f"buffer keys: {'made' if made else 'reusing'} {keys} (only the run's actors)")
@@ -350,7 +362,6 @@ class Run:
     def prepare_generator(self, handle) -> None:
         """Before a generator's loop starts: give it the controller's temperature (the first
         one builds the controller, calibrating on this generator, so step 1 samples at it)."""
-        from microcoder.launch.run.temperature_control import build_controller
 
         self.controller = self.controller or build_controller(self, handle)
         get_within(
@@ -371,8 +382,6 @@ class Run:
         learner has not changed since; rewriting could only break a good checkpoint).
         `pending`: steps whose held-out eval is still running (kept by learner.keep_best until
         their score lands, launch/run/checkpoint_retention.py)."""
-
-        from microcoder.launch.run.checkpoint_retention import retain
 
         self.raise_if_stopped()
         step = get_within(  # waits for a train, publish or save in flight
@@ -426,7 +435,6 @@ class Run:
                 ray.get(self.buffer.shutdown.remote(), timeout=30)
             except Exception:
                 pass
-        from microcoder.launch.run.placement import release_all
 
         release_all()  # every replica's placement group, the learner ranks' too (also on errors)
         self.metrics.close()

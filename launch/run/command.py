@@ -12,12 +12,26 @@ shut down; `microcoder launch --resume RUN_DIR` continues from it.
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
+from microcoder.data.problem import ProblemFormatError
+from microcoder.data.sources import is_synthetic
+from microcoder.device import resolve_device
 from microcoder.launch.config import Config
-from microcoder.launch.monitor.summary import TrainSummary
+from microcoder.launch.monitor.session import check_exports, start_monitoring
+from microcoder.launch.monitor.summary import TrainSummary, summary_table
+from microcoder.launch.run.cluster import Run
+from microcoder.launch.run.memory_check import launch_memory_errors
+from microcoder.launch.run.model_dir import ensure_model
+from microcoder.launch.run.placement import make_plan
+from microcoder.launch.run.shared_paths import shared_path_errors
+from microcoder.launch.run.training_loop import train
+from microcoder.launch.run_dirs import latest_checkpoint
+from microcoder.learner.models.families import model_dir_errors, read_config
 
 
 def run_dir_path(cfg: Config, args) -> Path:
@@ -39,8 +53,6 @@ def preflight_errors(
     model's family and shape (learner/models/families.py).
     `launch` and `launch --dry-run` both run exactly this, so a recipe whose dry-run passes
     does not stop here; the placement plan is the other check both make (`make_plan`)."""
-    from microcoder.launch.monitor.session import check_exports
-    from microcoder.launch.run.shared_paths import shared_path_errors
 
     problem = check_problem_source(cfg, run_dir if keep_store else None)
     errors = [problem] if problem else []
@@ -61,7 +73,6 @@ def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
     size = cfg.learner.sequence_parallel
     if size == 1:
         return []  # no torch import on the common path
-    from microcoder.learner.models.families import read_config
     from microcoder.learner.sequence_parallel import model_errors
 
     has_config = (Path(model_path) / "config.json").is_file()
@@ -73,8 +84,6 @@ def model_family_errors(cfg: Config, model_path: str) -> list[str]:
     """The model folder's family and shape against learner/models/families.py (supported families; a
     head_dim vLLM's CPU attention cannot run when the generators run on CPU); [] while the folder
     has no config.json yet (the tiny model is built at launch)."""
-    from microcoder.device import resolve_device
-    from microcoder.learner.models.families import model_dir_errors
 
     device = cfg.cluster.device
     if device == "auto":  # a joined cluster's devices are its own: only a local one is known
@@ -96,12 +105,6 @@ def progress_line(rec: dict, max_steps: int) -> str:
 
 
 def launch(cfg: Config, args) -> int:
-    from microcoder.launch.monitor.session import start_monitoring
-    from microcoder.launch.run.cluster import Run
-    from microcoder.launch.run.model_dir import ensure_model
-    from microcoder.launch.run.training_loop import train
-    from microcoder.launch.run_dirs import latest_checkpoint
-
     joined = cfg.cluster.address != "local"
     run_dir = run_dir_path(cfg, args)
     if joined:  # actors on other nodes get every path absolute (their working directory differs)
@@ -187,9 +190,6 @@ def finish(run, summary: TrainSummary) -> int:
 def local_plan(cfg: Config):
     """The placement plan of a run on this machine (`cluster.device` resolved in `cfg`), or None
     once its errors, or a memory plan that does not fit this GPU, are printed."""
-    from microcoder.device import resolve_device
-    from microcoder.launch.run.memory_check import launch_memory_errors
-    from microcoder.launch.run.placement import make_plan
 
     device = resolve_device(cfg.cluster.device)
     cfg.cluster.device = device
@@ -206,7 +206,6 @@ def local_plan(cfg: Config):
 def say_failed(run, run_dir: Path, err: Exception) -> None:
     """A run that cannot go on (e.g. a learner rank or the buffer died): why (the buffer's death
     when an error elsewhere was its symptom), a last checkpoint when possible, and what to do."""
-    from microcoder.launch.run_dirs import latest_checkpoint
 
     why = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
     replica = type(err).__name__ == "ReplicaFailed"  # its message was logged in full
@@ -246,14 +245,9 @@ def check_problem_source(cfg: Config, run_dir: Path | None = None) -> str:
     Ray. The check is the problem store's build (data/store.py, one streaming pass per file),
     into `run_dir`/problems.sqlite, where the bring-up finds and reuses it (None: a temporary
     folder, removed after), so the file is parsed once per launch."""
-    import shutil
-    import tempfile
-
-    from microcoder.data.sources import is_synthetic
 
     if all(is_synthetic(s.path) for s in cfg.data.source_list()):
         return ""
-    from microcoder.data.problem import ProblemFormatError
     from microcoder.data.store import STORE_NAME
     from microcoder.launch.run.problems import build_run_store
 
@@ -288,7 +282,6 @@ def _gpus(device: str) -> float:
 def print_summary(run, summary: TrainSummary) -> None:
     """The end-of-run table: held-out pass rates at start and end, the reward curve, where the
     wall time went."""
-    from microcoder.launch.monitor.summary import summary_table
 
     pools = {"generators": run.generators.stats(), "executors": run.executors.stats()}
     text = summary_table(run.metrics.history, summary, pools)

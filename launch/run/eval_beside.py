@@ -34,6 +34,10 @@ import threading
 import time
 from typing import Any
 
+from microcoder.actors.deadline import get_within
+from microcoder.launch.run import heldout_eval as evaluation
+from microcoder.launch.run.pools import with_log
+
 HOLD_REMEDY = (
     "the generator did not take the learner's weights in time (its log says why); raise "
     "learner.sync_timeout_s if it is only slow, or set eval.beside_training = false"
@@ -43,8 +47,6 @@ HOLD_REMEDY = (
 def hold_pool(run) -> tuple[int, dict[str, Any]]:
     """Every running generator takes the newest weights and keeps them. Returns (the learner's
     version, {name: handle} of the generators holding exactly it); the others are released."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.run.pools import with_log
 
     version = int(run.learners.version)
     replicas = {name: r.handle for name, r in dict(run.generators.replicas).items()}
@@ -90,8 +92,6 @@ def _call_each(
     """`method(*args)` on each actor (all asked at once), each answer awaited within
     learner.sync_timeout_s; {name: its answer} of those that answered. One that did not is
     logged as `failed` (formatted with name and method), its deadline error naming `remedy`."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.run.pools import with_log
 
     refs = {name: getattr(h, method).remote(*args) for name, h in actors.items()}
     out: dict[str, Any] = {}
@@ -144,7 +144,8 @@ class EvalBeside:
     """One held-out eval at a time in a background thread (see the module docstring)."""
 
     def __init__(self, run, wait_s: float):
-        self.run, self.wait_s = run, wait_s
+        self.run = run
+        self.wait_s = wait_s
         self.step: int | None = None
         """The step of the eval in flight (or of the last one)."""
         self._thread: threading.Thread | None = None
@@ -167,7 +168,8 @@ class EvalBeside:
         if not held:
             self._skip(step, f"no generator holds policy version {version}")
             return False
-        self.step, self._error = step, None
+        self.step = step
+        self._error = None
         self._thread = threading.Thread(
             target=self._run, args=(step, version, held), name=f"eval-step-{step}", daemon=True
         )
@@ -175,8 +177,6 @@ class EvalBeside:
         return True
 
     def _run(self, step: int, version: int, held: dict[str, Any]) -> None:
-        from microcoder.launch.run import heldout_eval as evaluation
-
         lowered: dict[str, Any] = {}
         try:
             lower_this_thread(self.run)
@@ -195,7 +195,8 @@ class EvalBeside:
 
     def raise_if_failed(self) -> None:
         """Raise the error of the eval that failed (once)."""
-        err, self._error = self._error, None
+        err = self._error
+        self._error = None
         if err is not None:
             raise err
 

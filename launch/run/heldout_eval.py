@@ -19,6 +19,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from microcoder.evaluation.engine import evaluate as run_eval
+from microcoder.evaluation.settings import EvalSettings
+
 if TYPE_CHECKING:  # cluster.py's circle: its modules import Run for the annotations only
     from microcoder.launch.run.cluster import Run
 
@@ -27,7 +30,6 @@ MODES = (("sampled", "heldout_pass_rate"), ("greedy", "heldout_greedy_pass_rate"
 
 def settings_for(run: Run, mode: str):
     """The EvalSettings of one of MODES under the run's `[eval]`."""
-    from microcoder.evaluation.settings import EvalSettings
 
     ev = run.cfg.eval
     greedy = mode == "greedy"
@@ -48,7 +50,6 @@ def evaluate(
     """Both pass rates at `step`, logged as an `eval` record; None when there is no held-out set.
     `generators`: the ones to sample on ({name: handle}; default the whole pool), which hold
     `held_version` when given (launch/run/eval_beside.py)."""
-    from microcoder.evaluation.engine import evaluate as run_eval
 
     held = run.problems.heldout if run.problems is not None else []
     if not held:

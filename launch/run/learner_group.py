@@ -24,7 +24,11 @@ import uuid
 from typing import Any
 
 from microcoder.actors.deadline import PeerFailed, PeerTimeout, get_within
+from microcoder.actors.remote import learner_rank_cls
 from microcoder.launch.config import Config
+from microcoder.launch.run.actor_settings import learner_rank_settings
+from microcoder.launch.run.learner_placement import learner_rank_options
+from microcoder.launch.run.placement import release
 
 SHUTDOWN_S = 30.0
 """How long the driver waits for the ranks to leave their process group at shutdown."""
@@ -41,11 +45,8 @@ class LearnerGroup:
     ):
         """`rank_cls`: the Ray actor class of a rank (default: LearnerRank's, actors/remote.py)."""
 
-        from microcoder.actors.remote import learner_rank_cls
-        from microcoder.launch.run.actor_settings import learner_rank_settings
-        from microcoder.launch.run.learner_placement import learner_rank_options
-
-        self.cfg, W = cfg, cfg.learner.world_size
+        self.cfg = cfg
+        W = cfg.learner.world_size
         cls = rank_cls or learner_rank_cls(cfg.learner, cfg.generator.num_engines)
         settings = learner_rank_settings(cfg)
 
@@ -188,8 +189,6 @@ class LearnerGroup:
         """Every rank leaves its process group; a broken group's ranks (or ranks that do not
         leave within SHUTDOWN_S) are killed instead."""
         import ray
-
-        from microcoder.launch.run.placement import release
 
         try:
             if not self.broken:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from microcoder.launch.run.placement import GROUPS
+
 
 @dataclass(frozen=True)
 class RankGroup:
@@ -89,8 +91,6 @@ def learner_rank_options(
         plain = {"resources": dict(resources)} if resources else {}
         return [dict(plain) for _ in range(world_size)], []
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from microcoder.launch.run.placement import GROUPS
 
     groups = plan_learner_groups(
         world_size, cpus_per_rank, gpus_per_rank, resources, gpus_per_node()

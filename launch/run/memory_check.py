@@ -24,6 +24,7 @@ from microcoder.learner.models.memory_plan import (
     plan_generator,
     plan_learner,
 )
+from microcoder.learner.models.tiny_model import TINY_ARCH
 
 DEFAULT_GPU_GB = 80.0
 """GPU memory the dry-run plans with when --gpu-memory-gb is not given (an H100/A100 80 GB)."""
@@ -45,8 +46,6 @@ def run_shape(cfg: Config) -> ModelShape:
     switched on, say, changes the plan); the tiny model's when it will be built."""
     folder = Path(cfg.model.path)
     if not (folder / "config.json").is_file() and cfg.model.build_tiny:
-        from microcoder.learner.models.tiny_model import TINY_ARCH
-
         vocab = cfg.warmstart.vocab_size if cfg.model.warmstart else 4096
         return ModelShape.from_config(
             {**TINY_ARCH, "model_type": "qwen2", "vocab_size": vocab, "tie_word_embeddings": False}
@@ -89,7 +88,9 @@ def planned_kernel(cfg: Config, device: str, flash_attn: bool | None) -> tuple[s
 
 def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
     """plan_learner's keyword arguments for this config on `device`, with attention `kernel`."""
-    lr, g, a = cfg.learner, cfg.generator, cfg.algorithm
+    lr = cfg.learner
+    g = cfg.generator
+    a = cfg.algorithm
     dtype = lr.dtype if lr.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     per_rank = a.group_size * lr.batch_size * (g.max_prompt_tokens + g.max_response_tokens)
     data_ranks = lr.world_size // lr.sequence_parallel  # an SP group shares its micro-batches
@@ -121,8 +122,10 @@ def ranks_per_node(cfg: Config, gpus_per_node: int) -> int:
 def learner_room(cfg: Config, gpu_bytes: int) -> tuple[int, str]:
     """Bytes the learner rank may use on its GPU, and why: all of it, or what the generator
     engines sharing its GPU leave (vLLM claims gpu_memory_utilization of the whole GPU each)."""
-    g, lr = cfg.generator, cfg.learner
-    share, gshare = lr.gpus_per_rank, g.gpus_per_engine
+    g = cfg.generator
+    lr = cfg.learner
+    share = lr.gpus_per_rank
+    gshare = g.gpus_per_engine
     if 0 < share < 1 and lr.world_size == 1 and 0 < gshare < 1 and g.num_engines:
         beside = min(g.num_engines, math.floor((1 - share) / gshare + 1e-9))
         left = max(0.0, 1 - beside * g.gpu_memory_utilization)

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 from microcoder.launch.config import Config, ModelConfig
+from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
+from microcoder.learner.warmstart.build import warm_start, warmstart_corpus
 
 
 def ensure_model(cfg: ModelConfig, root: Config | None = None) -> Path:
     """Return the model folder; build the tiny model there first if it is missing and allowed
     (warm-started when `model.warmstart`, which is cached: a finished warm start is reused)."""
-    from microcoder.learner.models.tiny_model import build_tiny_model, is_tiny_model_dir
 
     path = Path(cfg.path)
     if cfg.warmstart:
-        from microcoder.learner.warmstart.build import warm_start
-
         root = root or Config()
         print(f"model: warm start of the tiny model in {path} (cached once done) ...", flush=True)
         res = warm_start(path, seed=cfg.tiny_seed, cfg=root.warmstart, prompt=root.prompt)
@@ -48,11 +48,6 @@ def load_run_tokenizer(root: Config):
     if (path / "tokenizer.json").is_file() or (path / "tokenizer_config.json").is_file():
         return AutoTokenizer.from_pretrained(path)
     if root.model.warmstart:
-        import tempfile
-
-        from microcoder.learner.models.tiny_model import build_tiny_model
-        from microcoder.learner.warmstart.build import warmstart_corpus
-
         print(
             f"model: {path} is not built yet; using the tokenizer its warm start will build",
             file=sys.stderr,

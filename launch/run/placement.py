@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from microcoder.launch.config import Config
+from microcoder.resources import RAY_OWN_RESOURCES
 
 
 @dataclass
@@ -111,7 +112,9 @@ def make_plan(
     """Resources per pool for `cfg` on a cluster with the given totals; errors say how to fix.
     `cluster_custom`: the custom resources the cluster advertises (`cluster_resources`); None =
     unknown, except on a local run, whose Ray advertises none."""
-    g, e, lr = cfg.generator, cfg.executor, cfg.learner
+    g = cfg.generator
+    e = cfg.executor
+    lr = cfg.learner
     pools = [
         PoolPlan("buffer", 1, 0.0, 0.0),
         PoolPlan(
@@ -165,7 +168,6 @@ def cluster_totals(resources: dict[str, float]) -> tuple[float, float]:
 def cluster_custom(resources: dict[str, float]) -> dict[str, float]:
     """The custom resources in `ray.cluster_resources()` (every key but Ray's own CPU, GPU,
     memory and object store memory): what pools pinned with `resources` may take."""
-    from microcoder.resources import RAY_OWN_RESOURCES
 
     return {k: float(v) for k, v in resources.items() if k not in RAY_OWN_RESOURCES}
 
@@ -207,8 +209,10 @@ def _check_gpus(cfg: Config, plan: Plan) -> None:
     """The GPU rules on cuda: each value is a whole number of GPUs or a share of one; shares that
     cannot work are errors (two FSDP ranks on one GPU, vLLM claiming a whole GPU's memory
     beside another replica); a plan whose pools share a GPU gets a note."""
-    g, lr = cfg.generator, cfg.learner
-    gen, learner = plan.pools[1], plan.pools[3]
+    g = cfg.generator
+    lr = cfg.learner
+    gen = plan.pools[1]
+    learner = plan.pools[3]
     before = len(plan.errors)
     for p, key in ((gen, "generator.gpus_per_engine"), (learner, "learner.gpus_per_rank")):
         x = p.gpus_each

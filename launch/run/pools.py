@@ -26,12 +26,16 @@ would only hide it.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from microcoder.actors.deadline import get_within
+from microcoder.launch.run.placement import release
 
 
 def _locked(method):
@@ -78,7 +82,6 @@ threaded, so it answers at once however busy the replica is; past this it is stu
 
 def _log_of(name: str) -> str:
     """The replica's log file (actors/logs.py), as the error should show it."""
-    import os
 
     folder = os.environ.get("MICROCODER_ACTOR_LOG_DIR", "RUN_DIR/logs")
     return os.path.join(folder, f"{name}.log")
@@ -132,8 +135,12 @@ class Pool:
         max_restarts: int = MAX_RESTARTS,
         restart_window_s: float = RESTART_WINDOW_S,
     ):
-        self.kind, self.make, self.release, self.log = kind, make, release, log
-        self.max_restarts, self.restart_window_s = max_restarts, restart_window_s
+        self.kind = kind
+        self.make = make
+        self.release = release
+        self.log = log
+        self.max_restarts = max_restarts
+        self.restart_window_s = restart_window_s
         self.fatal = ""
         """Why a replica was given up on after too many restarts ("" while none was): the run
         cannot go on as configured (launch/run/supervisor.py stops it)."""
@@ -159,7 +166,6 @@ class Pool:
         """Start `n` replicas. wait=True: block until ready and start their loops; wait=False:
         return at once, `check()` starts each loop when its replica is ready (a live run keeps
         training while new vLLM engines start)."""
-        from microcoder.actors.deadline import get_within
 
         new = []
         for _ in range(n):
@@ -301,7 +307,9 @@ class Pool:
             self.log(msg)
             self.errors.append(msg)
             # Ray is restarting the process; its loop starts again once it is ready (_promote_ready).
-            r.loop, r.ready, r.started = None, r.handle.ready.remote(), time.time()
+            r.loop = None
+            r.ready = r.handle.ready.remote()
+            r.started = time.time()
             del self.replicas[r.name]
             self.pending.append(r)
         return events
@@ -328,7 +336,6 @@ class Pool:
     def call_all(self, method: str, *args: Any, timeout_s: float = CONTROL_S) -> list[Any]:
         """Call `method(*args)` on every running replica and wait for all, within `timeout_s`;
         a replica that does not answer is named (with its log) in the error."""
-        from microcoder.actors.deadline import get_within
 
         with self._lock:
             items = list(self.replicas.items())
@@ -382,8 +389,6 @@ class Pool:
     def discard(self, r: Replica) -> None:
         """Kill the replica's process for good and remove its placement group, if it has one."""
         import ray
-
-        from microcoder.launch.run.placement import release
 
         try:
             ray.kill(r.handle, no_restart=True)

@@ -23,12 +23,26 @@ it, and the held-out set of the periodic evaluation.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
+from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
-from microcoder.data.store import StoreTableSpec
+from microcoder.data.prompting.reasoning import resolve_reasoning
+from microcoder.data.prompting.render import PromptRenderer, measure_prompts
+from microcoder.data.store import (
+    STORE_NAME,
+    ProblemStore,
+    StorePromptTable,
+    StoreTableSpec,
+    build_store,
+    measure_key,
+    measure_store,
+    over_limit,
+)
 from microcoder.launch.config import Config, ConfigError
 from microcoder.protocol import TrainingPrompt
 
@@ -61,7 +75,6 @@ class RunProblems:
 
     def table(self):
         """The training prompts as a PromptTable (data/store.py StorePromptTable)."""
-        from microcoder.data.store import StorePromptTable
 
         return StorePromptTable(self.store_path, self.measure_key, self.max_tokens)
 
@@ -98,7 +111,6 @@ def build_run_store(
 ) -> tuple[Path, bool]:
     """The run's problem store at `path` (data/store.py `build_store`: one streaming pass per
     source; reused when the one there has the same key). Returns (path, built)."""
-    from microcoder.data.store import build_store
 
     try:
         return build_store(cfg.data.source_list(), cfg.seed, default_holdout(cfg), path, log)
@@ -111,12 +123,9 @@ def build_run_store(
 def heldout_problems(cfg: Config, store) -> list[Problem]:
     """The held-out problems under `[eval]` (the first `eval.problems`; see the module
     docstring), from the run's ProblemStore `store` unless eval.problems_file names a file."""
-    from itertools import islice
 
     ev = cfg.eval
     if ev.problems_file:
-        from microcoder.data.formats.loaders import load_problems
-
         held = load_problems(ev.problems_file, format=ev.problems_format)[: ev.problems]
     else:
         counts = store.counts()
@@ -148,16 +157,6 @@ def prepare_run_problems(
     measurement) and load the held-out set (see the module docstring); the skipped prompts are
     listed in `run_dir`/skipped_prompts.jsonl. run_dir None: the store goes to a new temporary
     folder and the list is not written."""
-    import tempfile
-
-    from microcoder.data.prompting.render import PromptRenderer, measure_prompts
-    from microcoder.data.store import (
-        STORE_NAME,
-        ProblemStore,
-        measure_key,
-        measure_store,
-        over_limit,
-    )
 
     folder = run_dir if run_dir is not None else Path(tempfile.mkdtemp(prefix="microcoder-store-"))
     store_path, _ = build_run_store(cfg, folder / STORE_NAME, log)
@@ -236,8 +235,6 @@ def load_for_run(
     `prompt.reasoning` resolved for that tokenizer (data/prompting/reasoning.py), which the
     executors extract replies under. Each step is logged through `log`."""
     from transformers import AutoTokenizer
-
-    from microcoder.data.prompting.reasoning import resolve_reasoning
 
     log("loading the problems and measuring their prompts")
     tokenizer = AutoTokenizer.from_pretrained(model_path)

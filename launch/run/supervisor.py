@@ -116,7 +116,9 @@ class Supervisor:
     """The thread: `start()`, `stop()`; `tick()` is one round (also callable on its own)."""
 
     def __init__(self, run: Run, period_s: float = 2.0, errors_every: int = 3):
-        self.run, self.period_s, self.errors_every = run, period_s, errors_every
+        self.run = run
+        self.period_s = period_s
+        self.errors_every = errors_every
         self._ticks = 0
         self.watch = BufferWatch.for_run(run)
         self.inbox = ControlInbox(run.run_dir)

@@ -10,6 +10,10 @@ import json
 import time
 from typing import TYPE_CHECKING
 
+from microcoder.actors.deadline import get_within
+from microcoder.launch.run.pools import with_log
+from microcoder.learner.algorithm.temperature import calibrate, controller_for
+
 if TYPE_CHECKING:  # cluster.py imports this module lazily: it must not import cluster.py back
     from microcoder.launch.run.cluster import Run
 
@@ -22,7 +26,6 @@ def build_controller(run: Run, generator=None):
     algorithm.temperature.calibrate, else algorithm.temperature.initial. Logs an "event" record:
     event="calibration" (table, chosen, target, reached_target, calibration_s) or
     event="temperature" with cause="resume"."""
-    from microcoder.learner.algorithm.temperature import controller_for
 
     t = run.cfg.algorithm.temperature
     ckpt = run.resume_from
@@ -51,9 +54,6 @@ def build_controller(run: Run, generator=None):
 def calibrate_on(run: Run, generator=None) -> float:
     """Probe the diversity at every candidate on one generator, log the table (and an "event"
     record event="calibration"), return the chosen temperature."""
-    from microcoder.actors.deadline import get_within
-    from microcoder.launch.run.pools import with_log
-    from microcoder.learner.algorithm.temperature import calibrate
 
     t = run.cfg.algorithm.temperature
     probe = [text for _, text in run.problems.head(t.probe_prompts)]

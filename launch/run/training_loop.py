@@ -12,7 +12,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from microcoder.launch.monitor.summary import TrainSummary
+from microcoder.launch.run.eval_beside import EvalBeside
+from microcoder.launch.run.heldout_eval import evaluate
 from microcoder.launch.run.step_result import TIMINGS, StepResult
+from microcoder.launch.run.supervisor import Supervisor
 from microcoder.launch.run.temperature_control import apply_change, build_controller
 from microcoder.rates import Rates
 
@@ -27,7 +30,8 @@ supervisor found the buffer dead: `Run.raise_if_stopped`)."""
 
 
 def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
-    gens, execs = run.generators.stats(), run.executors.stats()
+    gens = run.generators.stats()
+    execs = run.executors.stats()
     buf = run.client.stats()
     tokens = sum(g.get("tokens", 0) for g in gens)
     tests = sum(e.get("tests", 0) for e in execs)
@@ -51,8 +55,6 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
 def train(run: Run, progress=None) -> TrainSummary:
     """Run learner steps until max_steps (or the data runs out); returns a summary."""
 
-    from microcoder.launch.run.supervisor import Supervisor
-
     # Built when the first generator started (Run.prepare_generator), else here.
     run.controller = run.controller or build_controller(run)
     run.generators.call_all("set_temperature", run.controller.temperature)
@@ -67,10 +69,15 @@ def _train_steps(run: Run, progress) -> TrainSummary:
     """`train`'s loop: a learner step a turn until max_steps, the data's end or a stop (the
     all-filtered patience, a non-finite update); each step logged, checkpointed and evaluated
     on its schedule."""
-    cfg, controller = run.cfg, run.controller
-    rates, step, t_start = Rates(), run.learners.version, time.time()
+    cfg = run.cfg
+    controller = run.controller
+    rates = Rates()
+    step = run.learners.version
+    t_start = time.time()
     sums = dict.fromkeys(TIMINGS, 0.0)
-    last_ckpt, last_eval, stopped = None, None, ""
+    last_ckpt = None
+    last_eval = None
+    stopped = ""
     skipped: list[StepResult] = []
     evals = Evaluations(run)
     if cfg.eval.every:
@@ -170,8 +177,6 @@ class Evaluations:
     or in the foreground with eval.beside_training = false); `finish()` awaits the last."""
 
     def __init__(self, run: Run):
-        from microcoder.launch.run.eval_beside import EvalBeside
-
         self.run = run
         self.beside = EvalBeside(run, run.cfg.eval.wait_s) if run.cfg.eval.beside_training else None
 
@@ -179,7 +184,6 @@ class Evaluations:
         if self.beside is not None:
             self.beside.start(step)
             return
-        from microcoder.launch.run.heldout_eval import evaluate
 
         evaluate(self.run, step)
 
@@ -203,7 +207,8 @@ def nonfinite_skipped(run: Run, step: int, res: StepResult) -> str:
     """The learner's non-finite guard skipped this step's update: say so; after
     learner.max_skipped_steps in a row, return why the run stops ("" to go on). The weights are
     those of the last good step, so the checkpoint the launch then writes is finite."""
-    limit, in_a_row = run.cfg.learner.max_skipped_steps, res.skipped_in_a_row
+    limit = run.cfg.learner.max_skipped_steps
+    in_a_row = res.skipped_in_a_row
     run.log(
         f"step {step}: the gradient norm was not finite (NaN/Inf); the update was skipped, "
         f"weights and optimizer state unchanged ({in_a_row} in a row, "

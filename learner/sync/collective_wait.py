@@ -43,7 +43,8 @@ def wait_work(
     if blocking:
         work.wait()
         return
-    deadline, pause = clock() + timeout_s, POLL_S
+    deadline = clock() + timeout_s
+    pause = POLL_S
     while not work.is_completed():
         if clock() >= deadline:
             if abort is not None:

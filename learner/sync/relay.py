@@ -93,12 +93,14 @@ class RelaySender(WeightSender):
         `drop_missing`: a receiver not ready within `join_s` (default timeout_s) is left out of
         this round (the chain closes over it, `RelayStats.skipped`) instead of failing it."""
         start = time.perf_counter()
-        n, self.round = self.round, self.round + 1
+        n = self.round
+        self.round = self.round + 1
         items = [(name, t.detach()) for name, t in named_tensors]
         header = relay_layout(items, version, self.bucket_bytes, self.dtype)
         self.chain = self._members(n, drop_missing, self.timeout_s if join_s is None else join_s)
         self._cuda_mark()
-        fp, failure = Fingerprint(), None
+        fp = Fingerprint()
+        failure = None
         try:
             self._send_header(header, n)
             self._send_chunks(items, header, fp, n)
@@ -175,13 +177,17 @@ class RelaySender(WeightSender):
         return self._stage[k % 2]
 
     def _send_chunks(self, items: list, header: dict, fp: Fingerprint, n: int) -> None:
-        c, total = header["chunk"], header["total"]
-        spans, flat = chunk_spans(header), FlatCache(items)
-        first, pending = 0, [None, None]
+        c = header["chunk"]
+        total = header["total"]
+        spans = chunk_spans(header)
+        flat = FlatCache(items)
+        first = 0
+        pending = [None, None]
         for k in range(chunk_count(header)):
             if pending[k % 2] is not None:  # the buffer's previous chunk must be off the wire
                 self._wait(pending[k % 2], n, f"chunk {k - 2}")
-            lo, hi = k * c, min((k + 1) * c, total)
+            lo = k * c
+            hi = min((k + 1) * c, total)
             buf = self._staging_buffer(k, items)[: hi - lo]
             while spans[first][1] < k:
                 first += 1
@@ -208,7 +214,8 @@ class RelaySender(WeightSender):
             self.store.wait(list(keys.values()), timedelta(seconds=self.timeout_s))
         except RuntimeError:  # DistStoreError past the deadline: the missing are named below
             pass
-        reports, failed = {}, {}
+        reports = {}
+        failed = {}
         for r, key in keys.items():
             if not self.store.check([key]):
                 failed[r] = f"did not confirm within {self.timeout_s:.0f} s (dead or stuck)"
@@ -244,8 +251,11 @@ class RelayReceiver(WeightReceiver):
         is yielded once whole (its own buffer); keep none of them past the next one to hold at
         most two chunks (plus one split tensor). Consume it to the end: the round is confirmed
         to rank 0 only then."""
-        n, self.round = self.round, self.round + 1
-        self.meter, self.forward_error, self.wait_s = Meter(), None, 0.0
+        n = self.round
+        self.round = self.round + 1
+        self.meter = Meter()
+        self.forward_error = None
+        self.wait_s = 0.0
         base = self._cuda_mark()
         self.store.set(f"{KEY_PREFIX}/relay-ready/{self.rank}/{n}", "1")
         self._take_place(n)
@@ -298,7 +308,8 @@ class RelayReceiver(WeightReceiver):
                 "ready in time when the round started); it gets the version another way"
             )
         i = chain.index(self.rank)
-        self.up, self.down = chain[i - 1], chain[i + 1] if i + 1 < len(chain) else None
+        self.up = chain[i - 1]
+        self.down = chain[i + 1] if i + 1 < len(chain) else None
 
     def _cuda_mark(self) -> int | None:
         if self.device.type != "cuda":
@@ -344,23 +355,28 @@ class RelayReceiver(WeightReceiver):
 
     def _post(self, header: dict, k: int):
         """Post the receive of chunk k into a new buffer: (buffer, work), or None past the end."""
-        c, total = header["chunk"], header["total"]
+        c = header["chunk"]
+        total = header["total"]
         if k >= chunk_count(header):
             return None
         buf = self.meter.empty(min(c, total - k * c), self.device)
         return buf, self.pg.recv([buf], self.up, 0)
 
     def _chunks(self, header: dict, fp: Fingerprint, n: int):
-        c, tensors, spans = header["chunk"], header["tensors"], chunk_spans(header)
+        c = header["chunk"]
+        tensors = header["tensors"]
+        spans = chunk_spans(header)
         ending: list[list[int]] = [[] for _ in range(chunk_count(header))]
         starts_split = {}
         for i, (a, b) in enumerate(spans):
             ending[b].append(i)
             if a != b:
                 starts_split[a] = i
-        split, nxt = None, self._post(header, 0)
+        split = None
+        nxt = self._post(header, 0)
         for k in range(len(ending)):
-            (buf, work), nxt = nxt, None
+            (buf, work) = nxt
+            nxt = None
             self._wait_recv(work, n, f"chunk {k}")
             fwd = self._forward(buf)
             fp.update(buf)
@@ -374,7 +390,8 @@ class RelayReceiver(WeightReceiver):
                     nxt = self._post(header, k + 1)
                 name, dtype, shape, off = tensors[i]
                 if split is not None and split[0] == i:
-                    flat, split = split[1], None
+                    flat = split[1]
+                    split = None
                 else:
                     flat = buf[off - k * c : off - k * c + entry_nbytes(tensors[i])]
                 yield name, flat.view(getattr(torch, dtype)).view(shape)

@@ -52,7 +52,8 @@ class RelayError(WeightSyncError):
 
     def __init__(self, message: str, delivered: list[int], failed: dict[int, str]):
         super().__init__(message)
-        self.delivered, self.failed = delivered, failed
+        self.delivered = delivered
+        self.failed = failed
 
 
 @dataclass
@@ -95,7 +96,9 @@ class Fingerprint:
     """Of a chunk stream, in order (see the module docstring for the two kinds)."""
 
     def __init__(self) -> None:
-        self.crc, self.length, self.acc = 0, 0, None
+        self.crc = 0
+        self.length = 0
+        self.acc = None
 
     def update(self, chunk: torch.Tensor) -> None:
         self.length += chunk.numel()
@@ -124,7 +127,8 @@ def relay_layout(
     chunk = bucket_bytes // ALIGN * ALIGN
     if chunk <= 0:
         raise ValueError(f"bucket_bytes must be at least {ALIGN}, got {bucket_bytes}")
-    entries, pos = [], 0
+    entries = []
+    pos = 0
     for name, t in items:
         dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
         nbytes = t.numel() * torch.empty((), dtype=dt).element_size()
@@ -147,10 +151,12 @@ def chunk_count(header: dict) -> int:
 
 def chunk_spans(header: dict) -> list[tuple[int, int]]:
     """(first chunk, last chunk) of each tensor (a tensor of 0 bytes: the chunk it sits in)."""
-    c, last = header["chunk"], chunk_count(header) - 1
+    c = header["chunk"]
+    last = chunk_count(header) - 1
     out = []
     for entry in header["tensors"]:
-        off, n = entry[3], entry_nbytes(entry)
+        off = entry[3]
+        n = entry_nbytes(entry)
         out.append((min(off // c, last), min((off + max(n, 1) - 1) // c, last)))
     return out
 
@@ -160,20 +166,25 @@ class FlatCache:
     chunks are packed: one tensor at a time)."""
 
     def __init__(self, items: list) -> None:
-        self.items, self.i, self.flat = items, -1, None
+        self.items = items
+        self.i = -1
+        self.flat = None
 
     def get(self, i: int) -> torch.Tensor:
         if i != self.i:
-            self.i, self.flat = i, self.items[i][1].contiguous().reshape(-1)
+            self.flat = self.items[i][1].contiguous().reshape(-1)
+            self.i = i
         return self.flat
 
 
 def pack_chunk(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Tensor) -> None:
     """Copy the part of tensor `entry` (its flat source `flat`) that lies in stream bytes
     [lo, hi) into `buf` (chunk bytes), cast to the serving dtype by the copy itself."""
-    dt, off = getattr(torch, entry[1]), entry[3]
+    dt = getattr(torch, entry[1])
+    off = entry[3]
     size = torch.empty((), dtype=dt).element_size()
-    s, e = max(off, lo), min(off + flat.numel() * size, hi)
+    s = max(off, lo)
+    e = min(off + flat.numel() * size, hi)
     if e <= s:
         return
     buf[s - lo : e - lo].view(dt).copy_(flat[(s - off) // size : (e - off) // size])
@@ -182,7 +193,8 @@ def pack_chunk(buf: torch.Tensor, lo: int, hi: int, entry: list, flat: torch.Ten
 def unpack_split(dst: torch.Tensor, chunk: torch.Tensor, lo: int, off: int) -> None:
     """Copy the bytes of a split tensor (at stream offset `off`, `dst` its whole buffer) that
     lie in the chunk starting at stream byte `lo`."""
-    s, e = max(off, lo), min(off + dst.numel(), lo + chunk.numel())
+    s = max(off, lo)
+    e = min(off + dst.numel(), lo + chunk.numel())
     if e > s:
         dst[s - off : e - off].copy_(chunk[s - lo : e - lo])
 

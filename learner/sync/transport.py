@@ -126,7 +126,9 @@ def wait_keys(
     """Wait until every key exists; else raise naming the ranks whose key is missing. `dead`
     (the sender's `Links.dead`): a rank whose process is gone ends the wait at once, named.
     Polled with `check` (a `wait` that times out logs a warning each time)."""
-    deadline, pause, missing = time.monotonic() + timeout, 0.005, dict(keys)
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    missing = dict(keys)
     while True:
         missing = {r: k for r, k in missing.items() if not store.check([k])}
         if not missing:
@@ -330,7 +332,8 @@ class WeightSender:
             return t.reshape(-1).view(torch.uint8).to(self.device)
         # One cat into the bucket (alignment gaps as zero pieces): a single kernel launch, where a
         # copy per tensor costs a parallel-region start each (slow on busy CPUs).
-        pieces, end = [], 0
+        pieces = []
+        end = 0
         for i, offset in zip(members, bucket["offsets"], strict=True):
             if offset > end:
                 pieces.append(torch.zeros(offset - end, dtype=torch.uint8))
@@ -364,14 +367,16 @@ def bucket_layout(
 
     Offsets inside a bucket are aligned to ALIGN bytes so every tensor can be viewed in place.
     """
-    tensors, buckets = [], []
+    tensors = []
+    buckets = []
     cur: dict = {"nbytes": 0, "members": [], "offsets": []}
     for i, (name, t) in enumerate(items):
         nbytes = t.numel() * t.element_size()
         offset = -(-cur["nbytes"] // ALIGN) * ALIGN
         if cur["members"] and offset + nbytes > bucket_bytes:
             buckets.append(cur)
-            cur, offset = {"nbytes": 0, "members": [], "offsets": []}, 0
+            cur = {"nbytes": 0, "members": [], "offsets": []}
+            offset = 0
         dtype = str(t.dtype).removeprefix("torch.")
         tensors.append(TensorEntry(name, dtype, list(t.shape), len(buckets), offset))
         cur["members"].append(i)
@@ -400,7 +405,9 @@ class WeightReceiver:
             raise ValueError(
                 f"receiver rank must be in 1..{world_size - 1} (rank 0 is the sender), got {rank}"
             )
-        self.rank, self.world, self.timeout_s = rank, world_size, timeout_s
+        self.rank = rank
+        self.world = world_size
+        self.timeout_s = timeout_s
         self.device = torch.device(device)
         self.round = 0
         self.version: int | None = None

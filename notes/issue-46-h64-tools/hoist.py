@@ -8,7 +8,7 @@ OTHERS = {"actors/generator.py","actors/learner_rank.py","actors/weight_pull.py"
 KEEP = {"sandbox/forkserver.py", "sandbox/childproc.py", "sandbox/serverenv.py", "sandbox/frames.py"}
 def owned_by_others(rel):
     # after merging h61/h62: drop everything after `rel in KEEP`
-    return rel in KEEP or rel in OTHERS or rel.startswith("learner/sync/") or rel.startswith("launch/run/") or re.match(r"bench/weight_[^/]*\.py$", rel)
+    return rel in KEEP
 STD = set(sys.stdlib_module_names)
 HEAVY_STD = {"asyncio","multiprocessing","sqlite3","ssl","http","email","xml","ctypes","unittest","concurrent","tkinter"}
 LIGHT3 = {"msgpack","tomli_w","zmq","filelock","safetensors","tqdm","psutil"}
