@@ -84,7 +84,7 @@ class GeneratorConfig(Section):
     broke) is logged, counted (`sync_failures` in the generator's stats) and retried at the next
     poll while the groups in flight go on; after this many in a row the generator leases nothing
     more, hands in its groups in flight as they finish and stops its loop with an error naming
-    the peer, and the pool restarts it with a new channel (actors/stream.py)."""
+    the peer, and the pool restarts it with a new channel (actors/generate_loop.py)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Engine precision; auto = float32 on CPU (matches the learner), bfloat16 on GPU."""
     kv_cache_gib: float = Field(2.0, gt=0)

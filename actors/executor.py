@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.logs import redirect_to_run_dir, replica_identity
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.scoring import score_groups
@@ -96,7 +96,7 @@ class Executor(PriorityControl):
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
         self._pool_lock = threading.Lock()  # guards the pool's own submit/as_completed (eval)
-        self.stream = None  # the last run's JudgeStats (actors/judge_stream.py)
+        self.stream = None  # the last run's JudgeStats (actors/judge_loop.py)
 
     def ready(self) -> dict[str, Any]:
         return {"name": self.name, "workers": self.pool.size, "problems": len(self.problems)}
@@ -120,7 +120,7 @@ class Executor(PriorityControl):
         }
 
     def run(self, max_groups: int | None = None) -> dict[str, Any]:
-        """Judge as a stream (actors/judge_stream.py) until stopped (`max_groups`: after that
+        """Judge as a stream (actors/judge_loop.py) until stopped (`max_groups`: after that
         many groups, for tests), one program per sandbox worker at a time."""
 
         self.stream = judging_loop(

@@ -1,6 +1,6 @@
 """Generator actor: a vLLM async engine wired to the buffer (prompts in, groups out) and to the
-learner (weights in). Thin: the loop is actors/stream.py, the engine actors/engines/async_llm.py,
-sampling helpers actors/rollout.py, the wire buffer/, its half of a weight update
+learner (weights in). Thin: the loop is actors/generate_loop.py, the engine actors/engines/async_llm.py,
+sampling helpers actors/sampling.py, the wire buffer/, its half of a weight update
 actors/weights/follower.py (`WeightFollower`, the one field `weights`).
 
 It streams (`streaming_loop`): up to `generator.max_inflight_prompts` groups are in flight at
@@ -19,7 +19,7 @@ span two versions (its first and last are recorded; staleness counts from the fi
 A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
 the launcher shows), counted (`sync_failures`) and retried at the next poll; after
 `generator.max_failed_syncs` failures in a row the loop hands in its groups in flight and ends
-with an error naming the peer, and the pool restarts it (actors/stream.py). A load that failed
+with an error naming the peer, and the pool restarts it (actors/generate_loop.py). A load that failed
 after it began leaves the engine's weights mixed (the worker loads bucket by bucket): the loop
 ends at once (its groups in flight handed back to the buffer), and until a sync completes no
 group is sampled (the follower's `mixed`: every later update failure ends the loop too).
@@ -37,10 +37,10 @@ from typing import Any
 from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.niceness import PriorityControl
-from microcoder.actors.rollout import count_tokens, sampling_params
-from microcoder.actors.stream import caused_by, engine_dead, sample_group, streaming_loop
+from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
 from microcoder.actors.weights.follower import WeightFollower
 from microcoder.buffer.client import BufferClient
@@ -230,7 +230,7 @@ class Generator(PriorityControl):
         return -1 if self.weights.mixed else self.version
 
     def _sync_failed(self, err: BaseException, in_a_row: int) -> None:
-        """A weight update failed and the loop goes on (actors/stream.py): log and count it."""
+        """A weight update failed and the loop goes on (actors/generate_loop.py): log and count it."""
         self.sync_failures += 1
         limit = self.settings.generator.max_failed_syncs
         self._error(

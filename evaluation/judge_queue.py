@@ -6,7 +6,7 @@ the end of every call. So calls hand their jobs to one serving thread, which sub
 call's jobs as soon as it arrives (keeping every worker busy across calls), routes the verdicts
 back, and wakes each caller when its last verdict is in. The pool lock is held only while eval
 jobs are outstanding. An executor's training loop judges through channels of the same pool
-(`JudgePool.channel`, actors/judge_stream.py), so its groups and these jobs share the workers'
+(`JudgePool.channel`, actors/judge_loop.py), so its groups and these jobs share the workers'
 queue in the order they were submitted.
 """
 

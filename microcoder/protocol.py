@@ -362,7 +362,7 @@ class Prompts(Message, kind="prompts"):
     version: int = -1
     """The newest learner version announced to the buffer (`AnnounceVersion`) when it answered;
     -1 unknown. A generator whose weights are that version needs not ask learner rank 0 for
-    newer ones before it samples the prompts (actors/stream.py)."""
+    newer ones before it samples the prompts (actors/generate_loop.py)."""
 
 
 @dataclass

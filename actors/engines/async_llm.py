@@ -1,5 +1,5 @@
 """vLLM's AsyncLLM on an event-loop thread of its own, with blocking methods for the actor's other
-threads: the streaming generator's engine (actors/stream.py runs its group tasks on `loop`).
+threads: the streaming generator's engine (actors/generate_loop.py runs its group tasks on `loop`).
 
 The AsyncLLM is built inside the running loop (its output handler and zmq.asyncio sockets
 belong to it) by the loop thread, which also spawns the engine's `EngineCore` child process
@@ -63,7 +63,7 @@ class AsyncEngine:
         clear_cache=False)`) changes it first, so no request submitted from then on reads
         blocks computed under the old weights (the kept requests go on with their own). A
         request submitted before and first scheduled after (queued behind `max_num_seqs`) still
-        reads its salt's old blocks: actors/stream.py `sample_group` tags it with the version it
+        reads its salt's old blocks: actors/generate_loop.py `sample_group` tags it with the version it
         was submitted at when the salt changed while it was in flight (the KV floor)."""
         self._salt_epoch = 0
         built: concurrent.futures.Future = concurrent.futures.Future()

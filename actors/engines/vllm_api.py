@@ -44,7 +44,7 @@ ENGINE_ARGS = (
 """`LLM(...)` keywords passed by actors/engines/build.py and actors/generator.py (EngineArgs fields);
 the names of `generator.engine_args` are checked with them (`check_vllm_api(engine_args=)`)."""
 LLM_METHODS = ("generate", "collective_rpc", "reset_prefix_cache")
-"""`LLM` methods called by actors/rollout.py, actors/weights/publisher.py and actors/engines/build.py."""
+"""`LLM` methods called by actors/sampling.py, actors/weights/publisher.py and actors/engines/build.py."""
 ASYNC_METHODS = (
     "generate",
     "pause_generation",
@@ -56,7 +56,7 @@ ASYNC_METHODS = (
 )
 """`AsyncLLM` methods called by actors/engines/async_llm.py (the streaming generator's engine)."""
 OUTPUT_FIELDS = ("weight_versions",)
-"""`CompletionOutput` fields actors/stream.py reads (a response's first and last version)."""
+"""`CompletionOutput` fields actors/generate_loop.py reads (a response's first and last version)."""
 RELOAD_PARAMS = ("weights_iterator", "is_checkpoint_format")
 """Keywords actors/engines/worker_ext.py `mc_load_weights` passes to `reload_weights`."""
 
@@ -129,7 +129,7 @@ def api_problems(api: SimpleNamespace, device: str, engine_args: Iterable[str] =
         {f.name for f in dataclasses.fields(output)} if dataclasses.is_dataclass(output) else ()
     )
     problems += [
-        f"CompletionOutput.{f} (actors/stream.py: a response's policy versions)"
+        f"CompletionOutput.{f} (actors/generate_loop.py: a response's policy versions)"
         for f in OUTPUT_FIELDS
         if f not in fields
     ]

@@ -7,6 +7,6 @@ generator's half: `WeightFollower` (follower.py: when to poll, pull, hold and re
 talks to one `WeightSource` (source.py) and never knows whether a round came by channel
 (channel_source.py over pull.py) or by relay (relay_source.py over relay_member.py). The transports themselves live in learner/sync/.
 
-It may import actors/config.py, actors/deadline.py, actors/stream.py's `caused_by`, learner/ and
+It may import actors/config.py, actors/deadline.py, actors/generate_loop.py's `caused_by`, learner/ and
 microcoder/; never launch/ or the actors that hold it (generator, executor, learner_rank).
 """

@@ -132,7 +132,7 @@ class WeightFollower:
         (vLLM finishes the requests in flight on the old weights; nothing is leased meanwhile,
         the loop is here); then the load (actors/weights/publisher.py `update_engine`). The engine
         resumes even when the load fails."""
-        from microcoder.actors.stream import caused_by
+        from microcoder.actors.generate_loop import caused_by
 
         try:
             updated = self._update_unchecked(block)

@@ -16,7 +16,7 @@ on synthetic groups, and the bench times publish (gather) -> generator pull (sen
 reload -> prefix-cache reset) -> first token on the new weights.
 
 With `--workload longtail|uniform` it is another bench (bench/generation/streaming.py):
-streaming (actors/stream.py's loop, with in-flight weight updates) vs blocking waves on one
+streaming (actors/generate_loop.py's loop, with in-flight weight updates) vs blocking waves on one
 AsyncEngine, the same prompts and per-group lengths (goals: longtail ratio >= 1.5, uniform
 >= 0.95).
 """

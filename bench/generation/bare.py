@@ -27,7 +27,7 @@ class BareEngine:
 
     def generate(self, prompt_ids: list[list[int]]) -> dict:
         """One `LLM.generate` over all prompts with the generator's SamplingParams."""
-        from microcoder.actors.rollout import sampling_params
+        from microcoder.actors.sampling import sampling_params
 
         g = self.cfg.generator
         a = self.cfg.algorithm

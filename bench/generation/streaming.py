@@ -3,8 +3,8 @@
 One AsyncEngine (actors/engines/async_llm.py, the generator's engine and settings) on the tiny model,
 the same seeded prompts and per-group lengths (bench/generation/workload.py) on both sides,
 each group one request with n=G, per-request `max_tokens` and `ignore_eos` (the same tokens on
-both sides), sampled by actors/stream.py `sample_group`, the one request form of both:
-  streaming  the product loop, actors/stream.py `streaming_loop`, `capacity` groups in flight,
+both sides), sampled by actors/generate_loop.py `sample_group`, the one request form of both:
+  streaming  the product loop, actors/generate_loop.py `streaming_loop`, `capacity` groups in flight,
              a new group leased as soon as one finishes; every `update_every_s` seconds its
              `maybe_update` runs the in-flight weight update (pause keep -> reload_weights from
              the model folder -> fix the tied head -> version label -> reset prefix cache ->
@@ -30,8 +30,8 @@ import time
 from microcoder.actors.config import GeneratorConfig
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
-from microcoder.actors.rollout import sampling_params
-from microcoder.actors.stream import sample_group, streaming_loop
+from microcoder.actors.generate_loop import sample_group, streaming_loop
+from microcoder.actors.sampling import sampling_params
 from microcoder.actors.timing import PoolTimer
 from microcoder.actors.weights.publisher import update_engine
 from microcoder.bench.generation.workload import MemoryClient, prompt_token_ids, response_lengths

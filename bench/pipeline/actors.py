@@ -3,7 +3,7 @@ code. They run the product's own loops against the real buffer (BufferClient -> 
 actor, with its admission control and staleness gate); only the work inside a wave is a
 `time.sleep(cost)`:
 
-- SimGenerator: `streaming_loop` of actors/stream.py (up to `wave` groups in flight, a prompt
+- SimGenerator: `streaming_loop` of actors/generate_loop.py (up to `wave` groups in flight, a prompt
   leased as soon as a group finishes, each group handed in as it finishes, `maybe_update` every
   tick) on a simulated engine (bench/pipeline/sim_engine.py: serial, `per_group_s` per group,
   `group_size` tiny responses each, versions from the engine's label as vLLM reports them);
@@ -12,7 +12,7 @@ actor, with its admission control and staleness gate); only the work inside a wa
   are sampled, as the product loop orders it), and sets the engine's label.
   `sync_before_lease=True` also learns the version right before each lease (the order the
   wave loop had until issue 7; with streaming the label, not the lease, decides the version);
-- SimExecutor: `judging_loop` of actors/judge_stream.py (lease unscored groups as judging frees
+- SimExecutor: `judging_loop` of actors/judge_loop.py (lease unscored groups as judging frees
   up, judge each on a thread, hand in its scores as it finishes); its judge is serial (a lock)
   and sleeps `per_group_s` per group, so its throughput is exactly 1 / per_group_s groups/s,
   the cost model of the waves it replaces;
@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.scoring import ScoringOutcome
 from microcoder.actors.timing import PoolTimer
 from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
@@ -103,7 +103,7 @@ class SimGenerator(_Sim):
         self._next_poll = 0.0
 
     def run(self) -> dict[str, Any]:
-        from microcoder.actors.stream import streaming_loop
+        from microcoder.actors.generate_loop import streaming_loop
 
         self.start_clock()
         self._engine = SimEngine(self.per_group_s, self.response_tokens)

@@ -1,5 +1,5 @@
 """A simulated AsyncEngine for `microcoder bench pipeline`'s SimGenerator: a benchmark
-instrument, not product code. It has what actors/stream.py's `streaming_loop` and
+instrument, not product code. It has what actors/generate_loop.py's `streaming_loop` and
 `sample_group` use of actors/engines/async_llm.py's AsyncEngine (`submit`, `llm.generate`, the
 version label), so the bench runs the product's streaming loop; only the engine is simulated.
 

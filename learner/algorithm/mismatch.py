@@ -23,7 +23,7 @@ The same four sums are also kept for two spans, responses sampled by one policy 
 last version is newer than their first, `generator.weight_update = "inflight"`; under
 `generator.inflight_kv = "reuse"` also a response whose every token the new version sampled
 over prompt KV the old one may have cached, tagged with its submission version by
-actors/stream.py `sample_group`'s KV floor), so the price in
+actors/generate_loop.py `sample_group`'s KV floor), so the price in
 mismatch of `generator.inflight_kv` (old KV kept under new weights, or recomputed) can be read
 apart from the staleness (`mismatch_by_span`; no histogram, so no quantiles). A quantile is the centre of the
 first bin where the cumulative count reaches p · N, so it is within BIN_WIDTH / 2 in log space

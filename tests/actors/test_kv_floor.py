@@ -1,4 +1,4 @@
-"""The KV floor of actors/stream.py `sample_group` (issue 33), on the bench's simulated engine
+"""The KV floor of actors/generate_loop.py `sample_group` (issue 33), on the bench's simulated engine
 (no vLLM): a group submitted at version 0 whose every token is labelled 1 is tagged 0 when the
 engine's prefix-cache salt changed while it was in flight (an update that kept the KV: its
 prompt blocks may be the old weights'), and 1 when the salt stayed (the update cleared the
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from microcoder.actors.stream import _InFlight, _submit
+from microcoder.actors.generate_loop import _InFlight, _submit
 from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams
 from microcoder.protocol import PromptAssignment
 

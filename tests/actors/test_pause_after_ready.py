@@ -100,7 +100,7 @@ def test_the_engine_keeps_generating_while_rank_0_trains_and_pauses_only_for_the
         time.sleep(0.5)  # the train holds the lock
         t_ask = time.monotonic()
         # version 0 is published and newer than -1: ask as a generator whose label lags, from
-        # the loop's ticks (actors/stream.py calls maybe_update every 50 ms with work in flight)
+        # the loop's ticks (actors/generate_loop.py calls maybe_update every 50 ms with work in flight)
         gen.version, ticks = -1, []
         while gen.version < 1 and time.monotonic() < t_ask + DEADLINE_S:
             t0 = time.monotonic()

@@ -1,5 +1,5 @@
-"""The simulated pipeline actors run the product's loops (actors/stream.py: streaming_loop on a
-simulated engine, actors/judge_stream.py: judging_loop): the order of the calls, on a recording
+"""The simulated pipeline actors run the product's loops (actors/generate_loop.py: streaming_loop on a
+simulated engine, actors/judge_loop.py: judging_loop): the order of the calls, on a recording
 client."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.generate_loop import streaming_loop
+from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.scoring import ScoringOutcome
-from microcoder.actors.stream import streaming_loop
 from microcoder.actors.timing import PoolTimer
 from microcoder.bench.pipeline.actors import _SyncFirst
 from microcoder.bench.pipeline.sim_engine import SimEngine, SimParams

@@ -51,7 +51,7 @@ def test_sources_travel_from_the_lease_to_the_learner(make_group, make_scores):
             assert {a.source for a in leased} == {"alpha", "beta"}
             for a in leased:
                 assert a.problem_id[0] == a.source[0]
-            # a generator copies the source (actors/stream.py); one that lies is refused
+            # a generator copies the source (actors/generate_loop.py); one that lies is refused
             liar = replace(make_group(leased[0].group_id, leased[0].problem_id), source="gamma")
             assert "is from source" in gen.put_unscored([liar]).rejected[0]
             groups = [

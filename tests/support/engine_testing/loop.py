@@ -1,5 +1,5 @@
-"""actors/stream.py's `streaming_loop` driven by stand-ins, for the unit tests of the loop
-(tests/actors/test_stream_failed_updates.py, test_stream_idle_cpu.py): an engine whose group
+"""actors/generate_loop.py's `streaming_loop` driven by stand-ins, for the unit tests of the loop
+(tests/actors/test_generate_loop_failed_updates.py, test_generate_loop_idle_cpu.py): an engine whose group
 tasks are plain futures, and the loop's call with the arguments those tests do not vary."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-from microcoder.actors.stream import streaming_loop
+from microcoder.actors.generate_loop import streaming_loop
 from microcoder.actors.timing import PoolTimer
 
 

@@ -1,5 +1,5 @@
 """A generator that also samples one wave on request, for the tests that lease prompts
-themselves and want their groups back (the product's generator only streams, actors/stream.py).
+themselves and want their groups back (the product's generator only streams, actors/generate_loop.py).
 
 `wave_generator_cls(generator_config)` is `actors/remote.py: generator_cls` for a subclass of
 the product's Generator with one more method, `generate_wave(assignments)`. The subclass is
@@ -22,7 +22,7 @@ def wave_generator_cls(g: Any):
             """Sample these leased assignments now, one group each, all in flight at once. A
             group the engine raises on is reported failed (as in the loop) and left out; a dead
             engine still kills the actor."""
-            from microcoder.actors.stream import engine_dead
+            from microcoder.actors.generate_loop import engine_dead
 
             futures = [
                 (a, self._submit(self._sample_coro(a, self.temperature))) for a in assignments

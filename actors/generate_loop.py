@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from microcoder.actors.rollout import response_of
+from microcoder.actors.sampling import response_of
 from microcoder.actors.timing import PoolTimer
 from microcoder.protocol import Group, PromptAssignment
 

@@ -1,4 +1,4 @@
-"""The executor judges as a stream (actors/judge_stream.py: judging_loop): a group is leased and
+"""The executor judges as a stream (actors/judge_loop.py: judging_loop): a group is leased and
 starts as soon as workers free up, with no wave cap. Real sandbox (bubblewrap), programs that
 sleep: wall time, so two cores suffice."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.scoring import ScoringOutcome, score_groups
 from microcoder.actors.timing import PoolTimer
 from microcoder.data.problem import validate_problem

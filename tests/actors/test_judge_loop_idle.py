@@ -1,4 +1,4 @@
-"""actors/judge_stream.py: an executor whose groups were judged while the buffer had none to
+"""actors/judge_loop.py: an executor whose groups were judged while the buffer had none to
 lease waits on the buffer's long poll, not in a loop that turns with nothing to wait on (issue
 33, "Why" 11). A unit test: the judge sleeps, the client answers as the buffer does (one group
 per 0.3 s, a long poll held until then); the loop is the product's. CPU is this process's CPU
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from microcoder.actors.judge_stream import judging_loop
+from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.scoring import ScoringOutcome
 from microcoder.actors.timing import PoolTimer
 from microcoder.protocol import Group, GroupScores, Response, Score

@@ -1,4 +1,4 @@
-"""Sampling helpers of the generator (actors/stream.py samples the groups with them).
+"""Sampling helpers of the generator (actors/generate_loop.py samples the groups with them).
 
 What the generator needs from a vLLM engine: sample G responses per prompt (the ids of a prompt
 text the prompt layer rendered, data/prompting/render.py) at the current temperature with per-token

@@ -1,4 +1,4 @@
-"""actors/stream.py's streaming_loop on a real AsyncLLM (the tiny model) with a recording fake
+"""actors/generate_loop.py's streaming_loop on a real AsyncLLM (the tiny model) with a recording fake
 buffer client (a unit test: the client is the only fake)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from microcoder.actors.rollout import sampling_params
-from microcoder.actors.stream import streaming_loop
+from microcoder.actors.generate_loop import streaming_loop
+from microcoder.actors.sampling import sampling_params
 from microcoder.actors.timing import PoolTimer
 from microcoder.protocol import PromptAssignment, Prompts
 

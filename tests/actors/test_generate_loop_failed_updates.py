@@ -1,4 +1,4 @@
-"""actors/stream.py: a weight update that fails costs the groups in flight nothing (issue 33,
+"""actors/generate_loop.py: a weight update that fails costs the groups in flight nothing (issue 33,
 fault 6). A unit test: the engine is a stand-in whose group tasks are futures this test
 finishes, the buffer client records what it is given; the loop itself is the product's."""
 
@@ -10,7 +10,7 @@ import threading
 import pytest
 from engine_testing.loop import FutureEngine, run_loop
 
-from microcoder.actors.stream import WeightUpdatesFailed
+from microcoder.actors.generate_loop import WeightUpdatesFailed
 from microcoder.actors.weights.publisher import WeightsMixedError
 from microcoder.protocol import Group, PromptAssignment, Prompts
 

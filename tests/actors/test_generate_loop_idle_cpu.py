@@ -1,4 +1,4 @@
-"""actors/stream.py: a generator whose loop waits (admission control holds its next prompt, its
+"""actors/generate_loop.py: a generator whose loop waits (admission control holds its next prompt, its
 groups in flight finished) sits near 0% CPU, and asks rank 0 for weights after a lease only when
 the buffer's reply names a newer version (issue 33, "Why" 11). A unit test: the engine is a
 stand-in whose groups finish after a short sleep, the buffer client answers as the real buffer
