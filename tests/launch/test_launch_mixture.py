@@ -7,10 +7,10 @@ Prometheus page labels them by source. One launched run is shared by the tests o
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from launch_testing.launched import run_launch
+from launch_testing.launched import launch_tiny
+from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
 
@@ -38,18 +38,10 @@ SETTINGS = [
 ]
 
 
-def records(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["kind"] == kind]
-
-
 @pytest.fixture(scope="module")
 def finished_run(tiny_model_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("mixture") / "run"
-    args = [a for s in SETTINGS for a in ("--set", s)]
-    model = ["--set", f'model.path="{tiny_model_dir}"']
-    proc = run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *model, *args], 1200)
-    return proc, run_dir
+    return launch_tiny(run_dir, tiny_model_dir, SETTINGS), run_dir
 
 
 def test_the_run_finishes_its_steps(finished_run):

@@ -22,6 +22,7 @@ without running its teardown (pytest SIGTERM'd or SIGKILLed, a CI job cancelled)
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -160,3 +161,16 @@ def run_launch(args: list[str], timeout: float | None = None, **kw) -> subproces
                 output = (out.read_text(), err.read_text())
                 raise subprocess.TimeoutExpired(run.cmd, timeout, *output) from late
         return subprocess.CompletedProcess(run.cmd, code, out.read_text(), err.read_text())
+
+
+def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200):
+    """`microcoder launch configs/tiny-cpu.toml` into `run_dir` on the model at `model_dir`, with
+    `--set` for each of `settings`, to its end (run_launch's result)."""
+    args = [a for s in [f'model.path="{model_dir}"', *settings] for a in ("--set", s)]
+    return run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *args], timeout)
+
+
+def metrics_records(run_dir: Path, kind: str) -> list[dict]:
+    """The records of `kind` ("step", "eval", ...) in `run_dir`/metrics.jsonl, in order."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
