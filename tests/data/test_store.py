@@ -295,7 +295,7 @@ def test_a_launch_parses_the_problem_file_once_and_a_resume_not_at_all(
 ):
     """The preflight's check is the store's build; the bring-up's prepare reuses the store and a
     second prepare (a resume) reuses the measurement too."""
-    from microcoder.data.formats import loaders
+    from microcoder.data import store
     from microcoder.launch.config import load_config
     from microcoder.launch.run.command import check_problem_source
     from microcoder.launch.run.problems import prepare_run_problems
@@ -304,8 +304,8 @@ def test_a_launch_parses_the_problem_file_once_and_a_resume_not_at_all(
     src.write_text("".join(own_row(f"p{i}", "word " * i) for i in range(40)))
     cfg = load_config(None, [f'data.source="{src}"', "eval.holdout_fraction=0.2"])
     parses = []
-    real = loaders.iter_problems
-    monkeypatch.setattr(loaders, "iter_problems", lambda *a, **k: parses.append(a) or real(*a, **k))
+    real = store.iter_problems  # the store's pass over the file (data/formats/loaders.py)
+    monkeypatch.setattr(store, "iter_problems", lambda *a, **k: parses.append(a) or real(*a, **k))
     run_dir = tmp_path / "run"
     assert check_problem_source(cfg, run_dir) == ""
     first = prepare_run_problems(cfg, tiny_tokenizer, run_dir, log=lambda _m: None)

@@ -178,10 +178,9 @@ def test_runs_side_by_side_get_each_model_built_once_before_they_start(tmp_path,
     """Two launches warm-starting one missing model folder at once would both train it and
     write over each other: with more than one slot, compare builds each model path first."""
     import microcoder.launch.compare.plan as plan
-    import microcoder.launch.run.model_dir as model_dir
 
     built = []
-    monkeypatch.setattr(model_dir, "ensure_model", lambda m, cfg: built.append(m.path))
+    monkeypatch.setattr(plan, "ensure_model", lambda m, cfg: built.append(m.path))
     monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
     arms = parse_arms("no-mask,mask-all,other:model.path=elsewhere")
     plan.prepare_models(plan_grid(RECIPE, arms, [0], [], tmp_path, 1), say=lambda _: None)

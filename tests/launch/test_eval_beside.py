@@ -15,7 +15,7 @@ import pytest
 
 from microcoder.launch.config import load_config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
-from microcoder.launch.run import eval_beside
+from microcoder.launch.run import eval_beside, training_loop
 from microcoder.launch.run import heldout_eval as evaluation
 from microcoder.launch.run.training_loop import _train_steps
 
@@ -82,6 +82,13 @@ def held(monkeypatch):
     return calls
 
 
+def patch_evaluate(monkeypatch, fn) -> None:
+    """Put `fn` in place of heldout_eval.evaluate wherever a module bound it at its head."""
+    for module in (evaluation, training_loop, eval_beside):
+        if hasattr(module, "evaluate"):
+            monkeypatch.setattr(module, "evaluate", fn)
+
+
 def slow_eval(monkeypatch, seconds: float, evals: list):
     """evaluation.evaluate as a stand-in that takes `seconds` and logs an eval record."""
 
@@ -91,7 +98,7 @@ def slow_eval(monkeypatch, seconds: float, evals: list):
         evals.append((step, held_version, t0, time.monotonic()))
         return run.metrics.log("eval", step=step, policy_version=held_version)
 
-    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    patch_evaluate(monkeypatch, evaluate)
 
 
 @pytest.mark.timeout(60)
@@ -134,7 +141,7 @@ def test_the_run_end_waits_for_the_last_eval_at_most_eval_wait_s(tmp_path, monke
             gate.wait(DEADLINE_S)
         done.append(step)
 
-    monkeypatch.setattr(evaluation, "evaluate", never_ends)
+    patch_evaluate(monkeypatch, never_ends)
     t0 = time.monotonic()
     assert _train_steps(run, None).steps == 1
     assert time.monotonic() - t0 < DEADLINE_S / 2
@@ -149,7 +156,7 @@ def test_a_failed_eval_stops_the_run_at_the_next_step(tmp_path, monkeypatch, hel
     def fails(run, step, generators=None, held_version=None):
         raise RuntimeError("executor-0 died")
 
-    monkeypatch.setattr(evaluation, "evaluate", fails)
+    patch_evaluate(monkeypatch, fails)
     with pytest.raises(RuntimeError, match="executor-0 died"):
         _train_steps(run, None)
     assert run.learners.version < 50 and ("release",) in held
@@ -177,7 +184,7 @@ def test_on_cpu_the_eval_runs_nicer_than_the_learner_and_is_set_back(
         calls.append(("eval", step))
 
     monkeypatch.setattr(eval_beside, "_call_each", call_each)
-    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    patch_evaluate(monkeypatch, evaluate)
     _train_steps(run, None)
     lowered = ("lower_priority", ["executor-0", "generator-0"], 3, True)
     restored = ("restore_priority", ["executor-0", "generator-0"])
@@ -195,7 +202,7 @@ def test_by_default_nothing_is_lowered_on_cpu(tmp_path, monkeypatch, held):
     """eval.nice = 0 and eval.sched_idle = false by default (measured worse on the shared box)."""
     run, calls = stand_in_run(tmp_path, "cluster.device=cpu", "max_steps=2"), []
     monkeypatch.setattr(eval_beside, "_call_each", lambda *a: calls.append(a) or {})
-    monkeypatch.setattr(evaluation, "evaluate", lambda run, step, **kw: None)
+    patch_evaluate(monkeypatch, lambda run, step, **kw: None)
     _train_steps(run, None)
     assert calls == []
 
@@ -257,7 +264,7 @@ def test_keep_best_keeps_a_checkpoint_whose_eval_lands_steps_later(tmp_path, mon
         return run.metrics.log("eval", step=step, heldout_pass_rate=scores[step])
 
     run.checkpoint = checkpoint
-    monkeypatch.setattr(evaluation, "evaluate", evaluate)
+    patch_evaluate(monkeypatch, evaluate)
     _train_steps(run, None)
     left = sorted(int(p.name[5:]) for p in ckpts.glob("step_*"))
     assert 2 in left  # the best evaluated checkpoint (0.9), kept while its eval ran

@@ -78,17 +78,24 @@ def measure(model: str | Path, out: Path) -> dict:
     """Load (bytes counted), log-probs, one step, publish; returns this rank's record."""
     from train_worker import synthetic_groups
 
+    import microcoder.learner.converted_rows as converted_rows
+    import microcoder.learner.distributed as distributed
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.models import logprob_check as lc
     from microcoder.learner.trainer import Learner
 
-    counter, real = ReadCounter(safetensors.safe_open), safetensors.safe_open
-    safetensors.safe_open = counter
+    real = safetensors.safe_open
+    counter = ReadCounter(real)
+    # every module that opens the checkpoint binds safe_open at its head: count through each
+    readers = (safetensors, converted_rows, distributed)
+    for module in readers:
+        module.safe_open = counter
     try:
         cfg = LearnerConfig(lr=LR, micro_batch_tokens=4096, grad_clip=100.0)
         learner = Learner(model, cfg, AlgorithmConfig(rho=0.5), seed=3)
     finally:
-        safetensors.safe_open = real
+        for module in readers:
+            module.safe_open = real
     logprobs = lc.learner_logprobs(learner, lc.seeded_sequences(300), TEMPERATURE)
     metrics = learner.train_step(synthetic_groups(0))
     weights = learner.full_state_dict()
