@@ -19,8 +19,7 @@ TINY = Path(__file__).parents[2] / "configs" / "tiny-cpu.toml"
 
 
 def test_sigterm_after_ray_started_checkpoints_and_exits_130(monkeypatch, tmp_path):
-    from microcoder.launch.monitor import session as monitor
-    from microcoder.launch.run import cluster, model_dir
+    from microcoder.launch.run import cluster, command
     from microcoder.launch.run.command import launch
 
     calls = []
@@ -37,9 +36,9 @@ def test_sigterm_after_ray_started_checkpoints_and_exits_130(monkeypatch, tmp_pa
     monkeypatch.setattr(cluster.Run, "bring_up", bring_up)
     monkeypatch.setattr(cluster.Run, "checkpoint", lambda run: calls.append("checkpoint"))
     monkeypatch.setattr(cluster.Run, "shutdown", lambda run: calls.append("shutdown"))
-    monkeypatch.setattr(model_dir, "ensure_model", lambda m, c: tmp_path / "model")
+    monkeypatch.setattr(command, "ensure_model", lambda m, c: tmp_path / "model")
     stub = SimpleNamespace(stop=lambda: None, set_state=lambda s: None)
-    monkeypatch.setattr(monitor, "start_monitoring", lambda run: stub)
+    monkeypatch.setattr(command, "start_monitoring", lambda run: stub)
     before = signal.getsignal(signal.SIGTERM)
     cfg = load_config(TINY, [f'model.path="{tmp_path}/model"'])
     code = launch(cfg, Namespace(resume=None, run_dir=str(tmp_path / "run")))

@@ -191,8 +191,7 @@ def test_a_joined_launch_prints_no_driver_plan_and_leaves_device_auto_to_the_clu
     from types import SimpleNamespace
 
     from microcoder import device
-    from microcoder.launch.monitor import session as monitor
-    from microcoder.launch.run import cluster, model_dir
+    from microcoder.launch.run import cluster, command
     from microcoder.launch.run.command import launch
 
     def no_driver_device(requested):
@@ -205,10 +204,11 @@ def test_a_joined_launch_prints_no_driver_plan_and_leaves_device_auto_to_the_clu
         raise KeyboardInterrupt  # stop here: bring-up is not this test's subject
 
     monkeypatch.setattr(device, "resolve_device", no_driver_device)
+    monkeypatch.setattr(command, "resolve_device", no_driver_device)  # bound at its head
     monkeypatch.setattr(cluster.Run, "start_ray", start_ray)
-    monkeypatch.setattr(model_dir, "ensure_model", lambda m, c: tmp_path / "model")
+    monkeypatch.setattr(command, "ensure_model", lambda m, c: tmp_path / "model")
     stub = SimpleNamespace(stop=lambda: None, set_state=lambda s: None)
-    monkeypatch.setattr(monitor, "start_monitoring", lambda run: stub)
+    monkeypatch.setattr(command, "start_monitoring", lambda run: stub)
     sets = ['cluster.address="10.0.0.7:6379"', "cluster.device=auto"]
     shared = [f'cluster.shared_dir="{tmp_path}"', f'model.path="{tmp_path}/model"']
     cfg = load_config(TINY, [*sets, *shared])
