@@ -104,8 +104,16 @@ def _file_hash(path: Path) -> str:
     return _HASHED[seen]
 
 
-def _is_synthetic(path: str) -> bool:
-    return is_synthetic(path)
+class NoTrainingProblems(ValueError):
+    """A source left with no training problem: every one held out (`held_out` > 0, the
+    source's holdout fraction is the fix), or the source holds none."""
+
+    def __init__(self, name: str, path: str, fraction: float, held_out: int):
+        why = f": holdout fraction {fraction} holds out every one of them; lower it"
+        super().__init__(
+            f"data source {name!r} ({path}): no training problem" + (why if held_out else "")
+        )
+        self.held_out = held_out
 
 
 def store_key(sources: Sequence[DataSourceConfig], seed: int, default_holdout: float) -> str:
@@ -113,7 +121,7 @@ def store_key(sources: Sequence[DataSourceConfig], seed: int, default_holdout: f
     parts: list = [SCHEMA_VERSION]
     for s in sources:
         fraction = s.holdout_fraction if s.holdout_fraction is not None else default_holdout
-        content = f"synthetic:{s.path}:{seed}" if _is_synthetic(s.path) else ""
+        content = f"synthetic:{s.path}:{seed}" if is_synthetic(s.path) else ""
         if not content:
             path = Path(s.path)
             if not path.is_file():
@@ -145,7 +153,7 @@ def _source_rows(
     source: DataSourceConfig, seed: int
 ) -> Iterator[tuple[Problem, str | None, Callable[[], int]]]:
     """(problem, forced split or None, bytes read so far) per row of `source`."""
-    if _is_synthetic(source.path):
+    if is_synthetic(source.path):
         family = synthetic_variant(source.path)
         for split, label in (("train", None), ("heldout", "family")):
             for p in family.generate_tasks(seed, split=split):
@@ -240,7 +248,7 @@ def _fill(
     fraction = source.holdout_fraction
     if fraction is None:
         fraction = default_holdout
-    total_mb = 0.0 if _is_synthetic(source.path) else Path(source.path).stat().st_size / 2**20
+    total_mb = 0.0 if is_synthetic(source.path) else Path(source.path).stat().st_size / 2**20
     counts = dict.fromkeys(SPLITS, 0)
     renamed = 0
     t0 = last = time.monotonic()
@@ -265,14 +273,7 @@ def _fill(
     if renamed:
         log(f"problem store: {name}: {renamed} ids another source used first renamed {name}:<id>")
     if not counts["train"]:
-        raise ValueError(
-            f"data source {name!r} ({source.path}): no training problem"
-            + (
-                f": holdout fraction {fraction} holds out every one of them; lower it"
-                if counts["heldout"]
-                else ""
-            )
-        )
+        raise NoTrainingProblems(name, source.path, fraction, counts["heldout"])
     log(
         f"problem store: {name}: {sum(counts.values())} problems ({counts['train']} train, "
         f"{counts['heldout'] + counts['family']} held out) in {time.monotonic() - t0:.1f} s"

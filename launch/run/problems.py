@@ -35,6 +35,7 @@ from microcoder.data.prompting.reasoning import resolve_reasoning
 from microcoder.data.prompting.render import PromptRenderer, measure_prompts
 from microcoder.data.store import (
     STORE_NAME,
+    NoTrainingProblems,
     ProblemStore,
     StorePromptTable,
     StoreTableSpec,
@@ -114,10 +115,10 @@ def build_run_store(
 
     try:
         return build_store(cfg.data.source_list(), cfg.seed, default_holdout(cfg), path, log)
-    except ValueError as err:
-        if "holds out every one" in str(err):
-            raise ConfigError(f"{err} (eval.holdout_fraction or the source's own)") from None
-        raise
+    except NoTrainingProblems as err:
+        if not err.held_out:
+            raise
+        raise ConfigError(f"{err} (eval.holdout_fraction or the source's own)") from None
 
 
 def heldout_problems(cfg: Config, store) -> list[Problem]:
