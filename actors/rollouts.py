@@ -12,7 +12,9 @@ runs. Each row:
     prompt_id        the problem's dataset id
     group_id         the buffer's group id
     index            the response's position in its group
-    response         its text, clipped to ROLLOUT_CHARS characters
+    response         its text; a longer one than ROLLOUT_CHARS keeps its head (a quarter) and
+                     its tail (the rest, where the final program of a reasoning response
+                     stands), joined by a line that says how many characters were cut
     response_chars   the text's full length in characters
     response_tokens  its token count
     verdict          the judge's verdict (AC, WA, ..., `unfinished`; `no_code` for a response
@@ -43,8 +45,11 @@ from microcoder.actors.convert import verdict_label
 from microcoder.protocol import ScoredGroup
 
 ROLLOUT_CHARS = 4000
-"""A response's text in the rollouts log is clipped to this many characters (its first ones;
-`response_chars` keeps the full length), so a step's file stays under about rollouts_max × 4 KB."""
+"""A response's text in the rollouts log is clipped to about this many characters (head and tail,
+`clip_middle`; `response_chars` keeps the full length), so a step's file stays under about
+rollouts_max × 4 KB."""
+HEAD_SHARE = 4
+"""A clipped response keeps its first ROLLOUT_CHARS // HEAD_SHARE characters; the tail the rest."""
 ROLLOUTS_DIR = "rollouts"
 """The run directory's folder of rollouts logs."""
 
@@ -52,6 +57,19 @@ ROLLOUTS_DIR = "rollouts"
 def due(step: int, every: int) -> bool:
     """Whether step `step` writes its rollouts (`monitor.rollouts_every` = `every`; 0 = never)."""
     return every > 0 and step % every == 0
+
+
+def clip_middle(text: str, max_chars: int = ROLLOUT_CHARS) -> str:
+    """`text` if it fits in `max_chars`, else its head and tail (module doc) around a marker line.
+
+    The judged program of a long reasoning response is at its end, so a head-only clip would show
+    the reasoning and cut the program; the head still shows how the response began."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // HEAD_SHARE
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
 def rollout_rows(
@@ -77,7 +95,7 @@ def rollout_rows(
                     "prompt_id": g.problem_id,
                     "group_id": g.group_id,
                     "index": i,
-                    "response": text[:max_chars],
+                    "response": clip_middle(text, max_chars),
                     "response_chars": len(text),
                     "response_tokens": len(r.response_ids),
                     "verdict": verdict_label(s),

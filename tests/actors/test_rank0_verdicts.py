@@ -117,11 +117,15 @@ def test_other_steps_fetch_without_texts_and_rows_are_bounded():
 
 def test_rows_clip_the_text_and_the_file_holds_one_json_line_each(tmp_path):
     group = scored(9, [AC, WA])
-    group.group.responses[0].text = "y" * (ROLLOUT_CHARS + 500)
+    program = "```python\nprint(input())\n```"
+    group.group.responses[0].text = "think " + "y" * (ROLLOUT_CHARS + 500) + program
     trained = {(9, 0): (0.7, False), (9, 1): (-0.7, True)}
     rows = rollout_rows(12, [group], trained, max_rows=10)
-    assert len(rows[0]["response"]) == ROLLOUT_CHARS
-    assert rows[0]["response_chars"] == ROLLOUT_CHARS + 500
+    kept = rows[0]["response"]
+    assert kept.startswith("think ") and kept.endswith(program)  # the head and the final program
+    assert f"[... {ROLLOUT_CHARS + 506 + len(program) - ROLLOUT_CHARS} characters cut ...]" in kept
+    assert len(kept) < ROLLOUT_CHARS + 50
+    assert rows[0]["response_chars"] == ROLLOUT_CHARS + 506 + len(program)
     assert [r["mask"] for r in rows] == ["kept", "masked"]
     assert rollout_rows(12, [group], trained, max_rows=1) == rows[:1]
     path = write_rollouts(tmp_path, 12, rows)
