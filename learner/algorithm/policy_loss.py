@@ -169,18 +169,23 @@ class PolicyLoss:
 
     def _checked(self, out: object, shape: torch.Size) -> LossOutput:
         """The user's result, refused unless it is a LossOutput of [T] tensors."""
-        ok = isinstance(out, LossOutput) and all(
-            isinstance(t, torch.Tensor) and t.shape == shape
-            for t in (out.loss, out.clipped, *out.metrics.values())
+        if isinstance(out, LossOutput):
+            parts = {"loss": out.loss, "clipped": out.clipped, **out.metrics}
+            wrong = {
+                k: tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                for k, t in parts.items()
+                if not (isinstance(t, torch.Tensor) and t.shape == shape)
+            }
+            if not wrong:
+                return LossOutput(out.loss, out.clipped.bool(), out.metrics)
+            got = f"a LossOutput with {wrong}"
+        else:
+            got = type(out).__name__
+        raise PolicyLossError(
+            f"the user policy loss {self.name} (algorithm.policy_loss) returned {got}; it must "
+            f"return a LossOutput whose loss, clipped and metrics are tensors shaped like logp, "
+            f"{tuple(shape)} (learner/algorithm/policy_loss.py: LossOutput)"
         )
-        if not ok:
-            raise PolicyLossError(
-                f"the user policy loss {self.name} (algorithm.policy_loss) returned "
-                f"{type(out).__name__}, not a LossOutput of tensors shaped like logp "
-                f"{tuple(shape)} (loss, clipped and each metric); see "
-                "learner/algorithm/policy_loss.py: LossOutput"
-            )
-        return LossOutput(out.loss, out.clipped.bool(), out.metrics)
 
 
 class MetricSums:
