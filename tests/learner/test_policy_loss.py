@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from microcoder.config import ConfigError
+from microcoder.launch.compare.arms import ArmError, parse_arm
 from microcoder.launch.config import load_config
 from microcoder.learner.algorithm import grpo, loss_names, policy_loss
 from microcoder.learner.algorithm.policy_loss import LossInput, LossParams
@@ -238,3 +239,13 @@ def test_cispo_gradient_is_the_clipped_weight_times_the_log_prob_gradient():
     fd = central_difference(objective, x.logp.tolist())
     assert grad.tolist() == pytest.approx(fd, rel=1e-6)
     assert all(g != 0 for g in grad.tolist())
+
+
+@pytest.mark.parametrize("name", loss_names.BUILTIN)
+def test_a_compare_arm_for_each_builtin_sets_it(name):
+    arm = parse_arm(f"policy_loss={name}")
+    assert arm.overrides == (f"algorithm.policy_loss={name}",)
+    assert arm.description.startswith(f"policy loss {name}: ")
+    assert load_config(RECIPE, list(arm.overrides)).algorithm.policy_loss == name
+    with pytest.raises(ArmError, match="did you mean 'cispo'"):
+        parse_arm("policy_loss=cisp")
