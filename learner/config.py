@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from microcoder.config import Section
+from microcoder.learner.algorithm import loss_names
 from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
@@ -245,6 +246,21 @@ class AlgorithmConfig(Section):
     """Upper clip range (clip-higher): ratio is clipped at 1 + eps_high."""
     kl_coef: float = Field(0.0, ge=0)
     """KL penalty coefficient; MicroCoder-GRPO uses none (0)."""
+    policy_loss: str = "clip"
+    """The per-token policy loss (learner/algorithm/policy_loss.py, docs/fidelity.md): `clip`
+    (PPO's clipped ratio with clip-higher, eps_low / eps_high: MicroCoder-GRPO's), `dual-clip`
+    (clip, and a negative-advantage token's loss bounded at dual_clip_c·|A|), `gspo` (one
+    length-normalised ratio per sequence, clipped with gspo_eps_low / gspo_eps_high), `cispo`
+    (−sg(clip(ratio, 1 − eps_low, 1 + eps_high))·A·log pi: every token keeps a gradient), or a
+    user loss "module:function" taking (LossInput, LossParams) and returning a LossOutput,
+    imported when the config is read. The off-policy weight, the truncation mask and the
+    aggregation apply to each alike."""
+    dual_clip_c: float = Field(3.0, gt=1)
+    """c of `dual-clip` (Ye et al. 2020 use 3): a negative-advantage token's loss is at most c·|A|."""
+    gspo_eps_low: float = Field(3e-4, ge=0)
+    """Lower clip range of `gspo`'s sequence ratio, clipped at 1 − gspo_eps_low (the GSPO paper's 3e-4)."""
+    gspo_eps_high: float = Field(4e-4, ge=0)
+    """Upper clip range of `gspo`'s sequence ratio, clipped at 1 + gspo_eps_high (the GSPO paper's 4e-4)."""
     off_policy: OffPolicy = "tis"
     """The off-policy correction of each token's surrogate by rho = pi_old / pi_behaviour
     (learner/algorithm/off_policy.py, docs/architecture.md §5): `tis` (token-level truncated IS, min(rho,
@@ -344,6 +360,13 @@ class AlgorithmConfig(Section):
                 f'"{"conditional" if v else "none"}" ("conditional" was true, "none" was false; '
                 '"all" masks every truncated response)'
             )
+        return v
+
+    @field_validator("policy_loss")
+    @classmethod
+    def _policy_loss_resolves(cls, v: str) -> str:
+        """A built-in name, or a user `module:function` that imports (loss_names.check)."""
+        loss_names.check(v)
         return v
 
     @model_validator(mode="after")

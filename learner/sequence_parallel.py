@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.nn.functional import all_to_all_single
 
+from microcoder.learner.algorithm.loss_names import SEQUENCE_LEVEL
 from microcoder.learner.packing import MicroBatch
 
 KWARG = "sequence_parallel"
@@ -73,7 +74,7 @@ class SequenceParallel:
 
 
 def model_errors(
-    config: Any, size: int, packing: bool = True, off_policy: str = "tis"
+    config: Any, size: int, packing: bool = True, off_policy: str = "tis", policy_loss: str = "clip"
 ) -> list[str]:
     """Why a model cannot train with sequence parallelism `size` ([] when it can), each naming
     what to change. `config`: a transformers config, the config.json dict, or None (the heads
@@ -99,6 +100,12 @@ def model_errors(
             f'algorithm.off_policy = "{off_policy}" weighs a whole sequence by all its tokens, '
             "which sequence parallelism puts on several ranks; use a token-level correction "
             '("tis" or "mask") or learner.sequence_parallel = 1'
+        )
+    if policy_loss in SEQUENCE_LEVEL:
+        errors.append(
+            f'algorithm.policy_loss = "{policy_loss}" takes one ratio per sequence from all its '
+            "tokens, which sequence parallelism puts on several ranks; use a token-level loss "
+            '("clip", "dual-clip" or "cispo") or learner.sequence_parallel = 1'
         )
     return errors
 
@@ -228,11 +235,13 @@ def attention(inner, module, query, key, value, attention_mask, *args, **kwargs)
 def setup(learner: Any, algorithm: Any, model_config: Any, attn: str) -> SequenceParallel:
     """The learner's SP layout (collective: every rank of the group calls it, after
     init_distributed and the model's load), from `learner` (LearnerConfig: sequence_parallel,
-    packing) and `algorithm` (AlgorithmConfig: off_policy). Refuses a model or config SP cannot
+    packing) and `algorithm` (AlgorithmConfig: off_policy, policy_loss). Refuses a model or config SP cannot
     run (ValueError naming what to change) and wraps the attention kernel `attn`
     (learner/attention.py: choose) with the all-to-all."""
     size = learner.sequence_parallel
-    errors = model_errors(model_config, size, learner.packing, algorithm.off_policy)
+    errors = model_errors(
+        model_config, size, learner.packing, algorithm.off_policy, algorithm.policy_loss
+    )
     if errors:
         raise ValueError("; ".join(errors))
     world = dist.get_world_size() if dist.is_initialized() else 1

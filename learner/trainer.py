@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from microcoder.learner import attention, sequence_parallel
-from microcoder.learner.algorithm import grpo, mismatch, off_policy
+from microcoder.learner.algorithm import grpo, mismatch, off_policy, policy_loss
 from microcoder.learner.batch import TrainBatch, build_batch, mask_generator
 from microcoder.learner.checkpoint import load_training_state
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig, check_off_policy_rule
@@ -70,6 +70,10 @@ class Learner:
         check_off_policy_rule(algorithm.off_policy, learner.recompute_old_logprobs)
         self.cfg = learner
         self.algo = algorithm
+        self.policy_loss = policy_loss.PolicyLoss.of(algorithm)
+        """algorithm.policy_loss, resolved (learner/algorithm/policy_loss.py)."""
+        self.loss_metrics = policy_loss.MetricSums()
+        """The step's sums of the policy loss's named metrics (reset each step)."""
         self.seed = seed
         self.model_path = Path(model_path)
         self.device = pick_device(device)
@@ -161,6 +165,7 @@ class Learner:
             else None
         )
         size = len(SUMS) + mismatch.SIZE
+        self.loss_metrics = policy_loss.MetricSums()
         acc = torch.zeros(size + 1, dtype=torch.float64, device=self.device)  # + IS max
         grad_norms = []
         skipped_before = self.updates_skipped
@@ -182,6 +187,7 @@ class Learner:
             grad_norms.append(self._clip_and_step())
         self.version += 1
         acc[SUMS.index("nonfinite")] = self._nonfinite_shards()
+        acc = torch.cat([acc[:-1], self.loss_metrics.vector(acc.device), acc[-1:]])
         reduced = self._reduce_over_ranks(acc).cpu()  # the step's one host sync
         totals = reduced.tolist()
         grad_norms = torch.stack(grad_norms).tolist()
@@ -200,6 +206,7 @@ class Learner:
             "kl": s["kl"] / rt,
             **off_policy_metrics(s, totals[-1]),
             **mismatch.mismatch_metrics(reduced[len(SUMS) : size]),
+            **self.loss_metrics.metrics(reduced[size:-1], rt),
             "grad_norm": sum(grad_norms) / len(grad_norms),
             "update_skipped": float(self.updates_skipped - skipped_before),
             "skipped_in_a_row": float(self.skipped_in_a_row),
@@ -283,19 +290,15 @@ class Learner:
         if self.ref_model is not None:
             with torch.no_grad():
                 ref_logp = self._logp(self.ref_model, mb)[0].where(keep, 0.0)
-        terms = grpo.token_loss(
-            logp,
-            old_logp,
-            mb.advantages,
-            algo.eps_low,
-            algo.eps_high,
-            is_weight=corr.weight,
-            ref_logp=ref_logp,
-            kl_coef=algo.kl_coef,
+        real = (seq >= 0) & keep  # False for a dummy micro-batch's token and a dropped one
+        x = policy_loss.LossInput(logp, old_logp, behaviour, mb.advantages, real, seq, num_seqs)
+        surrogate = self.policy_loss(x)
+        terms = grpo.weigh(
+            surrogate.loss, surrogate.clipped, logp, corr.weight, ref_logp, algo.kl_coef
         )
         loss = (terms.loss * (mb.weight * keep).to(terms.loss.dtype)).sum()
+        self.loss_metrics.add(surrogate.metrics, real)
         with torch.no_grad():
-            real = (seq >= 0) & keep  # False for a dummy micro-batch's token and a dropped one
             if staleness is None:
                 staleness = torch.zeros(num_seqs, dtype=torch.long, device=seq.device)
             stale_tok = staleness[seq.clamp(min=0)] if num_seqs else torch.zeros_like(seq)

@@ -6,7 +6,8 @@ Five kinds of name:
 - a named override set of NAMED_ARMS (`no-mask`, `mask-all`, `mask-cond`, `clip-sym`, ...);
 - a valued arm of VALUED_ARMS, `PREFIX=NUMBER` (`T=0.6`, `kl=0.001`, `rho=0.3`);
 - a choice arm of CHOICE_ARMS, `PREFIX=CHOICE`, the choices being a registry of the learner
-  (`off_policy=tis`, `off_policy=mask`: learner/algorithm/off_policy.py: OFF_POLICY);
+  (`off_policy=tis`, `off_policy=mask`: learner/algorithm/off_policy.py: OFF_POLICY;
+  `policy_loss=gspo`, `policy_loss=cispo`: learner/algorithm/policy_loss.py: POLICY_LOSSES);
 - a custom arm `NAME:KEY=VALUE;KEY=VALUE` (any config keys, e.g. `lr2:learner.lr=2e-4`).
 
 `parse_arms("grpo,no-mask,T=0.6")` turns a comma list into Arms or raises ArmError naming the
@@ -122,6 +123,13 @@ CHOICE_ARMS: dict[str, Choice] = {
         "off-policy correction",
         "microcoder.learner.algorithm.off_policy",
         "OFF_POLICY",
+        "describe",
+    ),
+    "policy_loss": Choice(
+        "algorithm.policy_loss",
+        "policy loss",
+        "microcoder.learner.algorithm.policy_loss",
+        "POLICY_LOSSES",
         "describe",
     ),
 }

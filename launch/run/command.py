@@ -68,7 +68,7 @@ def preflight_errors(
 
 def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
     """learner.sequence_parallel against the model's attention heads (once the folder has a
-    config.json), learner.packing and algorithm.off_policy (learner/sequence_parallel.py:
+    config.json), learner.packing, algorithm.off_policy and algorithm.policy_loss (learner/sequence_parallel.py:
     model_errors), so a split the learner ranks would refuse at start stops the launch here."""
     size = cfg.learner.sequence_parallel
     if size == 1:
@@ -77,7 +77,8 @@ def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
 
     has_config = (Path(model_path) / "config.json").is_file()
     config = read_config(model_path) if has_config else None
-    return model_errors(config, size, cfg.learner.packing, cfg.algorithm.off_policy)
+    algo = cfg.algorithm
+    return model_errors(config, size, cfg.learner.packing, algo.off_policy, algo.policy_loss)
 
 
 def model_family_errors(cfg: Config, model_path: str) -> list[str]:

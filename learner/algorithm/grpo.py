@@ -296,6 +296,19 @@ def token_loss(
 
     w_t: the off-policy correction's weight (learner/algorithm/off_policy.py: OFF_POLICY), detached."""
     surrogate, clipped = clipped_policy_loss(logp, old_logp, advantages, eps_low, eps_high)
+    return weigh(surrogate, clipped, logp, is_weight, ref_logp, kl_coef)
+
+
+def weigh(
+    surrogate: torch.Tensor,  # [T] the policy loss per token (learner/algorithm/policy_loss.py)
+    clipped: torch.Tensor,  # [T] bool: its clip took the token's gradient
+    logp: torch.Tensor,  # [T] log pi_theta (for the KL term)
+    is_weight: torch.Tensor | None = None,  # [T] the correction's weight; None = 1
+    ref_logp: torch.Tensor | None = None,  # [T] log pi_ref; None = no KL term
+    kl_coef: float = 0.0,
+) -> TokenLoss:
+    """l_t = w_t · surrogate_t + kl_coef · k3(t): any policy loss's per-token terms, before
+    aggregation, with w_t the off-policy weight (detached)."""
     w = torch.ones_like(surrogate) if is_weight is None else is_weight.detach().to(surrogate.dtype)
     loss = w * surrogate
     kl = torch.zeros_like(surrogate)

@@ -53,7 +53,7 @@ def segment_sum(
     return out.index_add_(0, slot, values.double())[:num_seqs]
 
 
-def _per_token(seq_values: torch.Tensor, seq_index: torch.Tensor) -> torch.Tensor:  # [T]
+def per_token(seq_values: torch.Tensor, seq_index: torch.Tensor) -> torch.Tensor:  # [T]
     """A per-sequence value at each token (a dummy token gets 0)."""
     padded = torch.cat([seq_values, seq_values.new_zeros(1)])
     return padded[torch.where(seq_index < 0, len(seq_values), seq_index)]
@@ -76,7 +76,7 @@ def _seq_tis(log_ratio: torch.Tensor, seq_index: torch.Tensor, num_seqs: int, ca
     (the product of the sequence's token ratios, truncated; computed in log space, so a long
     sequence cannot overflow). On one-token sequences it equals `tis`."""
     total = segment_sum(log_ratio.detach(), seq_index, num_seqs)  # [S]
-    log_w = _per_token(total, seq_index).clamp(max=math.log(cap))
+    log_w = per_token(total, seq_index).clamp(max=math.log(cap))
     w = torch.exp(log_w).to(log_ratio.dtype)
     return Correction(w, torch.zeros_like(w, dtype=torch.bool), log_w >= math.log(cap))
 
@@ -96,7 +96,7 @@ def _geo_reject(log_ratio: torch.Tensor, seq_index: torch.Tensor, num_seqs: int,
     d = log_ratio.detach()
     total = segment_sum(d, seq_index, num_seqs)
     count = segment_sum(torch.ones_like(d), seq_index, num_seqs).clamp(min=1)
-    mean = _per_token(total / count, seq_index)  # [T] log g_s at each token
+    mean = per_token(total / count, seq_index)  # [T] log g_s at each token
     rejected = mean.abs() > math.log(cap)
     w = torch.where(rejected, torch.zeros_like(d), torch.ones_like(d))
     return Correction(w, rejected, torch.zeros_like(rejected))
@@ -153,7 +153,7 @@ def finite_sequences(
     for lp in logps:
         bad_tok |= ~torch.isfinite(lp.detach())
     bad_seq = segment_sum(bad_tok.double(), seq_index, num_seqs) > 0
-    return ~(_per_token(bad_seq.double(), seq_index) > 0) & ~bad_tok, bad_seq
+    return ~(per_token(bad_seq.double(), seq_index) > 0) & ~bad_tok, bad_seq
 
 
 def whole_sequences(

@@ -4,10 +4,13 @@ folder it was given, and the final checkpoint's HF folder holds the input folder
 names and shapes (for qwen3_moe the per-expert names, not transformers' fused ones) and loads in
 transformers as the same family. (The generators' greedy equality after the reload is
 test_model_check*.py's.) The three launches run at once in the module fixture: 2.7 min on the 2
-cores (4 min under the load of other tests; 4.9 min one after the other), notes/issue-32-h7.md."""
+cores (4 min under the load of other tests; 4.9 min one after the other), notes/issue-32-h7.md.
+The qwen3_moe launch also trains with `algorithm.policy_loss = "gspo"` (GSPO is the usual
+stabiliser for MoE RL): it must report a finite loss and a reward at every step (issue 47)."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import pytest
@@ -18,6 +21,8 @@ from launch_testing.waiting import records
 from microcoder.learner.models.model_check import checkpoint_shapes
 
 FAMILIES = ["qwen3", "llama", "qwen3_moe"]
+EXTRA = {"qwen3_moe": ["algorithm.policy_loss=gspo"]}
+"""Settings of one family's launch only."""
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launches run in the fixture
 
@@ -49,7 +54,7 @@ def launched(tmp_path_factory):
     for family in FAMILIES:
         root = tmp_path_factory.mktemp(f"launch-{family}")
         folder = build_family(family, root / "model", tokenizer=True)
-        args = [a for s in SETTINGS for a in ("--set", s)]
+        args = [a for s in [*SETTINGS, *EXTRA.get(family, [])] for a in ("--set", s)]
         model = ["--set", f'model.path="{folder}"']
         log = root / "stdout.log"
         cmd = ["configs/tiny-cpu.toml", "--run-dir", str(root / "run"), *model, *args]
@@ -68,6 +73,14 @@ def test_the_launch_trains_two_steps(launched, family):
     proc, run_dir, _ = launched[family]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert [r["step"] for r in records(run_dir, "step")] == [1, 2]
+
+
+def test_the_gspo_launch_reports_a_finite_loss_and_a_reward(launched):
+    _, run_dir, _ = launched["qwen3_moe"]
+    steps = records(run_dir, "step")
+    assert steps and all(math.isfinite(r["loss"]) for r in steps)
+    assert all(math.isfinite(r["reward_mean"]) for r in steps)
+    assert all(math.isfinite(r["policy_loss_seq_ratio"]) for r in steps)  # gspo ran
 
 
 @pytest.mark.parametrize("family", FAMILIES)
