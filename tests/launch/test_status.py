@@ -199,6 +199,12 @@ class FakePool:
     def stats(self):
         return self.rows
 
+    def memory(self, timeout_s=5.0):
+        from microcoder.protocol import ActorMemory
+
+        pool = next(iter(self.replicas)).split("-")[0]
+        return [ActorMemory(name, pool, rss_bytes=3 * 2**30) for name in self.replicas]
+
 
 def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
     from types import SimpleNamespace
@@ -226,3 +232,9 @@ def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
     assert nodes == {"generator-0": "10.0.0.7", "executor-0": "10.0.0.8"}
     text = render_status(st)
     assert "on 10.0.0.7" in text and "weight channels 10.0.0.3" in text and "10.0.0.4:5555" in text
+    # issue 49: every pool's actors' memory, asked live (no learner or buffer in this stand-in)
+    assert st["memory"] == {
+        "generator": {"generator-0": {"rss_bytes": 3 * 2**30, "processes": 1, "peak_rss_bytes": 0}},
+        "executor": {"executor-0": {"rss_bytes": 3 * 2**30, "processes": 1, "peak_rss_bytes": 0}},
+    }
+    assert "  generator-0    RSS   3.00 GiB" in text, text
