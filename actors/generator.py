@@ -170,8 +170,7 @@ class Generator(PriorityControl):
                 self._device_probe = EngineDeviceProbe(engine)
             figures = self._device_probe.figures() or {}
         gauge = getattr(engine, "kv_cache", None)
-        usage = gauge.usage if gauge is not None else None
-        return measure(self.name, "generator", kv_cache_usage=usage, device_figures=figures)
+        return measure(self.name, "generator", kv_cache=gauge, device_figures=figures)
 
     def stats(self) -> dict[str, Any]:
         return {

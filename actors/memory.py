@@ -81,12 +81,12 @@ def measure(
     pool: str,
     device: Any = None,
     children: bool = True,
-    kv_cache_usage: float | None = None,
+    kv_cache: KvCacheGauge | None = None,
     device_figures: dict[str, int] | None = None,
 ) -> ActorMemory:
     """This process's `ActorMemory`: RSS (with `children`, of its descendants too), its peak,
     torch's CUDA figures when `device` is a CUDA device (or the `device_figures` given: an
-    engine's, measured in its workers) and the engine's `kv_cache_usage`."""
+    engine's, measured in its workers) and an engine's `kv_cache` usage, newest and peak."""
     rss, procs = process_rss(children=children)
     figures = device_figures if device_figures is not None else cuda_figures(device)
     return ActorMemory(
@@ -95,21 +95,50 @@ def measure(
         rss_bytes=rss,
         processes=procs,
         peak_rss_bytes=peak_rss(),
-        kv_cache_usage=kv_cache_usage,
+        kv_cache_usage=kv_cache.usage if kv_cache is not None else None,
+        kv_cache_peak=kv_cache.peak() if kv_cache is not None else None,
         time=time.time(),
         **figures,
     )
 
 
-class KvCacheGauge:
-    """The newest KV-cache usage of a vLLM engine (fraction of its blocks in use). `logger` is
-    the per-engine stat-logger factory AsyncLLM takes (`stat_loggers=[gauge.logger]`): vLLM
-    calls `record` with its scheduler stats after each engine step, on the engine's loop
-    thread, and `usage` reads the newest from any thread (None before the first step)."""
+KV_WINDOW_S = 30.0
+"""`KvCacheGauge.peak` looks back this far: an engine that went idle since shows 0 in `usage`."""
 
-    def __init__(self) -> None:
+
+class KvCacheGauge:
+    """The KV-cache usage of a vLLM engine (fraction of its blocks in use). `logger` is the
+    per-engine stat-logger factory AsyncLLM takes (`stat_loggers=[gauge.logger]`): vLLM calls
+    `record` with its scheduler stats after each engine step, on the engine's loop thread.
+    From any thread, `usage` is the newest (None before the first step; 0 once its requests are
+    done) and `peak()` the highest of the last `window_s` seconds (per-second maxima kept)."""
+
+    def __init__(self, window_s: float = KV_WINDOW_S) -> None:
         self.usage: float | None = None
         self.updated = 0.0
+        self.window_s = window_s
+        self._seconds: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, usage: float) -> None:
+        """One engine step's usage (what vLLM's `record` gives)."""
+        now = time.monotonic()
+        with self._lock:
+            self.usage = usage
+            self.updated = time.time()
+            second = int(now)
+            self._seconds[second] = max(usage, self._seconds.get(second, 0.0))
+            if len(self._seconds) > self.window_s + 2:
+                for old in [t for t in self._seconds if t < now - self.window_s - 1]:
+                    del self._seconds[old]
+
+    def peak(self) -> float | None:
+        """The highest usage of the last `window_s` seconds (None when no step was recorded in
+        them)."""
+        now = time.monotonic()
+        with self._lock:
+            recent = [v for t, v in self._seconds.items() if t >= now - self.window_s - 1]
+        return max(recent) if recent else None
 
     def logger(self, vllm_config: Any = None, engine_index: int = 0) -> _KvCacheLogger:
         del vllm_config
@@ -127,8 +156,7 @@ class _KvCacheLogger:
     def record(self, scheduler_stats, iteration_stats=None, mm_cache_stats=None, engine_idx=0):
         usage = getattr(scheduler_stats, "kv_cache_usage", None)
         if isinstance(usage, (int, float)):
-            self.gauge.usage = float(usage)
-            self.gauge.updated = time.time()
+            self.gauge.add(float(usage))
 
     def log(self) -> None:
         pass

@@ -556,7 +556,10 @@ class ActorMemory:
     """The memory of the actor's GPU(s) (torch.cuda.get_device_properties().total_memory)."""
     kv_cache_usage: float | None = None
     """A generator's vLLM KV cache in use, a fraction in [0, 1] (vLLM's scheduler stats at its
-    newest engine step; None before the first step and for other actors)."""
+    newest engine step, 0 once an idle engine's requests are done; None before the first step
+    and for other actors)."""
+    kv_cache_peak: float | None = None
+    """The highest `kv_cache_usage` of the last 30 s (actors/memory.py KV_WINDOW_S)."""
     time: float = 0.0
     """Unix time of the measurement."""
 
@@ -582,5 +585,6 @@ MEMORY_FIGURES = (
     "device_peak_bytes",
     "device_total_bytes",
     "kv_cache_usage",
+    "kv_cache_peak",
 )
 """`ActorMemory`'s figures, in the order records, status and Prometheus list them."""

@@ -79,6 +79,8 @@ def actor_line(actor: str, figures: dict[str, float]) -> str:
             text += f" of {gib(figures['device_total_bytes'])}"
     if "kv_cache_usage" in figures:
         text += f"   KV cache {100 * figures['kv_cache_usage']:.1f}%"
+        if "kv_cache_peak" in figures:
+            text += f" (peak {100 * figures['kv_cache_peak']:.1f}% in 30 s)"
     return text
 
 

@@ -214,6 +214,7 @@ MEMORY_METRICS = {
     "device_peak_bytes": ("actor_device_peak_bytes", "highest CUDA memory held by live tensors"),
     "device_total_bytes": ("actor_device_total_bytes", "memory of the actor's GPU(s)"),
     "kv_cache_usage": ("engine_kv_cache_usage", "fraction of the vLLM engine's KV cache in use"),
+    "kv_cache_peak": ("engine_kv_cache_peak", "highest engine_kv_cache_usage of the last 30 s"),
 }
 """Each `ActorMemory` figure (microcoder/protocol.py) -> (metric name after microcoder_, help)."""
 

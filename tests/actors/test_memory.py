@@ -63,8 +63,10 @@ def test_cpu_figures_leave_the_device_absent_not_zero():
 
 def test_an_engines_device_figures_and_kv_usage_are_kept_as_given():
     given = {"device_allocated_bytes": 5, "device_reserved_bytes": 7, "device_peak_bytes": 6}
-    mem = measure("generator-0", "generator", kv_cache_usage=0.25, device_figures=given)
-    assert mem.figures()["kv_cache_usage"] == 0.25
+    gauge = KvCacheGauge()
+    gauge.add(0.25)
+    mem = measure("generator-0", "generator", kv_cache=gauge, device_figures=given)
+    assert mem.figures()["kv_cache_usage"] == 0.25 == mem.kv_cache_peak
     assert (mem.device_allocated_bytes, mem.device_reserved_bytes) == (5, 7)
     assert mem.device_total_bytes is None and "device_total_bytes" not in mem.figures()
 
@@ -84,6 +86,17 @@ def test_the_kv_gauge_keeps_the_newest_usage_vllm_records():
     logger.log()
     logger.log_engine_initialized()
     assert gauge.usage == 0.5 and gauge.updated > 0
+    logger.record(_SchedulerStats(0.0), None)  # the engine's requests are done: idle
+    assert gauge.usage == 0.0 and gauge.peak() == 0.5  # the peak of the window remains
+
+
+def test_the_kv_peak_forgets_what_is_older_than_its_window():
+    gauge = KvCacheGauge(window_s=1.0)
+    assert gauge.peak() is None
+    gauge.add(0.9)
+    time.sleep(2.2)
+    gauge.add(0.1)
+    assert gauge.peak() == 0.1
 
 
 class _FakeEngine:

@@ -110,6 +110,7 @@ def test_every_line_chart_has_one_point_per_received_step(loaded):
         ("mem-learner", "memory.learner.learner-0.device_reserved_bytes"),
         ("mem-buffer", "memory.buffer.buffer.rss_bytes"),
         ("kv-cache", "memory.generator.generator-0.kv_cache_usage"),
+        ("kv-cache", "memory.generator.generator-1.kv_cache_peak"),
     ]:
         assert series[key] == n, key
 

@@ -19,7 +19,14 @@ GiB = 2**30
 
 MEMORIES = [
     ActorMemory("learner-0", "learner", rss_bytes=2 * GiB, peak_rss_bytes=3 * GiB),
-    ActorMemory("generator-10", "generator", rss_bytes=GiB, processes=2, kv_cache_usage=0.25),
+    ActorMemory(
+        "generator-10",
+        "generator",
+        rss_bytes=GiB,
+        processes=2,
+        kv_cache_usage=0.0,
+        kv_cache_peak=0.25,
+    ),
     ActorMemory("generator-9", "generator", rss_bytes=GiB, processes=2),
     ActorMemory("buffer", "buffer", rss_bytes=GiB // 4),
     ActorMemory(
@@ -42,7 +49,8 @@ def test_the_section_groups_actors_by_pool_in_order_and_leaves_absent_figures_ou
         "rss_bytes": GiB,
         "processes": 2,
         "peak_rss_bytes": 0,
-        "kv_cache_usage": 0.25,
+        "kv_cache_usage": 0.0,
+        "kv_cache_peak": 0.25,
     }
     assert "device_allocated_bytes" not in sec["learner"]["learner-0"]  # absent, not 0
     assert sec["learner"]["learner-1"]["device_total_bytes"] == 80 * GiB
@@ -53,7 +61,7 @@ def test_metrics_jsonl_tensorboard_and_dashboard_names(tmp_path):
     logger.log("step", step=3, memory=memory_section(MEMORIES))
     logger.close()
     rec = read_metrics(tmp_path / "metrics.jsonl", "step")[0]
-    assert rec["memory"]["generator"]["generator-10"]["kv_cache_usage"] == 0.25
+    assert rec["memory"]["generator"]["generator-10"]["kv_cache_peak"] == 0.25
     flat = flatten(rec)  # the dashboard's series keys
     assert flat["memory.generator.generator-9.rss_bytes"] == GiB
     assert flat["memory.learner.learner-1.device_reserved_bytes"] == 12 * GiB
@@ -66,7 +74,8 @@ def test_prometheus_names_each_figure_by_pool_and_actor():
     text = prometheus_text({"step": 3, "memory": memory_section(MEMORIES)})
     assert 'microcoder_actor_rss_bytes{pool="generator",actor="generator-9"} 1073741824' in text
     assert 'microcoder_actor_processes{pool="generator",actor="generator-10"} 2' in text
-    assert 'microcoder_engine_kv_cache_usage{pool="generator",actor="generator-10"} 0.25' in text
+    assert 'microcoder_engine_kv_cache_usage{pool="generator",actor="generator-10"} 0' in text
+    assert 'microcoder_engine_kv_cache_peak{pool="generator",actor="generator-10"} 0.25' in text
     assert 'microcoder_actor_device_reserved_bytes{pool="learner",actor="learner-1"}' in text
     assert 'microcoder_actor_peak_rss_bytes{pool="learner",actor="learner-0"}' in text
     assert 'microcoder_actor_device_allocated_bytes{pool="learner",actor="learner-0"}' not in text
@@ -78,7 +87,9 @@ def test_prometheus_names_each_figure_by_pool_and_actor():
 def test_the_status_screen_lists_every_actor():
     lines = memory_lines(memory_section(MEMORIES))
     text = "\n".join(lines)
-    assert "generator-10   RSS   1.00 GiB (2 processes)   KV cache 25.0%" in text
+    assert (
+        "generator-10   RSS   1.00 GiB (2 processes)   KV cache 0.0% (peak 25.0% in 30 s)" in text
+    )
     assert "learner-1      RSS   2.00 GiB   device allocated 10.00 GiB, reserved 12.00 GiB" in text
     assert "peak 11.00 GiB of 80.00 GiB" in text
     assert memory_lines({}) == ["memory   none reported"]

@@ -159,7 +159,11 @@ def test_cli_status_defaults_to_the_newest_run_under_runs(tmp_path, capsys, monk
     make_run(tmp_path, steps=2, max_steps=5)
     monkeypatch.chdir(tmp_path)
     assert main(["status", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["step"] == 2
+    st = json.loads(capsys.readouterr().out)
+    assert st["step"] == 2
+    # issue 49: a run that does not serve shows its newest step's memory per actor
+    assert st["memory"]["buffer"]["buffer"]["rss_bytes"] == 0.3 * 2**30 + 2 * 2**20
+    assert st["memory"]["learner"]["learner-0"]["device_peak_bytes"] == 40 * 2**30
 
 
 def test_cli_status_asks_a_live_run_through_its_dashboard(tmp_path, capsys):

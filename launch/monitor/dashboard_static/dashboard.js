@@ -69,7 +69,7 @@ const CHARTS = [
   { id: "mem-buffer", title: "Memory: buffer", unit: "GiB", scale: GIB, empty: "no memory reported",
     series: () => memorySeries("buffer", [["rss_bytes", "RSS"]]) },
   { id: "kv-cache", title: "Generator KV cache in use", unit: "%", pct: true, ymax: 1,
-    empty: "no KV-cache usage reported", series: () => memorySeries("generator", [["kv_cache_usage", ""]]) },
+    empty: "no KV-cache usage reported", series: () => memorySeries("generator", [["kv_cache_peak", "peak in 30 s"], ["kv_cache_usage", "now"]]) },
 ];
 const W = 340, H = 150, PL = 44, PR = 10, PT = 8, PB = 18;
 const NS = "http://www.w3.org/2000/svg";

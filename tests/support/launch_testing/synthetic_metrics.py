@@ -83,6 +83,7 @@ def synthetic_memory(step: int, generators: int = 2, executors: int = 2) -> dict
             "rss_bytes": (3 + 0.1 * step) * gib,
             "processes": 2,
             "kv_cache_usage": 0.05 * (step % 10),
+            "kv_cache_peak": 0.5,
         }
         for i in range(generators)
     }
