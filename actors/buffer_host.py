@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.logs import redirect_to_run_dir
+from microcoder.actors.memory import measure
 from microcoder.buffer.config import BufferConfig
 from microcoder.data.config import DataConfig
+from microcoder.protocol import ActorMemory
 
 if TYPE_CHECKING:
     from microcoder.buffer.prompts import MixturePrompts, PromptTable
@@ -88,6 +90,10 @@ class BufferHost:
 
     def get_address(self) -> str:
         return self.address
+
+    def memory(self) -> ActorMemory:
+        """The buffer host's memory: RSS of its process, where the buffer server runs."""
+        return measure("buffer", "buffer")
 
     def stats(self) -> dict[str, Any]:
         from microcoder.buffer.client import BufferClient

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.logs import redirect_to_run_dir, replica_identity
+from microcoder.actors.memory import measure
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.scoring import score_groups
 from microcoder.actors.timing import PoolTimer
 from microcoder.evaluation.judge_queue import SharedJudge
+from microcoder.protocol import ActorMemory
 from microcoder.sandbox.backends import make_judge
 from microcoder.sandbox.rewards.plugin import resolve_reward, score_reply
 
@@ -103,6 +105,10 @@ class Executor(PriorityControl):
 
     def stop(self) -> None:
         self._stop.set()
+
+    def memory(self) -> ActorMemory:
+        """This replica's memory: RSS of the actor and its sandbox workers (actors/memory.py)."""
+        return measure(self.name, "executor")
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -39,6 +39,7 @@ from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
+from microcoder.actors.memory import EngineDeviceProbe, measure
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
@@ -47,7 +48,7 @@ from microcoder.buffer.client import BufferClient
 from microcoder.data.prompting.render import PromptRenderer
 from microcoder.device import resolve_device
 from microcoder.learner.algorithm.diversity import batch_diversity
-from microcoder.protocol import PromptAssignment
+from microcoder.protocol import ActorMemory, PromptAssignment
 
 
 class Generator(PriorityControl):
@@ -115,6 +116,7 @@ class Generator(PriorityControl):
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
         self._prompt_cache: dict[str, list[int]] = {}
+        self._device_probe: EngineDeviceProbe | None = None  # `memory()` on CUDA
         self.weights = WeightFollower(self, learner0)
         """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
 
@@ -156,6 +158,19 @@ class Generator(PriorityControl):
 
     def set_temperature(self, temperature: float) -> None:
         self.temperature = float(temperature)
+
+    def memory(self) -> ActorMemory:
+        """This replica's memory (actors/memory.py): RSS of the actor and its engine's processes
+        (the EngineCore, and on CUDA its workers), the engine's KV-cache usage and, on CUDA, its
+        workers' device figures (the newest answer: asking never waits on the engine)."""
+        engine = self.engine
+        figures: dict[str, int] = {}
+        if self.device == "cuda":
+            if self._device_probe is None or self._device_probe.engine is not engine:
+                self._device_probe = EngineDeviceProbe(engine)
+            figures = self._device_probe.figures() or {}
+        gauge = getattr(engine, "kv_cache", None)
+        return measure(self.name, "generator", kv_cache=gauge, device_figures=figures)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -22,9 +22,11 @@ from typing import Any
 
 from microcoder.actors.config import LearnerRankSettings
 from microcoder.actors.logs import redirect_to_run_dir
+from microcoder.actors.memory import measure
 from microcoder.actors.weights.publisher import WeightPublisher
 from microcoder.actors.weights.relay_hub import RelayHub, hub_for
 from microcoder.actors.weights.work_lock import WorkLock
+from microcoder.protocol import ActorMemory
 
 CONCURRENCY_GROUPS: dict[str, tuple[str, ...]] = {
     "control": (
@@ -37,6 +39,7 @@ CONCURRENCY_GROUPS: dict[str, tuple[str, ...]] = {
         "join_relay",
         "leave_relay",
         "relay_status",
+        "memory",
     ),
     "data": ("fetch_batch",),
     "weights": ("send_weights",),
@@ -98,6 +101,13 @@ class LearnerRank:
         import ray
 
         return {"ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "log": self.log_path}
+
+    def memory(self) -> ActorMemory:
+        """This rank's memory (actors/memory.py): RSS of its process and, on a CUDA device,
+        torch's allocated, reserved and peak bytes. A "control" call: answers at once, mid-step
+        too."""
+        device = self.learner.device if self.learner is not None else None
+        return measure(f"learner-{self.rank}", "learner", device=device)
 
     def rendezvous(self) -> tuple[str, int]:
         """Rank 0: this node's address and a free port for the learner's process group."""

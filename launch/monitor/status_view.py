@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from microcoder.launch.monitor.memory_view import memory_lines
+
 POOLS = ("generator", "executor", "learner")
 
 
@@ -39,8 +41,11 @@ def build_status(
     errors: list[str] | None = None,
     replicas: dict[str, list[dict[str, Any]]] | None = None,
     meta: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Status from the newest step record; `replicas` (live only) gives per-replica rows.
+    """Status from the newest step record; `replicas` (live only) gives per-replica rows and
+    `memory` (live only) every actor's memory now, else the step record's is shown
+    (launch/monitor/memory_view.py `memory_section`).
 
     meta: run, run_dir, state ("running"/"finished"/"stopped"), source ("live"/"files"),
     max_steps, started (unix s), dashboard (URL), world_size, buffer_address and
@@ -103,6 +108,7 @@ def build_status(
             for k, v in (latest_eval or {}).items()
             if k.startswith("heldout") and isinstance(v, (int, float))
         },
+        "memory": memory if memory is not None else dict(s.get("memory") or {}),
         "errors": list(errors or [])[-10:],
     }
 
@@ -212,6 +218,7 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
         + (f" (allowed {allowed})" if allowed is not None else "")
         + f"   consumed by staleness {hist}"
     )
+    out += memory_lines(st.get("memory") or {})
     learn = "   ".join(f"{k} {v:.4g}" for k, v in st["learning"].items())
     if learn:
         out.append(f"learning {learn}")

@@ -29,6 +29,8 @@ from microcoder.launch.config import Config
 from microcoder.launch.run.actor_settings import learner_rank_settings
 from microcoder.launch.run.learner_placement import learner_rank_options
 from microcoder.launch.run.placement import release
+from microcoder.launch.run.pools import answers
+from microcoder.protocol import ActorMemory
 
 SHUTDOWN_S = 30.0
 """How long the driver waits for the ranks to leave their process group at shutdown."""
@@ -170,6 +172,12 @@ class LearnerGroup:
             "gather_s": gather["gather_s"],
             **({"rollouts": batch["rollouts"]} if "rollouts" in batch else {}),
         }
+
+    def memory(self, timeout_s: float = 5.0) -> list[ActorMemory]:
+        """Every rank's `memory()` (a "control" call: it answers mid-step too); a rank that does
+        not answer within `timeout_s` is left out."""
+        refs = {name: r.memory.remote() for name, r in zip(self.names, self.ranks, strict=True)}
+        return [m for m in answers(refs, timeout_s).values() if isinstance(m, ActorMemory)]
 
     def set_dynamic_filtering(self, on: bool) -> None:
         """Switch dynamic filtering for the rest of the run, on every rank."""

@@ -356,3 +356,58 @@ def launch_memory_errors(cfg: Config, device: str) -> list[str]:
     ]
     cluster = ClusterMemory(gpu_gb=min(sizes) / GiB, flash_attn=None)
     return memory_report(cfg, device, cluster=cluster).errors
+
+
+WARN_FRACTION = 0.9
+"""A learner rank whose measured device peak passes this fraction of its GPU is warned about."""
+
+
+def planned_learner(cfg: Config, device: str) -> LearnerPlan | None:
+    """The memory plan of one learner rank of this config on `device` (None when the model's
+    config.json cannot be read)."""
+    try:
+        shape = run_shape(cfg)
+    except (ShapeError, OSError, ValueError):
+        return None
+    kernel, _ = planned_kernel(cfg, device, None)
+    return plan_learner(shape, **learner_inputs(cfg, device, kernel))
+
+
+def learner_memory_lines(cfg: Config, ranks: dict | None, step: int = 1) -> list[str]:
+    """At a launch's first step (`step`): each learner rank's measured peak next to the plan's
+    (`ranks`: the step record's memory["learner"], launch/monitor/memory_view.py). On CUDA the
+    device peak against the planned peak, with a warning past WARN_FRACTION of the GPU; on CPU
+    the peak RSS against the plan's tensors (the device is host memory there, and the process
+    adds Python, torch and their libraries)."""
+    if not ranks:
+        return []
+    cuda = any("device_peak_bytes" in f for f in ranks.values())
+    plan = planned_learner(cfg, "cuda" if cuda else "cpu")
+    lines = []
+    for actor, f in ranks.items():
+        if "device_peak_bytes" not in f:
+            tensors = ""
+            if plan is not None:
+                host = plan.peak() + plan.host + (plan.publish_host if actor.endswith("-0") else 0)
+                tensors = f"; the memory plan's tensors {_gib(host)} (device peak and host parts)"
+            lines.append(
+                f"memory at step {step}: {actor} peak RSS {_gib(f.get('peak_rss_bytes', 0))} "
+                f"(now {_gib(f.get('rss_bytes', 0))}){tensors}"
+            )
+            continue
+        peak = int(f["device_peak_bytes"])
+        total = int(f.get("device_total_bytes") or 0)
+        planned = f" vs planned {_gib(plan.peak())}" if plan is not None else ""
+        share = f" ({peak / total:.0%} of its {_gib(total)} GPU)" if total else ""
+        lines.append(
+            f"memory at step {step}: {actor} device peak {_gib(peak)}{planned}{share}; reserved "
+            f"{_gib(f.get('device_reserved_bytes', 0))}; RSS {_gib(f.get('rss_bytes', 0))}"
+        )
+        if total and peak > WARN_FRACTION * total:
+            lines.append(
+                f"warning: {actor} peaked at {peak / total:.0%} of its GPU's memory (over "
+                f"{WARN_FRACTION:.0%}): a longer batch may run out of it. Lower "
+                "learner.micro_batch_tokens, turn learner.activation_checkpointing on or "
+                "offload (learner.offload); `microcoder launch CONFIG --dry-run` shows the plan"
+            )
+    return lines

@@ -36,6 +36,7 @@ from typing import Any
 
 from microcoder.actors.deadline import get_within
 from microcoder.launch.run.placement import release
+from microcoder.protocol import ActorMemory
 
 
 def _locked(method):
@@ -120,6 +121,20 @@ class Replica:
     restarts: int = 0
     started: float = field(default_factory=time.time)
     budget: RestartBudget = field(default_factory=RestartBudget)
+
+
+def answers(refs: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """{name: the answer of its Ray call `refs[name]`, or the exception it raised (a call that
+    took longer than `timeout_s` raises GetTimeoutError)}."""
+    import ray
+
+    out: dict[str, Any] = {}
+    for name, ref in refs.items():
+        try:
+            out[name] = ray.get(ref, timeout=timeout_s)
+        except Exception as err:
+            out[name] = err
+    return out
 
 
 class Pool:
@@ -364,18 +379,25 @@ class Pool:
 
     @_locked
     def stats(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
-        import ray
-
-        refs = {name: r.handle.stats.remote() for name, r in self.replicas.items()}
         out = []
-        for name, ref in refs.items():
-            try:
-                out.append(
-                    {**ray.get(ref, timeout=timeout_s), "restarts": self.replicas[name].restarts}
-                )
-            except Exception as err:
-                out.append({"name": name, "error": str(err).splitlines()[0][:200]})
+        for name, got in self._ask_all("stats", timeout_s).items():
+            if isinstance(got, Exception):
+                out.append({"name": name, "error": str(got).splitlines()[0][:200]})
+            else:
+                out.append({**got, "restarts": self.replicas[name].restarts})
         return out
+
+    @_locked
+    def memory(self, timeout_s: float = 5.0) -> list[ActorMemory]:
+        """Every replica's `memory()` (actors/memory.py); a replica that does not answer within
+        `timeout_s` (dead, restarting) is left out."""
+        got = self._ask_all("memory", timeout_s).values()
+        return [m for m in got if isinstance(m, ActorMemory)]
+
+    def _ask_all(self, method: str, timeout_s: float) -> dict[str, Any]:
+        """{replica name: its answer to `method()`, or the exception its call raised}."""
+        refs = {name: getattr(r.handle, method).remote() for name, r in self.replicas.items()}
+        return answers(refs, timeout_s)
 
     def shutdown_replica(self, r: Replica) -> None:
         import ray

@@ -11,9 +11,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from microcoder.launch.monitor.memory_view import collect_memory, memory_section
 from microcoder.launch.monitor.summary import TrainSummary
 from microcoder.launch.run.eval_beside import EvalBeside
 from microcoder.launch.run.heldout_eval import evaluate
+from microcoder.launch.run.memory_check import learner_memory_lines
 from microcoder.launch.run.step_result import TIMINGS, StepResult
 from microcoder.launch.run.supervisor import Supervisor
 from microcoder.launch.run.temperature_control import apply_change, build_controller
@@ -45,6 +47,7 @@ def pool_fields(run: Run, rates: Rates) -> dict[str, Any]:
         "executor_idle_frac": idle(execs),
         "reward_errors": sum(e.get("reward_errors", 0) for e in execs),
         "buffer": buf,
+        "memory": memory_section(collect_memory(run)),
         "replicas": [
             {k: x.get(k) for k in ("name", "pid", "restarts", "version", "error", "temperature")}
             for x in gens + execs
@@ -84,6 +87,7 @@ def _train_steps(run: Run, progress) -> TrainSummary:
         last_eval = step
         evals.at(step)
     on_wait = waiter(run)
+    first = True  # this launch's first trained step: the learner's memory against the plan
     while step < cfg.max_steps:
         # 1. Before the step: a stop, a failed eval, the temperature schedule's stage.
         run.raise_if_stopped()
@@ -120,7 +124,8 @@ def _train_steps(run: Run, progress) -> TrainSummary:
             continue
         skipped = []
         # 4. A trained step: its record (launch/monitor), then what its number makes due.
-        step = _log_step(run, res, temperature, t0, sums, rates, progress)
+        step = _log_step(run, res, temperature, t0, sums, rates, progress, first)
+        first = False
         if res.update_skipped:
             stopped = nonfinite_skipped(run, step, res)
             if stopped:
@@ -143,10 +148,11 @@ def _train_steps(run: Run, progress) -> TrainSummary:
 
 
 def _log_step(
-    run: Run, res: StepResult, temperature: float, t0: float, sums, rates, progress
+    run: Run, res: StepResult, temperature: float, t0: float, sums, rates, progress, first=False
 ) -> int:
     """A trained step's bookkeeping: the temperature monitor, the run's `sums`, rank 0's rollouts
-    rows, the "step" record (its `step_s` since `t0`, given to `progress`); returns the step's
+    rows, the "step" record (its `step_s` since `t0`, given to `progress`) and, on the launch's
+    `first` step, the learner's measured memory next to the plan's; returns the step's
     version."""
     from microcoder.actors.rollouts import write_rollouts
 
@@ -169,6 +175,10 @@ def _log_step(
     )
     if progress is not None:
         progress(record)
+    if first:
+        ranks = (record.get("memory") or {}).get("learner")
+        for line in learner_memory_lines(run.cfg, ranks, step):
+            run.log(line)
     return step
 
 

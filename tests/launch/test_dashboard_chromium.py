@@ -104,6 +104,13 @@ def test_every_line_chart_has_one_point_per_received_step(loaded):
         ("loss", "loss"),
         ("clip", "clip_frac"),
         ("sync", "sync_s"),
+        # issue 49: a memory chart per pool, every actor's series, and the engines' KV cache
+        ("mem-generator", "memory.generator.generator-1.rss_bytes"),
+        ("mem-executor", "memory.executor.executor-0.rss_bytes"),
+        ("mem-learner", "memory.learner.learner-0.device_reserved_bytes"),
+        ("mem-buffer", "memory.buffer.buffer.rss_bytes"),
+        ("kv-cache", "memory.generator.generator-0.kv_cache_usage"),
+        ("kv-cache", "memory.generator.generator-1.kv_cache_peak"),
     ]:
         assert series[key] == n, key
 

@@ -159,7 +159,11 @@ def test_cli_status_defaults_to_the_newest_run_under_runs(tmp_path, capsys, monk
     make_run(tmp_path, steps=2, max_steps=5)
     monkeypatch.chdir(tmp_path)
     assert main(["status", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["step"] == 2
+    st = json.loads(capsys.readouterr().out)
+    assert st["step"] == 2
+    # issue 49: a run that does not serve shows its newest step's memory per actor
+    assert st["memory"]["buffer"]["buffer"]["rss_bytes"] == 0.3 * 2**30 + 2 * 2**20
+    assert st["memory"]["learner"]["learner-0"]["device_peak_bytes"] == 40 * 2**30
 
 
 def test_cli_status_asks_a_live_run_through_its_dashboard(tmp_path, capsys):
@@ -199,6 +203,12 @@ class FakePool:
     def stats(self):
         return self.rows
 
+    def memory(self, timeout_s=5.0):
+        from microcoder.protocol import ActorMemory
+
+        pool = next(iter(self.replicas)).split("-")[0]
+        return [ActorMemory(name, pool, rss_bytes=3 * 2**30) for name in self.replicas]
+
 
 def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
     from types import SimpleNamespace
@@ -226,3 +236,9 @@ def test_live_status_publishes_the_addresses_and_each_replicas_node(tmp_path):
     assert nodes == {"generator-0": "10.0.0.7", "executor-0": "10.0.0.8"}
     text = render_status(st)
     assert "on 10.0.0.7" in text and "weight channels 10.0.0.3" in text and "10.0.0.4:5555" in text
+    # issue 49: every pool's actors' memory, asked live (no learner or buffer in this stand-in)
+    assert st["memory"] == {
+        "generator": {"generator-0": {"rss_bytes": 3 * 2**30, "processes": 1, "peak_rss_bytes": 0}},
+        "executor": {"executor-0": {"rss_bytes": 3 * 2**30, "processes": 1, "peak_rss_bytes": 0}},
+    }
+    assert "  generator-0    RSS   3.00 GiB" in text, text

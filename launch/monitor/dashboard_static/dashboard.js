@@ -9,6 +9,7 @@ const COLORS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777"
 const VERDICT_ORDER = ["AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "SE", "unfinished", "no_code"];
 // Bins of `group_pass_hist`: a group's pass rate in [0], (0,.25], (.25,.5], (.5,.75], (.75,1), [1].
 const PASS_BINS = ["0", "≤¼", "≤½", "≤¾", "<1", "1"];
+const GIB = 2 ** 30;  // charts with `scale` plot value / scale (bytes as GiB)
 const CHARTS = [
   { id: "tokens", title: "Tokens per second", unit: "tok/s",
     series: [["gen_tokens_per_s", "generated"], ["tokens_per_s", "trained"]] },
@@ -55,6 +56,20 @@ const CHARTS = [
   { id: "sync", title: "Weight-sync time", unit: "s", series: [["sync_s", "broadcast"]] },
   { id: "steptime", title: "Learner step time", unit: "s",
     series: [["wait_s", "waiting for data"], ["compute_s", "compute"], ["sync_s", "sync"]] },
+  // Memory per actor (issue 49; launch/monitor/memory_view.py): one chart per pool.
+  { id: "mem-generator", title: "Memory: generators (with their engines)", unit: "GiB", scale: GIB,
+    empty: "no memory reported", series: () => memorySeries("generator",
+      [["rss_bytes", "RSS"], ["device_allocated_bytes", "device allocated"]]) },
+  { id: "mem-executor", title: "Memory: executors (with their sandboxes)", unit: "GiB", scale: GIB,
+    empty: "no memory reported", series: () => memorySeries("executor", [["rss_bytes", "RSS"]]) },
+  { id: "mem-learner", title: "Memory: learner ranks", unit: "GiB", scale: GIB,
+    empty: "no memory reported", series: () => memorySeries("learner",
+      [["rss_bytes", "RSS"], ["device_allocated_bytes", "allocated"], ["device_reserved_bytes", "reserved"],
+       ["device_peak_bytes", "peak"]]) },
+  { id: "mem-buffer", title: "Memory: buffer", unit: "GiB", scale: GIB, empty: "no memory reported",
+    series: () => memorySeries("buffer", [["rss_bytes", "RSS"]]) },
+  { id: "kv-cache", title: "Generator KV cache in use", unit: "%", pct: true, ymax: 1,
+    empty: "no KV-cache usage reported", series: () => memorySeries("generator", [["kv_cache_peak", "peak in 30 s"], ["kv_cache_usage", "now"]]) },
 ];
 const W = 340, H = 150, PL = 44, PR = 10, PT = 8, PB = 18;
 const NS = "http://www.w3.org/2000/svg";
@@ -126,6 +141,12 @@ function nestedSeries(prefix, suffix, rank, dotted = false) {
   return [...names].sort((a, b) => (rank(a) - rank(b)) || (a < b ? -1 : a > b ? 1 : 0))
     .map((name) => [prefix + name + suffix, name]);
 }
+// A pool's memory series: per actor (memory.<pool>.<actor>.<figure>), each figure asked for.
+function memorySeries(pool, figures) {
+  const actorRank = (a) => parseInt(a.split("-").pop(), 10) || 0;
+  return figures.flatMap(([figure, label]) => nestedSeries(`memory.${pool}.`, "." + figure, actorRank)
+    .map(([key, actor]) => [key, label ? `${actor} ${label}` : actor]));
+}
 function verdictRank(v) { const i = VERDICT_ORDER.indexOf(v); return i < 0 ? VERDICT_ORDER.length : i; }
 
 // The notes under a chart: the newest step's counts. A span carries data-* for the tests.
@@ -190,7 +211,8 @@ function drawLines(c, card) {
   const svg = card.querySelector("svg"), legend = card.querySelector(".legend");
   svg.replaceChildren(); legend.replaceChildren();
   const spec = typeof c.series === "function" ? c.series() : c.series;
-  const series = spec.map(([key, label, src], i) => ({ key, label, color: COLORS[i % COLORS.length], pts: points(key, src) }))
+  const scaled = (pts) => (c.scale ? pts.map(([x, y]) => [x, y / c.scale]) : pts);
+  const series = spec.map(([key, label, src], i) => ({ key, label, color: COLORS[i % COLORS.length], pts: scaled(points(key, src)) }))
     .filter((s) => s.pts.length > 0);
   const all = series.flatMap((s) => s.pts);
   svg.setAttribute("data-points", String(all.length));

@@ -70,6 +70,37 @@ def synthetic_step(step: int, generators: int = 2, executors: int = 2) -> dict[s
             "invariant_ok": True,
             "invariant_violations": [],
         },
+        "memory": synthetic_memory(step, generators, executors),
+    }
+
+
+def synthetic_memory(step: int, generators: int = 2, executors: int = 2) -> dict[str, Any]:
+    """The `memory` field of a step record (issue 49; launch/monitor/memory_view.py): every
+    generator with its engine's KV cache, executors, a CUDA learner rank 0 and the buffer."""
+    gib = 2**30
+    gens = {
+        f"generator-{i}": {
+            "rss_bytes": (3 + 0.1 * step) * gib,
+            "processes": 2,
+            "kv_cache_usage": 0.05 * (step % 10),
+            "kv_cache_peak": 0.5,
+        }
+        for i in range(generators)
+    }
+    execs = {f"executor-{i}": {"rss_bytes": 0.5 * gib, "processes": 5} for i in range(executors)}
+    learner = {
+        "rss_bytes": 6 * gib,
+        "peak_rss_bytes": 6.5 * gib,
+        "device_allocated_bytes": (20 + step % 3) * gib,
+        "device_reserved_bytes": 30 * gib,
+        "device_peak_bytes": 40 * gib,
+        "device_total_bytes": 80 * gib,
+    }
+    return {
+        "generator": gens,
+        "executor": execs,
+        "learner": {"learner-0": learner},
+        "buffer": {"buffer": {"rss_bytes": 0.3 * gib + step * 2**20}},
     }
 
 
