@@ -57,7 +57,7 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
     peft.inject_adapter_in_model(config, model, adapter_name=ADAPTER)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter(name))
-    if not any(is_adapter(n) for n, _ in model.named_parameters()):
+    if not has_adapters(model):
         raise ValueError(
             f"learner.lora.targets = {list(cfg.targets)} matched no module of "
             f"{type(model).__name__}; name its linear layers (e.g. q_proj, v_proj)"
@@ -68,6 +68,11 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
 def is_adapter(name: str) -> bool:
     """Whether parameter `name` of the training model is a LoRA adapter matrix."""
     return f".lora_A.{ADAPTER}." in name or f".lora_B.{ADAPTER}." in name
+
+
+def has_adapters(model: torch.nn.Module) -> bool:
+    """Whether `model` carries LoRA adapters (`apply_lora`)."""
+    return any(is_adapter(n) for n, _ in model.named_parameters())
 
 
 def checkpoint_name(name: str) -> str:
