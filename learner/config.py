@@ -10,7 +10,6 @@ from microcoder.config import Section
 from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
-
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The ranks vLLM 0.32 serves an adapter at: its `max_lora_rank` takes one of these
 (vllm/config/lora.py: MaxLoRARanks; tests/learner/test_lora.py checks the installed vLLM's)."""
