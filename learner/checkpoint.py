@@ -55,7 +55,7 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
 
     learner.check_finite(f"saving {path.name}:")  # every rank refuses before anything is written
     path.mkdir(parents=True, exist_ok=True)
-    weights = learner.full_state_dict()  # the serving dtype: what users ship and serve
+    weights = hf_weights(learner)  # the serving dtype: what users ship and serve
     if learner.rank == 0:
         _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
         save_torch_state_dict(own_storage(weights), path)
@@ -120,6 +120,14 @@ def load_training_state(learner: Learner, path: Path) -> None:
         if "cuda" in rng and torch.cuda.is_available():
             torch.cuda.set_rng_state(rng["cuda"])
     dist.barrier()
+
+
+def hf_weights(learner: Learner) -> dict[str, torch.Tensor]:
+    """Collective: the HF files' weights in the serving dtype: the model's, or under
+    learner.lora the frozen base's (the adapter goes to `save_adapter`'s folder)."""
+    if learner.cfg.lora is not None:
+        return learner.base_state_dict()
+    return learner.full_state_dict()
 
 
 def _masters(learner: Learner) -> StateDictOptions:

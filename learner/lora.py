@@ -176,19 +176,26 @@ def base_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def merged_state_dict(
     base: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], cfg: LoraConfig
 ) -> dict[str, torch.Tensor]:
-    """The base weights (checkpoint names) with `adapter` (PEFT names) folded in:
-    W' = W + (alpha / rank) · B @ A per adapted layer, computed in fp32 and returned in W's
-    dtype. `base` is not modified."""
-    scale = cfg.alpha / cfg.rank
+    """The base weights (checkpoint names) with `adapter` (PEFT names) folded in (`merge_into`);
+    `base` is not modified."""
     out = dict(base)
+    merge_into(out, adapter, cfg)
+    return out
+
+
+def merge_into(
+    weights: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], cfg: LoraConfig
+) -> None:
+    """Fold `adapter` (PEFT names) into `weights` (checkpoint names; {} on a rank other than 0:
+    nothing to do): W' = W + (alpha / rank) · B @ A per adapted layer, computed in fp32 and
+    stored in W's dtype, replacing the entry (the tensor it held is not modified)."""
+    scale = cfg.alpha / cfg.rank
     for key, a in adapter.items():
         if ".lora_A." not in key:
             continue
         b = adapter[key.replace(".lora_A.", ".lora_B.")]
         target = key[len(PEFT_PREFIX) :].replace(".lora_A.weight", ".weight")
-        if target not in out:
+        if target not in weights:
             raise KeyError(f"adapter {key} adapts {target}, which the base weights do not hold")
-        w = out[target]
-        delta = (b.float() @ a.float()) * scale
-        out[target] = (w.float() + delta).to(w.dtype)
-    return out
+        w = weights[target]
+        weights[target] = torch.addmm(w.float(), b.float(), a.float(), alpha=scale).to(w.dtype)
