@@ -145,7 +145,7 @@ def masters_state_dict(learner: Learner) -> dict:
 
 def save_adapter(learner: Learner, path: Path) -> None:
     """Collective, under learner.lora only: the adapter as PEFT saves it, in `path`/adapter
-    (adapter_model.safetensors in fp32 + adapter_config.json, learner/lora.py), loadable with
+    (adapter_model.safetensors in fp32 + adapter_config.json, learner/lora/adapters.py), loadable with
     `peft.PeftModel.from_pretrained` on the base model and by vLLM as a LoRA adapter."""
     if learner.cfg.lora is None:
         return

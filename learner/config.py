@@ -22,7 +22,7 @@ and MoE experts are not among them (learner/models/families.py: lora_errors)."""
 
 class LoraConfig(Section):
     """LoRA (`learner.lora`): train low-rank adapters on the frozen base model
-    (learner/lora.py). Absent = full fine-tuning."""
+    (learner/lora/adapters.py). Absent = full fine-tuning."""
 
     rank: int = 16
     """r: the adapters' rank. One vLLM serves: 1, 8, 16, 32, 64, 128, 256, 320 or 512."""
@@ -68,7 +68,7 @@ class LearnerConfig(Section):
 
     lora: LoraConfig | None = None
     """LoRA: `{ rank = 16, alpha = 32, targets = [...], dropout = 0.0, versions_kept = 2 }`
-    trains adapters only, the base frozen in the compute dtype (learner/lora.py). Absent (the
+    trains adapters only, the base frozen in the compute dtype (learner/lora/adapters.py). Absent (the
     default) = full fine-tuning."""
     world_size: int = Field(1, ge=1)
     """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""

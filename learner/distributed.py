@@ -195,7 +195,7 @@ def load_sharded_policy(
     (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
     model's config.json before the model is built (learner/models/config_overrides.py). With
     `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
-    With `lora` (learner.lora) the adapters are injected before sharding (learner/lora.py:
+    With `lora` (learner.lora) the adapters are injected before sharding (learner/lora/adapters.py:
     apply_lora): only they train and keep fp32 masters; the frozen base is held in
     `compute_dtype` (`freeze_base_in`), loaded from the checkpoint by its own names, and the
     adapters start from `init_adapters(seed)` (B = 0: the base model's outputs).
@@ -385,7 +385,7 @@ def full_state_dict(
     parameter under two names) are gathered once; both names share the host tensor. The names
     and shapes are the checkpoint's (MoE experts unfused, learner/checkpoint_names.py): what
     vLLM's reload and `from_pretrained` read. Under LoRA: the frozen base alone, under its
-    checkpoint names (learner/lora.py: adapter_state_dict gives the adapters).
+    checkpoint names (learner/lora/adapters.py: adapter_state_dict gives the adapters).
     """
 
     rank0 = dist.get_rank() == 0

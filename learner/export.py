@@ -9,7 +9,7 @@ model folder needs (config.json, tokenizer, generation config) is copied; the tr
 A LoRA checkpoint (learner.lora: an `adapter/` folder beside the frozen base's HF files) exports
 its adapter folder (adapter_model.safetensors in `dtype`, adapter_config.json: PEFT's format,
 for `PeftModel.from_pretrained` on the base or vLLM's LoRA), or with `merge` a model folder
-whose weights are the base with the adapter folded in (learner/lora.py: merged_state_dict, in
+whose weights are the base with the adapter folded in (learner/lora/adapters.py: merged_state_dict, in
 fp32 from the fp32 adapter and the base as trained, then cast to `dtype`).
 """
 

@@ -382,7 +382,7 @@ class Learner:
         (the compute dtype `learner.dtype`: bf16 on GPU), one host copy, for publishing; with
         `masters`, the fp32 master weights instead. Refuses (NonFiniteWeights, on every rank)
         when the latest step left a NaN or Inf in any rank's parameters. Under learner.lora: the
-        policy's weights, the base with the adapters merged in (learner/lora.py: merge_into), so
+        policy's weights, the base with the adapters merged in (learner/lora/adapters.py: merge_into), so
         a whole-model weight sync serves the policy being trained."""
         self._refuse_nonfinite("publishing")
         weights = self.base_state_dict(masters)

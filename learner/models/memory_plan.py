@@ -33,7 +33,7 @@ shard group per replica), fp32 master weights, AdamW:
   at a time (the largest, the embedding, counts), into one host copy on rank 0 (host memory).
 
 Under LoRA (learner.lora: `lora_rank` > 0) the base is frozen in the compute dtype and only the
-adapters train (learner/lora.py): the shards hold the base at compute_bytes per parameter plus
+adapters train (learner/lora/adapters.py): the shards hold the base at compute_bytes per parameter plus
 the adapters' fp32 masters; gradients, AdamW moments, the optimizer temporary, the unsharded
 layer gradient and accumulated gradients count the adapters alone; the head is frozen, so no
 head gradient; each adapted projection saves its rank-wide A output (and, with dropout, its

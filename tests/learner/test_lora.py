@@ -1,4 +1,4 @@
-"""LoRA on the learner (learner/lora.py): adapter names and folder as PEFT's own, checked
+"""LoRA on the learner (learner/lora/adapters.py): adapter names and folder as PEFT's own, checked
 against peft's get_peft_model / PeftModel.from_pretrained as the independent reference."""
 
 from __future__ import annotations

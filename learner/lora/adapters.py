@@ -1,4 +1,4 @@
-"""LoRA on the learner's policy (`learner.lora`): adapters injected with peft, the base frozen.
+"""LoRA adapters (`learner.lora`): injected with peft into the policy, the base frozen.
 
 `apply_lora(model, cfg)` injects peft LoRA layers into the Hugging Face model in place
 (`peft.inject_adapter_in_model`, adapter name "default") and freezes every other parameter, so
