@@ -27,14 +27,7 @@ from microcoder.device import resolve_device
 from microcoder.learner.checkpoint_names import sources, to_checkpoint_names
 from microcoder.learner.config import LoraConfig
 from microcoder.learner.converted_rows import converted_rows
-from microcoder.learner.lora import (
-    apply_lora,
-    base_state_dict,
-    checkpoint_name,
-    has_adapters,
-    init_adapters,
-    is_adapter,
-)
+from microcoder.learner.lora import adapters
 from microcoder.learner.mesh import build_mesh, shard_rows
 from microcoder.learner.models.config_overrides import model_config
 from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs, to_mesh_device
@@ -209,7 +202,7 @@ def load_sharded_policy(
             config, dtype=torch.float32, attn_implementation=attn
         )
     if lora is not None:
-        apply_lora(model, lora)
+        adapters.apply_lora(model, lora)
         freeze_base_in(model, compute_dtype)
     model.train(train)
     if activation_checkpointing:
@@ -235,7 +228,7 @@ def load_sharded_policy(
     init_non_persistent_buffers(model)
     load_sharded_weights(model, path)
     if lora is not None:
-        init_adapters(model, seed)
+        adapters.init_adapters(model, seed)
     if not train:
         model.requires_grad_(False)
     return model
@@ -320,8 +313,10 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     tensors: dict[int, torch.Tensor] = {}
     persistent = set(model.state_dict().keys())
     for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers()]:
-        if name in persistent and not is_adapter(name):  # adapters: init_adapters fills them
-            names.setdefault(id(t), []).append(checkpoint_name(name))
+        if name in persistent and not adapters.is_adapter(
+            name
+        ):  # adapters: init_adapters fills them
+            names.setdefault(id(t), []).append(adapters.checkpoint_name(name))
             tensors[id(t)] = t
     by_file: dict[Path, list[tuple[str, torch.Tensor]]] = {}
     converted = sources(model, files)
@@ -404,6 +399,6 @@ def full_state_dict(
             if rank0:
                 out[name] = full.to("cpu", copy=True)
             del full
-    if has_adapters(model):
-        out = base_state_dict(out)
+    if adapters.has_adapters(model):
+        out = adapters.base_state_dict(out)
     return to_checkpoint_names(model, out) if rank0 else out

@@ -47,14 +47,7 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
     meta too: `init_adapters` fills them after `to_empty`)."""
     import peft
 
-    config = peft.LoraConfig(
-        r=cfg.rank,
-        lora_alpha=cfg.alpha,
-        target_modules=list(cfg.targets),
-        lora_dropout=cfg.dropout,
-        bias="none",
-    )
-    peft.inject_adapter_in_model(config, model, adapter_name=ADAPTER)
+    peft.inject_adapter_in_model(peft_config(cfg), model, adapter_name=ADAPTER)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter(name))
     if not has_adapters(model):
@@ -63,6 +56,20 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
             f"{type(model).__name__}; name its linear layers (e.g. q_proj, v_proj)"
         )
     return model
+
+
+def peft_config(cfg: LoraConfig, **extra):
+    """peft's LoraConfig of `cfg` (targets sorted), with `extra` fields."""
+    import peft
+
+    return peft.LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        target_modules=sorted(cfg.targets),
+        lora_dropout=cfg.dropout,
+        bias="none",
+        **extra,
+    )
 
 
 def is_adapter(name: str) -> bool:
@@ -134,16 +141,8 @@ def adapter_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def adapter_config(cfg: LoraConfig, base_model_name_or_path: str) -> dict:
     """adapter_config.json's content for an adapter of `cfg` on the model at
     `base_model_name_or_path`: peft's own LoraConfig serialised (what PEFT and vLLM read)."""
-    import peft
-
-    config = peft.LoraConfig(
-        r=cfg.rank,
-        lora_alpha=cfg.alpha,
-        target_modules=sorted(cfg.targets),
-        lora_dropout=cfg.dropout,
-        bias="none",
-        task_type="CAUSAL_LM",
-        base_model_name_or_path=str(base_model_name_or_path),
+    config = peft_config(
+        cfg, task_type="CAUSAL_LM", base_model_name_or_path=str(base_model_name_or_path)
     )
     out = config.to_dict()
     return json.loads(json.dumps(out, default=_jsonable))

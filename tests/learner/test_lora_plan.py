@@ -11,6 +11,7 @@ import torch
 
 from microcoder.launch.config import load_config
 from microcoder.launch.run.command import model_family_errors
+from microcoder.launch.run.memory_check import learner_inputs
 from microcoder.learner.config import DENSE_TARGETS, LoraConfig
 from microcoder.learner.models.families import lora_errors
 from microcoder.learner.models.memory_plan import ModelShape, lora_param_count, plan_learner
@@ -50,15 +51,11 @@ def test_the_plans_adapter_count_is_what_peft_injects(model, targets):
 
 def test_a_lora_plan_holds_the_base_in_bf16_and_trains_only_the_adapters():
     shape = ModelShape.from_folder(MODELS / "Qwen2.5-Coder-7B-Instruct")
-    common = dict(
-        world_size=2,
-        compute_bytes=2,
-        micro_batch_tokens=4096,
-        logprob_chunk_tokens=1024,
-        activation_checkpointing=True,
-    )
-    full = plan_learner(shape, **common)
-    lora = plan_learner(shape, **common, lora_rank=16, lora_targets=DENSE_TARGETS)
+    recipe = load_config(REPO / "configs" / "lora-7b-1gpu.toml", ["learner.world_size=2"])
+    inputs = learner_inputs(recipe, "cuda") | {"offload": "none"}
+    assert inputs["lora_rank"] == 16 and inputs["compute_bytes"] == 2
+    lora = plan_learner(shape, **inputs)
+    full = plan_learner(shape, **{k: v for k, v in inputs.items() if not k.startswith("lora")})
     p = shape.params()
     n = lora_param_count(shape, 16, DENSE_TARGETS)
     assert lora.lora_params == n == 40_370_176  # 28 layers x 16 x (in + out) summed
