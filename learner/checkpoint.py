@@ -151,7 +151,7 @@ def save_adapter(learner: Learner, path: Path) -> None:
         return
     state = adapter_state_dict(learner.model)
     if learner.rank == 0:
-        config = adapter_config(learner.cfg.lora, str(learner.model_path))
+        config = adapter_config(learner.cfg.lora, str(learner.model_path.resolve()))
         write_adapter_folder(state, config, path / ADAPTER_DIR)
 
 

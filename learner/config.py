@@ -26,7 +26,7 @@ class LoraConfig(Section):
 
     rank: int = 16
     """r: the adapters' rank. One vLLM serves: 1, 8, 16, 32, 64, 128, 256, 320 or 512."""
-    alpha: float = Field(32.0, gt=0)
+    alpha: int = Field(32, gt=0)
     """lora_alpha: the adapter's output is scaled by alpha / rank."""
     targets: list[str] = list(DENSE_TARGETS)
     """Module names the adapters wrap in every decoder layer (peft target_modules), among

@@ -254,3 +254,20 @@ def test_export_without_merge_writes_the_adapter_folder_peft_loads_on_the_base(
     shutil.rmtree(full / "adapter")
     assert main(["export", str(full), "--out", str(tmp_path / "x"), "--merge"]) == 2
     assert "not a LoRA checkpoint" in capsys.readouterr().err
+
+
+def test_lora_with_the_base_offloaded_to_the_host_trains_the_same_adapters(small_model):
+    """learner.offload = "params" (the one-GPU recipe's): FSDP2's CPU offload holds the frozen
+    bf16 base beside the fp32 adapters; one step ends where the learner without offload does."""
+    want = _lora_learner(small_model, dtype="bfloat16")
+    got = _lora_learner(small_model, dtype="bfloat16", offload="params")
+    for learner in (want, got):
+        learner.train_step(_groups(0))
+    a, b = adapter_state_dict(want.model), adapter_state_dict(got.model)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(want.base_state_dict().values(), got.base_state_dict().values())
+    )
