@@ -42,6 +42,7 @@ from microcoder.learner.intake import (
     sample_group_arrays,
     signal_filter,
 )
+from microcoder.learner.lora import adapter_state_dict, merge_into
 from microcoder.learner.models.families import head_transform
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
@@ -93,7 +94,9 @@ class Learner:
             offload=learner.offload,
             config_overrides=config_overrides,
         )
-        self.model = load(activation_checkpointing=learner.activation_checkpointing)
+        self.model = load(
+            activation_checkpointing=learner.activation_checkpointing, lora=learner.lora, seed=seed
+        )
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
         self.head_transform = head_transform(self.model.config)
@@ -381,8 +384,18 @@ class Learner:
         """Collective: the full weights on CPU on rank 0 ({} on the others), in the serving dtype
         (the compute dtype `learner.dtype`: bf16 on GPU), one host copy, for publishing; with
         `masters`, the fp32 master weights instead. Refuses (NonFiniteWeights, on every rank)
-        when the latest step left a NaN or Inf in any rank's parameters."""
+        when the latest step left a NaN or Inf in any rank's parameters. Under learner.lora: the
+        policy's weights, the base with the adapters merged in (learner/lora/adapters.py: merge_into), so
+        a whole-model weight sync serves the policy being trained."""
         self._refuse_nonfinite("publishing")
+        weights = self.base_state_dict(masters)
+        if self.cfg.lora is not None:
+            merge_into(weights, adapter_state_dict(self.model), self.cfg.lora)
+        return weights
+
+    def base_state_dict(self, masters: bool = False) -> dict[str, torch.Tensor]:
+        """Collective: `full_state_dict` without merging: under learner.lora the frozen base
+        alone (in the compute dtype it trains in, whatever `masters`), else the same."""
         return full_state_dict(self.model, None if masters else self.dtype)
 
     def save_checkpoint(self, path: str | Path) -> Path:
