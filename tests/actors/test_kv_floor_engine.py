@@ -15,6 +15,7 @@ import time
 from uuid import uuid4
 
 import pytest
+from engine_testing.tiny_engine import tiny_async_engine
 
 from microcoder.actors.generate_loop import sample_group
 from microcoder.protocol import PromptAssignment
@@ -26,22 +27,13 @@ SEATS = 4  # max_num_seqs: a blocker of n=SEATS holds every seat, the group wait
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
-
-    cfg = GeneratorConfig(
+    with tiny_async_engine(
+        tiny_model_dir,
         max_prompt_tokens=256,
         max_response_tokens=512,
-        kv_cache_gib=1,
-        enforce_eager=True,
         engine_args={"max_num_seqs": SEATS},
-    )
-    eng = build_async_engine(
-        tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
-    )
-    yield eng
-    eng.shutdown()
+    ) as eng:
+        yield eng
 
 
 @pytest.fixture(scope="module")
