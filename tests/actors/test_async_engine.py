@@ -15,22 +15,18 @@ from uuid import uuid4
 
 import pytest
 from engine_testing.greedy import hf_greedy
-from engine_testing.tiny_engine import tiny_async_engine
+from engine_testing.tiny_engine import engine_fixture
 
 pytestmark = pytest.mark.slow
 
 PROMPTS = [[5, 6, 7, 8], [9, 10, 11], [300, 301, 302, 303, 304]]
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    with tiny_async_engine(
-        tiny_model_dir,
-        max_prompt_tokens=64,
-        max_response_tokens=256,
-        engine_args={"max_num_seqs": 8},  # reaches the engine (checked below)
-    ) as eng:
-        yield eng
+engine = engine_fixture(
+    max_prompt_tokens=64,
+    max_response_tokens=256,
+    engine_args={"max_num_seqs": 8},  # reaches the engine (checked below)
+)
 
 
 def start_streaming(engine, prompt: list[int], params):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from engine_testing.tiny_engine import tiny_async_engine
+from engine_testing.tiny_engine import engine_fixture
 
 from microcoder.actors.generate_loop import streaming_loop
 from microcoder.actors.sampling import sampling_params
@@ -18,13 +18,8 @@ pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores)
 G = 2
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    # rpc_timeout_s: build_async_engine's own default, as this test always started it
-    with tiny_async_engine(
-        tiny_model_dir, rpc_timeout_s=600.0, max_response_tokens=256, max_prompt_tokens=64
-    ) as eng:
-        yield eng
+# rpc_timeout_s: build_async_engine's own default, as this test always started it
+engine = engine_fixture(rpc_timeout_s=600.0, max_response_tokens=256, max_prompt_tokens=64)
 
 
 class RecordingClient:

@@ -15,7 +15,7 @@ import time
 from uuid import uuid4
 
 import pytest
-from engine_testing.tiny_engine import tiny_async_engine
+from engine_testing.tiny_engine import engine_fixture
 
 from microcoder.actors.generate_loop import sample_group
 from microcoder.protocol import PromptAssignment
@@ -25,15 +25,9 @@ pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores) and 3 
 SEATS = 4  # max_num_seqs: a blocker of n=SEATS holds every seat, the group waits behind it
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    with tiny_async_engine(
-        tiny_model_dir,
-        max_prompt_tokens=256,
-        max_response_tokens=512,
-        engine_args={"max_num_seqs": SEATS},
-    ) as eng:
-        yield eng
+engine = engine_fixture(
+    max_prompt_tokens=256, max_response_tokens=512, engine_args={"max_num_seqs": SEATS}
+)
 
 
 @pytest.fixture(scope="module")

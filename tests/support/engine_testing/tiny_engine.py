@@ -1,10 +1,13 @@
 """An AsyncLLM over the tiny model on the CPU, as the engine tests start it
-(tests/actors/test_async_engine.py, test_kv_floor_engine.py, test_generate_loop.py)."""
+(tests/actors/test_async_engine.py, test_kv_floor_engine.py, test_generate_loop.py):
+`tiny_async_engine` (a context manager), `engine_fixture` (their module-scoped `engine`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import pytest
 
 
 @contextmanager
@@ -28,3 +31,15 @@ def tiny_async_engine(model_dir, rpc_timeout_s: float = 120.0, **generator) -> I
         yield eng
     finally:
         eng.shutdown()
+
+
+def engine_fixture(**generator):
+    """A module-scoped pytest fixture `engine`: `tiny_async_engine(tiny_model_dir, **generator)`.
+    A test module takes it as `engine = engine_fixture(...)`."""
+
+    @pytest.fixture(scope="module")
+    def engine(tiny_model_dir):
+        with tiny_async_engine(tiny_model_dir, **generator) as eng:
+            yield eng
+
+    return engine
