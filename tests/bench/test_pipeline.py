@@ -226,3 +226,20 @@ def test_defaults_pick_the_stage_costs_of_the_brief():
     add_arguments(parser)
     a = parser.parse_args([])
     assert (a.gen_s, a.judge_s, a.train_s, a.generators) == (0.8, 0.2, 0.3, "1,2,4,8")
+
+
+def test_each_simulated_setting_lands_under_run_points_keyword_with_its_default():
+    """The flags of SIM_POINT parse to `sim_` + bench/pipeline/sim.py `run_point`'s keywords
+    (apart from the real part's `--warmup`), each default the one `run_point` has."""
+    import inspect
+
+    from microcoder.bench.pipeline.sim import run_point
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = inspect.signature(run_point).parameters
+    a = parser.parse_args([])
+    for keyword in ("max_staleness", "steps", "warmup", "batch_size", "group_size"):
+        assert getattr(a, f"sim_{keyword}") == defaults[keyword].default, keyword
+    a = parser.parse_args(["--sim-staleness", "3", "--sim-steps", "7", "--sim-warmup", "1"])
+    assert (a.sim_max_staleness, a.sim_steps, a.sim_warmup, a.warmup) == (3, 7, 1, 2)
