@@ -40,7 +40,7 @@ SIM_POINT = (
     ("--group-size", "group_size", 8, "responses per group"),
 )
 """The whole-number settings of each simulated point: (flag, bench/pipeline/sim.py `run_point`
-keyword, default, help). Each flag's value lands in `sim_<keyword>` (the real part has its own
+keyword, default, help); `run_point` has no defaults of its own for them. Each flag's value lands in `sim_<keyword>` (the real part has its own
 `--warmup`) and goes to `run_simulated` under the keyword (max_staleness at least 1)."""
 
 
