@@ -136,7 +136,6 @@ def offload_checks(model, args, shape: dict, tokens: int, s1) -> list[dict]:
         ok = host_ok and moved > 0 and all(map(math.isfinite, norms))
         if mode == "optimizer":
             ok = ok and diff == 0.0  # torch's AdamW on the device, bucket by bucket
-        ratio = peak / plan.peak() if peak else None
         out.append(
             s1.emit(
                 {
@@ -147,10 +146,8 @@ def offload_checks(model, args, shape: dict, tokens: int, s1) -> list[dict]:
                     "dtype": str(learner.dtype).removeprefix("torch."),
                     "max_weight_diff_vs_none": diff,
                     "max_weight_moved": moved,
-                    "peak_gib": _gib(peak),
-                    "planned_peak_gib": _gib(plan.peak()),
+                    **_against_plan(peak, plan),
                     "planned_host_gib": _gib(plan.host),
-                    "ratio": None if ratio is None else round(ratio, 3),
                     "step_s": seconds,
                     "grad_norms": norms,
                     **flags,
@@ -221,17 +218,14 @@ def window_check(folder, args, shape: dict, tokens: int, s1) -> dict:
     plan = _plan(learner, config, tokens, longest)
     types = getattr(learner.model.config, "layer_types", None) or []
     windowed_layers = sum("sliding" in str(t) for t in types)  # what transformers built
-    ratio = peak / plan.peak() if peak else None
     record = {
         "check": "window",
         "tokens": tokens,
         "sliding_window": windowed["sliding_window"],
         "windowed_layers": windowed_layers,
         "ckpt": True,
-        "peak_gib": _gib(peak),
-        "planned_peak_gib": _gib(plan.peak()),
+        **_against_plan(peak, plan),
         "planned_scores_gib": _gib(plan.attention_scores),
-        "ratio": None if ratio is None else round(ratio, 3),
         "step_s": seconds[0],
         "grad_norm": norms[0],
         "ok": plan.attention_scores > 0 and windowed_layers == len(types) > 0 and norms[0] > 0,
@@ -280,3 +274,14 @@ def _sync(cuda: bool) -> None:
 
 def _gib(n: int | None) -> float | None:
     return None if n is None else round(n / 2**30, 3)
+
+
+def _against_plan(peak: int | None, plan) -> dict:
+    """The measured CUDA peak (None on the CPU) beside the plan's: `peak_gib`,
+    `planned_peak_gib`, and `ratio` (measured / planned; None with no measurement)."""
+    ratio = peak / plan.peak() if peak else None
+    return {
+        "peak_gib": _gib(peak),
+        "planned_peak_gib": _gib(plan.peak()),
+        "ratio": None if ratio is None else round(ratio, 3),
+    }

@@ -32,6 +32,17 @@ DESCRIPTION = (
     "async vs sync pipeline on the tiny config, and simulated stage costs vs the ideal bound"
 )
 
+SIM_POINT = (
+    ("--sim-staleness", "max_staleness", 2, "max_staleness (>= 1)"),
+    ("--sim-steps", "steps", 20, "measured learner steps per point"),
+    ("--sim-warmup", "warmup", 4, "learner steps left out per point"),
+    ("--batch-size", "batch_size", 16, "groups per learner step"),
+    ("--group-size", "group_size", 8, "responses per group"),
+)
+"""The whole-number settings of each simulated point: (flag, bench/pipeline/sim.py `run_point`
+keyword, default, help); `run_point` has no defaults of its own for them. Each flag's value lands in `sim_<keyword>` (the real part has its own
+`--warmup`) and goes to `run_simulated` under the keyword (max_staleness at least 1)."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     real = parser.add_argument_group("real tiny workload")
@@ -60,11 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--train-s", type=float, default=0.3, help="s per learner step")
     sim.add_argument("--generators", default="1,2,4,8", help="generator counts to measure")
     sim.add_argument("--executors", type=int, default=1, help="simulated executors")
-    sim.add_argument("--sim-staleness", type=int, default=2, help="max_staleness (>= 1)")
-    sim.add_argument("--sim-steps", type=int, default=20, help="measured learner steps per point")
-    sim.add_argument("--sim-warmup", type=int, default=4, help="learner steps left out per point")
-    sim.add_argument("--batch-size", type=int, default=16, help="groups per learner step")
-    sim.add_argument("--group-size", type=int, default=8, help="responses per group")
+    for flag, keyword, default, text in SIM_POINT:
+        sim.add_argument(flag, dest=f"sim_{keyword}", type=int, default=default, help=text)
     sim.add_argument(
         "--sync-before-lease",
         action="store_true",
@@ -84,15 +92,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_start": os.getloadavg()[0],
     }
     if not args.skip_sim:
+        point = {keyword: getattr(args, f"sim_{keyword}") for _, keyword, _, _ in SIM_POINT}
+        point["max_staleness"] = max(1, point["max_staleness"])
         result["simulated"] = run_simulated(
             StageCosts(args.gen_s, args.judge_s, args.train_s),
             [int(n) for n in args.generators.split(",") if n.strip()],
             args.executors,
-            batch_size=args.batch_size,
-            group_size=args.group_size,
-            max_staleness=max(1, args.sim_staleness),
-            warmup=args.sim_warmup,
-            steps=args.sim_steps,
+            **point,
             sync_before_lease=args.sync_before_lease,
         )
     if not args.skip_real:

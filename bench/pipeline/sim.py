@@ -76,15 +76,17 @@ def run_point(
     generators: int,
     executors: int,
     *,
-    batch_size: int = 16,
-    group_size: int = 8,
-    max_staleness: int = 2,
-    warmup: int = 4,
-    steps: int = 20,
+    batch_size: int,
+    group_size: int,
+    max_staleness: int,
+    warmup: int,
+    steps: int,
     sync_before_lease: bool = False,
 ) -> dict[str, Any]:
     """One configuration on an initialised Ray: fresh buffer and actors, `warmup` + `steps`
-    learner steps; returns achieved vs ideal steps/s and where the time went."""
+    learner steps; returns achieved vs ideal steps/s and where the time went. The bench's
+    defaults of the whole-number settings are its flags' (bench/pipeline/__init__.py
+    `SIM_POINT`)."""
     import ray
 
     from microcoder.buffer.client import BufferClient

@@ -2,8 +2,8 @@
 a calibrated predictor, the selection, the outputs. The measuring (model samples through the
 eval path) is launch/jobs/data_filter.py's, since data/ may not import launch/ or actors/.
 
-    result = filter_problems(problems, rates, samples=K, keep=(0.0, 0.9), max_unsolved_share=0.2,
-                             seed=0, predict_rest=False)
+    rules = Rules(samples=K, keep=(0.0, 0.9), max_unsolved_share=0.2, seed=0)
+    result = filter_problems(problems, rates, rules, predict_rest=False)
     write_outputs(result, out="filtered.jsonl", report_dir="filter-report")
 
 Pieces: data/difficulty/rates.py (the rates file and the planner), data/difficulty/predict.py
@@ -21,7 +21,7 @@ from typing import Any
 from microcoder.data.difficulty.predict import Agreement, agreement, fit_predictor
 from microcoder.data.difficulty.rates import PassRate
 from microcoder.data.difficulty.report import write_report
-from microcoder.data.difficulty.select import Score, Selection, select
+from microcoder.data.difficulty.select import Rules, Score, Selection, select
 from microcoder.data.problem import Problem
 
 
@@ -44,10 +44,7 @@ class FilterResult:
 def filter_problems(
     problems: Sequence[Problem],
     rates: dict[str, PassRate],
-    samples: int,
-    keep: tuple[float, float],
-    max_unsolved_share: float,
-    seed: int,
+    rules: Rules,
     predict_rest: bool = False,
 ) -> FilterResult:
     """Score every problem (measured where `rates` has it, else predicted if `predict_rest`),
@@ -56,7 +53,7 @@ def filter_problems(
     passed = [rates[p.id].passed for p in measured]
     drawn = [rates[p.id].samples for p in measured]
     scores = {p.id: Score(rates[p.id].rate, True) for p in measured}
-    agree = agreement(measured, passed, drawn, seed) if measured else None
+    agree = agreement(measured, passed, drawn, rules.seed) if measured else None
     rest = [p for p in problems if p.id not in rates]
     if predict_rest and rest:
         if not measured:
@@ -64,14 +61,8 @@ def filter_problems(
         model = fit_predictor(measured, passed, drawn)
         for p, r in zip(rest, model.predict(rest), strict=True):
             scores[p.id] = Score(float(r), False)
-    sel = select(problems, scores, samples, keep, max_unsolved_share, seed)
-    settings = {
-        "samples": samples,
-        "keep": list(keep),
-        "max_unsolved_share": max_unsolved_share,
-        "seed": seed,
-        "predict_rest": predict_rest,
-    }
+    sel = select(problems, scores, rules)
+    settings = {**asdict(rules), "keep": list(rules.keep), "predict_rest": predict_rest}
     return FilterResult(list(problems), scores, sel, agree, settings)
 
 

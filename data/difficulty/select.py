@@ -92,18 +92,26 @@ class Selection:
         return dict(Counter(r["reason"] for r in self.removed))
 
 
-def select(
-    problems: Sequence[Problem],
-    scores: dict[str, Score],
-    samples: int,
-    keep: tuple[float, float],
-    max_unsolved_share: float,
-    seed: int,
-) -> Selection:
+@dataclass(frozen=True)
+class Rules:
+    """The settings of the rules (the module doc; `data filter`'s flags of the same names)."""
+
+    samples: int
+    """K: samples per measured problem (a predicted rate is rounded to a count of K)."""
+    keep: tuple[float, float]
+    """--keep LOW-HIGH, the band of rates kept (inclusive)."""
+    max_unsolved_share: float
+    """--max-unsolved-share: never-solved problems kept at most this share of the output."""
+    seed: int
+    """Seed of the draw of the never-solved problems kept."""
+
+
+def select(problems: Sequence[Problem], scores: dict[str, Score], rules: Rules) -> Selection:
     """Apply the rules of the module doc."""
-    if not 0 <= max_unsolved_share <= 1:
-        raise ValueError(f"--max-unsolved-share {max_unsolved_share}: give a share in [0, 1]")
-    low, high = keep
+    share = rules.max_unsolved_share
+    if not 0 <= share <= 1:
+        raise ValueError(f"--max-unsolved-share {share}: give a share in [0, 1]")
+    low, high = rules.keep
     removed = []
     candidates = []
     unsolved = []
@@ -112,7 +120,7 @@ def select(
         if p.id not in scores:
             removed.append({"id": p.id, "reason": "not_scored", "rate": None})
             continue
-        r = rates[p.id] = effective_rate(scores[p.id], samples)
+        r = rates[p.id] = effective_rate(scores[p.id], rules.samples)
         reason = (
             "always_solved"
             if r >= 1
@@ -128,8 +136,8 @@ def select(
             unsolved.append(p.id)
         else:
             candidates.append(p.id)
-    cap = _unsolved_cap(len(candidates), len(unsolved), max_unsolved_share)
-    chosen = set(random.Random(seed).sample(sorted(unsolved), cap))
+    cap = _unsolved_cap(len(candidates), len(unsolved), share)
+    chosen = set(random.Random(rules.seed).sample(sorted(unsolved), cap))
     removed += [
         {"id": i, "reason": "unsolved_cap", "rate": scores[i].rate}
         for i in unsolved

@@ -27,18 +27,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_stats(data_sub)
 
 
-def _dispatch(module: str):
-    """A `func` that imports `module` (a full dotted name) and runs its `cli_main(args)`."""
+def _subcommand(
+    sub: argparse._SubParsersAction, name: str, module: str, **texts: str
+) -> argparse.ArgumentParser:
+    """The parser of `data NAME` (`texts`: its help and description), whose `func` imports
+    `module` (a full dotted name) when it runs and calls its `cli_main(args)`."""
 
     def run(args: argparse.Namespace) -> int:
         return importlib.import_module(module).cli_main(args)
 
-    return run
+    p = sub.add_parser(name, **texts)
+    p.set_defaults(func=run)
+    return p
 
 
 def _register_build(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "build",
+        "microcoder.data.corpus.build",
         help="validate, verify references, deduplicate, decontaminate and date-split sources",
         description="Read any mix of loader formats (bad rows are reported, not fatal), run the "
         "stages validate -> verify references -> exact duplicates -> near-duplicates -> "
@@ -57,24 +64,26 @@ def _register_build(sub: argparse._SubParsersAction) -> None:
         "--verify-max", type=int, default=1, metavar="N", help="references judged per problem"
     )
     p.add_argument("--workers", type=int, default=0, help="sandbox workers (default: CPU count)")
-    p.set_defaults(func=_dispatch("microcoder.data.corpus.build"))
 
 
 def _register_filter(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    # Its body is in launch/jobs/ (it drives the eval path's actors, which data/ may not import).
+    p = _subcommand(
+        sub,
         "filter",
+        "microcoder.launch.jobs.data_filter",
         help="difficulty filter: measure pass rates with a model, calibrate a predictor, select",
         description="Measure each problem's pass rate (K samples through the eval path), fit a "
         "predictor on the problems' metadata, and select the hard-but-solvable band.",
     )
     add_arguments(p)
-    # Its body is in launch/jobs/ (it drives the eval path's actors, which data/ may not import).
-    p.set_defaults(func=_dispatch("microcoder.launch.jobs.data_filter"))
 
 
 def _register_stats(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = _subcommand(
+        sub,
         "stats",
+        "microcoder.data.corpus.stats",
         help="counts by source, kind, platform, difficulty, test count and date",
         description="Count a problem file (any loader format) by source, kind, platform, "
         "difficulty, tests per problem and date.",
@@ -82,4 +91,3 @@ def _register_stats(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="problem file")
     add_format_argument(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=_dispatch("microcoder.data.corpus.stats"))

@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         read_rates,
         to_measure,
     )
-    from microcoder.data.difficulty.select import parse_band
+    from microcoder.data.difficulty.select import Rules, parse_band
     from microcoder.data.formats.loaders import load_problems
 
     keep = parse_band(args.keep)
@@ -113,15 +113,8 @@ def _run(args: argparse.Namespace) -> int:
 
         measure(args, todo, identity)
         rates = read_rates(args.rates)
-    result = filter_problems(
-        problems,
-        rates,
-        args.samples,
-        keep,
-        args.max_unsolved_share,
-        args.seed,
-        predict_rest=args.predict_rest,
-    )
+    rules = Rules(args.samples, keep, args.max_unsolved_share, args.seed)
+    result = filter_problems(problems, rates, rules, predict_rest=args.predict_rest)
     report = write_outputs(result, args.out, args.report)
     print(_summary(report, args))
     return 0

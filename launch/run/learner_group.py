@@ -30,6 +30,7 @@ from microcoder.launch.run.actor_settings import learner_rank_settings
 from microcoder.launch.run.learner_placement import learner_rank_options
 from microcoder.launch.run.placement import release
 from microcoder.launch.run.pools import answers
+from microcoder.launch.run.step_result import StepResult
 from microcoder.protocol import ActorMemory
 
 SHUTDOWN_S = 30.0
@@ -108,13 +109,14 @@ class LearnerGroup:
 
     def step(
         self, timeout_s: float | None = None, on_wait=None, notice_s: float = 30.0
-    ) -> dict[str, Any] | None:
-        """One policy version. Returns the step's metrics, or None when the run's data is done.
+    ) -> StepResult | None:
+        """One policy version. Returns the step, typed (launch/run/step_result.py: the control
+        values apart from the logged metrics), or None when the run's data is done.
         While rank 0 waits for its batch, `on_wait(seconds waited)` is called every `notice_s`;
         `timeout_s` bounds the wait (BufferTimeout from rank 0); each notice also checks that
         rank 0 still answers (within learner.sync_timeout_s), so a stuck rank 0 is named even
-        with no batch limit. On a `monitor.rollouts_every` step the metrics carry rank 0's
-        rollouts rows under "rollouts" (the caller writes them: actors/rollouts.py)."""
+        with no batch limit. On a `monitor.rollouts_every` step the result carries rank 0's
+        rollouts rows in `rollouts` (the caller writes them: actors/rollouts.py)."""
         import ray
 
         t0 = time.perf_counter()
@@ -145,15 +147,18 @@ class LearnerGroup:
         if not batch["n_groups"]:
             if batch["done"]:
                 return None
-            return {  # every fetched group was filtered: no optimizer step, version unchanged
-                **batch["metrics"],
-                "skipped": 1.0,
-                "version": float(self.version),
-                "groups": 0.0,
-                "wait_s": time.perf_counter() - t0,
-                "compute_s": 0.0,
-                "sync_s": 0.0,
-            }
+            # Every fetched group was filtered: no optimizer step, version unchanged.
+            return StepResult.of(
+                {
+                    **batch["metrics"],
+                    "skipped": 1.0,
+                    "version": float(self.version),
+                    "groups": 0.0,
+                    "wait_s": time.perf_counter() - t0,
+                    "compute_s": 0.0,
+                    "sync_s": 0.0,
+                }
+            )
         t1 = time.perf_counter()
         # No batch in the call: rank 0 broadcasts it to the others inside `train`.
         metrics = self._step_call("train", [r.train.remote() for r in self.ranks])[0]
@@ -163,15 +168,17 @@ class LearnerGroup:
         )[0]
         t3 = time.perf_counter()
         self.version = int(metrics["version"])
-        return {
-            **metrics,
-            **batch["metrics"],  # reward_mean, filtered_groups, staleness_*, diversity, pack_s
-            "wait_s": t1 - t0,
-            "compute_s": t2 - t1,
-            "sync_s": t3 - t2,
-            "gather_s": gather["gather_s"],
-            **({"rollouts": batch["rollouts"]} if "rollouts" in batch else {}),
-        }
+        return StepResult.of(
+            {
+                **metrics,
+                **batch["metrics"],  # reward_mean, filtered_groups, staleness_*, diversity, pack_s
+                "wait_s": t1 - t0,
+                "compute_s": t2 - t1,
+                "sync_s": t3 - t2,
+                "gather_s": gather["gather_s"],
+                **({"rollouts": batch["rollouts"]} if "rollouts" in batch else {}),
+            }
+        )
 
     def memory(self, timeout_s: float = 5.0) -> list[ActorMemory]:
         """Every rank's `memory()` (a "control" call: it answers mid-step too); a rank that does

@@ -1,10 +1,11 @@
 """What one learner step gives the training loop (launch/run/training_loop.py), typed: the
 values the loop steers on apart from the metrics it logs.
 
-    StepResult.of(metrics) -> StepResult      (metrics: `LearnerGroup.step`'s dict)
+    StepResult.of(metrics) -> StepResult      (metrics: the learner's dict, as from the ranks)
 
-`LearnerGroup.step` (launch/run/learner_group.py) returns the learner's metrics as one dict, as
-they travel from the ranks; the loop reads it once, here, and from then on asks the typed fields:
+The learner's metrics travel from the ranks as one dict; `LearnerGroup.step`
+(launch/run/learner_group.py) reads it once, here, and returns the typed result, whose fields
+the training loop asks:
 - `skipped`: no learning signal (every fetched group filtered, learner/trainer.py): no optimizer
   step, the version unchanged; the loop counts it against `algorithm.all_filtered_patience`
   (`filtered_groups` and `reward_mean` say why, the stop's message measures the pass rate);
@@ -52,7 +53,7 @@ class StepResult:
 
     @classmethod
     def of(cls, m: dict[str, Any]) -> StepResult:
-        """Read `LearnerGroup.step`'s dict (not changed)."""
+        """Read the learner's step dict (not changed)."""
         metrics = {k: v for k, v in m.items() if k not in ("rollouts", "skipped")}
         return cls(
             version=int(m["version"]),

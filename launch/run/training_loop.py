@@ -98,16 +98,15 @@ def _train_steps(run: Run, progress) -> TrainSummary:
         temperature = controller.temperature
         t0 = time.time()
         # 2. The step (fetch, train, publish: launch/run/learner_group.py); None: no more data.
-        m = run.learners.step(
+        res = run.learners.step(
             timeout_s=cfg.learner.batch_wait_s or None,
             on_wait=on_wait,
             notice_s=WAIT_LOOK_S,
         )
         run.raise_if_stopped()
-        if m is None:
+        if res is None:
             run.log("the prompt source is exhausted: stopping (raise data.epochs or set it to 0)")
             break
-        res = StepResult.of(m)  # the loop steers on its typed fields, logs its metrics
         # 3. No learning signal (every group filtered): skipped, until the patience runs out.
         if res.skipped:
             skipped.append(res)

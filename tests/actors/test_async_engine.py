@@ -15,30 +15,18 @@ from uuid import uuid4
 
 import pytest
 from engine_testing.greedy import hf_greedy
+from engine_testing.tiny_engine import engine_fixture
 
 pytestmark = pytest.mark.slow
 
 PROMPTS = [[5, 6, 7, 8], [9, 10, 11], [300, 301, 302, 303, 304]]
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
-
-    cfg = GeneratorConfig(
-        max_prompt_tokens=64,
-        max_response_tokens=256,
-        kv_cache_gib=1,
-        enforce_eager=True,
-        engine_args={"max_num_seqs": 8},  # reaches the engine (checked below)
-    )
-    eng = build_async_engine(
-        tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
-    )
-    yield eng
-    eng.shutdown()
+engine = engine_fixture(
+    max_prompt_tokens=64,
+    max_response_tokens=256,
+    engine_args={"max_num_seqs": 8},  # reaches the engine (checked below)
+)
 
 
 def start_streaming(engine, prompt: list[int], params):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from engine_testing.tiny_engine import engine_fixture
 
 from microcoder.actors.generate_loop import streaming_loop
 from microcoder.actors.sampling import sampling_params
@@ -17,20 +18,8 @@ pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores)
 G = 2
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
-
-    cfg = GeneratorConfig(
-        max_response_tokens=256, max_prompt_tokens=64, kv_cache_gib=1, enforce_eager=True
-    )
-    eng = build_async_engine(  # the extension ties the EngineCore to this process
-        str(tiny_model_dir), cfg, "cpu", seed=0, version=0, worker_extension_cls=WORKER_EXTENSION
-    )
-    yield eng
-    eng.shutdown()
+# rpc_timeout_s: build_async_engine's own default, as this test always started it
+engine = engine_fixture(rpc_timeout_s=600.0, max_response_tokens=256, max_prompt_tokens=64)
 
 
 class RecordingClient:

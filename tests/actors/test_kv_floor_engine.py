@@ -15,6 +15,7 @@ import time
 from uuid import uuid4
 
 import pytest
+from engine_testing.tiny_engine import engine_fixture
 
 from microcoder.actors.generate_loop import sample_group
 from microcoder.protocol import PromptAssignment
@@ -24,24 +25,9 @@ pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores) and 3 
 SEATS = 4  # max_num_seqs: a blocker of n=SEATS holds every seat, the group waits behind it
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir):
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
-
-    cfg = GeneratorConfig(
-        max_prompt_tokens=256,
-        max_response_tokens=512,
-        kv_cache_gib=1,
-        enforce_eager=True,
-        engine_args={"max_num_seqs": SEATS},
-    )
-    eng = build_async_engine(
-        tiny_model_dir, cfg, "cpu", worker_extension_cls=WORKER_EXTENSION, rpc_timeout_s=120
-    )
-    yield eng
-    eng.shutdown()
+engine = engine_fixture(
+    max_prompt_tokens=256, max_response_tokens=512, engine_args={"max_num_seqs": SEATS}
+)
 
 
 @pytest.fixture(scope="module")

@@ -189,8 +189,9 @@ def test_two_rank_learner_group_steps_and_announces_the_version(two_ranks):
     start = group.version
     assert len(group.ranks) == 2
     put_scored_groups(address, cfg.learner.batch_size, cfg.algorithm.group_size)
-    m = group.step(timeout_s=120)
-    assert m["version"] == start + 1 and group.version == start + 1
+    res = group.step(timeout_s=120)
+    assert res.version == start + 1 and group.version == start + 1 and not res.skipped
+    m = res.metrics
     assert m["groups"] == cfg.learner.batch_size and m["loss"] == m["loss"]  # not NaN
     with BufferClient(address, owner="peek") as c:
         assert c.stats()["version"] == start + 1
@@ -239,7 +240,7 @@ def test_every_rank_trains_on_the_batch_the_buffer_handed_out_with_no_driver_in_
     calls, handles = [], group.ranks
     group.ranks = [RecordedRank(r, calls) for r in handles]
     try:
-        m = group.step(timeout_s=120)
+        res = group.step(timeout_s=120)
     finally:
         group.ranks = handles
     assert [c for c in calls if c[0] == "train"] == [("train", (), {})] * 2  # no batch, no ref
@@ -249,7 +250,8 @@ def test_every_rank_trains_on_the_batch_the_buffer_handed_out_with_no_driver_in_
     digests = ray.get([r.batch_digest.remote() for r in group.ranks])
     assert sorted(digests[0]["group_ids"]) == sorted(put)
     assert digests == [expected_digest(put, digests[0]["group_ids"])] * 2
-    assert m["groups"] == len(put) and m["filtered_groups"] == 0 and m["reward_mean"] == 0.5
+    assert res.metrics["groups"] == len(put) and res.filtered_groups == 0
+    assert res.reward_mean == 0.5
 
 
 def fetch_settings(**rollouts):

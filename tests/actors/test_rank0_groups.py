@@ -143,11 +143,11 @@ def test_eight_generators_syncing_over_device_channels_starve_no_call_of_rank_0(
         ray.get(host.shutdown.remote())
     elapsed = time.perf_counter() - t_start
     assert not errors, errors
-    assert [int(m["version"]) for m in steps] == list(range(2, STEPS + 2))
+    assert [res.version for res in steps] == list(range(2, STEPS + 2))
     assert {name: v[-1] for name, v in syncs.items()} == {
         f"gen-{i}": final for i in range(GENERATORS)
     }
-    waits = [m["compute_s"] + m["sync_s"] for m in steps]
+    waits = [res.timings["compute_s"] + res.timings["sync_s"] for res in steps]
     print(
         f"{STEPS} steps with {GENERATORS} generators in {elapsed:.1f} s; syncs "
         f"{len(sync_s)}, slowest {max(sync_s):.2f} s; train+publish max {max(waits):.2f} s; "

@@ -59,9 +59,10 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, r
 
     ray.get(gen.run.remote(max_waves=1))
     score_everything(address, actor_cfg.learner.batch_size)
-    metrics = group.step(timeout_s=60)
-    assert metrics["version"] == 1.0 and metrics["groups"] == actor_cfg.learner.batch_size
-    assert metrics["wait_s"] >= 0 and metrics["compute_s"] > 0 and metrics["sync_s"] > 0
+    res = group.step(timeout_s=60)
+    assert res.version == 1 and res.metrics["groups"] == actor_cfg.learner.batch_size
+    assert res.timings["wait_s"] >= 0 and res.timings["compute_s"] > 0
+    assert res.timings["sync_s"] > 0
     ckpt = group.save(str(tmp_path / "step1"))
 
     assert ray.get(gen.maybe_sync_weights.remote()) is True

@@ -226,3 +226,23 @@ def test_defaults_pick_the_stage_costs_of_the_brief():
     add_arguments(parser)
     a = parser.parse_args([])
     assert (a.gen_s, a.judge_s, a.train_s, a.generators) == (0.8, 0.2, 0.3, "1,2,4,8")
+
+
+def test_each_simulated_setting_is_a_keyword_run_point_needs_and_lands_under_it():
+    """SIM_POINT names exactly the settings bench/pipeline/sim.py `run_point` requires (so none
+    is missing or misnamed when `run` calls it), and its flags parse to `sim_` + the keyword
+    (apart from the real part's `--warmup`)."""
+    import inspect
+
+    from microcoder.bench.pipeline import SIM_POINT
+    from microcoder.bench.pipeline.sim import run_point
+
+    params = inspect.signature(run_point).parameters.values()
+    required = {p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
+    assert {keyword for _, keyword, _, _ in SIM_POINT} == required
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    a = parser.parse_args([])
+    assert (a.sim_batch_size, a.sim_group_size, a.sim_max_staleness) == (16, 8, 2)
+    a = parser.parse_args(["--sim-staleness", "3", "--sim-steps", "7", "--sim-warmup", "1"])
+    assert (a.sim_max_staleness, a.sim_steps, a.sim_warmup, a.warmup) == (3, 7, 1, 2)

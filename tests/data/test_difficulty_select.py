@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from microcoder.data.difficulty.rates import read_rates
-from microcoder.data.difficulty.select import Score, parse_band, select
+from microcoder.data.difficulty.select import Rules, Score, parse_band, select
 from microcoder.data.formats.loaders import load_problems
 from microcoder.data.problem import Problem
 
@@ -24,7 +24,7 @@ def fixture():
 
 def run(fixture, keep=(0.0, 0.8), share=0.2, seed=0):
     problems, scores = fixture
-    return select(problems, scores, K, keep, share, seed)
+    return select(problems, scores, Rules(K, keep, share, seed))
 
 
 def test_always_solved_problems_are_removed_even_when_the_band_reaches_one(fixture):
@@ -85,7 +85,7 @@ def test_a_predicted_rate_is_rounded_to_k_samples_for_the_rules():
         Problem(id=i, kind="stdin", prompt="x", tests=[{"input": "", "output": ""}]) for i in "abc"
     ]
     scores = {"a": Score(0.03, False), "b": Score(0.97, False), "c": Score(0.4, False)}
-    sel = select(ps, scores, K, (0.0, 1.0), 0.0, 0)
+    sel = select(ps, scores, Rules(K, (0.0, 1.0), 0.0, 0))
     assert [p.id for p in sel.kept] == ["c"]
     assert {r["id"]: r["reason"] for r in sel.removed} == {
         "a": "unsolved_cap",
@@ -95,7 +95,8 @@ def test_a_predicted_rate_is_rounded_to_k_samples_for_the_rules():
 
 def test_a_problem_without_a_rate_is_removed_as_not_scored(fixture):
     problems, scores = fixture
-    sel = select(problems, {k: v for k, v in scores.items() if k != "fx12"}, K, (0, 1), 0.2, 0)
+    unscored = {k: v for k, v in scores.items() if k != "fx12"}
+    sel = select(problems, unscored, Rules(K, (0, 1), 0.2, 0))
     assert {"id": "fx12", "reason": "not_scored", "rate": None} in sel.removed
 
 

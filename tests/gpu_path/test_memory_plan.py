@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from import_probe import heavy_imports
+from plan_testing import FOUR_RANKS
 
 from microcoder.learner.models.memory_plan import (
     LOGIT_BLOCKS,
@@ -103,13 +104,7 @@ def test_with_checkpointing_the_head_and_the_recompute_are_not_alive_at_once() -
 
 def test_unsharded_gradient_accumulation_adds_a_full_fp32_gradient() -> None:
     shape = ModelShape.from_config(QWEN_05B)
-    kw = dict(
-        world_size=4,
-        compute_bytes=2,
-        micro_batch_tokens=4096,
-        logprob_chunk_tokens=1024,
-        activation_checkpointing=True,
-    )
+    kw = {**FOUR_RANKS, "micro_batch_tokens": 4096}
     sharded = plan_learner(shape, **kw)
     kept = plan_learner(shape, grad_accumulation_unsharded=True, **kw)
     assert kept.peak() - sharded.peak() == 4 * shape.params()
@@ -138,12 +133,7 @@ def test_largest_micro_batch_fits_and_the_next_step_does_not() -> None:
 
 def test_smallest_world_size_fits_and_one_less_does_not() -> None:
     shape = ModelShape.from_config(QWEN_05B)
-    kw = dict(
-        compute_bytes=2,
-        micro_batch_tokens=8192,
-        logprob_chunk_tokens=1024,
-        activation_checkpointing=True,
-    )
+    kw = {k: v for k, v in FOUR_RANKS.items() if k != "world_size"}
     room = 6 * GiB
     w = largest_fitting("world_size", room, shape, 64, **kw)
     assert w > 1

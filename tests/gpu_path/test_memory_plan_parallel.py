@@ -4,6 +4,8 @@ score matrices."""
 
 from __future__ import annotations
 
+from plan_testing import FOUR_RANKS
+
 from microcoder.learner.models.memory_plan import (
     ModelShape,
     host_per_node,
@@ -12,13 +14,7 @@ from microcoder.learner.models.memory_plan import (
 )
 
 SHAPE = ModelShape.from_config({"model_type": "qwen2", **qwen25_shape("1.5b")})
-KW = dict(
-    world_size=4,
-    compute_bytes=2,
-    micro_batch_tokens=8192,
-    logprob_chunk_tokens=1024,
-    activation_checkpointing=True,
-)
+KW = FOUR_RANKS
 WINDOWED = ModelShape.from_config(
     {
         "model_type": "mistral",

@@ -17,6 +17,7 @@ from microcoder.launch.config import load_config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
 from microcoder.launch.run import eval_beside, training_loop
 from microcoder.launch.run import heldout_eval as evaluation
+from microcoder.launch.run.step_result import StepResult
 from microcoder.launch.run.training_loop import _train_steps
 
 DEADLINE_S = 30.0
@@ -34,7 +35,7 @@ class StandInLearners:
         self.version += 1
         self.step_times.append(time.monotonic())
         m = {"version": self.version, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.01}
-        return {**m, "sync_s": 0.0}
+        return StepResult.of({**m, "sync_s": 0.0})
 
 
 class StandInPool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from launch_testing.launched import launch_tiny
+from launch_testing.launched import QUICK, assert_finished, finished_launch
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
@@ -20,34 +20,23 @@ SOURCES = (
     '{ path = "synthetic", name = "second", weight = 0.2 }]'
 )
 SETTINGS = [
+    *QUICK,
     SOURCES,
     f"max_steps={STEPS}",
     "learner.batch_size=8",
-    "learner.max_filtered_batches=1",
     "generator.max_inflight_prompts=8",
-    "generator.max_response_tokens=16",
     "algorithm.group_size=2",
     "algorithm.dynamic_filtering=false",  # the random-weight model fails all: train on them
-    "executor.workers=1",
-    "monitor.dashboard_port=0",
     "monitor.rollouts_every=1",
-    "model.warmstart=false",
     "eval.every=0",
-    "learner.checkpoint_every=0",
-    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
 ]
 
 
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("mixture") / "run"
-    return launch_tiny(run_dir, tiny_model_dir, SETTINGS), run_dir
+finished_run = finished_launch("mixture", SETTINGS)
 
 
 def test_the_run_finishes_its_steps(finished_run):
-    proc, run_dir = finished_run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert max(r["step"] for r in records(run_dir, "step")) == STEPS
+    assert_finished(*finished_run, steps=STEPS)
 
 
 def test_the_first_source_gives_its_weights_share_of_the_rollouts(finished_run):

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from launch_testing.launched import launch_tiny
+from launch_testing.launched import QUICK, assert_finished, finished_launch
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the launch runs in the module fixture
@@ -18,38 +18,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the launch runs in 
 DATA = Path(__file__).parents[1] / "fixtures" / "launch" / "mixed.jsonl"
 MAX_PROMPT_TOKENS = 600
 SETTINGS = [
+    *QUICK,
     f'data.source="{DATA}"',
     "max_steps=2",
     "learner.batch_size=2",
-    "learner.max_filtered_batches=1",
     "generator.max_inflight_prompts=4",
-    "generator.max_response_tokens=16",
     f"generator.max_prompt_tokens={MAX_PROMPT_TOKENS}",
     "algorithm.group_size=2",
-    "executor.workers=1",
-    "monitor.dashboard_port=0",
-    "model.warmstart=false",
     "algorithm.all_filtered_patience=1",
     'algorithm.all_filtered_action="train-unfiltered"',
     "eval.every=1",
     "eval.holdout_fraction=0.25",
     "eval.max_tokens=16",
     "eval.samples=2",
-    "learner.checkpoint_every=0",
-    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
 ]
 
 
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("real-data") / "run"
-    return launch_tiny(run_dir, tiny_model_dir, SETTINGS), run_dir
+finished_run = finished_launch("real-data", SETTINGS)
 
 
 def test_the_run_finishes_its_steps(finished_run):
-    proc, run_dir = finished_run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert max(r["step"] for r in records(run_dir, "step")) == 2
+    assert_finished(*finished_run, steps=2)
 
 
 def test_over_long_prompts_are_listed_and_warned_about_once(finished_run):

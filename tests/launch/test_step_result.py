@@ -1,5 +1,6 @@
-"""The training loop reads each learner step once into a typed StepResult
-(launch/run/step_result.py): the values it steers on apart from the metrics it logs."""
+"""LearnerGroup.step reads each learner step once into a typed StepResult
+(launch/run/step_result.py): the values the training loop steers on apart from the metrics it
+logs."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from learner_groups import mixed_groups
 
 from microcoder.launch.config import load_config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
+from microcoder.launch.run.step_result import StepResult
 from microcoder.launch.run.training_loop import _train_steps
 from microcoder.learner.algorithm.temperature import TemperatureController
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
@@ -94,11 +95,13 @@ class RealLearnerGroup:
     def version(self) -> int:
         return self.learner.version
 
-    def step(self, **_wait) -> dict | None:
+    def step(self, **_wait) -> StepResult | None:
         if not self.batches:
             return None
         m = self.learner.train_step(self.batches.pop(0))
-        return {**m, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
+        return StepResult.of(
+            {**m, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.0, "sync_s": 0.0}
+        )
 
 
 def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model, tmp_path):

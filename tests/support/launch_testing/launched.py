@@ -31,6 +31,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+import pytest
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 SIG_DFL = 0  # <signal.h>, for libc's signal(); the signal module's SIG_DFL is a Python enum
 
@@ -163,6 +165,19 @@ def run_launch(args: list[str], timeout: float | None = None, **kw) -> subproces
         return subprocess.CompletedProcess(run.cmd, code, out.read_text(), err.read_text())
 
 
+QUICK = [
+    "model.warmstart=false",  # no warm-start training before the run
+    "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
+    "generator.max_response_tokens=16",
+    "learner.max_filtered_batches=1",
+    "learner.checkpoint_every=0",
+    "executor.workers=1",
+    "monitor.dashboard_port=0",  # a free port: runs side by side do not clash
+]
+"""The `--set`s of a quick tiny launch: no warm start, no compile, short responses, one
+filtered batch before a step gives up, no checkpoints, one sandbox worker."""
+
+
 def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200):
     """`microcoder launch configs/tiny-cpu.toml` into `run_dir` on the model at `model_dir`, with
     `--set` for each of `settings`, to its end (run_launch's result)."""
@@ -174,3 +189,23 @@ def metrics_records(run_dir: Path, kind: str) -> list[dict]:
     """The records of `kind` ("step", "eval", ...) in `run_dir`/metrics.jsonl, in order."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def finished_launch(name: str, settings: list[str]):
+    """A module-scoped fixture `finished_run`: `launch_tiny` with `settings` into a fresh
+    `<name>/run` folder, to its end; gives (the process's result, the run dir). A test module
+    shares the one run as `finished_run = finished_launch(...)`."""
+
+    @pytest.fixture(scope="module")
+    def finished_run(tiny_model_dir, tmp_path_factory):
+        run_dir = tmp_path_factory.mktemp(name) / "run"
+        return launch_tiny(run_dir, tiny_model_dir, settings), run_dir
+
+    return finished_run
+
+
+def assert_finished(proc, run_dir: Path, steps: int) -> None:
+    """The launch exited 0 (else its output's tails are the failure) and its last step record
+    is step `steps`."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert max(r["step"] for r in metrics_records(run_dir, "step")) == steps
