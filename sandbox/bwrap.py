@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.languages import host_ro_paths
 
 SANDBOX_UID = 1000
 """The programs' uid inside the sandbox (root hosts)."""
@@ -148,7 +149,7 @@ def _root_binds(cfg: ExecutorConfig) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     prefix = os.path.dirname(os.path.dirname(interpreter(cfg)))
-    paths = list(cfg.extra_ro_paths)
+    paths = list(cfg.extra_ro_paths) + list(host_ro_paths())  # e.g. the JVM's /etc config
     if not prefix.startswith("/usr/") and prefix != "/usr":
         paths.insert(0, prefix)
     for path in paths:
