@@ -10,8 +10,8 @@ joined, atexit run, stdout flushed, status 120 when that flush fails).
 from __future__ import annotations
 
 import atexit
-import errno
 import builtins
+import errno
 import io
 import json
 import os
