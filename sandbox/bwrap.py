@@ -27,6 +27,8 @@ from pathlib import Path
 
 from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.languages import host_ro_paths
+from microcoder.sandbox.unavailable import SandboxUnavailable
+
 
 SANDBOX_UID = 1000
 """The programs' uid inside the sandbox (root hosts)."""
@@ -53,10 +55,6 @@ NO_USERNS_HELP = (
     'executor.backend = "http" and executor.judge_url to a `microcoder judge serve` running on '
     "a host that allows them (docs/architecture.md, the judge service)."
 )
-
-
-class SandboxUnavailable(RuntimeError):
-    """The configured isolation cannot be set up here; the message says how to fix it."""
 
 
 def bwrap_binary() -> str:

@@ -39,6 +39,8 @@ import re
 import shutil
 from collections.abc import Iterable
 
+from microcoder.sandbox.unavailable import SandboxUnavailable
+
 COMPILED = ("cpp", "java")
 """The languages the sandbox compiles before running (the others: Python)."""
 TOOLS = {"cpp": ("g++",), "java": ("javac", "java")}
@@ -104,11 +106,11 @@ def missing_tools(languages: Iterable[str]) -> list[str]:
 
 
 def check_compilers(languages: Iterable[str], where: str = "the problems") -> None:
-    """Raise RuntimeError naming the package to install when `languages` need a compiler or a
+    """Raise SandboxUnavailable naming the package to install when `languages` need a compiler or a
     runtime this host lacks (called at executor start, by `data build` and `microcoder judge`)."""
     lacking = missing_tools(languages)
     if lacking:
-        raise RuntimeError(
+        raise SandboxUnavailable(
             f"{where} hold programs this host cannot compile or run: {'; '.join(lacking)}. "
             "Install it on every node that runs an executor (or drop those problems)."
         )
