@@ -29,7 +29,6 @@ from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.languages import host_ro_paths
 from microcoder.sandbox.unavailable import SandboxUnavailable
 
-
 SANDBOX_UID = 1000
 """The programs' uid inside the sandbox (root hosts)."""
 CODE_DIR = "/opt/microcoder-judge"

@@ -20,8 +20,10 @@ from microcoder.sandbox.languages import COMPILED, program_request
 from microcoder.sandbox.verdict import Verdict, score
 from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
 
-OUT_OF_MEMORY = ("MemoryError", "std::bad_alloc", "java.lang.OutOfMemoryError")
-"""What a program that ran out of memory writes last on stderr (Python, C++, Java): MLE."""
+OUT_OF_MEMORY = ("std::bad_alloc", "java.lang.OutOfMemoryError")
+"""What a C++ or a Java program that ran out of memory writes on stderr (the tail the fork
+server returns: a Java stack trace follows the error's name): MLE. Python: a MemoryError on the
+last line."""
 REPLY_SLACK_S = 10.0
 """Extra seconds the host waits for a fork server beyond the program's own wall limit."""
 PROFILE: list | None = None
@@ -119,7 +121,8 @@ def _crash_kind(done: dict, limits: dict, cap: int) -> tuple[str, str]:
         return "TLE", f"time limit {limits['time_s']:g} s exceeded"
     last = tail.strip().splitlines()[-1] if tail.strip() else ""
     if (
-        any(sign in last for sign in OUT_OF_MEMORY)
+        "MemoryError" in last
+        or any(sign in tail for sign in OUT_OF_MEMORY)
         or done.get("maxrss_kb", 0) >= limits["memory_mb"] * 1024 * 0.95
     ):
         return "MLE", f"memory limit {limits['memory_mb']} MiB exceeded"

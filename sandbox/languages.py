@@ -17,9 +17,8 @@ next program: nothing is cached across programs.
   top-level class; without one, `Main` when a class Main is declared, else the first class
   declared. Memory: the JVM reserves far more address space than it uses (code cache, class
   space, the heap's reservation, thread stacks), so an address-space limit equal to the memory
-  limit would crash it at start. The heap is capped at the memory limit instead (-Xmx, with
-  -XX:+ExitOnOutOfMemoryError: an exhausted heap ends the program with OutOfMemoryError, verdict
-  MLE), the other reservations are sized down (serial GC, 64 MiB code cache and class space,
+  limit would crash it at start. The heap is capped at the memory limit instead (-Xmx: an exhausted heap throws
+  java.lang.OutOfMemoryError, whose trace on stderr makes the verdict MLE), the other reservations are sized down (serial GC, 64 MiB code cache and class space,
   128 MiB metaspace), and the address space is capped at the memory limit + `JVM_HEADROOM_MB`,
   which bounds native allocations. The JVM's own threads (GC, JIT, signal, reference
   handling: ~15) are allowed beside the program's `max_processes` (+ `JVM_THREADS`). javac is
@@ -167,7 +166,7 @@ def program_request(language: str, code: str, limits: dict, compile_limits: dict
     javac = [_need("javac")] + _jvm("-J", compile_limits["memory_mb"])
     run = [_need("java"), *_jvm("", memory), f"-Xss{JAVA_STACK_MB}m"]
     javac += ["-encoding", "UTF-8", "-nowarn", "-d", ".", f"{cls}.java"]
-    run += ["-XX:+ExitOnOutOfMemoryError", "-cp", ".", cls]
+    run += ["-cp", ".", cls]
     return {
         "source": f"{cls}.java",
         "compile": {"argv": javac, "env": JVM_ENV},
