@@ -9,14 +9,14 @@ g++ or a JDK (sandbox/languages.py names the package).
 from __future__ import annotations
 
 import os
-import socket
-import threading
 
 import pytest
 
 from microcoder.data.problem import validate_problem
 from microcoder.sandbox import JudgePool
 from microcoder.sandbox.languages import java_class, missing_tools
+
+from .conftest import loopback_listener
 
 LANGUAGES = [
     pytest.param(
@@ -256,37 +256,19 @@ def test_secret_file_outside_the_sandbox_is_invisible(pool, language, tmp_path):
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_network_to_host_loopback_is_unreachable(pool, language):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(3)
-    port = server.getsockname()[1]
-    got: list[bytes] = []
-
-    def accept():
-        try:
-            conn, _ = server.accept()
-            got.append(conn.recv(100))
-            conn.close()
-        except OSError:
-            pass
-
-    t = threading.Thread(target=accept)
-    t.start()
-    code = {
-        "cpp": cpp_main(
-            "int s = socket(AF_INET, SOCK_STREAM, 0); sockaddr_in a{}; a.sin_family = AF_INET; "
-            f'a.sin_port = htons({port}); inet_pton(AF_INET, "127.0.0.1", &a.sin_addr); '
-            "if (connect(s, (sockaddr *) &a, sizeof a) != 0) return 1; "
-            'send(s, "pwned", 5, 0); cout << "connected" << endl;'
-        ),
-        "java": java_main(
-            f'java.net.Socket s = new java.net.Socket("127.0.0.1", {port}); '
-            's.getOutputStream().write("pwned".getBytes()); System.out.println("connected");'
-        ),
-    }[language]
-    v = pool.judge(expect(language, "connected"), code)
-    t.join()
-    server.close()
+    with loopback_listener() as (port, got):
+        code = {
+            "cpp": cpp_main(
+                "int s = socket(AF_INET, SOCK_STREAM, 0); sockaddr_in a{}; a.sin_family = AF_INET; "
+                f'a.sin_port = htons({port}); inet_pton(AF_INET, "127.0.0.1", &a.sin_addr); '
+                "if (connect(s, (sockaddr *) &a, sizeof a) != 0) return 1; "
+                'send(s, "pwned", 5, 0); cout << "connected" << endl;'
+            ),
+            "java": java_main(
+                f'java.net.Socket s = new java.net.Socket("127.0.0.1", {port}); '
+                's.getOutputStream().write("pwned".getBytes()); System.out.println("connected");'
+            ),
+        }[language]
+        v = pool.judge(expect(language, "connected"), code)
     assert v.verdict != "AC" and got == []
     assert_healthy(pool, language)
