@@ -12,8 +12,9 @@ import os
 
 import pytest
 
+from microcoder.data.corpus.verify import verify_references
 from microcoder.data.problem import validate_problem
-from microcoder.sandbox import JudgePool
+from microcoder.sandbox import JudgePool, SandboxUnavailable, languages
 from microcoder.sandbox.languages import java_class, missing_tools
 
 from .conftest import loopback_listener
@@ -272,3 +273,26 @@ def test_network_to_host_loopback_is_unreachable(pool, language):
         v = pool.judge(expect(language, "connected"), code)
     assert v.verdict != "AC" and got == []
     assert_healthy(pool, language)
+
+
+def test_a_missing_compiler_is_named_at_start(monkeypatch):
+    """A host without javac: `data build`'s verification (like an executor's start) stops
+    before judging anything, naming the package to install."""
+    real = languages.tool_path
+    monkeypatch.setattr(
+        languages, "tool_path", lambda name: None if name == "javac" else real(name)
+    )
+    languages.check_compilers(["python", "cpp"])  # nothing missing for these
+    ref = validate_problem(
+        {
+            "id": "j",
+            "kind": "stdin",
+            "language": "java",
+            "tests": [{"input": "", "output": "1"}],
+            "solutions": ["public class Main {}"],
+        }
+    )
+    with pytest.raises(
+        SandboxUnavailable, match="java needs javac: install .*openjdk-17-jdk-headless"
+    ):
+        verify_references([ref], progress=False)
