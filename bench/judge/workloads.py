@@ -201,17 +201,20 @@ CPP_READS = (
 
 
 def cpp_overhead_workload(n_solutions: int = 200, seed: int = 0) -> list[Item]:
-    """~n_solutions C++ stdin programs, 4 per problem: 2 correct (cin, scanf), 2 wrong (drops
-    the last number; prints n first), truth known by construction."""
+    """~n_solutions C++ stdin programs, 4 per problem: 2 correct (cin, scanf), 2 mutants (drops
+    the last number: right only where that does not change the answer, computed; prints n
+    first: never right), truth known by construction."""
     rng = random.Random(seed)
     python = dict(TEMPLATES)
     items: list[Item] = []
     for k in range((n_solutions + 3) // 4):
         name, body = CPP_TEMPLATES[k % len(CPP_TEMPLATES)]
         tests = []
+        cut_right = True  # whether the program that drops the last number is right anyway
         for size in (rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20)):
             a = [rng.randint(-100, 1000) for _ in range(size)]
             out = eval(python[name], {"a": a}) + "\n"  # noqa: S307 - our own templates
+            cut_right &= eval(python[name], {"a": a[:-1]}) + "\n" == out  # noqa: S307
             tests.append({"input": f"{size}\n{' '.join(map(str, a))}\n", "output": out})
         problem = Problem(
             id=f"cpp-{name}-{k}", kind="stdin", prompt="", tests=tests, language="cpp"
@@ -219,7 +222,7 @@ def cpp_overhead_workload(n_solutions: int = 200, seed: int = 0) -> list[Item]:
         programs = [
             (CPP_HEAD + CPP_READS[0] + body + " cout << endl;\n}\n", True),
             (CPP_HEAD + CPP_READS[1] + body + ' puts("");\n}\n', True),
-            (CPP_HEAD + CPP_READS[0] + "a.pop_back();\n" + body + " cout << endl;\n}\n", False),
+            (CPP_HEAD + CPP_READS[0] + "a.pop_back();\n" + body + " cout << endl;\n}\n", cut_right),
             (CPP_HEAD + CPP_READS[0] + "cout << n << endl;\n" + body + "\n}\n", False),
         ]
         for j, (code, ok) in enumerate(programs):
