@@ -141,10 +141,8 @@ def test_java_class_rule():
     assert java_class("class Pair {}\nclass Solver {}") == "Pair"
 
 
-@pytest.mark.parametrize("language", LANGUAGES)
-def test_java_public_class_not_main_runs(pool, language):
-    if language != "java":
-        pytest.skip("Java's class rule")
+@pytest.mark.skipif(bool(missing_tools(["java"])), reason="no JDK")
+def test_java_public_class_not_main_runs(pool):
     code = "import java.util.*;\npublic class Solution { public static void main(String[] a) { Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()); } }"
     assert pool.judge(problem("java", SUM_TESTS), code).verdict == "AC"
 
