@@ -16,6 +16,7 @@ from microcoder.actors.timing import PoolTimer
 from microcoder.evaluation.judge_queue import SharedJudge
 from microcoder.protocol import ActorMemory
 from microcoder.sandbox.backends import make_judge
+from microcoder.sandbox.languages import check_compilers
 from microcoder.sandbox.rewards.plugin import resolve_reward, score_reply
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class Executor(PriorityControl):
         self.reasoning = reasoning
         redirect_to_run_dir(name)
         self.problems = RunProblemLookup(store)
+        if store is not None and executor.backend == "local":  # names the compiler to install
+            check_compilers(self.problems.store.languages(), f"the problem store {store}")
         self.pool = make_judge(executor)  # local: workers = 0 is the CPUs Ray granted this actor
         self.client = (
             BufferClient.from_config(buffer, buffer_address, owner=name) if buffer_address else None

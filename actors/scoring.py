@@ -64,7 +64,7 @@ def score_groups(
         if problem.kind not in JUDGED_KINDS:
             continue
         for i, r in enumerate(g.responses):
-            found = extract(r.text, reasoning, r.truncated)
+            found = extract(r.text, reasoning, r.truncated, problem.language)
             statuses[g.group_id][i] = found.status
             if found.status == "unfinished":
                 verdicts[g.group_id][i] = unfinished_verdict(len(problem.tests), found.reason)

@@ -67,6 +67,7 @@ FormatName = Literal[
     "apps",
     "taco",
     "rllm",
+    "codecontests",
     "answer",
     "microcoder",
     "livecodebench",

@@ -12,6 +12,11 @@ Kinds (LiveCodeBench's conventions):
   `exact_answer`, a normalised exact match). Loaded from `{"id", "question", "answer"}` rows
   (data/formats/answer.py).
 
+Languages (`language`): `python` (the default), `cpp` (compiled with `g++ -O2 -std=c++17`) or
+`java` (`javac`, run on the JVM); C++ and Java problems are `stdin` problems (the program is
+compiled once per answer, then run per test: sandbox/languages.py). Rows without the field are
+Python, so files and stores written before it load unchanged.
+
 Problems may declare a comparison mode (`compare`) or a checker program (`checker`); see
 sandbox/compare.py. No torch import here.
 """
@@ -25,6 +30,8 @@ from typing import Any
 KINDS = ("stdin", "functional", "assert", "answer")
 JUDGED_KINDS = ("stdin", "functional", "assert")
 """The kinds the sandbox runs as programs; `answer` is scored by the reward function alone."""
+LANGUAGES = ("python", "cpp", "java")
+"""The languages a program may be in; only `stdin` problems may be in a language but Python."""
 COMPARE_MODES = ("default", "case-insensitive-yesno", "unordered-tokens", "any-of", "checker")
 
 
@@ -74,6 +81,9 @@ class Problem:
     """Reference programs (full source, judged like a model's answer) where the source ships
     them; `microcoder data build` judges them against `tests` and drops problems whose references
     all fail. Empty = no reference."""
+    language: str = "python"
+    """The programs' language (LANGUAGES): the model is asked for it, extraction takes its
+    fence, the judge compiles and runs it; `cpp` and `java` need `kind = "stdin"`."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else a loader wants to keep (reference solution, tags)."""
 
@@ -137,6 +147,15 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         raise ProblemFormatError(
             source, line, "solutions", "expected a list of strings (reference programs)"
         )
+    language = row.get("language") or "python"
+    if language not in LANGUAGES:
+        raise ProblemFormatError(
+            source, line, "language", f"'{language}' is not one of {', '.join(LANGUAGES)}"
+        )
+    if language != "python" and kind != "stdin":
+        raise ProblemFormatError(
+            source, line, "language", f"{language} problems must be stdin problems, not {kind}"
+        )
     known = {f for f in Problem.__dataclass_fields__}
     return Problem(
         id=str(pid),
@@ -155,5 +174,6 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         checker=row.get("checker") or "",
         prelude=row.get("prelude") or "",
         solutions=list(solutions),
+        language=language,
         meta={**(row.get("meta") or {}), **{k: v for k, v in row.items() if k not in known}},
     )

@@ -11,7 +11,8 @@ read-only opens, and one pass converts any loader format (JSONL, JSON arrays, `.
 converter of data/formats/loaders.py) row by row, so no process holds the file's problems.
 
 Tables:
-- `meta(name, value)`: the build key, the sources' names, the schema version.
+- `meta(name, value)`: the build key, the sources' names, the schema version, the programs'
+  languages (`languages`, a JSON list; a store written before it has only Python).
 - `problems(row, source, id UNIQUE, split, problem)`: one row per problem in source then file
   order; `problem` is the zlib-compressed JSON of its Problem. `split`: `train`, `heldout` (the
   source's `holdout_fraction`, else the default one, chosen by id: data/corpus/holdout.py) or
@@ -211,8 +212,9 @@ def build_store(
     try:
         con.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
         names = [s.display_name() for s in sources]
+        languages: set[str] = set()
         counts = [
-            _fill(con, i, s, seed, default_holdout, log, progress_every_s)
+            _fill(con, i, s, seed, default_holdout, log, progress_every_s, languages)
             for i, s in enumerate(sources)
         ]
         con.execute("CREATE INDEX by_split ON problems (source, split, row)")
@@ -221,6 +223,7 @@ def build_store(
             "schema": str(SCHEMA_VERSION),
             "sources": json.dumps(names),
             "counts": json.dumps(counts),
+            "languages": json.dumps(sorted(languages)),
         }
         con.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
         con.commit()
@@ -241,8 +244,10 @@ def _fill(
     default_holdout: float,
     log: Callable[[str], None],
     progress_every_s: float,
+    languages: set[str],
 ) -> dict[str, int]:
-    """Insert the rows of source `index`; returns its row count per split."""
+    """Insert the rows of source `index`; returns its row count per split and adds the
+    languages of its programs to `languages`."""
 
     name = source.display_name()
     fraction = source.holdout_fraction
@@ -264,6 +269,7 @@ def _fill(
             p = replace(p, id=problem_id)
         renamed += k > 1
         counts[split] += 1
+        languages.add(p.language)
         now = time.monotonic()
         if now - last >= progress_every_s:
             last = now
@@ -311,6 +317,11 @@ class ProblemStore:
 
     def __len__(self) -> int:
         return sum(sum(c.values()) for c in self.counts())
+
+    def languages(self) -> list[str]:
+        """The languages of the store's programs (a store built before they were recorded:
+        Python only, the one language it could hold)."""
+        return json.loads(self.meta.get("languages", '["python"]'))
 
     def __contains__(self, problem_id: object) -> bool:
         if problem_id in self._cache:

@@ -338,7 +338,7 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
             "finish_reason": v["finish_reason"],
             "unfinished": "",
         }
-    found = extract(v["text"], reasoning, v["finish_reason"] == "length")
+    found = extract(v["text"], reasoning, v["finish_reason"] == "length", problem.language)
     return {
         "max_tokens": v["max_tokens"],
         "code": found.code,

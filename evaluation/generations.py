@@ -15,7 +15,7 @@ ProblemFormatError naming file:line.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,11 +88,13 @@ def read_generations(
     problem_ids: Collection[str],
     reasoning: str = "auto",
     replies: Collection[str] = (),
+    languages: Mapping[str, str] | None = None,
 ) -> list[Generation]:
     """Every sample of the file (code extracted from `text` with the training extractor under
     `reasoning`, the resolved `prompt.reasoning`; `auto`: decided per reply). `replies`: the ids
     of problems whose samples are replies, not programs (kinds the sandbox does not run): kept
-    whole."""
+    whole. `languages`: Problem.language by id (absent: python), whose fence extraction
+    prefers."""
 
     path = Path(path)
     if not path.is_file():
@@ -116,7 +118,8 @@ def read_generations(
             if pid in replies:
                 out.append(Generation(pid, idx, body, n))
                 continue
-            found = extract(body, reasoning) if is_text else None
+            language = (languages or {}).get(pid, "python")
+            found = extract(body, reasoning, language=language) if is_text else None
             code = found.code if found is not None else body
             if code is not None and not code.strip():
                 code = None  # an empty program: nothing to run, a failed sample

@@ -63,7 +63,9 @@ def heldout_eval(
     t1 = time.perf_counter()
     if len(replies) != len(problems):
         raise ValueError(f"generate returned {len(replies)} replies for {len(problems)} problems")
-    found = [extract(r, reasoning) for r in replies]
+    found = [
+        extract(r, reasoning, language=p.language) for r, p in zip(replies, problems, strict=True)
+    ]
     codes = [f.code for f in found]
     to_judge = [(p, c) for p, c in zip(problems, codes, strict=True) if c is not None]
     rewards = list(judge(to_judge)) if to_judge else []

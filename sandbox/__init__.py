@@ -15,7 +15,8 @@ Python API (for the executor actor; use from one thread):
     extract_code(response, reasoning) -> str | None   # None: submit it anyway, it is scored WA
     unfinished_verdict(total, reason)          # status "unfinished": not judged, reward 0
 
-`problem` is a microcoder.data.problem.Problem (kinds stdin / functional / assert). Verdicts:
+`problem` is a microcoder.data.problem.Problem (kinds stdin / functional / assert; languages
+python, cpp, java: CE = a syntax error or a failed compile). Verdicts:
 AC WA TLE MLE OLE RE CE SE unfinished (OLE = more output than the test's cap, which grows with
 the expected output, see ExecutorConfig.output_limit_kb; SE = sandbox fault, already retried `retries` times,
 reward None: do not score it; `unfinished` = the response was cut inside its reasoning or its
@@ -44,6 +45,18 @@ solution leaves are never seen by another). Stdin, stdout and stderr are real fi
 runs after the first failing one (the fork server waits for the judge's verdict on each run).
 The interpreter starts without `site` (-S): programs get quit()/exit(), the site-packages
 directories and the path lines of their .pth files, but .pth import lines are not executed.
+Per language. Python: the above, the program forked from the warm interpreter. C++ and Java
+(sandbox/languages.py): the compiler runs inside the same sandbox, as the programs' uid, under
+its own limits (executor.compile_time_s of CPU, compile_memory_mb), in the program's fresh
+working directory, which is emptied before the next program (no build is cached across
+programs); the binary (or `java`) is exec'd per test from a forked child of the fork server, so
+namespaces, mounts, uid, the process count, CPU/wall time, file size, open files and the
+cleanup after every run hold exactly as for Python. Memory: C++ runs under the address-space
+limit (the stack limit equals it); the JVM cannot start under an address-space limit equal to
+the memory limit, so its heap is capped at the memory limit (-Xmx), its other reservations are
+sized down, and the address space is capped at the memory limit + 1 GiB; it may run 32 threads
+beside `max_processes`. The JVM's configuration directory (Debian: /etc/java-N-openjdk) is
+mounted read-only where a JDK is installed.
 Not covered: kernel exploits (no seccomp filter); CPU and memory-bandwidth contention between
 workers (timing side effects); programs can read world-readable files under /usr and the
 interpreter prefix; a program may use up to `max_processes` processes and `tmpfs_mb` of /tmp

@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 
 from microcoder.sandbox.config import ExecutorConfig
+from microcoder.sandbox.languages import host_ro_paths
+from microcoder.sandbox.unavailable import SandboxUnavailable
 
 SANDBOX_UID = 1000
 """The programs' uid inside the sandbox (root hosts)."""
@@ -52,10 +54,6 @@ NO_USERNS_HELP = (
     'executor.backend = "http" and executor.judge_url to a `microcoder judge serve` running on '
     "a host that allows them (docs/architecture.md, the judge service)."
 )
-
-
-class SandboxUnavailable(RuntimeError):
-    """The configured isolation cannot be set up here; the message says how to fix it."""
 
 
 def bwrap_binary() -> str:
@@ -148,7 +146,7 @@ def _root_binds(cfg: ExecutorConfig) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     prefix = os.path.dirname(os.path.dirname(interpreter(cfg)))
-    paths = list(cfg.extra_ro_paths)
+    paths = list(cfg.extra_ro_paths) + list(host_ro_paths())  # e.g. the JVM's /etc config
     if not prefix.startswith("/usr/") and prefix != "/usr":
         paths.insert(0, prefix)
     for path in paths:

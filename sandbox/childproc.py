@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import errno
 import io
 import json
 import os
@@ -72,7 +73,7 @@ def import_random() -> None:
 def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
     """The (resource, (soft, hard)) pairs a program runs under, computed once per solution."""
     cpu = max(1, int(limits["cpu_s"] + 0.999))
-    mem = limits["memory_mb"] << 20
+    mem = (limits.get("as_mb") or limits["memory_mb"]) << 20
     out = [
         (resource.RLIMIT_AS, (mem, mem)),
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
@@ -80,6 +81,8 @@ def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
         (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
         (resource.RLIMIT_CORE, (0, 0)),
     ]
+    if limits.get("stack_mb"):  # compiled programs (sandbox/languages.py)
+        out.append((resource.RLIMIT_STACK, (limits["stack_mb"] << 20,) * 2))
     if limits["max_processes"]:  # 0 = not enforceable here (isolation "none")
         out.append((resource.RLIMIT_NPROC, (limits["max_processes"],) * 2))
     return out
@@ -197,6 +200,19 @@ def run_program(code) -> None:
         traceback.print_exc()
         status = 1
     finish(status)
+
+
+def exec_program(command: dict) -> None:
+    """C++ and Java (sandbox/languages.py): replace the child with the compiled program (or the
+    compiler), `command` = {"argv": [...], "env": {extra variables}}. A program too large for
+    the address-space limit cannot even be loaded: that is reported as a MemoryError (MLE)."""
+    argv = command["argv"]
+    try:
+        os.execve(argv[0], argv, {**os.environ, **command.get("env", {})})
+    except OSError as exc:
+        kind = "MemoryError" if exc.errno == errno.ENOMEM else type(exc).__name__
+        print(f"{kind}: cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
+        finish(1)
 
 
 def _report(i: int, tag: str, cpu: float, wall: float, text: str) -> None:

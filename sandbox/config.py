@@ -86,6 +86,15 @@ class ExecutorConfig(Section):
     file (sandbox/uids.py), so no two workers of any pools on the host share one: the per-uid
     process limit holds and programs cannot signal or trace their fork server. Containers that
     share the host's uids but not its /run and /tmp need bases 4096 apart."""
+    compile_time_s: float = Field(10.0, gt=0)
+    """CPU seconds a C++ or Java program's compilation may take (wall clock: wall_factor × this);
+    longer is CE. 10 s: `g++ -O2` of a competitive program that includes <bits/stdc++.h> takes
+    about 1 s of CPU and javac about 0.7 s, so this leaves room on a loaded host while a
+    template-metaprogramming bomb still stops soon (sandbox/languages.py)."""
+    compile_memory_mb: int = Field(1024, ge=64)
+    """Memory of a C++ or Java compilation in MiB (g++: its address space per process; javac:
+    its heap); more is CE. 1 GiB: cc1plus at -O2 with <bits/stdc++.h> peaks near 200 MiB RSS
+    (more address space), javac near 80 MiB."""
     max_code_kb: int = Field(512, ge=1)
     """Source larger than this is rejected as CE without being compiled."""
     retries: int = Field(1, ge=0)

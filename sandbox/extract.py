@@ -1,6 +1,6 @@
 """Pull the program out of a model response: the final answer after the reasoning, its fence.
 
-    extract(response, reasoning, truncated=False) -> Extraction(code, status, reason)
+    extract(response, reasoning, truncated=False, language="python") -> Extraction(...)
     extract_code(response, reasoning) -> str | None      (the code of `extract`, else None)
 
 `reasoning` is the resolved `prompt.reasoning` (data/config.py; `auto` is resolved from the
@@ -20,8 +20,9 @@ The rule, in order:
    response `unfinished`: an earlier closed block is never judged in its place.
 3. A response known to be truncated (`truncated`: it hit the token cap) whose answer has no
    closed block is `unfinished` too: its answer (unfenced code, or nothing yet) was cut.
-4. Otherwise the code is the last ```python/```py block of the answer, else its last block of
-   any language, else (no fence at all) the whole answer text.
+4. Otherwise the code is the last block of the problem's language (`language`, Problem.language:
+   python: ```python/```python3/```py; cpp: ```cpp/```c++/```cc/```cxx; java: ```java), else
+   its last block of any language, else (no fence at all) the whole answer text.
 5. Nothing left (empty answer or empty block): `no_code` (scored WA by the judge).
 An `unfinished` response is not judged: its verdict is `unfinished`, reward 0
 (sandbox/verdict.py).
@@ -38,7 +39,12 @@ from microcoder.data.prompting.reasoning import MARKER_PREFIX, THINK_END, check_
 
 _OPEN = re.compile(r"^[ \t]*(`{3,})[ \t]*([\w+.#-]*)")
 _CLOSE = re.compile(r"^[ \t]*(`{3,})[ \t]*$")
-_PYTHON = ("python", "python3", "py")
+FENCES = {
+    "python": ("python", "python3", "py"),
+    "cpp": ("cpp", "c++", "cc", "cxx"),
+    "java": ("java",),
+}
+"""The fence languages that name each Problem.language."""
 
 
 @dataclass(frozen=True)
@@ -89,9 +95,11 @@ def _blocks(answer: str) -> tuple[list[tuple[str, str]], bool]:
     return blocks, ticks > 0
 
 
-def extract(response: str, reasoning: str = "none", truncated: bool = False) -> Extraction:
+def extract(
+    response: str, reasoning: str = "none", truncated: bool = False, language: str = "python"
+) -> Extraction:
     """The final answer's program under the rule of the module docstring; `truncated`: the
-    response hit the token cap (rule 3; unknown = False)."""
+    response hit the token cap (rule 3; unknown = False); `language`: the problem's."""
     end = reasoning_end(reasoning, response)
     answer = response
     if end is not None:
@@ -103,9 +111,10 @@ def extract(response: str, reasoning: str = "none", truncated: bool = False) -> 
         return Extraction(None, "unfinished", "the final code block is not closed")
     if truncated and not blocks:
         return Extraction(None, "unfinished", "cut at the token cap before a closed code block")
-    python = [body for lang, body in blocks if lang in _PYTHON]
-    if python:
-        code = python[-1]
+    fences = FENCES[language]
+    own = [body for lang, body in blocks if lang in fences]
+    if own:
+        code = own[-1]
     elif blocks:
         code = blocks[-1][1]
     else:
@@ -115,6 +124,6 @@ def extract(response: str, reasoning: str = "none", truncated: bool = False) -> 
     return Extraction(code, "ok")
 
 
-def extract_code(response: str, reasoning: str = "none") -> str | None:
+def extract_code(response: str, reasoning: str = "none", language: str = "python") -> str | None:
     """The code `extract` finds, or None (no code, or an unfinished response)."""
-    return extract(response, reasoning).code
+    return extract(response, reasoning, language=language).code

@@ -51,6 +51,7 @@ class Server:
         childproc.prepare_stdio()
         self.workdir_id: tuple | None = None
         self.program = None
+        self.runner = None  # (what a forked child runs, its argument): see load
         self.stopping = False
         self.pending: tuple[dict, bytes] | None = None
         self.result_left = 0  # bytes the running program may still return (functional/assert)
@@ -83,6 +84,15 @@ class Server:
         """Fresh working directory, compile the program; on a syntax error reply `ce`."""
         self.reset_workdir()
         self.program = None
+        if h.get("run"):  # C++ / Java (sandbox/languages.py): compile here, exec per test
+            error = self.compile(h)
+            if error is not None:
+                write_frame(self.ctl_out, {"op": "ce", "msg": error[-2000:]})
+                return False
+            self.program = (h["kind"], None, None, "")
+            self.runner = (childproc.exec_program, h["run"])
+            self.rlimits = childproc.rlimits(h["limits"])
+            return True
         try:
             prelude = compile(h["prelude"], "prelude.py", "exec") if h.get("prelude") else None
             code = compile(h["code"], "solution.py", "exec")
@@ -91,11 +101,39 @@ class Server:
             write_frame(self.ctl_out, {"op": "ce", "msg": msg})
             return False
         self.program = (h["kind"], code, prelude, h.get("fn_name") or "")
+        self.runner = (childproc.run_program, code)
         self.rlimits = childproc.rlimits(h["limits"])
         gc.freeze()  # children then never touch these objects' GC headers (fewer COW faults)
         if self.prof is not None:
             self.prof["loaded"] = time.monotonic()
         return True
+
+    def compile(self, h: dict) -> str | None:
+        """Write the source into the fresh working directory and run the compiler there, as
+        the programs' uid under the compile limits; None when it succeeded, else its messages."""
+        with open(h["source"], "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(h["code"])
+        limits = h["compile_limits"]
+        pid, _ = self._spawn(
+            childproc.rlimits(limits), b"", -1, childproc.exec_program, h["compile"]
+        )
+        reason = self._wait(pid, limits)
+        _, status, _ = os.wait4(pid, 0)
+        self._sweep(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if reason is None and code == 0:
+            return None
+        _, fout, ferr = self.fds
+        text = b""
+        for fd in (fout, ferr):
+            size = os.fstat(fd).st_size
+            text += os.pread(fd, min(size, 4000), max(0, size - 4000))
+        text = text.decode("utf-8", "replace").strip()
+        if reason == "tle" or code == -signal.SIGXCPU:
+            return f"compilation exceeded its time limit ({limits['time_s']:g} s CPU)\n{text}"
+        if code < 0:
+            return f"the compiler was killed by signal {-code} (memory or output limit)\n{text}"
+        return text or f"the compiler exited with status {code}"
 
     def profile(self, header: dict) -> None:
         """Dev-only (`microcoder bench judge --profile`): when a request asks for it, stamp the
@@ -140,7 +178,7 @@ class Server:
         """Run the program once per input, one `done` per run. In lockstep mode (early exit)
         the server waits after each run for the host's `next` (it compared: passed) or `stop`,
         so no run starts that the verdict does not need."""
-        _, code, _, _ = self.program
+        target, arg = self.runner
         sizes = h["sizes"]
         lockstep = h.get("lockstep", False)
         limits = h["limits"]
@@ -156,9 +194,7 @@ class Server:
                 if self.prof is not None:
                     self.prof = {"got": time.monotonic()}
             rlimits = childproc.with_output_cap(self.rlimits, caps[i])
-            pid, t0 = self._spawn(
-                rlimits, data[start : start + size], -1, childproc.run_program, code
-            )
+            pid, t0 = self._spawn(rlimits, data[start : start + size], -1, target, arg)
             start += size
             reason = self._wait(pid, limits)
             self._finish(pid, t0, reason, caps[i], with_stdout=True, index=i)

@@ -16,9 +16,14 @@ from microcoder.sandbox.checker import run_checker
 from microcoder.sandbox.compare import canonical_json, compare_output, compare_value
 from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.frames import MAX_PAYLOAD
+from microcoder.sandbox.languages import COMPILED, program_request
 from microcoder.sandbox.verdict import Verdict, score
 from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
 
+OUT_OF_MEMORY = ("std::bad_alloc", "java.lang.OutOfMemoryError")
+"""What a C++ or a Java program that ran out of memory writes on stderr (the tail the fork
+server returns: a Java stack trace follows the error's name): MLE. Python: a MemoryError on the
+last line."""
 REPLY_SLACK_S = 10.0
 """Extra seconds the host waits for a fork server beyond the program's own wall limit."""
 PROFILE: list | None = None
@@ -77,6 +82,20 @@ def limits_for(problem: Problem, cfg: ExecutorConfig) -> dict:
     }
 
 
+def compile_limits(cfg: ExecutorConfig) -> dict:
+    """The limits a C++ or Java compiler runs under (ExecutorConfig.compile_time_s and
+    compile_memory_mb; its output is bounded by the private /tmp's size)."""
+    return {
+        "time_s": cfg.compile_time_s,
+        "wall_s": cfg.compile_time_s * cfg.wall_factor + 0.5,
+        "cpu_s": cfg.compile_time_s + 1,
+        "memory_mb": cfg.compile_memory_mb,
+        "output_bytes": cfg.tmpfs_mb << 20,
+        "open_files": max(cfg.open_files, 256),
+        "max_processes": cfg.max_processes if cfg.isolation == "bwrap" else 0,
+    }
+
+
 def _overflow(done: dict, cap: int) -> str:
     """What went over the output cap in this run ("" when nothing did)."""
     if done.get("reason") == "ole":
@@ -101,7 +120,11 @@ def _crash_kind(done: dict, limits: dict, cap: int) -> tuple[str, str]:
     if done.get("reason") == "tle" or code == -signal.SIGXCPU:
         return "TLE", f"time limit {limits['time_s']:g} s exceeded"
     last = tail.strip().splitlines()[-1] if tail.strip() else ""
-    if "MemoryError" in last or done.get("maxrss_kb", 0) >= limits["memory_mb"] * 1024 * 0.95:
+    if (
+        "MemoryError" in last
+        or any(sign in tail for sign in OUT_OF_MEMORY)
+        or done.get("maxrss_kb", 0) >= limits["memory_mb"] * 1024 * 0.95
+    ):
         return "MLE", f"memory limit {limits['memory_mb']} MiB exceeded"
     if code < 0:
         return "RE", f"killed by signal {-code} ({signal.Signals(-code).name})"
@@ -128,8 +151,10 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
         request["profile"] = True
     sent = time.monotonic()
     worker.send(request, b"".join(inputs))
+    build = request.get("compile_limits", {}).get("wall_s", 0.0)  # C++/Java: compiled first
     for expected_i in range(len(tests)):
-        done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S)
+        done, stdout = worker.recv(limits["wall_s"] + REPLY_SLACK_S + build)
+        build = 0.0
         got = time.monotonic()
         if done["op"] == "ce":
             out.fail(0, "CE", done["msg"])
@@ -258,6 +283,10 @@ def judge_solution(
             "fn_name": problem.fn_name,
             "limits": limits_for(problem, cfg),
         }
+        if problem.language in COMPILED:
+            request.update(
+                program_request(problem.language, code, request["limits"], compile_limits(cfg))
+            )
         if problem.kind == "stdin":
             request["out_caps"] = [output_cap(n, cfg) for n in _expected_bytes(problem)]
             _run_stdin(worker, request, problem, out, early)

@@ -1,7 +1,7 @@
 """`microcoder bench judge`: our judge vs LiveCodeBench's evaluator vs the in-process floor.
 
 Side by side in one run, same machine, same solutions, same number of workers. Workloads:
-overhead (short stdin programs, RL-reward-like), compute (LeetCodeDataset reference solutions,
+overhead (short stdin programs, RL-reward-like; in C++ with `--language cpp`), compute (LeetCodeDataset reference solutions,
 ~100 tests each), humaneval (canonical solutions), tricky (known truth). LiveCodeBench runs
 from its own venv (created on first use, see bench/judge/lcb_run.py), never as our dependency.
 
@@ -34,6 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lcb-venv", default=".lcb-venv", help="LiveCodeBench's separate venv")
     p.add_argument("--skip-lcb", action="store_true", help="only ours and the floor")
     p.add_argument(
+        "--language",
+        choices=("python", "cpp"),
+        default="python",
+        help="cpp: the overhead workload in C++ (compiled once per program), ours against the "
+        "no-isolation floor only (LiveCodeBench judges Python); --overhead-solutions sets its size",
+    )
+    p.add_argument(
         "--rounds",
         type=int,
         default=5,
@@ -55,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _load(name: str, args):
     from microcoder.bench.judge import workloads as w
 
+    if name == "overhead" and getattr(args, "language", "python") == "cpp":
+        return w.cpp_overhead_workload(args.overhead_solutions)
     if name == "overhead":
         return w.overhead_workload(args.overhead_solutions)
     if name == "compute":
@@ -184,6 +193,9 @@ def run(args: argparse.Namespace) -> dict:
     from microcoder.bench.judge.lcb_run import ensure_lcb_venv
     from microcoder.sandbox import JudgePool
 
+    if args.language == "cpp":  # LiveCodeBench has no C++ judge; one workload is written in C++
+        args.skip_lcb = True
+        args.workloads = "overhead"
     lcb_python = None if args.skip_lcb else ensure_lcb_venv(Path(args.lcb_venv).resolve())
     rounds = max(1, args.repeat if args.repeat is not None else args.rounds)
     t0 = time.perf_counter()
@@ -199,6 +211,7 @@ def run(args: argparse.Namespace) -> dict:
         name = args.workloads.split(",")[0]
         return {"profile": profile(_load(name, args), make_pool), "workload": name}
     result = {
+        "language": args.language,
         "workers": args.workers,
         "timeout_s": args.timeout,
         "rounds": rounds,

@@ -2,6 +2,9 @@
 
 Stdin programs get an in-memory stdin/stdout (with .buffer, so they behave like real files);
 functional ones a fresh Solution() per test; assert tests run in the solution's namespace.
+C++ programs (`--language cpp`) are compiled with the judge's command line (`g++ -O2
+-std=c++17`) in a temporary directory and run once per test as a plain subprocess: no
+bubblewrap, no fork server, no limits.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import io
 import json
 import multiprocessing
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 from microcoder.sandbox.childproc import FUNCTIONAL_IMPORTS
@@ -38,12 +43,33 @@ def _run_stdin(code: str, test_input: str) -> str:
     return raw.getvalue().decode("utf-8", "replace")
 
 
+def _run_cpp(code: str, tests: list[dict]) -> bool:
+    with tempfile.TemporaryDirectory(prefix="floor-") as d:
+        with open(os.path.join(d, "main.cpp"), "w") as f:
+            f.write(code)
+        gxx = ["g++", "-O2", "-std=c++17", "-o", "main", "main.cpp"]
+        if subprocess.run(gxx, cwd=d, capture_output=True).returncode != 0:
+            return False
+        for t in tests:
+            run = subprocess.run(
+                [os.path.join(d, "main")], input=t["input"].encode(), capture_output=True
+            )
+            if (
+                run.returncode
+                or not compare_output(t["output"], run.stdout.decode("utf-8", "replace"))[0]
+            ):
+                return False
+    return True
+
+
 def _judge(index: int) -> tuple[int, bool, float]:
     item = _ITEMS[index]
     p = item.problem
     t0 = time.perf_counter()
     try:
-        if p.kind == "stdin":
+        if p.language == "cpp":
+            ok = _run_cpp(item.code, p.tests)
+        elif p.kind == "stdin":
             ok = all(
                 compare_output(t["output"], _run_stdin(item.code, t["input"]))[0] for t in p.tests
             )

@@ -5,6 +5,9 @@
 - compute: LeetCodeDataset's functional problems with their reference solutions.
 - humaneval: HumanEval's canonical solutions (assert tests).
 - tricky: correct-but-tricky and wrong-but-close stdin programs with the truth known.
+- overhead in C++ (`--language cpp`): the overhead family's tasks written in C++, 4 programs per
+  problem (2 correct in different I/O styles, 2 wrong), 3 small tests each; every program is
+  compiled once (`g++ -O2 -std=c++17`), which dominates its cost.
 """
 
 from __future__ import annotations
@@ -176,3 +179,52 @@ TRICKY = [
 def tricky_workload() -> list[Item]:
     problem = Problem(id="tricky-sum", kind="stdin", prompt="", tests=TRICKY_TESTS)
     return [Item(problem, code, name, ok) for name, code, ok in TRICKY]
+
+
+CPP_TEMPLATES = [
+    ("sum", "long long r = 0; for (auto x : a) r += x; cout << r;"),
+    ("max", "cout << *max_element(a.begin(), a.end());"),
+    (
+        "minmax",
+        "cout << *min_element(a.begin(), a.end()) << ' ' << *max_element(a.begin(), a.end());",
+    ),
+    ("distinct", "cout << set<long long>(a.begin(), a.end()).size();"),
+    ("evens", "cout << count_if(a.begin(), a.end(), [](long long x) { return x % 2 == 0; });"),
+]
+"""(name, C++ statements printing the answer for `vector<long long> a`), the Python TEMPLATES'
+tasks of the same names."""
+CPP_HEAD = "#include <bits/stdc++.h>\nusing namespace std;\nint main() {\n"
+CPP_READS = (
+    "int n; cin >> n; vector<long long> a(n); for (auto &x : a) cin >> x;\n",
+    'int n; scanf("%d", &n); vector<long long> a(n); for (auto &x : a) scanf("%lld", &x);\n',
+)
+
+
+def cpp_overhead_workload(n_solutions: int = 200, seed: int = 0) -> list[Item]:
+    """~n_solutions C++ stdin programs, 4 per problem: 2 correct (cin, scanf), 2 mutants (drops
+    the last number: right only where that does not change the answer, computed; prints n
+    first: never right), truth known by construction."""
+    rng = random.Random(seed)
+    python = dict(TEMPLATES)
+    items: list[Item] = []
+    for k in range((n_solutions + 3) // 4):
+        name, body = CPP_TEMPLATES[k % len(CPP_TEMPLATES)]
+        tests = []
+        cut_right = True  # whether the program that drops the last number is right anyway
+        for size in (rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20)):
+            a = [rng.randint(-100, 1000) for _ in range(size)]
+            out = eval(python[name], {"a": a}) + "\n"  # noqa: S307 - our own templates
+            cut_right &= eval(python[name], {"a": a[:-1]}) + "\n" == out  # noqa: S307
+            tests.append({"input": f"{size}\n{' '.join(map(str, a))}\n", "output": out})
+        problem = Problem(
+            id=f"cpp-{name}-{k}", kind="stdin", prompt="", tests=tests, language="cpp"
+        )
+        programs = [
+            (CPP_HEAD + CPP_READS[0] + body + " cout << endl;\n}\n", True),
+            (CPP_HEAD + CPP_READS[1] + body + ' puts("");\n}\n', True),
+            (CPP_HEAD + CPP_READS[0] + "a.pop_back();\n" + body + " cout << endl;\n}\n", cut_right),
+            (CPP_HEAD + CPP_READS[0] + "cout << n << endl;\n" + body + "\n}\n", False),
+        ]
+        for j, (code, ok) in enumerate(programs):
+            items.append(Item(problem, code, f"{problem.id}/{j}", ok))
+    return items[:n_solutions]

@@ -6,7 +6,9 @@ either way the reward it gives is noise), so the build drops it. The judge is th
 given), the same one that scores rollouts. References are judged one at a time per problem: the
 next one only when the one before failed, at most `max_per_problem`. A verdict of SE (a sandbox
 fault, never the program's) does not count as a failure: a problem whose judged references all
-hit SE is kept and counted as `unverified`.
+hit SE is kept and counted as `unverified`. C++ and Java references are compiled and judged like
+a model's programs (sandbox/languages.py); a host without their compiler fails at the start,
+naming the package to install.
 
 The sandbox package is imported inside `verify_references` (data/ does not need it otherwise).
 """
@@ -94,7 +96,9 @@ def verify_references(
         return checks
     if pool_factory is None:
         from microcoder.sandbox import ExecutorConfig, JudgePool  # data/ is below the sandbox
+        from microcoder.sandbox.languages import check_compilers
 
+        check_compilers({p.language for p in todo}, "the references")  # C++ / Java need theirs
         config = config or ExecutorConfig()
         pool_factory = JudgePool
     bar = _Progress(len(todo), progress)

@@ -1,6 +1,8 @@
 """APPS / TACO rows (`input_output` = {"inputs", "outputs", optional "fn_name"}) → Problem.
 
 - Without `fn_name`: `stdin`. An input/output given as a list of lines is joined with newlines.
+- `language` (optional, a row field some TACO/APPS derivatives carry: python, cpp, java): the
+  language of the row's solutions and of the programs asked for (stdin rows only).
 - With `fn_name`: `functional`. `inputs[i]` is the argument list (a non-list is one argument);
   each argument becomes one JSON line. APPS stores the expected return value wrapped in a
   one-element list (`[[1, 2]]` for `[1, 2]`) and its own checker accepts either form; we unwrap
@@ -17,6 +19,7 @@ from microcoder.data.formats.common import (
     json_value,
     parse_megabytes,
     parse_seconds,
+    row_language,
 )
 from microcoder.data.formats.literals import to_json
 from microcoder.data.problem import Problem
@@ -83,6 +86,9 @@ def convert_apps(row: dict, ctx: RowContext) -> Problem:
         solutions = []
     solutions = [s for s in solutions if isinstance(s, str) and s.strip()]
     pid = row.get("problem_id", row.get("id"))
+    language = row_language(row, ctx)
+    if fn_name and language != "python":
+        raise ctx.error("language", f"{language} rows must be stdin rows (no fn_name)")
     return Problem(
         id=str(pid) if pid is not None else f"apps-{ctx.line}",
         kind="functional" if fn_name else "stdin",
@@ -96,5 +102,6 @@ def convert_apps(row: dict, ctx: RowContext) -> Problem:
         date=str(row.get("date") or ""),
         source=str(row.get("source") or "APPS/TACO"),
         solutions=solutions,
+        language=language,
         meta={"solution": solutions[0] if solutions else "", "url": row.get("url") or ""},
     )

@@ -111,3 +111,27 @@ def parse_megabytes(value) -> int | None:
     n = got[0]
     unit = got[1].lower()
     return int(n * 1024) if ("gb" in unit or "gib" in unit or "giga" in unit) else int(n)
+
+
+LANGUAGE_ALIASES = {
+    "python": "python",
+    "python3": "python",
+    "py": "python",
+    "cpp": "cpp",
+    "c++": "cpp",
+    "cpp17": "cpp",
+    "java": "java",
+}
+"""How sources name a program's language -> Problem.language."""
+
+
+def row_language(row: dict, ctx: RowContext) -> str:
+    """The row's `language` field as a Problem.language (absent: python); a row error names an
+    unknown one."""
+    value = row.get("language")
+    if value is None or value == "":
+        return "python"
+    language = LANGUAGE_ALIASES.get(str(value).strip().lower())
+    if language is None:
+        raise ctx.error("language", f"{value!r} is not one of {', '.join(LANGUAGE_ALIASES)}")
+    return language

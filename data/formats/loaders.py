@@ -11,6 +11,7 @@ Formats (auto-detected from the first row; force one with `format=`):
 | `leetcodedataset` | newfacade/LeetCodeDataset (`input_output` list, `entry_point`)  |
 | `apps`            | APPS / TACO (`question`, `input_output` JSON); alias `taco`      |
 | `rllm`            | rllm / DeepCoder JSON (`problem`, `tests`)                      |
+| `codecontests`    | DeepMind CodeContests (`name`, `description`, `public_tests`)   |
 | `answer`          | exact answers (`id`, `question`, `answer`): `answer` kind        |
 
 Files are JSONL or a JSON array, optionally `.gz`. With `strict=True` (default) the first bad row
@@ -29,6 +30,7 @@ from typing import Literal, overload
 
 from microcoder.data.formats.answer import convert_answer
 from microcoder.data.formats.apps import convert_apps
+from microcoder.data.formats.codecontests import convert_codecontests
 from microcoder.data.formats.common import RowContext
 from microcoder.data.formats.humaneval import convert_humaneval
 from microcoder.data.formats.lcb import convert_lcb
@@ -50,6 +52,7 @@ CONVERTERS: dict[str, Callable[[dict, RowContext], Problem]] = {
     "apps": convert_apps,
     "taco": convert_apps,
     "rllm": convert_rllm,
+    "codecontests": convert_codecontests,
     "answer": convert_answer,
 }
 FORMATS = tuple(CONVERTERS)
@@ -65,6 +68,8 @@ def detect_format(row: object) -> str | None:
         return None
     if "kind" in row and "tests" in row:
         return "jsonl"
+    if {"name", "description", "public_tests"} <= row.keys():
+        return "codecontests"
     if "question_content" in row and "question_id" in row:
         return "lcb"
     if isinstance(row.get("input_output"), list) and "entry_point" in row:

@@ -20,7 +20,7 @@ from typing import Any
 from microcoder.data.config import PromptConfig
 from microcoder.data.problem import Problem
 from microcoder.data.prompting.template_file import resolve_template
-from microcoder.data.prompting.templates import FIELDS, Template
+from microcoder.data.prompting.templates import FIELDS, Template, in_language
 
 RESERVED_CHAT_KWARGS = frozenset(
     {
@@ -62,8 +62,8 @@ def _messages(problem: Problem, cfg: PromptConfig, template: Template) -> list[d
             f"the kinds are {', '.join(FIELDS)}"
         )
     wording = template[problem.kind]
-    system = cfg.system.get(problem.kind, wording.system)
-    user = wording.user(FIELDS[problem.kind](problem))
+    system = in_language(cfg.system.get(problem.kind, wording.system), problem.language, True)
+    user = in_language(wording.user(FIELDS[problem.kind](problem)), problem.language)
     head = [{"role": "system", "content": system}] if system else []
     return [*head, {"role": "user", "content": user}]
 

@@ -15,6 +15,12 @@ with `str.format`.
 - answer (exact answers, not code): the statement itself, and `ANSWER_SYSTEM` asks for the
   final answer in `\\boxed{}` (what sandbox/rewards/answer.py reads first).
 
+Languages: the templates are written for Python. A C++ or Java problem (Problem.language) gets
+the same wording with the language named instead (`in_language`: "Python" becomes "C++" or
+"Java", a ```python fence ```cpp or ```java, and Java's system prompt says where `main` goes),
+so a Python problem's prompt is unchanged byte for byte. User template files pass through the
+same substitution.
+
 `lcb`: LiveCodeBench's own wording for its code-generation scenario, written from its documented
 prompt format (LiveCodeBench/LiveCodeBench, `lcb_runner/prompts/code_generation.py`: the
 generic chat format, `PromptConstants.SYSTEM_MESSAGE_GENERIC` and
@@ -224,3 +230,19 @@ LCB: Template = {
 
 BUILTIN: dict[str, Template] = {"default": DEFAULT, "lcb": LCB}
 """Templates by name (`prompt.template`)."""
+
+
+LANGUAGE_NAMES = {"python": ("Python", "python"), "cpp": ("C++", "cpp"), "java": ("Java", "java")}
+"""Problem.language -> (its name in prose, its code fence)."""
+JAVA_MAIN = " Put `public static void main` in a public class named Main."
+"""Added to a Java problem's system prompt: the class the judge runs (sandbox/languages.py)."""
+
+
+def in_language(text: str, language: str, system: bool = False) -> str:
+    """`text` (a rendered system or user message) with Python named as `language` instead."""
+    if language == "python":
+        return text
+    name, fence = LANGUAGE_NAMES[language]
+    text = text.replace("```python", f"```{fence}").replace("python program", f"{name} program")
+    text = text.replace("Python", name)
+    return text + JAVA_MAIN if system and language == "java" and text else text

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from microcoder.sandbox import SandboxUnavailable
     from microcoder.sandbox.backends import make_judge
     from microcoder.sandbox.inputs import load_problem_file, read_solutions
+    from microcoder.sandbox.languages import check_compilers
     from microcoder.sandbox.remote.client import JudgeServerUnavailable
     from microcoder.sandbox.summary import Progress, summary_table
 
@@ -107,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
     if args.workers:
         updates["workers"] = args.workers
     cfg = cfg.model_copy(update=updates)
+    if cfg.backend == "local":
+        try:  # C++ / Java problems need their compiler here
+            check_compilers({p.language for p in problems.values()}, args.problems)
+        except SandboxUnavailable as e:
+            return _fail(str(e))
     out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115
     verdicts = []
     start = time.perf_counter()

@@ -117,6 +117,7 @@ def _given(args, all_problems, problems, settings):
         {p.id for p in all_problems},
         settings.reasoning,
         replies={p.id for p in all_problems if p.kind not in JUDGED_KINDS},
+        languages={p.id: p.language for p in all_problems},
     )
     wanted = {p.id for p in problems}
     per = Counter(g.problem_id for g in gens if g.problem_id in wanted)

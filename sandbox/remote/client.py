@@ -103,7 +103,10 @@ def judged_fields(problem: Problem) -> dict[str, Any]:
     """What a server needs to judge `problem` (in our JSONL schema), normalised as
     `validate_problem` would, so that client and server hash the same fields the same way."""
     keys = ("code",) if problem.kind == "assert" else ("input", "output")
+    # a Python problem has no `language` key: its ref is the one it had before languages
+    language = {} if problem.language == "python" else {"language": problem.language}
     return {
+        **language,
         "id": str(problem.id),
         "kind": problem.kind,
         "tests": [{k: t[k] for k in keys} for t in problem.tests],

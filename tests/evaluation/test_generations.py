@@ -79,3 +79,12 @@ def test_a_text_cut_in_its_reasoning_or_final_fence_is_unfinished(tmp_path):
         gens = read_generations(write(tmp_path / "g.jsonl", rows), IDS, reasoning)
         assert [g.code for g in gens] == [None, None, "print(2)\n"]
         assert [bool(g.unfinished) for g in gens] == [True, True, False]
+
+
+def test_text_is_extracted_in_the_problems_language(tmp_path):
+    text = "```cpp\nint main() {}\n```\nor in Python:\n```python\nprint(1)\n```\n"
+    path = write(
+        tmp_path / "g.jsonl", [{"problem_id": p, "sample_index": 0, "text": text} for p in "ab"]
+    )
+    gens = read_generations(path, IDS, languages={"a": "cpp"})
+    assert [g.code for g in gens] == ["int main() {}\n", "print(1)\n"]

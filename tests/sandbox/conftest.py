@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -86,3 +90,30 @@ def assert_healthy(pool: JudgePool) -> None:
     """The pool still judges correctly, and no program process is left in any sandbox."""
     assert pool.judge(SUM, SUM_OK).verdict == "AC"
     assert descendants(pool.worker_pids()) == _servers(pool), "a program process outlived its test"
+
+
+@contextmanager
+def loopback_listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A host TCP listener on 127.0.0.1: (its port, what a connection sent, filled once the
+    block ends); a sandboxed program must not reach it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(3)
+    got: list[bytes] = []
+
+    def accept():
+        try:
+            conn, _ = server.accept()
+            got.append(conn.recv(100))
+            conn.close()
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        yield server.getsockname()[1], got
+    finally:
+        t.join()
+        server.close()

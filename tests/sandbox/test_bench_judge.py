@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from microcoder.bench import judge as bench
 from microcoder.bench.judge import paired
 from microcoder.bench.judge import profile as bench_profile
 from microcoder.bench.judge.workloads import overhead_workload
+from microcoder.sandbox.languages import missing_tools
 
 
 def _args(*argv: str, **over) -> argparse.Namespace:
@@ -66,3 +69,14 @@ def test_profile_stamps_every_stage_of_every_stdin_run():
     from microcoder.sandbox import grade
 
     assert grade.PROFILE is None  # switched off again
+
+
+def test_the_cpp_arm_runs_ours_against_the_floor_with_known_truth():
+    if missing_tools(["cpp"]):
+        pytest.skip("no g++")
+    result = bench.run(_args("--language", "cpp", "--rounds", "1", overhead_solutions=4))
+    over = result["workloads"]["overhead"]
+    assert result["language"] == "cpp" and list(result["workloads"]) == ["overhead"]
+    assert over["solutions"] == 4 and over["false_verdicts"]["ours"] == 0
+    assert over["accepted"]["ours"] == over["accepted"]["floor"] == 2
+    assert "speedup_vs_lcb" not in over["spread"]

@@ -7,10 +7,10 @@ it managed to do, and the expected output says it succeeded), so every test can 
 from __future__ import annotations
 
 import os
-import socket
-import threading
 
 from microcoder.data.problem import validate_problem
+
+from .conftest import loopback_listener
 
 SECRET_ENV, SECRET_VALUE = "MICROCODER_TEST_SECRET", "env-s3cr3t-7f1c"  # set by conftest's pool
 
@@ -110,30 +110,12 @@ def test_judge_environment_is_invisible(pool, healthy):
 
 
 def test_network_to_host_loopback_is_unreachable(pool, healthy):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(3)
-    port = server.getsockname()[1]
-    got: list[bytes] = []
-
-    def accept():
-        try:
-            conn, _ = server.accept()
-            got.append(conn.recv(100))
-            conn.close()
-        except OSError:
-            pass
-
-    t = threading.Thread(target=accept)
-    t.start()
-    code = (
-        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
-        "s.sendall(b'pwned')\nprint('connected')"
-    )
-    v = pool.judge(expect("connected"), code)
-    t.join()
-    server.close()
+    with loopback_listener() as (port, got):
+        code = (
+            f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+            "s.sendall(b'pwned')\nprint('connected')"
+        )
+        v = pool.judge(expect("connected"), code)
     assert v.verdict != "AC" and got == []
     healthy(pool)
 
