@@ -19,10 +19,11 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from microcoder.launch.monitor.metrics_log import read_metrics
+from microcoder.learner.checkpoint import PARTIAL_SUFFIX
 
 
 def _step(path: Path) -> int:
-    return int(path.name.split("_")[1])
+    return int(path.name.removesuffix(PARTIAL_SUFFIX).split("_")[1])
 
 
 def prune_checkpoints(
@@ -36,13 +37,18 @@ def prune_checkpoints(
     goes too. With `scores` ({step: held-out pass rate}), the complete checkpoint with the
     highest score (the newest of equals) is kept as well, and so are the complete ones at a
     `pending` step (an eval of that step still running: its score is not known yet). Returns
-    what was deleted, oldest first."""
+    what was deleted, oldest first. A `step_N.partial` folder (a save killed before it was
+    complete, learner/checkpoint.py) always goes, first: retention runs only while no save is
+    in flight."""
+    partial = sorted(checkpoints_dir.glob("step_*" + PARTIAL_SUFFIX), key=_step)
+    for p in partial:
+        shutil.rmtree(p)
     if keep <= 0:
-        return []
+        return partial
     folders = sorted((p for p in checkpoints_dir.glob("step_*") if p.name[5:].isdigit()), key=_step)
     complete = [p for p in folders if (p / "COMPLETE").exists()]
     if not complete:
-        return []
+        return partial
     kept = set(complete[-keep:])
     scored = [p for p in complete if _step(p) in (scores or {})]
     if scored:
@@ -54,7 +60,7 @@ def prune_checkpoints(
     for p in doomed:
         (p / "COMPLETE").unlink(missing_ok=True)  # never a half-deleted "complete" checkpoint
         shutil.rmtree(p)
-    return doomed
+    return partial + doomed
 
 
 def heldout_scores(metrics_path: Path) -> dict[int, float]:
