@@ -307,6 +307,8 @@ class LearnerRank:
     def start_save(self, path: str) -> None:
         """Collective: snapshot a checkpoint to host memory and return; a background writer
         writes it to `path` (learner/checkpoint.py: start_save). `save_done` says when."""
+        from microcoder.learner.checkpoint import start_save
+
         with self._work.learner(), self._collective("save"):  # never mid-step (Ctrl-C)
             if self.pending_save is not None:  # the driver waits first; never two in flight
                 self.pending_save.wait(self.settings.learner.step_timeout_s)

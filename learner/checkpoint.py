@@ -12,6 +12,14 @@ Layout of `step_N/`:
   trainer_state.json     policy version, scheduler state, seed, world size
 The truncation-mask draws are seeded from (seed, version), so they need no saved state.
 A resume takes the weights from the DCP masters, never from the (possibly bf16) HF files.
+
+Saving is asynchronous (`start_save`): the collective part copies everything to host memory
+(rank 0's full weights in the serving dtype, each rank's DCP shard staged by `dcp.async_save`,
+the HF config, RNG, trainer state) and returns; a background thread per rank writes it, DCP's
+collectives on a gloo group of their own so they never interleave with training's. The driver
+(launch/run/async_checkpoint.py) writes into `step_N.partial`, renames it to `step_N` once every
+rank's writer is done (`publish_complete`) and writes COMPLETE last, so a kill -9 mid-save leaves
+only a `.partial` folder that resume ignores and retention deletes.
 Format 1 (before: fp32 masters in the HF files, no "model" in DCP) still loads.
 `microcoder export` (learner/export.py) writes a folder in another dtype from the masters.
 """
@@ -69,7 +77,9 @@ class PendingSave:
         it failed with, TimeoutError if it still writes."""
         self.thread.join(timeout_s)
         if self.thread.is_alive():
-            raise TimeoutError(f"the checkpoint writer of {self.path} still writes after {timeout_s} s")
+            raise TimeoutError(
+                f"the checkpoint writer of {self.path} still writes after {timeout_s} s"
+            )
         if self.errors:
             raise RuntimeError(f"writing {self.path} failed: {self.errors[0]}") from self.errors[0]
         return self.path

@@ -11,7 +11,6 @@ command launch/run/command.py.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Collection
@@ -23,8 +22,8 @@ from microcoder.buffer.keys import ensure_keys, keys_dir_of
 from microcoder.launch.config import Config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
 from microcoder.launch.run.actor_settings import generator_settings, replica_index
-from microcoder.launch.run.buffer_watch import BufferWatch
 from microcoder.launch.run.async_checkpoint import AsyncCheckpoints
+from microcoder.launch.run.buffer_watch import BufferWatch
 from microcoder.launch.run.learner_group import LearnerGroup
 from microcoder.launch.run.placement import (
     cluster_custom,
