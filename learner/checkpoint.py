@@ -17,7 +17,7 @@ Saving is asynchronous (`start_save`): the collective part copies everything to 
 (rank 0's full weights in the serving dtype, each rank's DCP shard staged by `dcp.async_save`,
 the HF config, RNG, trainer state) and returns; a background thread per rank writes it, DCP's
 collectives on a gloo group of their own so they never interleave with training's. The driver
-(launch/run/async_checkpoint.py) writes into `step_N.partial`, renames it to `step_N` once every
+(launch/run/checkpoint_retention.py) writes into `step_N.partial`, renames it to `step_N` once every
 rank's writer is done (`publish_complete`) and writes COMPLETE last, so a kill -9 mid-save leaves
 only a `.partial` folder that resume ignores and retention deletes.
 Format 1 (before: fp32 masters in the HF files, no "model" in DCP) still loads.

@@ -22,8 +22,8 @@ from microcoder.buffer.keys import ensure_keys, keys_dir_of
 from microcoder.launch.config import Config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
 from microcoder.launch.run.actor_settings import generator_settings, replica_index
-from microcoder.launch.run.async_checkpoint import AsyncCheckpoints
 from microcoder.launch.run.buffer_watch import BufferWatch
+from microcoder.launch.run.checkpoint_retention import AsyncCheckpoints
 from microcoder.launch.run.learner_group import LearnerGroup
 from microcoder.launch.run.placement import (
     cluster_custom,
@@ -375,7 +375,7 @@ class Run:
     # ------------------------------------------------------------ checkpoints
 
     def checkpoint(self, pending: Collection[int] = ()) -> Path:
-        """Start a checkpoint of the learner's version (launch/run/async_checkpoint.py): the
+        """Start a checkpoint of the learner's version (launch/run/checkpoint_retention.py): the
         buffer's snapshot, the learner ranks' host snapshot, controller state; written in the
         background to step_N.partial, renamed and marked COMPLETE when `saves.poll` or
         `saves.wait` finds it done. Named by the learner's own version: after Ctrl-C mid-step

@@ -72,7 +72,9 @@ def kill_mid_save(model: Path, out: Path) -> str:
 def test_kill_during_a_save_leaves_the_previous_checkpoint_resumable(small_model, tmp_path):
     kill_mid_save(small_model, tmp_path)
     ckpts = tmp_path / "checkpoints"
-    assert (ckpts / "step_2.partial").is_dir()  # the killed save left its partial folder
+    partial = ckpts / "step_2.partial"
+    assert partial.is_dir()  # the killed save left its partial folder, killed mid-write:
+    assert not (partial / "trainer_state.json").exists()  # the writer's last file
     assert not (ckpts / "step_2").exists()
     assert latest_checkpoint(tmp_path) == ckpts / "step_1"
     # the previous checkpoint resumes exactly: step 2 from it equals the uninterrupted step 2
