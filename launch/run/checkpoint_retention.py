@@ -112,6 +112,8 @@ def retain(
 
 POLL_S = 0.2
 """How often `wait` asks the ranks whether their writers are done."""
+WAIT_LOG_S = 0.1
+"""A wait for the save in flight at least this long is logged (every wait is in the record)."""
 
 
 @dataclass
@@ -137,6 +139,7 @@ class AsyncCheckpoints:
         (complete once `poll` or `wait` found the writers done)."""
         if self.in_flight is not None and self.in_flight.step == step:
             return final
+        self.poll()
         waited = self.wait()
         run = self.run
         partial = partial_path(final)
@@ -187,7 +190,8 @@ class AsyncCheckpoints:
         waited = time.perf_counter() - t0
         step = self.in_flight.step
         self.complete()
-        self.run.log(f"waited {waited:.1f} s for the checkpoint of step {step} to be written")
+        if waited >= WAIT_LOG_S:
+            self.run.log(f"waited {waited:.1f} s for the checkpoint of step {step} to be written")
         return waited
 
     def complete(self) -> Path:
@@ -196,7 +200,10 @@ class AsyncCheckpoints:
         run = self.run
         publish_complete(job.partial, job.final, job.step)
         write_s = time.perf_counter() - job.started
-        run.log(f"checkpoint step {job.step} -> {job.final} (written in {write_s:.1f} s)")
+        run.log(
+            f"checkpoint step {job.step} -> {job.final} (found written {write_s:.1f} s after "
+            "its snapshot)"
+        )
         learner = run.cfg.learner
         retain(
             job.final.parent,
