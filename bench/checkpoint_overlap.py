@@ -6,8 +6,7 @@ One Learner on the tiny model (runs/tiny-model-warm, the tiny run's model) train
 steps on the same kind of synthetic batches: a plain step, then `start_save` (the snapshot to
 host memory, which the training loop does pay) and a step while the writer thread writes the DCP
 shards and the HF folder. The steps alternate so machine noise hits both alike; the medians are
-compared. A third arm, rotated in with the other two, runs the writer thread at nice 0
-instead of learner.checkpoint.WRITER_NICE, to show what the niceness buys. Also reported: the snapshot's seconds (the loop's cost of an async save), the write's
+compared. Also reported: the snapshot's seconds (the loop's cost of an async save), the write's
 seconds, and a synchronous save's seconds (what the loop paid before).
 """
 
@@ -63,17 +62,13 @@ def batch(args: argparse.Namespace, step: int, vocab: int) -> list:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from microcoder.learner import checkpoint
     from microcoder.learner.checkpoint import save_checkpoint, start_save
-
-    nice = checkpoint.WRITER_NICE
     from microcoder.learner.config import AlgorithmConfig, LearnerConfig
     from microcoder.learner.distributed import close_distributed
     from microcoder.learner.trainer import Learner
 
-    steps = {"plain": [], "nice": [], "nice0": []}
-    snapshot = []
-    outlasted = {"nice": 0, "nice0": 0}
+    plain, overlapped, snapshot = [], [], []
+    outlasted = 0
     with tempfile.TemporaryDirectory() as tmp:
         model = model_folder(args.model, USUAL, tmp)
         learner = Learner(model, LearnerConfig(lr=1e-6), AlgorithmConfig(truncation_mask="none"))
@@ -85,39 +80,30 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         start_save(learner, Path(tmp) / "alone").wait(600)
         write_s = time.perf_counter() - t0  # snapshot + write with nothing beside it
-        arms = ("plain", "nice", "nice0")  # rotated each round, so drift hits all alike
-        for r in range(args.rounds):
-            for k in range(len(arms)):
-                arm = arms[(r + k) % len(arms)]
+        for r in range(args.rounds):  # plain first on even rounds, overlapped first on odd ones
+            for overlap in (r % 2 == 1, r % 2 == 0):
                 pending = None
-                if arm != "plain":
-                    checkpoint.WRITER_NICE = 0 if arm == "nice0" else nice
+                if overlap:
                     t0 = time.perf_counter()
-                    pending = start_save(learner, Path(tmp) / f"ckpt{r}-{arm}")
+                    pending = start_save(learner, Path(tmp) / f"ckpt{r}")
                     snapshot.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                learner.train_step(batch(args, 3 * r + k, vocab))
-                steps[arm].append(time.perf_counter() - t0)
+                learner.train_step(batch(args, 2 * r + overlap, vocab))
+                (overlapped if overlap else plain).append(time.perf_counter() - t0)
                 if pending is not None:
-                    outlasted[arm] += not pending.done()  # the write ran through the whole step
+                    outlasted += not pending.done()  # the write ran through the whole step
                     pending.wait(600)
-        checkpoint.WRITER_NICE = nice
         params = sum(p.numel() for p in learner.model.parameters())
         del learner
         close_distributed()
-    plain = statistics.median(steps["plain"])
     return {
-        "plain_step_s": plain,
-        "overlapped_step_s": statistics.median(steps["nice"]),
-        "ratio": statistics.median(steps["nice"]) / plain,
-        "writer_nice": nice,
-        "overlapped_nice0_step_s": statistics.median(steps["nice0"]),
-        "ratio_nice0": statistics.median(steps["nice0"]) / plain,
+        "plain_step_s": statistics.median(plain),
+        "overlapped_step_s": statistics.median(overlapped),
+        "ratio": statistics.median(overlapped) / statistics.median(plain),
         "snapshot_s": statistics.median(snapshot),
         "sync_save_s": sync_s,
         "async_save_alone_s": write_s,
-        "rounds_write_outlasted_step": outlasted["nice"],
-        "rounds_write_outlasted_step_nice0": outlasted["nice0"],
+        "rounds_write_outlasted_step": outlasted,
         "rounds": args.rounds,
         "model_params": params,
     }
@@ -129,15 +115,11 @@ def format_table(result: dict) -> str:
         [
             f"checkpoint overlap ({r['model_params'] / 1e6:.2f} M params, {r['rounds']} rounds)",
             f"  plain step (median)                 {r['plain_step_s']:.3f} s",
-            f"  step overlapping a write (median)   {r['overlapped_step_s']:.3f} s"
-            f"  (writer thread at nice {r['writer_nice']})",
+            f"  step overlapping a write (median)   {r['overlapped_step_s']:.3f} s",
             f"  ratio (goal <= 1.1)                 {r['ratio']:.3f}",
-            f"  the same, writer at nice 0          {r['overlapped_nice0_step_s']:.3f} s, "
-            f"ratio {r['ratio_nice0']:.3f}",
             f"  async save: snapshot (loop's cost)  {r['snapshot_s']:.3f} s",
             f"  synchronous save (before)           {r['sync_save_s']:.3f} s",
             f"  async save, snapshot + write alone  {r['async_save_alone_s']:.3f} s",
-            f"  rounds whose write outlasted the step: {r['rounds_write_outlasted_step']} "
-            f"(nice 0: {r['rounds_write_outlasted_step_nice0']})",
+            f"  rounds whose write outlasted the step: {r['rounds_write_outlasted_step']}",
         ]
     )

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import threading
 import weakref
@@ -40,7 +39,6 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from huggingface_hub import save_torch_state_dict
 from safetensors.torch import load_file, save_file
-from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -87,10 +85,6 @@ class PendingSave:
         return self.path
 
 
-WRITER_NICE = 19
-"""The writer thread's niceness (Linux schedules threads apart): the training thread keeps the
-CPU it needs; the write takes what is left."""
-
 _WRITER_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """Per Learner: the gloo process group of its checkpoint writers (DCP's collectives from the
 writer thread must not interleave with the training loop's on the default group)."""
@@ -110,15 +104,14 @@ def start_save(learner: Learner, path: Path) -> PendingSave:
         _WRITER_GROUPS[learner] = dist.new_group(backend="gloo")  # collective: every rank here
     weights = learner.full_state_dict()  # a fresh host copy on rank 0 ({} elsewhere)
     config = hf_config(learner.model, learner.dtype) if learner.rank == 0 else None
-    stager = DefaultStager(StagingOptions(False, False, False, False))  # a plain host copy
-    shards = stager.stage(
+    shards = dcp.async_save(
         {
             "model": get_model_state_dict(learner.model),  # fp32 masters: resume is exact
             "optimizer": get_optimizer_state_dict(learner.model, learner.optimizer),
-        }
+        },
+        checkpoint_id=path / "optimizer",
+        process_group=_WRITER_GROUPS[learner],
     )
-    stager.close()
-    group = _WRITER_GROUPS[learner]
     rng = _rng_state()
     state = {
         "format_version": FORMAT_VERSION,
@@ -131,13 +124,11 @@ def start_save(learner: Learner, path: Path) -> PendingSave:
 
     def write() -> None:
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICE)
             if learner.rank == 0:
                 _write_hf_folder(config, learner.model_path, path)
                 save_torch_state_dict(own_storage(weights), path)
             weights.clear()
-            dcp.save(shards, checkpoint_id=path / "optimizer", process_group=group)
-            shards.clear()
+            shards.result()
             (path / "rng").mkdir(exist_ok=True)
             save_file(rng, path / "rng" / f"rank{learner.rank}.safetensors")
             if learner.rank == 0:
