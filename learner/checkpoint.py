@@ -157,6 +157,8 @@ def partial_path(final: Path) -> Path:
 def publish_complete(partial: Path, final: Path, step: int) -> Path:
     """A finished save becomes visible: `partial` renamed to `final` (an older incomplete
     `final` is removed first), then the COMPLETE marker, written last."""
+    if (final / "COMPLETE").exists():
+        raise FileExistsError(f"{final} is a complete checkpoint already; not replacing it")
     if final.exists():
         shutil.rmtree(final)
     partial.rename(final)
