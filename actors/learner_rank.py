@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from microcoder.actors.config import LearnerRankSettings
@@ -94,6 +95,7 @@ class LearnerRank:
         self._batch = None  # rank 0: the PackedBatch fetched for the next train
         self.last_digest = None  # the digest of the batch this rank last received
         self._work = WorkLock()  # train / publish / save / weight sends: one at a time
+        self.pending_save = None  # the checkpoint its background writer writes (start_save)
 
     def where(self) -> dict[str, Any]:
         """This rank's node IP, pid and log file, for errors that name it (the driver asks first,
@@ -311,6 +313,26 @@ class LearnerRank:
         """Collective: checkpoint (HF folder + optimizer/scheduler/RNG/version)."""
         with self._work.learner(), self._collective("save"):  # never mid-step (Ctrl-C)
             return str(self.learner.save_checkpoint(path))
+
+    def start_save(self, path: str) -> None:
+        """Collective: snapshot a checkpoint to host memory and return; a background writer
+        writes it to `path` (learner/checkpoint.py: start_save). `save_done` says when."""
+        from microcoder.learner.checkpoint import start_save
+
+        with self._work.learner(), self._collective("save"):  # never mid-step (Ctrl-C)
+            if self.pending_save is not None:  # the driver waits first; never two in flight
+                self.pending_save.wait(self.settings.learner.step_timeout_s)
+            self.pending_save = start_save(self.learner, Path(path))
+
+    def save_done(self) -> bool:
+        """Whether this rank's writer of the last `start_save` is done (True when none ran);
+        raises what the writer failed with."""
+        pending = self.pending_save
+        if pending is None or not pending.done():
+            return pending is None
+        self.pending_save = None
+        pending.wait(0)
+        return True
 
     def _collective(self, what: str):
         """A collective that timed out waiting for another rank says what to do."""

@@ -15,20 +15,32 @@ Layout of `step_N/`:
                          the frozen base, and DCP's "model" holds the adapters' masters alone
 The truncation-mask draws are seeded from (seed, version), so they need no saved state.
 A resume takes the weights from the DCP masters, never from the (possibly bf16) HF files.
+
+Saving is asynchronous (`start_save`): the collective part copies everything to host memory
+(rank 0's full weights in the serving dtype, each rank's DCP shard staged by `dcp.async_save`,
+the HF config, RNG, trainer state) and returns; a background thread per rank writes it, DCP's
+collectives on a gloo group of their own so they never interleave with training's. The driver
+(launch/run/checkpoint_retention.py) writes into `step_N.partial`, renames it to `step_N` once every
+rank's writer is done (`publish_complete`) and writes COMPLETE last, so a kill -9 mid-save leaves
+only a `.partial` folder that resume ignores and retention deletes.
 Format 1 (before: fp32 masters in the HF files, no "model" in DCP) still loads.
 `microcoder export` (learner/export.py) writes a folder in another dtype from the masters.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
+import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from huggingface_hub import save_torch_state_dict
 from safetensors.torch import load_file, save_file
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -50,37 +62,118 @@ ADAPTER_DIR = "adapter"
 
 
 def save_checkpoint(learner: Learner, path: Path) -> Path:
-    """Collective: write the checkpoint folder `path` (created if needed) and return it."""
-    from huggingface_hub import save_torch_state_dict
+    """Collective: write the checkpoint folder `path` (created if needed) and return it, waiting
+    for the writer (`start_save`, then `PendingSave.wait` and a barrier)."""
+    path = start_save(learner, path).wait(None)
+    dist.barrier()
+    return path
 
+
+class PendingSave:
+    """A checkpoint of one rank being written by its background writer (`start_save`). The
+    learner trains on meanwhile: what the writer writes was copied to host memory first."""
+
+    def __init__(self, path: Path, thread: threading.Thread, errors: list[BaseException]):
+        self.path = path
+        self.thread = thread
+        self.errors = errors
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def wait(self, timeout_s: float | None) -> Path:
+        """Block until the writer is done (at most `timeout_s`; None: no limit); re-raises what
+        it failed with, TimeoutError if it still writes."""
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise TimeoutError(
+                f"the checkpoint writer of {self.path} still writes after {timeout_s} s"
+            )
+        if self.errors:
+            raise RuntimeError(f"writing {self.path} failed: {self.errors[0]}") from self.errors[0]
+        return self.path
+
+
+_WRITER_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per Learner: the gloo process group of its checkpoint writers (DCP's collectives from the
+writer thread must not interleave with the training loop's on the default group)."""
+
+
+def start_save(learner: Learner, path: Path) -> PendingSave:
+    """Collective: snapshot this rank's checkpoint state to host memory and return while a
+    background thread writes it to `path` (created if needed).
+
+    The snapshot: rank 0's full weights in the serving dtype (one host copy, learner.distributed
+    .full_state_dict), this rank's shard of the fp32 masters and AdamW state (staged to host
+    memory by DCP's own `async_save`, which then writes the shards from its thread), the HF config,
+    RNG and trainer state. Nothing the writer reads is the learner's live memory."""
     learner.check_finite(f"saving {path.name}:")  # every rank refuses before anything is written
     path.mkdir(parents=True, exist_ok=True)
-    weights = hf_weights(learner)  # the serving dtype: what users ship and serve
-    if learner.rank == 0:
-        _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
-        save_torch_state_dict(own_storage(weights), path)
-    del weights
-    save_adapter(learner, path)
-    dcp.save(
+    if learner not in _WRITER_GROUPS:
+        _WRITER_GROUPS[learner] = dist.new_group(backend="gloo")  # collective: every rank here
+    weights = hf_weights(learner)  # a host copy on rank 0 ({} elsewhere): the serving dtype
+    save_adapter(learner, path)  # under learner.lora: the small adapter folder, written now
+    config = hf_config(learner.model, learner.dtype) if learner.rank == 0 else None
+    shards = dcp.async_save(
         {
             "model": masters_state_dict(learner),  # fp32 masters: resume is exact
             "optimizer": get_optimizer_state_dict(learner.model, learner.optimizer),
         },
         checkpoint_id=path / "optimizer",
+        process_group=_WRITER_GROUPS[learner],
     )
-    (path / "rng").mkdir(exist_ok=True)
-    save_file(_rng_state(), path / "rng" / f"rank{learner.rank}.safetensors")
-    if learner.rank == 0:
-        state = {
-            "format_version": FORMAT_VERSION,
-            "policy_version": learner.version,
-            "scheduler": learner.scheduler.state_dict(),
-            "seed": learner.seed,
-            "world_size": learner.world,
-        }
-        (path / "trainer_state.json").write_text(json.dumps(state, indent=1, default=_no_callables))
-    dist.barrier()
-    return path
+    rng = _rng_state()
+    state = {
+        "format_version": FORMAT_VERSION,
+        "policy_version": learner.version,
+        "scheduler": copy.deepcopy(learner.scheduler.state_dict()),
+        "seed": learner.seed,
+        "world_size": learner.world,
+    }
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            if learner.rank == 0:
+                _write_hf_folder(config, learner.model_path, path)
+                save_torch_state_dict(own_storage(weights), path)
+            weights.clear()
+            shards.result()
+            (path / "rng").mkdir(exist_ok=True)
+            save_file(rng, path / "rng" / f"rank{learner.rank}.safetensors")
+            if learner.rank == 0:
+                text = json.dumps(state, indent=1, default=_no_callables)
+                (path / "trainer_state.json").write_text(text)
+        except BaseException as err:  # handed to whoever waits (PendingSave.wait)
+            errors.append(err)
+
+    thread = threading.Thread(target=write, name=f"checkpoint-writer-{path.name}", daemon=True)
+    thread.start()
+    return PendingSave(path, thread, errors)
+
+
+PARTIAL_SUFFIX = ".partial"
+"""A checkpoint is written to `step_N.partial`, renamed to `step_N` when every rank's writer is
+done, then marked COMPLETE: a folder named step_N without COMPLETE, or any *.partial, is a save
+that did not finish (a kill -9 mid-save); resume, eval and retention ignore it, and
+launch/run/checkpoint_retention.py deletes it."""
+
+
+def partial_path(final: Path) -> Path:
+    """Where the checkpoint `final` (checkpoints/step_N) is written until it is complete."""
+    return final.with_name(final.name + PARTIAL_SUFFIX)
+
+
+def publish_complete(partial: Path, final: Path, step: int) -> Path:
+    """A finished save becomes visible: `partial` renamed to `final` (an older incomplete
+    `final` is removed first), then the COMPLETE marker, written last."""
+    if (final / "COMPLETE").exists():
+        raise FileExistsError(f"{final} is a complete checkpoint already; not replacing it")
+    if final.exists():
+        shutil.rmtree(final)
+    partial.rename(final)
+    (final / "COMPLETE").write_text(str(step))
+    return final
 
 
 def load_training_state(learner: Learner, path: Path) -> None:
@@ -155,20 +248,21 @@ def save_adapter(learner: Learner, path: Path) -> None:
         write_adapter_folder(state, config, path / ADAPTER_DIR)
 
 
-def _write_hf_folder(
-    weights: dict, model: torch.nn.Module, source: Path, path: Path, dtype: torch.dtype
-) -> None:
-    """config.json (saying `dtype`), generation config and tokenizer next to the weights (rank 0
-    only)."""
+def hf_config(model: torch.nn.Module, dtype: torch.dtype):
+    """A copy of the model's config as it is served: cache on, `dtype` the serving dtype (the
+    live config stays as training needs it; the writer thread writes the copy)."""
+    config = copy.deepcopy(model.config)
+    config.use_cache = True
+    config.dtype = dtype
+    return config
+
+
+def _write_hf_folder(config, source: Path, path: Path) -> None:
+    """config.json (saying its `dtype`), generation config and tokenizer next to the weights
+    (rank 0 only)."""
     from transformers import AutoTokenizer
 
-    config = model.config
-    config.use_cache = True
-    before = config.dtype
-    config.dtype = dtype
     config.save_pretrained(path)
-    config.use_cache = False
-    config.dtype = before
     if source.resolve() != path.resolve():
         if (source / "generation_config.json").is_file():
             shutil.copy(source / "generation_config.json", path / "generation_config.json")

@@ -24,6 +24,7 @@ BENCHES: dict[str, str] = {
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",
     "learner-offload": "microcoder.bench.learner_offload",
+    "checkpoint-overlap": "microcoder.bench.checkpoint_overlap",
     "weight-sync": "microcoder.bench.weight_sync",
     "generation": "microcoder.bench.generation",
     "pipeline": "microcoder.bench.pipeline",

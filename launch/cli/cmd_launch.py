@@ -1,4 +1,9 @@
-"""`microcoder launch CONFIG [--set k=v ...] [--address ...] [--run-dir DIR] [--resume DIR] [--dry-run]`."""
+"""`microcoder launch CONFIG [--set k=v ...] [--address ...] [--run-dir DIR] [--resume DIR|auto] [--dry-run]`.
+
+`--resume auto` with `--run-dir DIR`: resume DIR from its newest complete checkpoint if it has
+one, else start fresh in DIR, saying which. So one command line both starts and continues a run:
+what a scheduler that reruns it (Slurm --requeue, a Kubernetes Job retry, a spot preemption)
+needs (deploy/, docs/architecture.md §10)."""
 
 from __future__ import annotations
 
@@ -24,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--resume",
         default=None,
-        metavar="RUN_DIR",
-        help="continue the run in RUN_DIR from its newest checkpoint",
+        metavar="RUN_DIR|auto",
+        help="continue the run in RUN_DIR from its newest complete checkpoint; 'auto' (with "
+        "--run-dir DIR): continue DIR if it has one, else start fresh in DIR",
     )
     p.add_argument(
         "--dry-run",
@@ -81,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from microcoder.launch.run.placement import make_plan
 
     config_path = args.config
+    if args.resume == "auto" and not resume_auto(args):
+        return 2
     if args.resume:
         config_path = Path(args.resume) / "config.toml"
         if not config_path.exists():
@@ -105,6 +113,24 @@ def run(args: argparse.Namespace) -> int:
     from microcoder.launch.run.command import launch
 
     return launch(cfg, args)
+
+
+def resume_auto(args: argparse.Namespace) -> bool:
+    """`--resume auto`: set args.resume to --run-dir when that holds a complete checkpoint, else
+    to None (a fresh start there); print which. False (said why) without --run-dir."""
+    from microcoder.launch.run_dirs import latest_checkpoint
+
+    if not args.run_dir:
+        print("launch: --resume auto needs --run-dir DIR, the folder every rerun shares")
+        return False
+    newest = latest_checkpoint(Path(args.run_dir))
+    if newest is None:
+        print(f"launch: --resume auto: {args.run_dir} has no complete checkpoint; starting fresh")
+        args.resume = None
+    else:
+        print(f"launch: --resume auto: resuming {args.run_dir} from {newest.name}")
+        args.resume = args.run_dir
+    return True
 
 
 def dry_run(cfg, args, make_plan) -> int:

@@ -11,7 +11,6 @@ command launch/run/command.py.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Collection
@@ -24,7 +23,7 @@ from microcoder.launch.config import Config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
 from microcoder.launch.run.actor_settings import generator_settings, replica_index
 from microcoder.launch.run.buffer_watch import BufferWatch
-from microcoder.launch.run.checkpoint_retention import retain
+from microcoder.launch.run.checkpoint_retention import AsyncCheckpoints
 from microcoder.launch.run.learner_group import LearnerGroup
 from microcoder.launch.run.placement import (
     cluster_custom,
@@ -116,6 +115,7 @@ class Run:
         """The supervisor thread's own BufferClient (`start_pools`): it returns dead replicas'
         leases and pings the buffer; a ZeroMQ socket is not shared between threads."""
         self.controller = None
+        self.saves = AsyncCheckpoints(self)  # the one checkpoint in flight
         self.start_time = time.time()
         self.problems = None
         """The run's RunProblems (launch/run/problems.py): the problem store's path and prompt
@@ -375,13 +375,15 @@ class Run:
     # ------------------------------------------------------------ checkpoints
 
     def checkpoint(self, pending: Collection[int] = ()) -> Path:
-        """Buffer snapshot, learner (HF folder + optimizer/RNG/version), controller state, then
-        COMPLETE. Named by the learner's own version: after Ctrl-C mid-step the learner may be one
-        step ahead. The snapshot comes first, so a buffer that is dead or does not answer leaves
-        nothing written, and a version already checkpointed COMPLETE is not written again (the
-        learner has not changed since; rewriting could only break a good checkpoint).
-        `pending`: steps whose held-out eval is still running (kept by learner.keep_best until
-        their score lands, launch/run/checkpoint_retention.py)."""
+        """Start a checkpoint of the learner's version (launch/run/checkpoint_retention.py): the
+        buffer's snapshot, the learner ranks' host snapshot, controller state; written in the
+        background to step_N.partial, renamed and marked COMPLETE when `saves.poll` or
+        `saves.wait` finds it done. Named by the learner's own version: after Ctrl-C mid-step
+        the learner may be one step ahead. The buffer's snapshot comes first, so a buffer that
+        is dead or does not answer leaves nothing written, and a version already checkpointed
+        COMPLETE is not written again (the learner has not changed since; rewriting could only
+        break a good checkpoint). `pending`: steps whose held-out eval is still running (kept by
+        learner.keep_best until their score lands, launch/run/checkpoint_retention.py)."""
 
         self.raise_if_stopped()
         step = get_within(  # waits for a train, publish or save in flight
@@ -394,22 +396,12 @@ class Run:
         path = self.run_dir / "checkpoints" / f"step_{step}"
         if (path / "COMPLETE").exists():
             return path
-        t0 = time.perf_counter()
-        self.client.snapshot(str(path / "buffer.snapshot"))
-        self.learners.save(str(path))
-        if self.controller is not None:
-            (path / "temperature.json").write_text(json.dumps(self.controller.state_dict()))
-        (path / "COMPLETE").write_text(str(step))
-        self.log(f"checkpoint step {step} -> {path} ({time.perf_counter() - t0:.1f} s)")
-        learner = self.cfg.learner
-        retain(
-            path.parent,
-            learner.keep_checkpoints,
-            learner.keep_best,
-            self.metrics.path,
-            pending,
-            self.log,
-        )
+        return self.saves.start(step, path, pending)
+
+    def checkpoint_now(self) -> Path:
+        """A checkpoint written before this returns (the end of the run, Ctrl-C, a failure)."""
+        path = self.checkpoint()
+        self.saves.wait()
         return path
 
     # ------------------------------------------------------------ teardown

@@ -163,7 +163,7 @@ def launch(cfg: Config, args) -> int:
         run.log("interrupted: checkpointing, then shutting down (Ctrl-C again to abort)")
         if run.learners is not None:
             try:
-                run.checkpoint()
+                run.checkpoint_now()
             except Exception as err:
                 run.log(f"checkpoint on interrupt failed: {err}")
         return 130
@@ -180,9 +180,7 @@ def launch(cfg: Config, args) -> int:
 def finish(run, summary: TrainSummary) -> int:
     """After the training loop: a checkpoint of the last step (unless the loop wrote it), the
     summary, and the exit code (3 when the run stopped before max_steps)."""
-    last = summary.last_checkpoint
-    if last is None or not str(last).endswith(f"step_{summary.steps}"):
-        run.checkpoint()
+    run.checkpoint_now()  # the last step's, or the one the loop started still being written
     print_summary(run, summary)
     if summary.stopped:
         say_stopped(run, summary.stopped, early=True)
@@ -216,7 +214,7 @@ def say_failed(run, run_dir: Path, err: Exception) -> None:
         why = f"BufferDied: {run.fatal} (seen as {why})"
     say_stopped(run, why)
     try:
-        run.checkpoint()  # possible when neither the learner nor the buffer died
+        run.checkpoint_now()  # possible when neither the learner nor the buffer died
     except Exception:
         pass
     newest = latest_checkpoint(run_dir)

@@ -192,13 +192,28 @@ class LearnerGroup:
             "set_dynamic_filtering", [r.set_dynamic_filtering.remote(on) for r in self.ranks]
         )
 
-    def save(self, path: str) -> str:
+    def refuse_if_broken(self, path: str) -> None:
         if self.broken:
             raise RuntimeError(
                 f"not saving {path}: the learner group is broken ({self.broken}); resume from "
                 "the newest checkpoint"
             )
+
+    def save(self, path: str) -> str:
+        self.refuse_if_broken(path)
         return self._step_call("save", [r.save.remote(path) for r in self.ranks])[0]
+
+    def start_save(self, path: str) -> None:
+        """Collective: every rank snapshots the checkpoint `path` to host memory and returns;
+        their writers write it in the background (`save_done`)."""
+        self.refuse_if_broken(path)
+        self._step_call("save", [r.start_save.remote(path) for r in self.ranks])
+
+    def save_done(self) -> bool:
+        """Whether every rank's writer of the last `start_save` is done; raises a writer's
+        error."""
+        self.refuse_if_broken("the checkpoint")
+        return all(self._step_call("save_done", [r.save_done.remote() for r in self.ranks]))
 
     def shutdown(self) -> None:
         """Every rank leaves its process group; a broken group's ranks (or ranks that do not

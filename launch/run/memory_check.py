@@ -15,6 +15,7 @@ from pathlib import Path
 from microcoder.launch.config import Config
 from microcoder.launch.run.memory_knobs import learner_knob
 from microcoder.learner.models.memory_plan import (
+    CHECKPOINT_WRITE_BYTES_PER_S,
     GeneratorPlan,
     GiB,
     LearnerPlan,
@@ -23,6 +24,7 @@ from microcoder.learner.models.memory_plan import (
     host_per_node,
     plan_generator,
     plan_learner,
+    plan_save,
 )
 from microcoder.learner.models.tiny_model import TINY_ARCH
 
@@ -164,6 +166,24 @@ def _lora_rows(plan: LearnerPlan, inputs: dict) -> list[str]:
         f"    LoRA rank {inputs['lora_rank']} on {', '.join(inputs['lora_targets'])}: "
         f"{plan.lora_params / 1e6:.1f} M adapter parameters train (fp32 masters, AdamW); the "
         "base is frozen in the compute dtype"
+    ]
+
+
+def save_lines(shape, inputs: dict, per_node: int) -> list[str]:
+    """A checkpoint off the training loop: the host memory of its snapshot, its bytes and the
+    estimated seconds of the background write (learner/models/memory_plan.py: plan_save)."""
+    save = plan_save(
+        shape, inputs["world_size"], inputs["compute_bytes"], per_node, inputs.get("replicas", 1)
+    )
+    rate = CHECKPOINT_WRITE_BYTES_PER_S / 1e9
+    return [
+        _row("checkpoint snapshot, host per node", save.snapshot_host, "(while a save is written)"),
+        _row(
+            "checkpoint size",
+            save.total,
+            f"(~{save.seconds:.0f} s per save in the background at an assumed {rate:g} GB/s "
+            "per node)",
+        ),
     ]
 
 
@@ -316,6 +336,7 @@ def memory_report(
         else (f"of {cluster.host_gb:g} GiB")
     )
     out.lines.append(_row("host memory per node", host, f"({per_node} ranks; {host_room})"))
+    out.lines += save_lines(shape, inputs, per_node)
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
     gen_bytes = 4 if g.dtype == "float32" or (g.dtype == "auto" and device != "cuda") else 2

@@ -92,6 +92,7 @@ def _train_steps(run: Run, progress) -> TrainSummary:
         # 1. Before the step: a stop, a failed eval, the temperature schedule's stage.
         run.raise_if_stopped()
         evals.raise_if_failed()
+        run.saves.poll()  # a checkpoint written in the background becomes COMPLETE
         change = controller.start_step(step)
         if change is not None:
             apply_change(run, change)

@@ -373,3 +373,35 @@ def largest_fitting(key: str, room: int, shape: ModelShape, limit: int, **kwargs
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     return lo * step
+
+
+CHECKPOINT_WRITE_BYTES_PER_S = 2e9
+"""The write bandwidth one node is assumed to reach on the run's shared filesystem while a
+checkpoint is written: 2 GB/s, a middle figure for one client of a parallel filesystem (Lustre,
+GPFS, Weka, a cloud filestore) over a 25-100 Gb/s link, which sustains about 1-5 GB/s of large
+sequential writes per node. Slower storage (NFS over 10 GbE: about 1 GB/s) doubles the time."""
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """An asynchronous checkpoint (learner/checkpoint.py: start_save) at the recipe's size."""
+
+    snapshot_host: int
+    """Host memory on rank 0's node while a save is in flight: its ranks' staged shards of the
+    fp32 masters and AdamW moments, plus rank 0's one copy of the weights in the serving dtype."""
+    total: int
+    """Bytes one checkpoint writes: the DCP shards (12 bytes a parameter) and the HF folder."""
+    seconds: float
+    """Estimated time of the background write: rank 0's node writes its shards and the HF
+    folder at CHECKPOINT_WRITE_BYTES_PER_S; the other nodes write less, at the same time."""
+
+
+def plan_save(
+    shape: ModelShape, world_size: int, serving_bytes: int, ranks_per_node: int, replicas: int = 1
+) -> SavePlan:
+    """The host snapshot, bytes and estimated seconds of one checkpoint."""
+    p = shape.params()
+    s = max(1, world_size // max(1, replicas))
+    shard = 12 * p // s  # fp32 masters + AdamW exp_avg + exp_avg_sq, this rank's shard
+    node0 = min(ranks_per_node, world_size) * shard + serving_bytes * p
+    return SavePlan(node0, 12 * p + serving_bytes * p, node0 / CHECKPOINT_WRITE_BYTES_PER_S)

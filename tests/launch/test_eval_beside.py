@@ -62,6 +62,7 @@ def stand_in_run(tmp_path, *sets: str):
         log=lines.append,
         logs=lines,
         raise_if_stopped=lambda: None,
+        saves=SimpleNamespace(poll=lambda: None),  # no checkpoint written in the background
         generators=StandInPool(),
         executors=StandInPool(),
         client=SimpleNamespace(stats=lambda: {}),

@@ -123,6 +123,7 @@ def test_max_skipped_steps_in_a_row_stop_the_training_loop_with_why(small_model,
         metrics=MetricsLogger(tmp_path),
         log=lines.append,
         raise_if_stopped=lambda: None,
+        saves=SimpleNamespace(poll=lambda: None),  # no checkpoint written in the background
         generators=idle,
         executors=idle,
         client=SimpleNamespace(stats=lambda: {}),
