@@ -11,6 +11,11 @@ Qwen2.5-0.5B shapes (bf16, tied embeddings).
 `--receivers 1,2,4` measures instead weights to N receivers: today's serial sync (one channel
 per receiver, in turn) against the chain relay (learner/sync/relay.py), bench/weight_relay.py.
 
+`--lora` adds, for each size, the LoRA adapter a run with `learner.lora` sends instead (issue 47:
+rank 8 on every linear of the tiny model, rank 16 on the 0.5 B shapes, PEFT's names and shapes,
+the same dtype), so the table holds the bytes and seconds of an adapter sync beside the full
+sync of the same model.
+
 `--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
 """
@@ -50,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
     )
+    parser.add_argument(
+        "--lora",
+        action="store_true",
+        help="also sync each model's LoRA adapter (rank 8 tiny, 16 at 0.5 B): learner.lora's sync",
+    )
 
     weight_relay.add_arguments(parser)
     weight_sync_sim.add_arguments(parser)
@@ -82,16 +92,49 @@ def qwen05b_shapes() -> list[tuple[str, tuple[int, ...]]]:
     return shapes + [("model.norm.weight", (hidden,))]
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The projections `learner.lora.targets` names by default."""
+
+
+def lora_shapes(
+    shapes: list[tuple[str, tuple[int, ...]]], rank: int
+) -> list[tuple[str, tuple[int, ...]]]:
+    """The adapter of rank `rank` on every `LORA_TARGETS` weight of `shapes` (out, in), in
+    PEFT's saved names: `base_model.model.<module>.lora_A.weight` (rank, in) and `lora_B`
+    (out, rank)."""
+    out = []
+    for name, shape in shapes:
+        module = name.removesuffix(".weight")
+        if not name.endswith(".weight") or module.rsplit(".", 1)[-1] not in LORA_TARGETS:
+            continue
+        rows, cols = shape
+        out.append((f"base_model.model.{module}.lora_A.weight", (rank, cols)))
+        out.append((f"base_model.model.{module}.lora_B.weight", (rows, rank)))
+    return out
+
+
 def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
     import torch
     from safetensors.torch import load_file
 
     folder = build_tiny_model(tmp, seed=0)
-    out = {"tiny-4M-fp32": load_file(str(folder / "model.safetensors"))}
+    tiny = load_file(str(folder / "model.safetensors"))
+    out = {"tiny-4M-fp32": tiny}
+    lora = getattr(args, "lora", False)
+    if lora:
+        shapes = [(n, tuple(t.shape)) for n, t in tiny.items()]
+        out["tiny lora r8 adapter"] = {
+            n: torch.full(s, 0.5, dtype=torch.float32) for n, s in lora_shapes(shapes, 8)
+        }
     if not args.skip_large:
         out["synthetic-0.5B-bf16"] = {
             n: torch.full(s, 0.5, dtype=torch.bfloat16) for n, s in qwen05b_shapes()
         }
+        if lora:
+            out["0.5B lora r16 adapter"] = {
+                n: torch.full(s, 0.5, dtype=torch.bfloat16)
+                for n, s in lora_shapes(qwen05b_shapes(), 16)
+            }
     return out
 
 
