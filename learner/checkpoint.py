@@ -10,6 +10,9 @@ Layout of `step_N/`:
                          load, so a resume at another learner.world_size is exact too
   rng/rank{r}.safetensors  torch (and CUDA) RNG state of each rank
   trainer_state.json     policy version, scheduler state, seed, world size
+  adapter/               under learner.lora only: the adapter in PEFT's format (fp32
+                         adapter_model.safetensors, adapter_config.json); the HF files are then
+                         the frozen base, and DCP's "model" holds the adapters' masters alone
 The truncation-mask draws are seeded from (seed, version), so they need no saved state.
 A resume takes the weights from the DCP masters, never from the (possibly bf16) HF files.
 Format 1 (before: fp32 masters in the HF files, no "model" in DCP) still loads.
@@ -28,16 +31,22 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import load_file, save_file
 from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
     set_optimizer_state_dict,
 )
 
+from microcoder.learner.lora import adapter_config, adapter_state_dict, write_adapter_folder
+
 if TYPE_CHECKING:
     from microcoder.learner.trainer import Learner
 
 FORMAT_VERSION = 2
+
+ADAPTER_DIR = "adapter"
+"""A LoRA checkpoint's adapter folder, inside `step_N/`."""
 
 
 def save_checkpoint(learner: Learner, path: Path) -> Path:
@@ -51,9 +60,10 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
         _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
         save_torch_state_dict(own_storage(weights), path)
     del weights
+    save_adapter(learner, path)
     dcp.save(
         {
-            "model": get_model_state_dict(learner.model),  # fp32 masters: resume is exact
+            "model": masters_state_dict(learner),  # fp32 masters: resume is exact
             "optimizer": get_optimizer_state_dict(learner.model, learner.optimizer),
         },
         checkpoint_id=path / "optimizer",
@@ -94,10 +104,10 @@ def load_training_state(learner: Learner, path: Path) -> None:
         )
     template = {"optimizer": get_optimizer_state_dict(learner.model, learner.optimizer)}
     if fmt >= 2:  # format 1 kept the fp32 masters in the HF files the Learner was built from
-        template["model"] = get_model_state_dict(learner.model)
+        template["model"] = masters_state_dict(learner)
     dcp.load(template, checkpoint_id=path / "optimizer")
     if "model" in template:
-        set_model_state_dict(learner.model, template["model"])
+        set_model_state_dict(learner.model, template["model"], options=_masters(learner))
     set_optimizer_state_dict(learner.model, learner.optimizer, template["optimizer"])
     sched = dict(state["scheduler"])
     sched.pop("lr_lambdas", None)
@@ -110,6 +120,31 @@ def load_training_state(learner: Learner, path: Path) -> None:
         if "cuda" in rng and torch.cuda.is_available():
             torch.cuda.set_rng_state(rng["cuda"])
     dist.barrier()
+
+
+def _masters(learner: Learner) -> StateDictOptions:
+    """The DCP options of the learner's trained weights: under learner.lora the adapters alone
+    (the frozen base is the HF folder's, in the compute dtype it trains in)."""
+    lora = learner.cfg.lora is not None
+    return StateDictOptions(ignore_frozen_params=lora, strict=not lora)
+
+
+def masters_state_dict(learner: Learner) -> dict:
+    """The sharded fp32 master weights DCP saves and restores: every parameter, or under
+    learner.lora only the adapters."""
+    return get_model_state_dict(learner.model, options=_masters(learner))
+
+
+def save_adapter(learner: Learner, path: Path) -> None:
+    """Collective, under learner.lora only: the adapter as PEFT saves it, in `path`/adapter
+    (adapter_model.safetensors in fp32 + adapter_config.json, learner/lora.py), loadable with
+    `peft.PeftModel.from_pretrained` on the base model and by vLLM as a LoRA adapter."""
+    if learner.cfg.lora is None:
+        return
+    state = adapter_state_dict(learner.model)
+    if learner.rank == 0:
+        config = adapter_config(learner.cfg.lora, str(learner.model_path))
+        write_adapter_folder(state, config, path / ADAPTER_DIR)
 
 
 def _write_hf_folder(

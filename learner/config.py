@@ -11,11 +11,66 @@ from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
 
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The ranks vLLM 0.32 serves an adapter at: its `max_lora_rank` takes one of these
+(vllm/config/lora.py: MaxLoRARanks; tests/learner/test_lora.py checks the installed vLLM's)."""
+
+DENSE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The projections an adapter may target: the dense linear layers every supported family names
+so, which vLLM 0.32 serves as LoRA (its qkv/gate_up packing maps them). Embeddings, the LM head
+and MoE experts are not among them (learner/models/families.py: lora_errors)."""
+
+
+class LoraConfig(Section):
+    """LoRA (`learner.lora`): train low-rank adapters on the frozen base model
+    (learner/lora.py). Absent = full fine-tuning."""
+
+    rank: int = 16
+    """r: the adapters' rank. One vLLM serves: 1, 8, 16, 32, 64, 128, 256, 320 or 512."""
+    alpha: float = Field(32.0, gt=0)
+    """lora_alpha: the adapter's output is scaled by alpha / rank."""
+    targets: list[str] = list(DENSE_TARGETS)
+    """Module names the adapters wrap in every decoder layer (peft target_modules), among
+    q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj. On MoE families the expert
+    projections are refused (learner/models/families.py: lora_errors)."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapters' input while training (peft lora_dropout)."""
+    versions_kept: int = Field(2, ge=1)
+    """Adapter versions a generator keeps loaded: requests already running finish on the
+    version they started with, new ones take the newest."""
+
+    @field_validator("rank")
+    @classmethod
+    def _rank_vllm_serves(cls, v: int) -> int:
+        if v not in VLLM_LORA_RANKS:
+            served = ", ".join(map(str, VLLM_LORA_RANKS))
+            raise ValueError(
+                f"learner.lora.rank = {v} is not a rank vLLM serves an adapter at (its "
+                f"max_lora_rank is one of {served}); set learner.lora.rank to one of those"
+            )
+        return v
+
+    @field_validator("targets")
+    @classmethod
+    def _targets_vllm_serves(cls, v: list[str]) -> list[str]:
+        unknown = [t for t in v if t not in DENSE_TARGETS]
+        if unknown or not v:
+            raise ValueError(
+                f"learner.lora.targets {unknown or v} cannot be trained and served as a vLLM "
+                f"adapter here; choose among {', '.join(DENSE_TARGETS)}"
+            )
+        return list(dict.fromkeys(v))
+
+
 class LearnerConfig(Section):
     removed_keys = {
         "sync_bucket_mb": "it did nothing (the weight broadcast packs 256 MiB buckets); delete it"
     }
 
+    lora: LoraConfig | None = None
+    """LoRA: `{ rank = 16, alpha = 32, targets = [...], dropout = 0.0, versions_kept = 2 }`
+    trains adapters only, the base frozen in the compute dtype (learner/lora.py). Absent (the
+    default) = full fine-tuning."""
     world_size: int = Field(1, ge=1)
     """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""
     gpus_per_rank: float = Field(0.0, ge=0)

@@ -25,7 +25,16 @@ from torch.distributed.tensor import DTensor
 
 from microcoder.device import resolve_device
 from microcoder.learner.checkpoint_names import sources, to_checkpoint_names
+from microcoder.learner.config import LoraConfig
 from microcoder.learner.converted_rows import converted_rows
+from microcoder.learner.lora import (
+    apply_lora,
+    base_state_dict,
+    checkpoint_name,
+    has_adapters,
+    init_adapters,
+    is_adapter,
+)
 from microcoder.learner.mesh import build_mesh, shard_rows
 from microcoder.learner.models.config_overrides import model_config
 from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs, to_mesh_device
@@ -167,6 +176,8 @@ def load_sharded_policy(
     activation_checkpointing: bool = False,
     offload: str = "none",
     config_overrides: dict | None = None,
+    lora: LoraConfig | None = None,
+    seed: int = 0,
 ) -> torch.nn.Module:
     """Build a HF causal LM on the meta device, apply FSDP2 (each decoder layer, then the root),
     then fill each rank's shards from the checkpoint: no rank ever holds a full copy.
@@ -184,6 +195,10 @@ def load_sharded_policy(
     (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
     model's config.json before the model is built (learner/models/config_overrides.py). With
     `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
+    With `lora` (learner.lora) the adapters are injected before sharding (learner/lora.py:
+    apply_lora): only they train and keep fp32 masters; the frozen base is held in
+    `compute_dtype` (`freeze_base_in`), loaded from the checkpoint by its own names, and the
+    adapters start from `init_adapters(seed)` (B = 0: the base model's outputs).
     """
     from transformers import AutoModelForCausalLM
 
@@ -193,6 +208,9 @@ def load_sharded_policy(
         model = AutoModelForCausalLM.from_config(
             config, dtype=torch.float32, attn_implementation=attn
         )
+    if lora is not None:
+        apply_lora(model, lora)
+        freeze_base_in(model, compute_dtype)
     model.train(train)
     if activation_checkpointing:
         enable_activation_checkpointing(model)
@@ -216,9 +234,20 @@ def load_sharded_policy(
         check_params_on_host(model)
     init_non_persistent_buffers(model)
     load_sharded_weights(model, path)
+    if lora is not None:
+        init_adapters(model, seed)
     if not train:
         model.requires_grad_(False)
     return model
+
+
+def freeze_base_in(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Hold every frozen parameter (the base under LoRA) in `dtype`: it needs no fp32 master,
+    and FSDP2 requires a uniform dtype only of the trainable ones. In place, so tied weights
+    stay one parameter; on the meta device this costs nothing."""
+    for param in model.parameters():
+        if not param.requires_grad:
+            param.data = param.data.to(dtype)
 
 
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:
@@ -291,8 +320,8 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     tensors: dict[int, torch.Tensor] = {}
     persistent = set(model.state_dict().keys())
     for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers()]:
-        if name in persistent:
-            names.setdefault(id(t), []).append(name)
+        if name in persistent and not is_adapter(name):  # adapters: init_adapters fills them
+            names.setdefault(id(t), []).append(checkpoint_name(name))
             tensors[id(t)] = t
     by_file: dict[Path, list[tuple[str, torch.Tensor]]] = {}
     converted = sources(model, files)
@@ -355,7 +384,8 @@ def full_state_dict(
     fp32 copy first), and the device holds one unsharded tensor at a time. Tied weights (one
     parameter under two names) are gathered once; both names share the host tensor. The names
     and shapes are the checkpoint's (MoE experts unfused, learner/checkpoint_names.py): what
-    vLLM's reload and `from_pretrained` read.
+    vLLM's reload and `from_pretrained` read. Under LoRA: the frozen base alone, under its
+    checkpoint names (learner/lora.py: adapter_state_dict gives the adapters).
     """
 
     rank0 = dist.get_rank() == 0
@@ -374,4 +404,6 @@ def full_state_dict(
             if rank0:
                 out[name] = full.to("cpu", copy=True)
             del full
+    if has_adapters(model):
+        out = base_state_dict(out)
     return to_checkpoint_names(model, out) if rank0 else out

@@ -28,8 +28,10 @@ def lr_factor(step: int, warmup: int, schedule: str, total: int, min_ratio: floa
 def build_optimizer(
     params, cfg: LearnerConfig, total_steps: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over `params` (its moments in host memory with learner.offload = "optimizer":
-    learner/offload.py) and a LambdaLR following `lr_factor`."""
+    """AdamW over those of `params` that require a gradient (the adapters alone under
+    learner.lora: frozen weights get no AdamW state), its moments in host memory with
+    learner.offload = "optimizer" (learner/offload.py), and a LambdaLR following `lr_factor`."""
+    params = [p for p in params if p.requires_grad]
     optimizer = adamw(
         params, cfg.offload, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True
     )

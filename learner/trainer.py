@@ -89,7 +89,9 @@ class Learner:
             offload=learner.offload,
             config_overrides=config_overrides,
         )
-        self.model = load(activation_checkpointing=learner.activation_checkpointing)
+        self.model = load(
+            activation_checkpointing=learner.activation_checkpointing, lora=learner.lora, seed=seed
+        )
         self.sp = sequence_parallel.setup(learner, algorithm, self.model.config, self.attn)
         """This rank's sequence-parallel layout: its data-parallel share, its slice of a row."""
         self.head_transform = head_transform(self.model.config)

@@ -6,7 +6,8 @@ OVERRIDES_JSON: {"learner": {...}, "algorithm": {...}} merged into the configs.
 
 Trains two steps on fixed synthetic groups (in `resume` mode: one step, checkpoint, rebuild the
 Learner from the checkpoint, one more step), then rank 0 writes OUT/weights.safetensors and every
-rank writes OUT/metrics{rank}.json. `save`: the first step only, then the checkpoint OUT/ckpt;
+rank writes OUT/metrics{rank}.json (under learner.lora the weights are the base and the
+adapters, in PEFT's names). `save`: the first step only, then the checkpoint OUT/ckpt;
 `from:CKPT`: the second step only, on a Learner resumed from CKPT (another world size may have
 saved it).
 """
@@ -22,6 +23,7 @@ from safetensors.torch import save_file
 
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.distributed import close_distributed
+from microcoder.learner.lora import adapter_state_dict
 from microcoder.learner.sample import SampleGroup, TrainSample
 from microcoder.learner.trainer import Learner
 
@@ -67,6 +69,8 @@ def main() -> None:
     if mode != "save":
         metrics.append(learner.train_step(synthetic_groups(1)))
     weights = learner.full_state_dict()
+    if learner.cfg.lora is not None:  # the adapters too (under LoRA the weights are the base)
+        weights |= adapter_state_dict(learner.model)
     if learner.rank == 0:
         save_file({k: v.contiguous() for k, v in weights.items()}, out / "weights.safetensors")
     (out / f"metrics{learner.rank}.json").write_text(json.dumps(metrics))
