@@ -35,6 +35,7 @@ from microcoder.learner.distributed import (
     resolve_dtype,
 )
 from microcoder.learner.forward import target_logprobs
+from microcoder.learner.lora import adapter_state_dict
 from microcoder.learner.intake import (
     PackedBatch,
     drop_nonfinite,
@@ -383,6 +384,16 @@ class Learner:
         when the latest step left a NaN or Inf in any rank's parameters."""
         self._refuse_nonfinite("publishing")
         return full_state_dict(self.model, None if masters else self.dtype)
+
+    def published_state(self) -> dict[str, torch.Tensor]:
+        """Collective: what a weight sync sends the generators (actors/learner_rank.py
+        `publish`): under `learner.lora` the adapter alone (learner/lora.py:
+        `adapter_state_dict`, PEFT's names, fp32), which the generators serve as a vLLM adapter
+        (actors/engines/adapters.py); else `full_state_dict()`. Refuses non-finite weights."""
+        if self.cfg.lora is None:
+            return self.full_state_dict()
+        self._refuse_nonfinite("publishing")
+        return adapter_state_dict(self.model)
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """Collective: HF folder + optimizer/scheduler/RNG/version at `path` (see checkpoint.py)."""

@@ -168,4 +168,14 @@ def engine_lora(lora_cfg) -> dict[str, Any]:
     """Engine arguments for `learner.lora` (None: none)."""
     if lora_cfg is None:
         return {}
-    return lora_engine_kwargs(int(lora_cfg.rank), int(getattr(lora_cfg, "versions_kept", 2)))
+    return lora_engine_kwargs(int(lora_cfg.rank), int(lora_cfg.versions_kept))
+
+
+def served_adapter_config(lora_cfg, model_path) -> dict[str, Any] | None:
+    """adapter_config.json of the run's adapter on `model_path` (learner/lora.py
+    `adapter_config`, the same the learner's checkpoints write); None without `learner.lora`."""
+    if lora_cfg is None:
+        return None
+    from microcoder.learner.lora import adapter_config
+
+    return adapter_config(lora_cfg, str(model_path))

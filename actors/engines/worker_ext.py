@@ -143,7 +143,9 @@ class WeightLoaderExtension:
         state = {name: tensor.clone() for name, tensor in stream}  # views into the buckets
         total = time.perf_counter() - t0
         if int(self.rank) == 0:
-            write_adapter(state, config, folder)
+            from microcoder.learner.lora import write_adapter_folder
+
+            write_adapter_folder(state, config, folder)
         return int(receiver.version), len(state), stream.wait_s, total - stream.wait_s
 
     def mc_relay_worker(self) -> int:
@@ -249,20 +251,6 @@ class WeightLoaderExtension:
                 weight.data.copy_(cpu_prepack_moe_weight(weight.data, experts.isa))
             done += 1
         return done
-
-
-def write_adapter(state: dict[str, Any], config: dict[str, Any], folder: str) -> None:
-    """`state` (PEFT-named adapter tensors) and `config` as a PEFT adapter folder: what
-    `PeftModel.from_pretrained` and vLLM's LoRA loader read."""
-    import json
-    from pathlib import Path
-
-    from safetensors.torch import save_file
-
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in state.items()}, str(path / "adapter_model.safetensors"))
-    (path / "adapter_config.json").write_text(json.dumps(config, indent=2))
 
 
 def _vllm_version() -> str:

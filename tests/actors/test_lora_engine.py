@@ -8,10 +8,8 @@ once no request uses it."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,17 +24,22 @@ LONG = 600
 
 
 @pytest.fixture(scope="module")
-def peft_model(tiny_model_dir, tmp_path_factory):
-    """(the tiny model wrapped by peft with a rank-8 adapter, its adapter_config.json)."""
+def lora():
+    """The run's `learner.lora` (rank 8, alpha 16, every dense projection, 2 versions kept)."""
+    from microcoder.learner.config import LoraConfig
+
+    return LoraConfig(rank=8, alpha=16, targets=TARGETS)
+
+
+@pytest.fixture(scope="module")
+def peft_model(tiny_model_dir, lora):
+    """The tiny model wrapped by peft itself with `lora`'s adapter: the reference."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    cfg = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, lora_dropout=0.0)
-    model = get_peft_model(base, cfg)
-    folder = tmp_path_factory.mktemp("peft-config")
-    model.save_pretrained(folder)
-    return model, json.loads((folder / "adapter_config.json").read_text())
+    cfg = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, target_modules=TARGETS, lora_dropout=0.0)
+    return get_peft_model(base, cfg)
 
 
 def adapter_state(model, seed: int) -> dict:
@@ -63,9 +66,10 @@ def merged_folder(model, path) -> str:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_model_dir, peft_model):
+def engine(tiny_model_dir, lora):
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engines.async_llm import build_async_engine
+    from microcoder.actors.engines.adapters import served_adapter_config
     from microcoder.actors.engines.build import WORKER_EXTENSION
 
     cfg = GeneratorConfig(
@@ -81,8 +85,8 @@ def engine(tiny_model_dir, peft_model):
         "cpu",
         worker_extension_cls=WORKER_EXTENSION,
         rpc_timeout_s=120,
-        lora=SimpleNamespace(rank=8, versions_kept=2),
-        adapter_config=peft_model[1],
+        lora=lora,
+        adapter_config=served_adapter_config(lora, tiny_model_dir),
     )
     yield eng
     eng.shutdown()
@@ -163,7 +167,7 @@ def wait_users(adapters, version: int, n: int, timeout_s: float = 30.0) -> None:
 def test_after_two_adapter_updates_greedy_equals_transformers_on_the_merged_weights(
     engine, channel, peft_model, tmp_path, tiny_model_dir
 ):
-    model, _ = peft_model
+    model = peft_model
     base = greedy(engine, PROMPTS, 12)
     assert base == hf_greedy(tiny_model_dir, PROMPTS, 12)  # version 0: the base model
     sync(engine, channel, 1, adapter_state(model, 1))
@@ -178,7 +182,7 @@ def test_after_two_adapter_updates_greedy_equals_transformers_on_the_merged_weig
 def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_loads(
     engine, channel, peft_model
 ):
-    model, _ = peft_model
+    model = peft_model
     sync(engine, channel, 3, adapter_state(model, 3))
     solo = long_group(engine, 3).result(300)  # v3 alone
     assert solo.responses[0].policy_version == 3
@@ -197,7 +201,7 @@ def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_loads(
 
 
 def test_an_old_adapter_is_removed_only_once_no_request_uses_it(engine, channel, peft_model):
-    model, _ = peft_model
+    model = peft_model
     sync(engine, channel, 5, adapter_state(model, 5))  # serves v4, v5
     flight = long_group(engine, 5)
     wait_users(engine.adapters, 5, 1)
