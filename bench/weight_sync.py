@@ -11,10 +11,11 @@ Qwen2.5-0.5B shapes (bf16, tied embeddings).
 `--receivers 1,2,4` measures instead weights to N receivers: today's serial sync (one channel
 per receiver, in turn) against the chain relay (learner/sync/relay.py), bench/weight_relay.py.
 
-`--lora` adds, for each size, the LoRA adapter a run with `learner.lora` sends instead (issue 47:
-rank 8 on every linear of the tiny model, rank 16 on the 0.5 B shapes, PEFT's names and shapes,
-the same dtype), so the table holds the bytes and seconds of an adapter sync beside the full
-sync of the same model.
+`--lora` adds, for each size, the LoRA adapter a run with `learner.lora` sends instead (issue
+47: rank 8 on every linear of the tiny model, rank 16 on the 0.5 B shapes, PEFT's names and
+shapes, fp32 as learner/lora.py `adapter_state_dict` publishes it), so the table holds the
+bytes and seconds of an adapter sync beside the full sync of the same model; then the whole
+sync into a running vLLM-CPU engine, both ways, on the tiny model (bench/weight_sync_lora.py).
 
 `--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from microcoder.bench import weight_relay, weight_sync_sim
+from microcoder.bench import weight_relay, weight_sync_lora, weight_sync_sim
 from microcoder.bench.weight_relay import format_table as relay_table
 from microcoder.bench.weight_relay import run_receivers
 from microcoder.learner.models.tiny_model import build_tiny_model
@@ -132,7 +133,7 @@ def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
         }
         if lora:
             out["0.5B lora r16 adapter"] = {
-                n: torch.full(s, 0.5, dtype=torch.bfloat16)
+                n: torch.full(s, 0.5, dtype=torch.float32)
                 for n, s in lora_shapes(qwen05b_shapes(), 16)
             }
     return out
@@ -191,7 +192,10 @@ def run(args: argparse.Namespace) -> dict:
                 "gb_per_s": nbytes / sync_s / 1e9,
             }
             del sd, raw, sender
-    return {"sizes": results, "repeats": args.repeats, "bucket_mb": args.bucket_mb}
+    out = {"sizes": results, "repeats": args.repeats, "bucket_mb": args.bucket_mb}
+    if getattr(args, "lora", False):
+        out["engines"] = weight_sync_lora.run_engines(args.repeats, lora_shapes)
+    return out
 
 
 def _median(xs: list[float]) -> float:
@@ -243,6 +247,8 @@ def format_table(result: dict) -> str:
         "ratio = median bucketed named broadcast / median raw single-buffer broadcast (goal <= 2);"
     )
     lines.append("best = fastest / fastest (the machine is shared; medians carry its noise)")
+    if "engines" in result:
+        lines += weight_sync_lora.format_rows(result["engines"])
     return "\n".join(lines)
 
 

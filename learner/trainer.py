@@ -35,7 +35,6 @@ from microcoder.learner.distributed import (
     resolve_dtype,
 )
 from microcoder.learner.forward import target_logprobs
-from microcoder.learner.lora import adapter_state_dict
 from microcoder.learner.intake import (
     PackedBatch,
     drop_nonfinite,
@@ -43,6 +42,7 @@ from microcoder.learner.intake import (
     sample_group_arrays,
     signal_filter,
 )
+from microcoder.learner.lora import adapter_state_dict
 from microcoder.learner.models.families import head_transform
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches

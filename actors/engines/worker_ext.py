@@ -126,7 +126,9 @@ class WeightLoaderExtension:
             )
         return self._mc_stream_load(receiver)
 
-    def mc_receive_adapter(self, folder: str, config: dict[str, Any]) -> tuple[int, int, float, float]:
+    def mc_receive_adapter(
+        self, folder: str, config: dict[str, Any]
+    ) -> tuple[int, int, float, float]:
         """Under `learner.lora`: receive one round of adapter tensors on the open channel (PEFT's
         names, the whole adapter) and write them, with `config` as adapter_config.json, to
         `folder` as a PEFT adapter folder, which the front end then registers with vLLM

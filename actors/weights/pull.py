@@ -182,4 +182,6 @@ def receive_round(llm) -> tuple[tuple[int, int, float, float], str | None]:
     if adapters is None:
         return tuple(llm.collective_rpc("mc_receive_and_load")[0]), None
     folder = adapters.new_folder()
-    return tuple(llm.collective_rpc("mc_receive_adapter", args=(folder, adapters.config))[0]), folder
+    return tuple(
+        llm.collective_rpc("mc_receive_adapter", args=(folder, adapters.config))[0]
+    ), folder

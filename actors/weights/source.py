@@ -1,7 +1,8 @@
 """The one interface between a generator's `WeightFollower` (follower.py) and the transports:
 a `WeightSource` hands out `Round`s, and the follower loads them, never knowing whether a round
 came by the generator's own channel (`ChannelSource`, channel_source.py) or by the relay
-(`RelaySource`, relay_source.py). LoRA adapters come by the channel too (the worker writes them as an adapter folder).
+(`RelaySource`, relay_source.py). LoRA adapters come by the channel too (the worker writes
+them as an adapter folder).
 
 `weight_source` picks the source `learner.weight_transport` names: "channels" (the default) or
 "relay" (which falls back to the channel when it cannot serve a round). Under `learner.lora`

@@ -68,8 +68,8 @@ def merged_folder(model, path) -> str:
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir, lora):
     from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.async_llm import build_async_engine
     from microcoder.actors.engines.adapters import served_adapter_config
+    from microcoder.actors.engines.async_llm import build_async_engine
     from microcoder.actors.engines.build import WORKER_EXTENSION
 
     cfg = GeneratorConfig(
@@ -179,9 +179,7 @@ def test_after_two_adapter_updates_greedy_equals_transformers_on_the_merged_weig
     assert v1 != base and v2 != v1  # the adapters change the output
 
 
-def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_loads(
-    engine, channel, peft_model
-):
+def test_a_request_in_flight_keeps_its_adapter_while_a_newer_one_loads(engine, channel, peft_model):
     model = peft_model
     sync(engine, channel, 3, adapter_state(model, 3))
     solo = long_group(engine, 3).result(300)  # v3 alone
