@@ -176,6 +176,13 @@ class WeightFollower:
             mode = "adapter"
             with host.timer.sync():
                 result, pause_s = update_adapter(host.engine, round_.receive, what)
+            if result is not None:
+                served = ", ".join(f"v{v}" for v in sorted(host.engine.adapters.served))
+                print(
+                    f"{host.name}: adapter v{result['version']} loaded ({result['bytes']} bytes, "
+                    f"{result['sync_s']:.3f} s, no pause); serving {served}",
+                    flush=True,
+                )
         else:
             mode = "keep" if host.settings.generator.weight_update == "inflight" else "wait"
             with host.timer.sync():
