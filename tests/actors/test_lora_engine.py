@@ -8,12 +8,13 @@ once no request uses it."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 from engine_testing.greedy import hf_greedy
+
+from microcoder.bench.weight_sync_lora import channel_engine, sync_once
 
 pytestmark = pytest.mark.slow
 
@@ -66,59 +67,27 @@ def merged_folder(model, path) -> str:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_model_dir, lora):
-    from microcoder.actors.config import GeneratorConfig
-    from microcoder.actors.engines.adapters import served_adapter_config
-    from microcoder.actors.engines.async_llm import build_async_engine
-    from microcoder.actors.engines.build import WORKER_EXTENSION
-
-    cfg = GeneratorConfig(
-        max_prompt_tokens=64,
-        max_response_tokens=LONG + 16,
-        kv_cache_gib=1,
-        enforce_eager=True,
-        engine_args={"max_num_seqs": 8},
-    )
-    eng = build_async_engine(
-        tiny_model_dir,
-        cfg,
-        "cpu",
-        worker_extension_cls=WORKER_EXTENSION,
-        rpc_timeout_s=120,
-        lora=lora,
-        adapter_config=served_adapter_config(lora, tiny_model_dir),
-    )
-    yield eng
-    eng.shutdown()
+def served(tiny_model_dir, lora):
+    """(a vLLM-CPU engine serving `lora`'s adapters, the rank-0 stand-in it joined)."""
+    engine, publisher = channel_engine(tiny_model_dir, lora, LONG + 16)
+    yield engine, publisher
+    engine.shutdown()
 
 
 @pytest.fixture(scope="module")
-def channel(engine):
-    """A rank-0 stand-in: a `WeightPublisher` with the engine's workers joined to its channel."""
-    from microcoder.actors.weights.publisher import WeightPublisher
+def engine(served):
+    return served[0]
 
-    publisher = WeightPublisher(timeout_s=60, host="127.0.0.1")
-    engine.collective_rpc("mc_open_channel", args=(publisher.open_channel("lora-gen"),))
-    return publisher
+
+@pytest.fixture(scope="module")
+def channel(served):
+    return served[1]
 
 
 def sync(engine, publisher, version: int, state: dict) -> dict:
     """Publish `state` as `version` and pull it into the engine as the product does after the
     ready signal (actors/weights/pull.py `receive_round`, then `update_adapter`)."""
-    from microcoder.actors.weights.publisher import update_adapter
-    from microcoder.actors.weights.pull import receive_round
-
-    publisher.publish(version, state)
-    sent: dict = {}
-    sender = threading.Thread(target=lambda: sent.update(publisher.send("lora-gen")))
-    sender.start()
-
-    def load() -> dict:
-        (v, count, _, _), folder = receive_round(engine)
-        return {"version": v, "tensors": count, "adapter_folder": folder}
-
-    result, pause_s = update_adapter(engine, load, f"test: adapter v{version}")
-    sender.join(60)
+    result, pause_s, sent = sync_once(engine, publisher, version, state)
     assert pause_s == 0.0 and result["version"] == version and sent["version"] == version
     assert result["tensors"] == len(state)
     return result

@@ -7,13 +7,11 @@ unfiltered groups (advantage 0: the loss is 0, the reward 0). (The engine's gree
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from pathlib import Path
 
 import pytest
-from launch_testing.launched import SMALL_RUN, run_launch
+from launch_testing.launched import SMALL_RUN, launch_tiny, metrics_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -33,14 +31,10 @@ def test_a_lora_launch_trains_three_steps_with_a_finite_loss_and_a_reward(tiny_m
         "algorithm.temperature.calibrate=false",
         "generator.enforce_eager=true",  # no torch.compile: the engine starts sooner
         "learner.checkpoint_every=0",
-        f'model.path="{tiny_model_dir}"',
     ]
-    config = str(Path(__file__).parents[2] / "configs" / "tiny-cpu.toml")
-    args = [config, "--run-dir", str(run_dir), *[a for s in settings for a in ("--set", s)]]
-    proc = run_launch(args, 840)
+    proc = launch_tiny(run_dir, tiny_model_dir, settings, 840)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [r for r in records if r["kind"] == "step"]
+    steps = metrics_records(run_dir, "step")
     assert [r["step"] for r in steps] == [1, 2, 3]
     for r in steps:
         assert math.isfinite(r["loss"]), r
