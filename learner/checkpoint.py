@@ -55,7 +55,7 @@ def save_checkpoint(learner: Learner, path: Path) -> Path:
 
     learner.check_finite(f"saving {path.name}:")  # every rank refuses before anything is written
     path.mkdir(parents=True, exist_ok=True)
-    weights = learner.full_state_dict()  # the serving dtype: what users ship and serve
+    weights = hf_weights(learner)  # the serving dtype: what users ship and serve
     if learner.rank == 0:
         _write_hf_folder(weights, learner.model, learner.model_path, path, learner.dtype)
         save_torch_state_dict(own_storage(weights), path)
@@ -122,6 +122,14 @@ def load_training_state(learner: Learner, path: Path) -> None:
     dist.barrier()
 
 
+def hf_weights(learner: Learner) -> dict[str, torch.Tensor]:
+    """Collective: the HF files' weights in the serving dtype: the model's, or under
+    learner.lora the frozen base's (the adapter goes to `save_adapter`'s folder)."""
+    if learner.cfg.lora is not None:
+        return learner.base_state_dict()
+    return learner.full_state_dict()
+
+
 def _masters(learner: Learner) -> StateDictOptions:
     """The DCP options of the learner's trained weights: under learner.lora the adapters alone
     (the frozen base is the HF folder's, in the compute dtype it trains in)."""
@@ -137,13 +145,13 @@ def masters_state_dict(learner: Learner) -> dict:
 
 def save_adapter(learner: Learner, path: Path) -> None:
     """Collective, under learner.lora only: the adapter as PEFT saves it, in `path`/adapter
-    (adapter_model.safetensors in fp32 + adapter_config.json, learner/lora.py), loadable with
+    (adapter_model.safetensors in fp32 + adapter_config.json, learner/lora/adapters.py), loadable with
     `peft.PeftModel.from_pretrained` on the base model and by vLLM as a LoRA adapter."""
     if learner.cfg.lora is None:
         return
     state = adapter_state_dict(learner.model)
     if learner.rank == 0:
-        config = adapter_config(learner.cfg.lora, str(learner.model_path))
+        config = adapter_config(learner.cfg.lora, str(learner.model_path.resolve()))
         write_adapter_folder(state, config, path / ADAPTER_DIR)
 
 

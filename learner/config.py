@@ -10,7 +10,6 @@ from microcoder.config import Section
 from microcoder.learner.algorithm.presets import apply_preset
 from microcoder.resources import CustomResources
 
-
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The ranks vLLM 0.32 serves an adapter at: its `max_lora_rank` takes one of these
 (vllm/config/lora.py: MaxLoRARanks; tests/learner/test_lora.py checks the installed vLLM's)."""
@@ -23,11 +22,11 @@ and MoE experts are not among them (learner/models/families.py: lora_errors)."""
 
 class LoraConfig(Section):
     """LoRA (`learner.lora`): train low-rank adapters on the frozen base model
-    (learner/lora.py). Absent = full fine-tuning."""
+    (learner/lora/adapters.py). Absent = full fine-tuning."""
 
     rank: int = 16
     """r: the adapters' rank. One vLLM serves: 1, 8, 16, 32, 64, 128, 256, 320 or 512."""
-    alpha: float = Field(32.0, gt=0)
+    alpha: int = Field(32, gt=0)
     """lora_alpha: the adapter's output is scaled by alpha / rank."""
     targets: list[str] = list(DENSE_TARGETS)
     """Module names the adapters wrap in every decoder layer (peft target_modules), among
@@ -69,7 +68,7 @@ class LearnerConfig(Section):
 
     lora: LoraConfig | None = None
     """LoRA: `{ rank = 16, alpha = 32, targets = [...], dropout = 0.0, versions_kept = 2 }`
-    trains adapters only, the base frozen in the compute dtype (learner/lora.py). Absent (the
+    trains adapters only, the base frozen in the compute dtype (learner/lora/adapters.py). Absent (the
     default) = full fine-tuning."""
     world_size: int = Field(1, ge=1)
     """FSDP2 ranks (one Ray actor each; one GPU each on CUDA, gloo processes on CPU)."""

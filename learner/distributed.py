@@ -27,14 +27,7 @@ from microcoder.device import resolve_device
 from microcoder.learner.checkpoint_names import sources, to_checkpoint_names
 from microcoder.learner.config import LoraConfig
 from microcoder.learner.converted_rows import converted_rows
-from microcoder.learner.lora import (
-    apply_lora,
-    base_state_dict,
-    checkpoint_name,
-    has_adapters,
-    init_adapters,
-    is_adapter,
-)
+from microcoder.learner.lora import adapters
 from microcoder.learner.mesh import build_mesh, shard_rows
 from microcoder.learner.models.config_overrides import model_config
 from microcoder.learner.offload import check_params_on_host, fully_shard_kwargs, to_mesh_device
@@ -195,7 +188,7 @@ def load_sharded_policy(
     (`enable_activation_checkpointing`). `config_overrides` (model.config_overrides) change the
     model's config.json before the model is built (learner/models/config_overrides.py). With
     `offload` = "params" the shards live in host memory (FSDP2's CPU offload: learner/offload.py).
-    With `lora` (learner.lora) the adapters are injected before sharding (learner/lora.py:
+    With `lora` (learner.lora) the adapters are injected before sharding (learner/lora/adapters.py:
     apply_lora): only they train and keep fp32 masters; the frozen base is held in
     `compute_dtype` (`freeze_base_in`), loaded from the checkpoint by its own names, and the
     adapters start from `init_adapters(seed)` (B = 0: the base model's outputs).
@@ -209,7 +202,7 @@ def load_sharded_policy(
             config, dtype=torch.float32, attn_implementation=attn
         )
     if lora is not None:
-        apply_lora(model, lora)
+        adapters.apply_lora(model, lora)
         freeze_base_in(model, compute_dtype)
     model.train(train)
     if activation_checkpointing:
@@ -235,7 +228,7 @@ def load_sharded_policy(
     init_non_persistent_buffers(model)
     load_sharded_weights(model, path)
     if lora is not None:
-        init_adapters(model, seed)
+        adapters.init_adapters(model, seed)
     if not train:
         model.requires_grad_(False)
     return model
@@ -320,8 +313,10 @@ def load_sharded_weights(model: torch.nn.Module, path: str | Path) -> None:
     tensors: dict[int, torch.Tensor] = {}
     persistent = set(model.state_dict().keys())
     for name, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers()]:
-        if name in persistent and not is_adapter(name):  # adapters: init_adapters fills them
-            names.setdefault(id(t), []).append(checkpoint_name(name))
+        if name in persistent and not adapters.is_adapter(
+            name
+        ):  # adapters: init_adapters fills them
+            names.setdefault(id(t), []).append(adapters.checkpoint_name(name))
             tensors[id(t)] = t
     by_file: dict[Path, list[tuple[str, torch.Tensor]]] = {}
     converted = sources(model, files)
@@ -385,7 +380,7 @@ def full_state_dict(
     parameter under two names) are gathered once; both names share the host tensor. The names
     and shapes are the checkpoint's (MoE experts unfused, learner/checkpoint_names.py): what
     vLLM's reload and `from_pretrained` read. Under LoRA: the frozen base alone, under its
-    checkpoint names (learner/lora.py: adapter_state_dict gives the adapters).
+    checkpoint names (learner/lora/adapters.py: adapter_state_dict gives the adapters).
     """
 
     rank0 = dist.get_rank() == 0
@@ -404,6 +399,6 @@ def full_state_dict(
             if rank0:
                 out[name] = full.to("cpu", copy=True)
             del full
-    if has_adapters(model):
-        out = base_state_dict(out)
+    if adapters.has_adapters(model):
+        out = adapters.base_state_dict(out)
     return to_checkpoint_names(model, out) if rank0 else out

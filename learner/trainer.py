@@ -42,7 +42,7 @@ from microcoder.learner.intake import (
     sample_group_arrays,
     signal_filter,
 )
-from microcoder.learner.lora import adapter_state_dict
+from microcoder.learner.lora import adapter_state_dict, merge_into
 from microcoder.learner.models.families import head_transform
 from microcoder.learner.optim import build_optimizer
 from microcoder.learner.packing import MicroBatch, collate, plan_micro_batches
@@ -381,13 +381,23 @@ class Learner:
         """Collective: the full weights on CPU on rank 0 ({} on the others), in the serving dtype
         (the compute dtype `learner.dtype`: bf16 on GPU), one host copy, for publishing; with
         `masters`, the fp32 master weights instead. Refuses (NonFiniteWeights, on every rank)
-        when the latest step left a NaN or Inf in any rank's parameters."""
+        when the latest step left a NaN or Inf in any rank's parameters. Under learner.lora: the
+        policy's weights, the base with the adapters merged in (learner/lora/adapters.py: merge_into), so
+        a whole-model weight sync serves the policy being trained."""
         self._refuse_nonfinite("publishing")
+        weights = self.base_state_dict(masters)
+        if self.cfg.lora is not None:
+            merge_into(weights, adapter_state_dict(self.model), self.cfg.lora)
+        return weights
+
+    def base_state_dict(self, masters: bool = False) -> dict[str, torch.Tensor]:
+        """Collective: `full_state_dict` without merging: under learner.lora the frozen base
+        alone (in the compute dtype it trains in, whatever `masters`), else the same."""
         return full_state_dict(self.model, None if masters else self.dtype)
 
     def published_state(self) -> dict[str, torch.Tensor]:
         """Collective: what a weight sync sends the generators (actors/learner_rank.py
-        `publish`): under `learner.lora` the adapter alone (learner/lora.py:
+        `publish`): under `learner.lora` the adapter alone (learner/lora/adapters.py:
         `adapter_state_dict`, PEFT's names, fp32), which the generators serve as a vLLM adapter
         (actors/engines/adapters.py); else `full_state_dict()`. Refuses non-finite weights."""
         if self.cfg.lora is None:

@@ -172,7 +172,7 @@ def engine_lora(lora_cfg) -> dict[str, Any]:
 
 
 def served_adapter_config(lora_cfg, model_path) -> dict[str, Any] | None:
-    """adapter_config.json of the run's adapter on `model_path` (learner/lora.py
+    """adapter_config.json of the run's adapter on `model_path` (learner/lora/adapters.py
     `adapter_config`, the same the learner's checkpoints write); None without `learner.lora`."""
     if lora_cfg is None:
         return None

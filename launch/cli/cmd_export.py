@@ -1,5 +1,6 @@
-"""`microcoder export RUN_DIR|CKPT --out DIR [--dtype bf16]`: a checkpoint as a model folder
-to ship (transformers and vLLM load it), in the dtype asked for (learner/export.py)."""
+"""`microcoder export RUN_DIR|CKPT --out DIR [--dtype bf16] [--merge]`: a checkpoint as a model
+folder to ship (transformers and vLLM load it), in the dtype asked for; a LoRA run's as its
+adapter folder, or with --merge as the merged model folder (learner/export.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="bf16",
         help="weight dtype: bf16 (default), fp16 or fp32 (fp32 = the exact master weights)",
     )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="a LoRA run: write the base with the adapter merged in (a model folder); "
+        "without it a LoRA run exports its adapter folder (PEFT format)",
+    )
     p.set_defaults(func=run)
 
 
@@ -36,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"{source} has no complete checkpoint yet", file=sys.stderr)
             return 2
     try:
-        out = export_checkpoint(ckpt, Path(args.out), args.dtype)
+        out = export_checkpoint(ckpt, Path(args.out), args.dtype, args.merge)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"microcoder export: {err}", file=sys.stderr)
         return 2
-    print(f"exported {ckpt} -> {out} ({args.dtype})")
+    what = " merged" if args.merge else ""
+    print(f"exported {ckpt} -> {out} ({args.dtype}{what})")
     return 0

@@ -82,13 +82,15 @@ def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
 
 def model_family_errors(cfg: Config, model_path: str) -> list[str]:
     """The model folder's family and shape against learner/models/families.py (supported families; a
-    head_dim vLLM's CPU attention cannot run when the generators run on CPU); [] while the folder
-    has no config.json yet (the tiny model is built at launch)."""
+    head_dim vLLM's CPU attention cannot run when the generators run on CPU; learner.lora's family
+    and targets vLLM cannot serve as an adapter); [] while the folder has no config.json yet (the
+    tiny model is built at launch)."""
 
     device = cfg.cluster.device
     if device == "auto":  # a joined cluster's devices are its own: only a local one is known
         device = resolve_device("auto") if cfg.cluster.address == "local" else None
-    return model_dir_errors(model_path, device)
+    lora = cfg.learner.lora
+    return model_dir_errors(model_path, device, None if lora is None else lora.targets)
 
 
 def progress_line(rec: dict, max_steps: int) -> str:

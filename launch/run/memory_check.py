@@ -108,6 +108,16 @@ def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
         offload=lr.offload,
         replicas=lr.replicas,
         kernel=kernel,
+        **lora_inputs(lr.lora),
+    )
+
+
+def lora_inputs(lora) -> dict:
+    """plan_learner's LoRA arguments for `learner.lora` (none when it is off)."""
+    if lora is None:
+        return {}
+    return dict(
+        lora_rank=lora.rank, lora_targets=tuple(lora.targets), lora_dropout=lora.dropout > 0
     )
 
 
@@ -141,6 +151,22 @@ def _row(label: str, n: int, tail: str = "") -> str:
     return f"    {label:<36} {_gib(n):>11}" + (f"  {tail}" if tail else "")
 
 
+def params_label(plan: LearnerPlan) -> str:
+    """The params row's label: fp32 masters, or under LoRA the frozen base and fp32 adapters."""
+    return "params (frozen base + fp32 adapters)" if plan.lora_params else "params (fp32)"
+
+
+def _lora_rows(plan: LearnerPlan, inputs: dict) -> list[str]:
+    """Under LoRA, a line saying what trains (the rows below count the adapters alone)."""
+    if not plan.lora_params:
+        return []
+    return [
+        f"    LoRA rank {inputs['lora_rank']} on {', '.join(inputs['lora_targets'])}: "
+        f"{plan.lora_params / 1e6:.1f} M adapter parameters train (fp32 masters, AdamW); the "
+        "base is frozen in the compute dtype"
+    ]
+
+
 def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]:
     on = inputs["activation_checkpointing"]
     run = "<- this run"
@@ -159,7 +185,8 @@ def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]
         + (f" / {sp}" if sp > 1 else "")
         + ")",
         f"    attention kernel assumed: {plan.kernel} ({why_kernel})",
-        _row("params (fp32)", plan.params, where[inputs["offload"]]),
+        *_lora_rows(plan, inputs),
+        _row(params_label(plan), plan.params, where[inputs["offload"]]),
         _row("gradients (fp32)", plan.grads),
         _row("AdamW moments", plan.optimizer),
         _row("unsharded params (root + 2 layers)", plan.unsharded_params),

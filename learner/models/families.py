@@ -152,9 +152,49 @@ def vllm_cpu_errors(config: dict) -> list[str]:
     return errors
 
 
-def model_dir_errors(model_dir: str | Path, generator_device: str | None = None) -> list[str]:
-    """family_errors of the folder's config.json; [] when the folder has none yet (the tiny model
-    is built at launch: launch/run/model_dir.py)."""
+LORA_FAMILIES = ("qwen2", "qwen3", "llama", "mistral", "gemma2", "qwen3_moe")
+"""Families whose vLLM 0.32 model serves LoRA adapters (SupportsLoRA in
+vllm/model_executor/models/), on their dense projections."""
+
+EXPERT_TARGETS = ("gate_proj", "up_proj", "down_proj")
+"""LoRA targets that are a mixture-of-experts layer's experts (learner.lora.targets)."""
+
+
+def is_moe(config: dict) -> bool:
+    """Whether config.json describes mixture-of-experts layers."""
+    return any(int(config.get(k) or 0) > 0 for k in ("num_experts", "num_local_experts"))
+
+
+def lora_errors(config: dict, targets: list[str]) -> list[str]:
+    """Why learner.lora with `targets` cannot be trained here and served by vLLM as an adapter
+    on the model of this config.json ([] when it can)."""
+    model_type = str(config.get("model_type", ""))
+    if model_type not in LORA_FAMILIES:
+        return [
+            f"learner.lora on model_type {model_type!r}: its adapters are not proven to be served "
+            f"by vLLM here (LoRA families: {', '.join(LORA_FAMILIES)}); train it without "
+            "learner.lora"
+        ]
+    experts = [t for t in targets if t in EXPERT_TARGETS]
+    if not (is_moe(config) and experts):
+        return []
+    return [
+        f"learner.lora.targets {experts} on {model_type}: these are the experts of its MoE "
+        "layers, which transformers holds fused as 3-D tensors that peft's target_modules do "
+        "not adapt, and vLLM 0.32 serves expert adapters only on GPU (its CPU LoRA, "
+        "PunicaWrapperCPU, has no fused-MoE path); set learner.lora.targets = "
+        '["q_proj", "k_proj", "v_proj", "o_proj"] (the attention projections)'
+    ]
+
+
+def model_dir_errors(
+    model_dir: str | Path,
+    generator_device: str | None = None,
+    lora_targets: list[str] | None = None,
+) -> list[str]:
+    """family_errors of the folder's config.json (and, with `lora_targets` = learner.lora.targets,
+    lora_errors); [] when the folder has none yet (the tiny model, a qwen2, is built at launch:
+    launch/run/model_dir.py)."""
     path = Path(model_dir) / "config.json"
     if not path.is_file():
         return []
@@ -162,7 +202,10 @@ def model_dir_errors(model_dir: str | Path, generator_device: str | None = None)
         config = read_config(model_dir)
     except (OSError, ValueError) as err:
         return [f"{path} is not readable JSON ({err}); fix or replace the model folder"]
-    return [f"model {model_dir}: {e}" for e in family_errors(config, generator_device)]
+    errors = family_errors(config, generator_device)
+    if lora_targets is not None:
+        errors += lora_errors(config, lora_targets)
+    return [f"model {model_dir}: {e}" for e in errors]
 
 
 def head_transform(config) -> tuple[float, float | None]:

@@ -32,6 +32,17 @@ shard group per replica), fp32 master weights, AdamW:
 - the publish: each tensor is gathered in fp32 and cast to the compute dtype on the device, one
   at a time (the largest, the embedding, counts), into one host copy on rank 0 (host memory).
 
+Under LoRA (learner.lora: `lora_rank` > 0) the base is frozen in the compute dtype and only the
+adapters train (learner/lora/adapters.py): the shards hold the base at compute_bytes per parameter plus
+the adapters' fp32 masters; gradients, AdamW moments, the optimizer temporary, the unsharded
+layer gradient and accumulated gradients count the adapters alone; the head is frozen, so no
+head gradient; each adapted projection saves its rank-wide A output (and, with dropout, its
+dropped input) per token; the publish sends the adapters only (fp32). The adapter count
+(`lora_param_count`) is rank × (in + out) per targeted projection, from the config's hidden,
+intermediate, heads, kv heads and head_dim, in every layer for the attention projections and in
+the dense layers only for gate/up/down: on a MoE layer those are experts, which the config
+refuses as targets (learner/models/families.py: lora_errors), and the router is never one.
+
 The peak is the larger of the backward phase and the optimizer phase. In the backward phase,
 without checkpointing, the head's blocks meet every saved activation, and the gradients, made
 as the activations are freed, count as the larger of the two; with checkpointing, the head
@@ -137,6 +148,8 @@ class LearnerPlan:
     offload: str = "none"
     host: int = 0
     """Host memory of this rank's offloaded states (and the host step's temporary)."""
+    lora_params: int = 0
+    """Adapter parameters under LoRA (all ranks together); 0 = full fine-tuning."""
 
     def backward_step(self) -> int:
         """The backward phase above what the rank holds between steps: the activations (or the
@@ -178,6 +191,40 @@ def largest_tensor(shape: ModelShape) -> int:
     return max(shape.vocab * shape.hidden, fused)
 
 
+def lora_shapes(shape: ModelShape) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each projection LoRA can target, per decoder layer."""
+    h = shape.hidden
+    i = shape.intermediate
+    return {
+        "q_proj": (h, shape.q_width),
+        "k_proj": (h, shape.kv_width),
+        "v_proj": (h, shape.kv_width),
+        "o_proj": (shape.q_width, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
+
+
+MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
+"""LoRA targets of the MLP: present in dense layers only (module docstring)."""
+
+
+def lora_layer_params(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+    """Adapter parameters of one (dense) decoder layer: rank × (in + out) per target."""
+    dims = lora_shapes(shape)
+    return sum(rank * sum(dims[t]) for t in targets if t in dims)
+
+
+def lora_param_count(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+    """Adapter parameters of the whole model: the attention targets in every layer, the MLP
+    ones in the dense layers (module docstring)."""
+    attention = tuple(t for t in targets if t not in MLP_TARGETS)
+    mlp = tuple(t for t in targets if t in MLP_TARGETS)
+    every = shape.layers * lora_layer_params(shape, rank, attention)
+    return every + shape.dense_layers * lora_layer_params(shape, rank, mlp)
+
+
 def plan_learner(
     shape: ModelShape,
     *,
@@ -193,8 +240,12 @@ def plan_learner(
     offload: str = "none",
     replicas: int = 1,
     kernel: str = "flash",
+    lora_rank: int = 0,
+    lora_targets: tuple[str, ...] = (),
+    lora_dropout: bool = False,
 ) -> LearnerPlan:
-    """The bytes of one learner rank (see the module docstring for what is counted)."""
+    """The bytes of one learner rank (see the module docstring for what is counted);
+    `lora_rank` > 0: LoRA on `lora_targets`, `lora_dropout` when its dropout is above 0."""
     if offload not in OFFLOADS or kernel not in ATTENTION_KERNELS:
         raise ValueError(f"offload must be one of {OFFLOADS} and kernel one of {ATTENTION_KERNELS}")
     p = shape.params()
@@ -225,6 +276,16 @@ def plan_learner(
     reference = (4 * p // s + root * b) if reference_model else 0
     states = {"params": 4 * p // s, "grads": 4 * p // s, "optimizer": 8 * p // s}
     temp = 4 * p // s
+    trained = lora_param_count(shape, lora_rank, tuple(lora_targets)) if lora_rank else p
+    lora = _lora_terms(shape, lora_rank, tuple(lora_targets), lora_dropout, b, s, t)
+    if lora_rank:
+        states = {"params": (b * p + 4 * trained) // s, "grads": 4 * trained // s}
+        states["optimizer"] = 8 * trained // s
+        temp = 4 * trained // s
+        no_ckpt += lora["activations"]
+        recompute += lora["layer_activations"]
+        ckpt += lora["layer_activations"]
+        unsharded += 2 * lora["layer"] * b
     host = 0
     if offload == "optimizer":
         host = states["optimizer"]
@@ -232,20 +293,24 @@ def plan_learner(
         # The step streams the moments through the device a bucket at a time (a shard larger
         # than a bucket is a bucket of its own), with AdamW's temporary for the bucket: half again.
         bucket = max(OFFLOAD_BUCKET_BYTES, 8 * -(-largest_tensor(shape) // s))
-        temp = min(8 * p // s, bucket) * 3 // 2
+        temp = min(8 * trained // s, bucket) * 3 // 2
     elif offload == "params":
         host = sum(states.values()) + temp  # the step runs on the host
         # The device keeps the fp32 shards of the groups it computes with (copied in before the
         # all-gather) and one layer's gradient shard before it goes to the host.
-        states = {"params": 4 * (root + 2 * layer) // s, "grads": 4 * layer // s, "optimizer": 0}
+        master = b if lora_rank else 4  # under LoRA the base shards are in the compute dtype
+        states = {"params": master * (root + 2 * layer) // s, "optimizer": 0}
+        states["grads"] = 4 * (lora["layer"] if lora_rank else layer) // s
         temp = 0
     return LearnerPlan(
         **states,
         unsharded_params=unsharded,
-        unsharded_grads=head_grad,
-        layer_grad=layer * (b + (4 if b < 4 else 0)),
-        head_grad_chunks=shape.vocab * shape.hidden * b if logprob_chunk_tokens > 0 else 0,
-        accumulated_grads=4 * p if grad_accumulation_unsharded else 0,
+        unsharded_grads=0 if lora_rank else head_grad,
+        layer_grad=(lora["layer"] if lora_rank else layer) * (b + (4 if b < 4 else 0)),
+        head_grad_chunks=(
+            shape.vocab * shape.hidden * b if logprob_chunk_tokens > 0 and not lora_rank else 0
+        ),
+        accumulated_grads=4 * trained if grad_accumulation_unsharded else 0,
         activations=ckpt if activation_checkpointing else no_ckpt,
         activations_no_ckpt=no_ckpt,
         activations_ckpt=ckpt,
@@ -253,8 +318,8 @@ def plan_learner(
         checkpointing=activation_checkpointing,
         logprob_head=head,
         optimizer_temp=temp,
-        publish_device=shape.vocab * shape.hidden * (4 + (b if b < 4 else 0)),
-        publish_host=b * p,
+        publish_device=lora["publish"] or shape.vocab * shape.hidden * (4 + (b if b < 4 else 0)),
+        publish_host=4 * trained if lora_rank else b * p,
         reference=reference,
         tokens=t,
         attention_scores=scores,
@@ -262,7 +327,27 @@ def plan_learner(
         kernel=kernel,
         offload=offload,
         host=host,
+        lora_params=trained if lora_rank else 0,
     )
+
+
+def _lora_terms(
+    shape: ModelShape, rank: int, targets: tuple[str, ...], dropout: bool, b: int, s: int, t: int
+) -> dict[str, int]:
+    """LoRA's own bytes (module docstring): "layer" = one layer's adapter parameters,
+    "layer_activations" / "activations" = what the adapters save for backward in one layer / in
+    every layer of `t` tokens, "publish" = the largest adapter tensor gathered in fp32."""
+    if not rank:
+        return {"layer": 0, "layer_activations": 0, "activations": 0, "publish": 0}
+    dims = lora_shapes(shape)
+    hit = [t_ for t_ in targets if t_ in dims]
+    per_token = sum(rank + (dims[x][0] if dropout else 0) for x in hit) * b
+    return {
+        "layer": lora_layer_params(shape, rank, tuple(hit)),
+        "layer_activations": t * per_token,
+        "activations": t * per_token * shape.layers,
+        "publish": 4 * rank * max(max(dims[x]) for x in hit) if hit else 0,
+    }
 
 
 def host_per_node(plan: LearnerPlan, ranks_per_node: int) -> int:

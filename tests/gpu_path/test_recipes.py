@@ -142,7 +142,18 @@ def test_the_ladder_has_one_gpu_one_node_multi_node_and_the_papers_recipe():
         "qwen2.5-coder-14b-32k-8gpu.toml": 8,
         "qwen3-30b-a3b-8gpu.toml": 8,
         "qwen3-8b-think-32k-8gpu.toml": 8,
+        "lora-7b-1gpu.toml": 1,
     }
+
+
+@pytest.mark.parametrize("gpu_gb", ["24", "80"])
+def test_the_one_gpu_lora_recipe_fits_a_24_and_an_80_gib_gpu(gpu_gb, workdir, capsys):
+    recipe = REPO / "configs" / "lora-7b-1gpu.toml"
+    assert load_config(recipe).learner.lora.rank == 16
+    rc = run_dry_run(recipe, workdir, "--gpu-memory-gb", gpu_gb)
+    out = capsys.readouterr().out
+    assert rc == 0, out[-3000:]
+    assert f"GPU {gpu_gb} GiB" in out and "M adapter parameters train" in out
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
-"""LoRA on the learner (learner/lora.py): adapter names and folder as PEFT's own, checked
+"""LoRA on the learner (learner/lora/adapters.py): adapter names and folder as PEFT's own, checked
 against peft's get_peft_model / PeftModel.from_pretrained as the independent reference."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import typing
 from pathlib import Path
 
@@ -96,9 +97,6 @@ def test_the_ranks_are_the_installed_vllms_and_others_are_refused():
     assert LearnerConfig().lora is None
 
 
-GROUPS = None
-
-
 def _groups(step: int):
     from train_worker import synthetic_groups
 
@@ -132,12 +130,20 @@ def test_only_adapters_get_gradients_in_the_learner_and_the_base_stays_frozen(sm
     assert len(state["param_groups"][0]["params"]) == len(adapters)
     learner.optimizer.zero_grad(set_to_none=True)
     learner.train_step(_groups(0))
-    base = learner.full_state_dict()
+    base = learner.base_state_dict()
     original = load_file(small_model / "model.safetensors")
     assert set(base) == set(original)
     assert all(torch.equal(base[k], original[k].to(torch.bfloat16)) for k in base)
-    b = [v for k, v in adapter_state_dict(learner.model).items() if ".lora_B." in k]
-    assert all(t.abs().sum() > 0 for t in b)  # trained: B left zero
+    adapter = adapter_state_dict(learner.model)
+    assert all(t.abs().sum() > 0 for k, t in adapter.items() if ".lora_B." in k)  # trained
+    published = learner.full_state_dict()  # what a whole-model sync sends: the merged policy
+    assert published.keys() == base.keys()
+    merged = merged_state_dict(base, adapter, learner.cfg.lora)
+    assert all(torch.equal(published[k], merged[k]) for k in base)
+    assert not torch.equal(
+        published["model.layers.0.self_attn.q_proj.weight"],
+        base["model.layers.0.self_attn.q_proj.weight"],
+    )
 
 
 def test_resume_restores_adapter_and_optimizer_and_the_next_loss(small_model, tmp_path):
@@ -189,3 +195,79 @@ def test_two_fsdp_ranks_train_the_adapters_as_one_rank_does(small_model, tmp_pat
         torch.testing.assert_close(two[k], one[k], rtol=1e-5, atol=1e-6)
     original = load_file(small_model / "model.safetensors")
     assert all(torch.equal(one[k], original[k]) for k in original)
+
+
+@pytest.fixture(scope="module")
+def lora_run(small_model, tmp_path_factory):
+    """A run folder with one LoRA checkpoint after one step, the learner's logits on IDS."""
+    learner = _lora_learner(small_model)
+    learner.train_step(_groups(0))
+    run_dir = tmp_path_factory.mktemp("lora-run")
+    ckpt = learner.save_checkpoint(run_dir / "checkpoints" / "step_1")
+    (ckpt / "COMPLETE").write_text("1")
+    with torch.no_grad():
+        logits = learner.model(input_ids=IDS).logits.float()
+    return run_dir, logits
+
+
+IDS = torch.tensor([[1, 5, 9, 17, 30, 2, 4, 8, 40, 3]])
+
+
+def test_export_merge_writes_a_model_folder_with_the_training_models_logits(lora_run, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from microcoder.launch.cli.main import main
+
+    run_dir, want = lora_run
+    out = tmp_path / "merged"
+    assert main(["export", str(run_dir), "--out", str(out), "--dtype", "fp32", "--merge"]) == 0
+    assert not (out / "adapter_config.json").exists()
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        got = model(IDS).logits
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-5)
+
+
+def test_export_without_merge_writes_the_adapter_folder_peft_loads_on_the_base(
+    lora_run, small_model, tmp_path, capsys
+):
+    import peft
+    from transformers import AutoModelForCausalLM
+
+    from microcoder.launch.cli.main import main
+
+    run_dir, want = lora_run
+    out = tmp_path / "adapter"
+    assert main(["export", str(run_dir), "--out", str(out), "--dtype", "fp32"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
+    base = AutoModelForCausalLM.from_pretrained(small_model)
+    with torch.no_grad():
+        plain = base(IDS).logits
+        got = peft.PeftModel.from_pretrained(base, out).eval()(IDS).logits
+    assert (plain - want).abs().max() > 1e-3  # the adapter changed the model
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-5)
+    full = tmp_path / "full-run"  # a checkpoint without an adapter: a full fine-tuning one
+    shutil.copytree(run_dir / "checkpoints" / "step_1", full)
+    shutil.rmtree(full / "adapter")
+    assert main(["export", str(full), "--out", str(tmp_path / "x"), "--merge"]) == 2
+    assert "not a LoRA checkpoint" in capsys.readouterr().err
+
+
+def test_lora_with_the_base_offloaded_to_the_host_trains_the_same_adapters(small_model):
+    """learner.offload = "params" (the one-GPU recipe's): FSDP2's CPU offload holds the frozen
+    bf16 base beside the fp32 adapters; one step ends where the learner without offload does."""
+    want = _lora_learner(small_model, dtype="bfloat16")
+    got = _lora_learner(small_model, dtype="bfloat16", offload="params")
+    for learner in (want, got):
+        learner.train_step(_groups(0))
+    a, b = adapter_state_dict(want.model), adapter_state_dict(got.model)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(want.base_state_dict().values(), got.base_state_dict().values())
+    )

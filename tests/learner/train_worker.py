@@ -69,8 +69,8 @@ def main() -> None:
     if mode != "save":
         metrics.append(learner.train_step(synthetic_groups(1)))
     weights = learner.full_state_dict()
-    if learner.cfg.lora is not None:  # the adapters too (under LoRA the weights are the base)
-        weights |= adapter_state_dict(learner.model)
+    if learner.cfg.lora is not None:  # the base and the adapters (full_state_dict: merged)
+        weights = learner.base_state_dict() | adapter_state_dict(learner.model)
     if learner.rank == 0:
         save_file({k: v.contiguous() for k, v in weights.items()}, out / "weights.safetensors")
     (out / f"metrics{learner.rank}.json").write_text(json.dumps(metrics))

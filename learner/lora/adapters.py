@@ -1,4 +1,4 @@
-"""LoRA on the learner's policy (`learner.lora`): adapters injected with peft, the base frozen.
+"""LoRA adapters (`learner.lora`): injected with peft into the policy, the base frozen.
 
 `apply_lora(model, cfg)` injects peft LoRA layers into the Hugging Face model in place
 (`peft.inject_adapter_in_model`, adapter name "default") and freezes every other parameter, so
@@ -47,14 +47,7 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
     meta too: `init_adapters` fills them after `to_empty`)."""
     import peft
 
-    config = peft.LoraConfig(
-        r=cfg.rank,
-        lora_alpha=cfg.alpha,
-        target_modules=list(cfg.targets),
-        lora_dropout=cfg.dropout,
-        bias="none",
-    )
-    peft.inject_adapter_in_model(config, model, adapter_name=ADAPTER)
+    peft.inject_adapter_in_model(peft_config(cfg), model, adapter_name=ADAPTER)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter(name))
     if not has_adapters(model):
@@ -63,6 +56,20 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
             f"{type(model).__name__}; name its linear layers (e.g. q_proj, v_proj)"
         )
     return model
+
+
+def peft_config(cfg: LoraConfig, **extra):
+    """peft's LoraConfig of `cfg` (targets sorted), with `extra` fields."""
+    import peft
+
+    return peft.LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        target_modules=sorted(cfg.targets),
+        lora_dropout=cfg.dropout,
+        bias="none",
+        **extra,
+    )
 
 
 def is_adapter(name: str) -> bool:
@@ -134,16 +141,8 @@ def adapter_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def adapter_config(cfg: LoraConfig, base_model_name_or_path: str) -> dict:
     """adapter_config.json's content for an adapter of `cfg` on the model at
     `base_model_name_or_path`: peft's own LoraConfig serialised (what PEFT and vLLM read)."""
-    import peft
-
-    config = peft.LoraConfig(
-        r=cfg.rank,
-        lora_alpha=cfg.alpha,
-        target_modules=sorted(cfg.targets),
-        lora_dropout=cfg.dropout,
-        bias="none",
-        task_type="CAUSAL_LM",
-        base_model_name_or_path=str(base_model_name_or_path),
+    config = peft_config(
+        cfg, task_type="CAUSAL_LM", base_model_name_or_path=str(base_model_name_or_path)
     )
     out = config.to_dict()
     return json.loads(json.dumps(out, default=_jsonable))
@@ -176,19 +175,26 @@ def base_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def merged_state_dict(
     base: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], cfg: LoraConfig
 ) -> dict[str, torch.Tensor]:
-    """The base weights (checkpoint names) with `adapter` (PEFT names) folded in:
-    W' = W + (alpha / rank) · B @ A per adapted layer, computed in fp32 and returned in W's
-    dtype. `base` is not modified."""
-    scale = cfg.alpha / cfg.rank
+    """The base weights (checkpoint names) with `adapter` (PEFT names) folded in (`merge_into`);
+    `base` is not modified."""
     out = dict(base)
+    merge_into(out, adapter, cfg)
+    return out
+
+
+def merge_into(
+    weights: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], cfg: LoraConfig
+) -> None:
+    """Fold `adapter` (PEFT names) into `weights` (checkpoint names; {} on a rank other than 0:
+    nothing to do): W' = W + (alpha / rank) · B @ A per adapted layer, computed in fp32 and
+    stored in W's dtype, replacing the entry (the tensor it held is not modified)."""
+    scale = cfg.alpha / cfg.rank
     for key, a in adapter.items():
         if ".lora_A." not in key:
             continue
         b = adapter[key.replace(".lora_A.", ".lora_B.")]
         target = key[len(PEFT_PREFIX) :].replace(".lora_A.weight", ".weight")
-        if target not in out:
+        if target not in weights:
             raise KeyError(f"adapter {key} adapts {target}, which the base weights do not hold")
-        w = out[target]
-        delta = (b.float() @ a.float()) * scale
-        out[target] = (w.float() + delta).to(w.dtype)
-    return out
+        w = weights[target]
+        weights[target] = torch.addmm(w.float(), b.float(), a.float(), alpha=scale).to(w.dtype)
