@@ -119,8 +119,8 @@ async def sample_group(
     Under `learner.lora` (`adapters`: the engine's actors/engines/adapters.py `AdapterSet`) the
     group runs on the newest adapter version from start to end (`lora_request`), whatever loads
     meanwhile: every response is tagged with that version (first and last), and no floor is
-    needed (an adapter sync neither pauses the engine nor changes the salt). Before the first
-    adapter the engine serves the base model: the span rule applies."""
+    needed (an adapter sync neither pauses the engine nor changes the salt). A group submitted
+    before the first adapter runs on the base model, version 0's policy, to its end: tagged 0."""
     final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
     if params.output_kind is not final_only:
         params = params.clone()
@@ -144,8 +144,8 @@ async def sample_group(
     kv_kept = current_salt is not None and current_salt() != cache_salt
     for c in final.outputs:
         first, last = _span_versions(c) or (admitted_version, current_version())
-        if lease is not None:  # one adapter from start to end
-            first, last = lease.version, lease.version
+        if adapters is not None:  # one adapter from start to end; none: the base, version 0
+            first = last = 0 if lease is None else lease.version
         elif kv_kept:
             first = min(first, admitted_version)
         responses.append(

@@ -139,7 +139,11 @@ def test_after_two_adapter_updates_greedy_equals_transformers_on_the_merged_weig
     model = peft_model
     base = greedy(engine, PROMPTS, 12)
     assert base == hf_greedy(tiny_model_dir, PROMPTS, 12)  # version 0: the base model
+    on_base = long_group(engine, 0)  # submitted before any adapter: the base to its end
     sync(engine, channel, 1, adapter_state(model, 1))
+    spanned = not on_base.done()
+    r = on_base.result(300).responses[0]
+    assert (r.policy_version, r.last_policy_version) == (0, 0), spanned
     v1 = greedy(engine, PROMPTS, 12)
     assert v1 == hf_greedy(merged_folder(model, tmp_path / "m1"), PROMPTS, 12)
     sync(engine, channel, 2, adapter_state(model, 2))
