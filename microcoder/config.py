@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -65,13 +66,18 @@ def check_unknown_keys(model: type[BaseModel], raw: dict[str, Any], prefix: str 
             if instead:
                 raise ConfigError(f"config key '{path}' was removed: {instead}")
             raise ConfigError(f"unknown config key '{path}'" + _suggest(key, list(fields), prefix))
-        annotation = fields[key].annotation
-        if (
-            isinstance(value, dict)
-            and isinstance(annotation, type)
-            and issubclass(annotation, BaseModel)
-        ):
-            check_unknown_keys(annotation, value, prefix=f"{path}.")
+        section = _section_of(fields[key].annotation)
+        if isinstance(value, dict) and section is not None:
+            check_unknown_keys(section, value, prefix=f"{path}.")
+
+
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The config model a field holds: its annotation, or the model of an optional one
+    (`LoraConfig | None`); None for any other field."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def parse_value(text: str) -> Any:

@@ -267,7 +267,16 @@ def test_lora_with_the_base_offloaded_to_the_host_trains_the_same_adapters(small
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6)
-    assert all(
-        torch.equal(x, y)
-        for x, y in zip(want.base_state_dict().values(), got.base_state_dict().values())
-    )
+    base, offloaded = want.base_state_dict(), got.base_state_dict()
+    assert base.keys() == offloaded.keys()
+    assert all(torch.equal(base[k], offloaded[k]) for k in base)
+
+
+def test_a_misspelt_lora_key_gets_the_nearest_one():
+    from microcoder.config import ConfigError
+    from microcoder.launch.config import load_config
+
+    with pytest.raises(ConfigError, match="did you mean 'learner.lora.rank'"):
+        load_config(
+            Path(__file__).parents[2] / "configs" / "tiny-cpu.toml", ["learner.lora.rnak=8"]
+        )
