@@ -103,6 +103,7 @@ async def sample_group(
     owner: str,
     cache_salt: str | None = None,
     current_salt: Callable[[], str | None] | None = None,
+    adapters=None,
 ) -> Group:
     """One `llm.generate(..., n=G, output_kind=FINAL_ONLY)` (`llm` an AsyncLLM, run on its loop;
     `cache_salt` the engine's `AsyncEngine.cache_salt` when the group was submitted,
@@ -113,7 +114,13 @@ async def sample_group(
     The KV floor: when the salt changed while the group was in flight (an update kept the KV:
     "reuse"), policy_version is at most `admitted_version`: a request first sampled after the
     update may read old-weights prompt KV (blocks cached under its old salt, or its own prefill
-    cut by the pause; notes/issue-33-h38.md). Under "recompute" the salt never changes."""
+    cut by the pause; notes/issue-33-h38.md). Under "recompute" the salt never changes.
+
+    Under `learner.lora` (`adapters`: the engine's actors/engines/adapters.py `AdapterSet`) the
+    group runs on the newest adapter version from start to end (`lora_request`), whatever loads
+    meanwhile: every response is tagged with that version (first and last), and no floor is
+    needed (an adapter sync neither pauses the engine nor changes the salt). A group submitted
+    before the first adapter runs on the base model, version 0's policy, to its end: tagged 0."""
     final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
     if params.output_kind is not final_only:
         params = params.clone()
@@ -122,8 +129,14 @@ async def sample_group(
     t0 = time.perf_counter()
     final = None
     prompt = {"prompt_token_ids": prompt_ids, "cache_salt": cache_salt}
-    async for out in llm.generate(prompt, params, request_id):
-        final = out
+    lease = None if adapters is None else adapters.acquire()
+    try:
+        lora = None if lease is None else lease.request
+        async for out in llm.generate(prompt, params, request_id, lora_request=lora):
+            final = out
+    finally:
+        if lease is not None:
+            adapters.release(lease)
     gen_s = time.perf_counter() - t0
     if final is None:
         raise RuntimeError(f"vLLM returned no output for group {assignment.group_id}")
@@ -131,7 +144,9 @@ async def sample_group(
     kv_kept = current_salt is not None and current_salt() != cache_salt
     for c in final.outputs:
         first, last = _span_versions(c) or (admitted_version, current_version())
-        if kv_kept:
+        if adapters is not None:  # one adapter from start to end; none: the base, version 0
+            first = last = 0 if lease is None else lease.version
+        elif kv_kept:
             first = min(first, admitted_version)
         responses.append(
             response_of(
@@ -451,7 +466,16 @@ def _submit(engine, flight: _InFlight, assignments, params_for, prompt_ids, vers
         ids = prompt_ids(a.prompt)
         salt = engine.cache_salt
         coro = sample_group(
-            engine.llm, a, ids, params_for(a), v, version, owner, salt, lambda: engine.cache_salt
+            engine.llm,
+            a,
+            ids,
+            params_for(a),
+            v,
+            version,
+            owner,
+            salt,
+            lambda: engine.cache_salt,
+            getattr(engine, "adapters", None),
         )
         flight.add(a, engine.submit(coro))
 

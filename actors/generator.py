@@ -35,6 +35,7 @@ import traceback
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
+from microcoder.actors.engines.adapters import served_adapter_config
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
@@ -85,6 +86,8 @@ class Generator(PriorityControl):
             version=0,
             worker_extension_cls=WORKER_EXTENSION,
             config_overrides=settings.config_overrides,
+            lora=settings.learner.lora,
+            adapter_config=served_adapter_config(settings.learner.lora, model_path),
         )
         self.engine = self._build_engine()
         self.engine_rebuilds = 0
@@ -299,6 +302,7 @@ class Generator(PriorityControl):
             lambda: self.version,
             self.name,
             self.engine.cache_salt,
+            adapters=self.engine.adapters,
         )
 
     def _submit(self, coro):

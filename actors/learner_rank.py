@@ -302,7 +302,7 @@ class LearnerRank:
         version to the buffer (so admission control and staleness move on)."""
         with self._work.learner(closes_step=True), self._collective("publish"):
             t0 = time.perf_counter()
-            state = self.learner.full_state_dict()
+            state = self.learner.published_state()  # the adapter alone under learner.lora
             gather_s = time.perf_counter() - t0
             if self.rank == 0:
                 self.publisher.publish(self.learner.version, state)

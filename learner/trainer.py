@@ -398,6 +398,16 @@ class Learner:
         alone (in the compute dtype it trains in, whatever `masters`), else the same."""
         return full_state_dict(self.model, None if masters else self.dtype)
 
+    def published_state(self) -> dict[str, torch.Tensor]:
+        """Collective: what a weight sync sends the generators (actors/learner_rank.py
+        `publish`): under `learner.lora` the adapter alone (learner/lora/adapters.py:
+        `adapter_state_dict`, PEFT's names, fp32), which the generators serve as a vLLM adapter
+        (actors/engines/adapters.py); else `full_state_dict()`. Refuses non-finite weights."""
+        if self.cfg.lora is None:
+            return self.full_state_dict()
+        self._refuse_nonfinite("publishing")
+        return adapter_state_dict(self.model)
+
     def save_checkpoint(self, path: str | Path) -> Path:
         """Collective: HF folder + optimizer/scheduler/RNG/version at `path` (see checkpoint.py)."""
         from microcoder.learner.checkpoint import save_checkpoint

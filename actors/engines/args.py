@@ -45,6 +45,9 @@ RESERVED: dict[str, str] = {
         "temperature, which the learner's importance weights use)"
     ),
     "worker_extension_cls": "microcoder's weight loader (actors/engines/worker_ext.py) must be the one",
+    "enable_lora": "set learner.lora instead (the generators then serve the learner's adapter)",
+    "max_lora_rank": "set learner.lora.rank instead (rounded up to a rank vLLM accepts)",
+    "max_loras": "set learner.lora.versions_kept instead (the adapter versions an engine serves)",
     "distributed_executor_backend": (
         "actors/engines/build.py chooses it from the tensor-parallel size ('mp' inside the "
         "generator's placement group)"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.engines.adapters import AdapterSet, engine_lora
 from microcoder.actors.engines.build import WORKER_EXTENSION, engine_kwargs
 from microcoder.actors.engines.vllm_api import check_vllm_api, raise_if_problems
 from microcoder.actors.memory import KvCacheGauge
@@ -69,6 +70,10 @@ class AsyncEngine:
         reads its salt's old blocks: actors/generate_loop.py `sample_group` tags it with the version it
         was submitted at when the salt changed while it was in flight (the KV floor)."""
         self._salt_epoch = 0
+        self.adapters: AdapterSet | None = None
+        """Under `learner.lora`: the adapter versions this engine serves (actors/engines/
+        adapters.py); every request takes the newest (`generate_one`, actors/generate_loop.py
+        `sample_group`). None: the engine serves its own weights."""
         built: concurrent.futures.Future = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._main, args=(build, built), name="vllm-loop", daemon=True
@@ -134,7 +139,8 @@ class AsyncEngine:
             raise RuntimeError("the engine's loop thread is gone (engine shut down or dead)")
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def _call(self, coro: Coroutine, what: str, timeout_s: float | None = None) -> Any:
+    def call(self, coro: Coroutine, what: str, timeout_s: float | None = None) -> Any:
+        """Run `coro` on the loop and wait for it, within `timeout_s` (default `rpc_timeout_s`)."""
         future = self.submit(coro)
         timeout = self.rpc_timeout_s if timeout_s is None else timeout_s
         try:
@@ -179,8 +185,15 @@ class AsyncEngine:
         params.output_kind = RequestOutputKind.FINAL_ONLY
         last = None
         prompt = self.salted(prompt)
-        async for out in self.llm.generate(prompt, params, request_id or uuid.uuid4().hex):
-            last = out
+        lease = None if self.adapters is None else self.adapters.acquire()
+        lora = None if lease is None else lease.request
+        try:
+            rid = request_id or uuid.uuid4().hex
+            async for out in self.llm.generate(prompt, params, rid, lora_request=lora):
+                last = out
+        finally:
+            if lease is not None:
+                self.adapters.release(lease)
         return last
 
     def salted(self, prompt: dict) -> dict:
@@ -191,11 +204,11 @@ class AsyncEngine:
         """Call a worker-extension method on every worker (blocking, `rpc_timeout_s` plus a
         margin, so a weight receiver's own `sync_timeout_s` error arrives first)."""
         coro = self.llm.collective_rpc(method, args=tuple(args), kwargs=kwargs)
-        return self._call(coro, f"collective_rpc({method!r})", self.rpc_timeout_s + 30.0)
+        return self.call(coro, f"collective_rpc({method!r})", self.rpc_timeout_s + 30.0)
 
     def reset_prefix_cache(self) -> bool:
         """True when the prefix cache was emptied (False while a request holds blocks)."""
-        return bool(self._call(self.llm.reset_prefix_cache(), "reset_prefix_cache"))
+        return bool(self.call(self.llm.reset_prefix_cache(), "reset_prefix_cache"))
 
     def pause(self, mode: str, clear_cache: bool = True) -> None:
         """`pause_generation(mode=..., clear_cache=...)`: "keep" (requests stay; with
@@ -207,14 +220,14 @@ class AsyncEngine:
             self._salt_epoch += 1
             self.cache_salt = f"w{self._salt_epoch}"
         coro = self.llm.pause_generation(mode=mode, clear_cache=clear_cache)
-        self._call(coro, f"pause({mode!r}, clear_cache={clear_cache})")
+        self.call(coro, f"pause({mode!r}, clear_cache={clear_cache})")
 
     def resume(self) -> None:
-        self._call(self.llm.resume_generation(), "resume")
+        self.call(self.llm.resume_generation(), "resume")
 
     def set_version(self, v: int) -> None:
         """The label vLLM puts on every token sampled from now on (CompletionOutput.weight_versions)."""
-        self._call(self.llm.update_weight_version(str(int(v))), f"set_version({v})")
+        self.call(self.llm.update_weight_version(str(int(v))), f"set_version({v})")
 
     def shutdown(self) -> None:
         """Shut the AsyncLLM down (its EngineCore exits) and stop the loop thread. Idempotent."""
@@ -226,8 +239,10 @@ class AsyncEngine:
                 self.llm.shutdown()
 
         try:
-            self._call(stop(), "shutdown", 60.0)
+            self.call(stop(), "shutdown", 60.0)
         finally:
+            if self.adapters is not None:
+                self.adapters.close()
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(30.0)
             self.llm = None  # collected now, not at interpreter exit (its __del__ shuts down)
@@ -258,6 +273,8 @@ def build_async_engine(
     *,
     rpc_timeout_s: float = 600.0,
     version: int = 0,
+    lora=None,
+    adapter_config: dict | None = None,
     **extra,
 ) -> AsyncEngine:
     """An AsyncEngine for `model_path` with the same engine arguments as actors/engines/build.py
@@ -266,12 +283,18 @@ def build_async_engine(
     installed vLLM lacks an API microcoder calls. With the worker extension the EngineCore is
     tied to this process (dies with it) and the version label is set to `version`. Its
     `kv_cache` (actors/memory.py `KvCacheGauge`) holds the engine's KV-cache usage: a stat logger
-    of ours makes vLLM collect its scheduler stats, while its own log lines stay off."""
+    of ours makes vLLM collect its scheduler stats, while its own log lines stay off.
+
+    `lora` (`learner.lora`, None: off): the engine serves LoRA adapters (`enable_lora`,
+    `max_lora_rank` from its rank, `max_loras` = its `versions_kept`: actors/engines/adapters.py
+    `lora_engine_kwargs`) and gets an `AdapterSet` whose folders carry `adapter_config` (PEFT's
+    adapter_config.json of the run's adapter)."""
     if device == "cpu":
         set_cpu_engine_env(cfg.kv_cache_gib)
     check_vllm_api(device, engine_args=cfg.engine_args)
     kwargs = {"disable_log_stats": True, **engine_kwargs(model_path, cfg, device, seed, **extra)}
     kv_cache = KvCacheGauge()  # fed by vLLM's scheduler stats (vLLM's own stat loggers stay off)
+    kwargs.update(engine_lora(lora))
 
     def build():
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -283,4 +306,9 @@ def build_async_engine(
     extension = kwargs.get("worker_extension_cls") == WORKER_EXTENSION
     engine = AsyncEngine(build, rpc_timeout_s=rpc_timeout_s, version=version, extension=extension)
     engine.kv_cache = kv_cache
+    if lora is not None:
+        if adapter_config is None:
+            engine.shutdown()
+            raise ValueError("a LoRA engine needs the adapter's adapter_config (PEFT's json)")
+        engine.adapters = AdapterSet(engine, int(lora.versions_kept), adapter_config)
     return engine

@@ -53,8 +53,12 @@ ASYNC_METHODS = (
     "reset_prefix_cache",
     "update_weight_version",
     "shutdown",
+    "add_lora",
+    "remove_lora",
+    "list_loras",
 )
-"""`AsyncLLM` methods called by actors/engines/async_llm.py (the streaming generator's engine)."""
+"""`AsyncLLM` methods called by actors/engines/async_llm.py (the streaming generator's engine) and,
+under `learner.lora`, actors/engines/adapters.py."""
 OUTPUT_FIELDS = ("weight_versions",)
 """`CompletionOutput` fields actors/generate_loop.py reads (a response's first and last version)."""
 RELOAD_PARAMS = ("weights_iterator", "is_checkpoint_format")

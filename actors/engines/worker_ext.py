@@ -133,6 +133,30 @@ class WeightLoaderExtension:
             )
         return self._mc_stream_load(receiver)
 
+    def mc_receive_adapter(
+        self, folder: str, config: dict[str, Any]
+    ) -> tuple[int, int, float, float]:
+        """Under `learner.lora`: receive one round of adapter tensors on the open channel (PEFT's
+        names, the whole adapter) and write them, with `config` as adapter_config.json, to
+        `folder` as a PEFT adapter folder, which the front end then registers with vLLM
+        (actors/engines/adapters.py `AdapterSet.add`). The model's own weights are not touched.
+        Every worker receives (the channel's broadcast needs all of them); worker 0 writes.
+        Returns (version, tensors, seconds waiting for the wire, seconds writing)."""
+        receiver = getattr(self, "_mc_receiver", None)
+        if receiver is None:
+            raise RuntimeError(
+                "no weight channel is open in this worker; call mc_open_channel first"
+            )
+        t0 = time.perf_counter()
+        stream = _TimedStream(receiver.receive())
+        state = {name: tensor.clone() for name, tensor in stream}  # views into the buckets
+        total = time.perf_counter() - t0
+        if int(self.rank) == 0:
+            from microcoder.learner.lora import write_adapter_folder
+
+            write_adapter_folder(state, config, folder)
+        return int(receiver.version), len(state), stream.wait_s, total - stream.wait_s
+
     def mc_relay_worker(self) -> int:
         """This worker's rank in its engine (the generator counts its workers by the replies)."""
         return int(self.rank)

@@ -3,7 +3,8 @@ tick, at most every `generator.weight_poll_s`; right after a lease; now, for an 
 version for a held-out eval, keeps a failed load's mixed weights from being sampled, and loads
 each `Round` its `WeightSource` (source.py) hands out into the engine: pause, receive,
 relabel, resume (actors/weights/publisher.py `update_engine`). It never knows whether a round
-came by channel or by relay.
+came by channel or by relay. Under `learner.lora` a round is an adapter: it is loaded beside the
+versions the engine serves, without a pause (`update_adapter`; actors/engines/adapters.py).
 
 Its host is the generator (actors/generator.py): the follower reads the host's `name`,
 `settings`, `engine` and `version`, and writes the version it loaded and the sync's timings
@@ -23,7 +24,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from microcoder.actors.deadline import actor_by_name
-from microcoder.actors.weights.publisher import LEARNER0, WeightsMixedError, update_engine
+from microcoder.actors.weights.publisher import (
+    LEARNER0,
+    WeightsMixedError,
+    update_adapter,
+    update_engine,
+)
 from microcoder.actors.weights.source import Round, WeightSource, weight_source
 
 
@@ -165,15 +171,24 @@ class WeightFollower:
         `update_engine`); True when new weights were loaded."""
 
         host = self.host
-        mode = "keep" if host.settings.generator.weight_update == "inflight" else "wait"
-        with host.timer.sync():
-            result, pause_s = update_engine(
-                host.engine,
-                mode,
-                round_.receive,
-                f"{host.name}: weight update to version {round_.what}",
-                host.settings.generator.inflight_kv,
-            )
+        what = f"{host.name}: weight update to version {round_.what}"
+        if getattr(host.engine, "adapters", None) is not None:  # LoRA: no pause
+            mode = "adapter"
+            with host.timer.sync():
+                result, pause_s = update_adapter(host.engine, round_.receive, what)
+            if result is not None:
+                served = ", ".join(f"v{v}" for v in sorted(host.engine.adapters.served))
+                print(
+                    f"{host.name}: adapter v{result['version']} loaded ({result['bytes']} bytes, "
+                    f"{result['sync_s']:.3f} s, no pause); serving {served}",
+                    flush=True,
+                )
+        else:
+            mode = "keep" if host.settings.generator.weight_update == "inflight" else "wait"
+            with host.timer.sync():
+                result, pause_s = update_engine(
+                    host.engine, mode, round_.receive, what, host.settings.generator.inflight_kv
+                )
         host.pause_s.append(pause_s)
         del host.pause_s[:-1000]
         if result is None:

