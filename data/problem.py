@@ -101,6 +101,16 @@ def _require(row: dict, name: str, types, source: str, line: int | None):
     return value
 
 
+def _one_of(row: dict, name: str, default: str, allowed, source: str, line: int | None) -> str:
+    """`row[name]` (or `default` when absent or empty), refused unless it is one of `allowed`."""
+    value = row.get(name) or default
+    if value not in allowed:
+        raise ProblemFormatError(
+            source, line, name, f"'{value}' is not one of {', '.join(allowed)}"
+        )
+    return value
+
+
 def validate_problem(row: dict, source: str = "<dict>", line: int | None = None) -> Problem:
     """Build a Problem from a dict in our own JSONL schema, checking every field."""
     if not isinstance(row, dict):
@@ -108,9 +118,7 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
             source, line, "<row>", f"expected a JSON object, got {type(row).__name__}"
         )
     pid = _require(row, "id", (str, int), source, line)
-    kind = _require(row, "kind", str, source, line)
-    if kind not in KINDS:
-        raise ProblemFormatError(source, line, "kind", f"'{kind}' is not one of {', '.join(KINDS)}")
+    kind = _one_of(row, "kind", _require(row, "kind", str, source, line), KINDS, source, line)
     prompt = row.get("prompt", "")
     if not isinstance(prompt, str):
         raise ProblemFormatError(source, line, "prompt", "expected a string")
@@ -129,11 +137,7 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         raise ProblemFormatError(
             source, line, "fn_name", "functional problems need the entry point name"
         )
-    compare = row.get("compare") or "default"
-    if compare not in COMPARE_MODES:
-        raise ProblemFormatError(
-            source, line, "compare", f"'{compare}' is not one of {', '.join(COMPARE_MODES)}"
-        )
+    compare = _one_of(row, "compare", "default", COMPARE_MODES, source, line)
     if compare == "checker" and not row.get("checker"):
         raise ProblemFormatError(
             source, line, "checker", "compare = 'checker' needs the checker's source"
@@ -147,11 +151,7 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         raise ProblemFormatError(
             source, line, "solutions", "expected a list of strings (reference programs)"
         )
-    language = row.get("language") or "python"
-    if language not in LANGUAGES:
-        raise ProblemFormatError(
-            source, line, "language", f"'{language}' is not one of {', '.join(LANGUAGES)}"
-        )
+    language = _one_of(row, "language", "python", LANGUAGES, source, line)
     if language != "python" and kind != "stdin":
         raise ProblemFormatError(
             source, line, "language", f"{language} problems must be stdin problems, not {kind}"
