@@ -24,7 +24,17 @@ def add_set_argument(
     )
 
 
-PROBLEM_FORMATS = ("jsonl", "lcb", "humaneval", "leetcodedataset", "apps", "taco", "rllm", "answer")
+PROBLEM_FORMATS = (
+    "jsonl",
+    "lcb",
+    "humaneval",
+    "leetcodedataset",
+    "apps",
+    "taco",
+    "rllm",
+    "codecontests",
+    "answer",
+)
 """The loaders' names as `--format` lists them (data/formats/loaders.py `FORMATS`, which
 tests/launch/test_cliargs.py keeps this equal to; the loaders are not imported here)."""
 

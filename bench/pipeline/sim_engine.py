@@ -47,8 +47,9 @@ class _SimLLM:
         self.label = "0"
         self._lock: asyncio.Lock | None = None
 
-    async def generate(self, prompt: dict, params: SimParams, request_id: str):
-        """One group: wait for the engine, hold it `per_group_s`, yield the final output."""
+    async def generate(self, prompt: dict, params: SimParams, request_id: str, lora_request=None):
+        """One group: wait for the engine, hold it `per_group_s`, yield the final output
+        (`lora_request` as vLLM's AsyncLLM takes it; the simulation serves no adapter)."""
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             first = self.label

@@ -74,10 +74,23 @@ def test_two_pools_run_their_programs_as_disjoint_host_uids():
 
 @root_only
 def test_a_closed_pool_frees_its_uids():
+    """Its processes hold no uid lock once it is closed. (Not "every uid is free": the host is
+    shared, and another pool, of a parallel test or another checkout, may take a freed uid at
+    once; /proc/locks names the holder.)"""
     with JudgePool(workers=2) as a:
         claimed = [w.host_uid for w in a.workers]
+        ours = {os.getpid(), *a.worker_pids()}
         assert all(not free(uid) for uid in claimed)
-    assert all(free(uid) for uid in claimed)
+        assert all(holders(uid) & ours for uid in claimed)
+    assert not any(holders(uid) & ours for uid in claimed)
+
+
+def holders(uid: int) -> set[int]:
+    """The pids that hold `uid`'s lock file now (the kernel's /proc/locks, by the file's inode)."""
+    inode = os.stat(os.path.join(uids.lock_dir(), f"{uid}.lock")).st_ino
+    with open("/proc/locks") as f:
+        rows = [line.split() for line in f]
+    return {int(r[4]) for r in rows if len(r) > 5 and r[5].rsplit(":", 1)[-1] == str(inode)}
 
 
 def free(uid: int) -> bool:
