@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from microcoder.config import Section
+from microcoder.data.formats.names import FORMAT_CHOICES
 from microcoder.data.problem import KINDS
 from microcoder.data.prompting.reasoning import check_reasoning
 from microcoder.data.prompting.template_file import PromptTemplateError, resolve_template
@@ -58,21 +59,8 @@ class PromptConfig(Section):
         return value
 
 
-FormatName = Literal[
-    "auto",
-    "jsonl",
-    "lcb",
-    "humaneval",
-    "leetcodedataset",
-    "apps",
-    "taco",
-    "rllm",
-    "codecontests",
-    "answer",
-    "microcoder",
-    "livecodebench",
-]
-"""Loader names (data/formats/loaders.py FORMAT_CHOICES)."""
+FormatName = Literal[FORMAT_CHOICES]  # a tuple subscript: Literal["auto", "jsonl", ...]
+"""Loader names and aliases (data/formats/names.py FORMAT_CHOICES)."""
 
 
 class DataSourceConfig(Section):
@@ -110,7 +98,7 @@ class DataConfig(Section):
     of a 96-token cap: data/sources.py SYNTHETIC_VARIANTS) or a path to a problem file (JSONL etc.)."""
     format: FormatName = "auto"
     """Loader for `source`; auto guesses from the rows. `microcoder` = `jsonl` (our own rows),
-    `livecodebench` = `lcb`; the names are data/formats/loaders.py's FORMAT_CHOICES."""
+    `livecodebench` = `lcb`; the names are data/formats/names.py's FORMAT_CHOICES."""
     shuffle_seed: int | None = None
     """Seed of the per-epoch prompt order. Unset (the default) = the run's `seed`, so runs of
     different seeds (each arm-seed of `microcoder compare`) train on different prompt orders;

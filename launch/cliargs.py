@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from microcoder.data.formats.names import LOADER_NAMES
+
 
 def add_set_argument(
     parser,
@@ -24,19 +26,8 @@ def add_set_argument(
     )
 
 
-PROBLEM_FORMATS = (
-    "jsonl",
-    "lcb",
-    "humaneval",
-    "leetcodedataset",
-    "apps",
-    "taco",
-    "rllm",
-    "codecontests",
-    "answer",
-)
-"""The loaders' names as `--format` lists them (data/formats/loaders.py `FORMATS`, which
-tests/launch/test_cliargs.py keeps this equal to; the loaders are not imported here)."""
+PROBLEM_FORMATS = LOADER_NAMES
+"""The loaders' names as `--format` lists them (data/formats/names.py; no loader is imported)."""
 
 
 def add_format_argument(parser) -> None:

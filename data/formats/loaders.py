@@ -35,6 +35,7 @@ from microcoder.data.formats.common import RowContext
 from microcoder.data.formats.humaneval import convert_humaneval
 from microcoder.data.formats.lcb import convert_lcb
 from microcoder.data.formats.leetcodedataset import convert_leetcodedataset
+from microcoder.data.formats.names import FORMAT_ALIASES, FORMAT_CHOICES
 from microcoder.data.formats.rllm import convert_rllm
 from microcoder.data.formats.rows import iter_rows
 from microcoder.data.problem import Problem, ProblemFormatError, validate_problem
@@ -56,10 +57,6 @@ CONVERTERS: dict[str, Callable[[dict, RowContext], Problem]] = {
     "answer": convert_answer,
 }
 FORMATS = tuple(CONVERTERS)
-FORMAT_ALIASES = {"microcoder": "jsonl", "livecodebench": "lcb"}
-"""Other names a format goes by (a run's `data.format` accepts them too)."""
-FORMAT_CHOICES = ("auto", *FORMATS, *FORMAT_ALIASES)
-"""Every name `format=` / `data.format` accepts; data/config.py checks against this."""
 
 
 def detect_format(row: object) -> str | None:
