@@ -224,6 +224,18 @@ class LearnerConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _lora_goes_by_channels(self) -> LearnerConfig:
+        """Under learner.lora an adapter sync goes by each generator's channel (actors/weights/:
+        the relay's chain carries whole models); refused rather than silently replaced."""
+        if self.lora is not None and self.weight_transport == "relay":
+            raise ValueError(
+                "learner.weight_transport = \"relay\" does not carry LoRA adapters: under "
+                "learner.lora each generator takes the adapter (a few MB) on its own channel. "
+                "Set learner.weight_transport = \"channels\" (the default)"
+            )
+        return self
+
     @field_validator("logprob_chunk_tokens")
     @classmethod
     def _chunk_not_negative(cls, v: int) -> int:

@@ -95,6 +95,8 @@ def test_the_ranks_are_the_installed_vllms_and_others_are_refused():
     with pytest.raises(ValueError, match="choose among"):
         LearnerConfig(lora={"targets": ["lm_head"]})
     assert LearnerConfig().lora is None
+    with pytest.raises(ValueError, match="does not carry LoRA adapters"):
+        LearnerConfig(lora={"rank": 8}, weight_transport="relay")
 
 
 def _groups(step: int):
