@@ -81,7 +81,7 @@ def learner_knob(shape: ModelShape, inputs: dict, room: int, gpu_bytes: int) -> 
         if plan_learner(shape, **most).peak() <= room:
             sp_part = f"learner.sequence_parallel = {sps[-1]} and " if sps else ""
             options.append(f'set {sp_part}learner.offload = "params"')
-        elif world := _world(shape, most, gpu_bytes):
+        elif (world := _world(shape, most, gpu_bytes)) > inputs["world_size"]:
             options.append(
                 f'raise learner.world_size to {world} with learner.offload = "params"'
                 + (f" and learner.sequence_parallel = {most['sequence_parallel']}" if sps else "")
