@@ -230,9 +230,9 @@ class LearnerConfig(Section):
         the relay's chain carries whole models); refused rather than silently replaced."""
         if self.lora is not None and self.weight_transport == "relay":
             raise ValueError(
-                "learner.weight_transport = \"relay\" does not carry LoRA adapters: under "
+                'learner.weight_transport = "relay" does not carry LoRA adapters: under '
                 "learner.lora each generator takes the adapter (a few MB) on its own channel. "
-                "Set learner.weight_transport = \"channels\" (the default)"
+                'Set learner.weight_transport = "channels" (the default)'
             )
         return self
 
