@@ -223,7 +223,7 @@ def stand_in_generator(newest: list[int]):
     from microcoder.actors.weights.follower import WeightFollower
 
     gen = Generator.__new__(Generator)
-    gen.version, gen.learner0 = 0, "rank-0"
+    gen.version, gen.learner0, gen.name = 0, "rank-0", "generator-0"
     gen.settings = SimpleNamespace(generator=SimpleNamespace(weight_poll_s=0.0))
     gen.weights = WeightFollower(gen, "rank-0", source=ChannelSource("gen-0", None, None))
     gen.updates = 0
