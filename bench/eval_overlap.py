@@ -7,7 +7,9 @@ A step's interval is [time - step_s, time] of its "step" record; an eval's is [s
 its "eval" record (launch/run/heldout_eval.py). The first step is left out (it includes the engines'
 warm-up and, beside training, overlaps the start eval by construction, which would flatter
 nothing but skew both sides). Prints one JSON object: counts, medians, means and
-`ratio_median` = median(step_s during an eval) / median(step_s without one).
+`ratio_median` = median(step_s during an eval) / median(step_s without one), and the training
+samples' staleness (the step records' `staleness_mean` / `staleness_max`, averaged) during an
+eval and without one, and the generators the evals sampled on (eval.generators sets some aside).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import sys
 from typing import Any
 
 
-def split_steps(records: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    """(step_s of steps overlapping an eval, step_s of the others), first step left out."""
+def split_steps(
+    records: list[dict[str, Any]], field: str = "step_s"
+) -> tuple[list[float], list[float]]:
+    """(`field` of steps overlapping an eval, of the others), first step left out (a step
+    without the field is skipped)."""
     evals = [
         (r["started"], r["time"]) for r in records if r.get("kind") == "eval" and "started" in r
     ]
@@ -30,7 +35,8 @@ def split_steps(records: list[dict[str, Any]]) -> tuple[list[float], list[float]
         t1 = r["time"]
         t0 = t1 - r["step_s"]
         overlaps = any(e0 < t1 and t0 < e1 for e0, e1 in evals)
-        (during if overlaps else without).append(float(r["step_s"]))
+        if r.get(field) is not None:
+            (during if overlaps else without).append(float(r[field]))
     return during, without
 
 
@@ -43,7 +49,12 @@ def overlap_report(records: list[dict[str, Any]]) -> dict[str, Any]:
     if during and without:
         out["ratio_median"] = out["median_during_s"] / out["median_without_s"]
         out["ratio_mean"] = out["mean_during_s"] / out["mean_without_s"]
+    for field in ("staleness_mean", "staleness_max"):  # the training samples' age
+        late, fresh = split_steps(records, field)
+        out[f"{field}_during"] = statistics.fmean(late) if late else None
+        out[f"{field}_without"] = statistics.fmean(fresh) if fresh else None
     evals = [r for r in records if r.get("kind") == "eval"]
+    out["eval_generators"] = sorted({g for r in evals for g in r.get("eval_generators", [])})
     out["evals"] = [
         [r["step"], r.get("policy_version"), round(r["time"] - r.get("started", r["time"]), 2)]
         for r in evals

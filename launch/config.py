@@ -85,6 +85,16 @@ class EvalConfig(Section):
     learner's weights of that step for the eval (it samples at one policy version) and the
     learner goes on stepping, as far as buffer.max_staleness allows. false = the learner waits
     for each eval, which then samples on the generators' newest weights."""
+    generators: int = Field(0, ge=0)
+    """Beside training: N > 0 sets N generator replicas aside for the eval (the pool
+    "eval-generator", each an engine like a training generator's: generator.* sizes it, and the
+    placement plan and the memory plan count it). They run no training loop; at each eval point
+    they alone take the learner's newest weights and keep them for the eval, which samples on
+    them, so no training generator is ever held and training samples age as without an eval.
+    They take their weights over their own channels, never the relay (a generator that syncs
+    only at eval points would stall each relay round). 0, the default, = the eval holds the
+    training generators at its version for its duration (their groups age within
+    buffer.max_staleness meanwhile). Needs beside_training = true."""
     wait_s: float = Field(3600.0, gt=0)
     """Beside training: how long an eval point (or the run's end) waits for the eval still in
     flight before going on without it (logged; a late eval at the end loses its record)."""
@@ -111,6 +121,12 @@ class EvalConfig(Section):
         if self.problems_file and self.holdout_fraction:
             raise ValueError(
                 "set eval.problems_file or eval.holdout_fraction, not both (one held-out set)"
+            )
+        if self.generators and not self.beside_training:
+            raise ValueError(
+                f"eval.generators = {self.generators} sets generators aside for an eval beside "
+                "training, but eval.beside_training = false: set eval.beside_training = true, or "
+                "eval.generators = 0 (a blocking eval samples on the training generators)"
             )
         return self
 

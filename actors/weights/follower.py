@@ -94,10 +94,13 @@ class WeightFollower:
             if self.learner0 is not None:
                 self._update_locked()
             self.held = self.host.version
+            print(f"{self.host.name}: holding version {self.held} for a held-out eval", flush=True)
             return self.host.version
 
     def release(self) -> None:
         """End `hold`: the loop's next tick takes the newest weights."""
+        if self.held is not None:
+            print(f"{self.host.name}: released version {self.held} (the eval ended)", flush=True)
         self.held = None
 
     def under_way(self) -> bool:

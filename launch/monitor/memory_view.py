@@ -28,7 +28,7 @@ def collect_memory(run: Any, timeout_s: float = ASK_S) -> list[ActorMemory]:
     """Every live actor's memory: generators, executors, learner ranks, the buffer host. `run`
     is launch/run/cluster.py's Run (a pool or the buffer not started yet is skipped)."""
     out: list[ActorMemory] = []
-    for name in ("generators", "executors", "learners"):
+    for name in ("generators", "eval_generators", "executors", "learners"):
         pool = getattr(run, name, None)
         if pool is not None:
             out += pool.memory(timeout_s)

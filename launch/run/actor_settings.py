@@ -3,6 +3,8 @@ reads (actors/config.py), so actors/ never imports the root config."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from microcoder.actors.config import GeneratorSettings, LearnerRankSettings
 from microcoder.launch.config import Config, checkpointing_by_default
 
@@ -46,6 +48,17 @@ def generator_settings(cfg: Config, index: int = 0) -> GeneratorSettings:
         chat_template_kwargs=dict(cfg.model.chat_template_kwargs),
         config_overrides=dict(cfg.model.config_overrides),
     )
+
+
+def eval_generator_settings(cfg: Config, index: int = 0) -> GeneratorSettings:
+    """The settings of generator `index` set aside for the eval (eval.generators,
+    launch/run/eval_beside.py): a training generator's, with a seed of its own past the training
+    replicas' and the weights always over its own channel: it syncs only at eval points, and as
+    a relay member it would hold up every relay round the training generators are in until rank 0
+    dropped it (learner.relay_join_s each time)."""
+    settings = generator_settings(cfg, cfg.generator.num_engines + index)
+    learner = settings.learner.model_copy(update={"weight_transport": "channels"})
+    return replace(settings, learner=learner)
 
 
 def learner_rank_settings(cfg: Config) -> LearnerRankSettings:

@@ -3,7 +3,8 @@
 Bring-up: Ray -> model folder -> the problems (the run's problem store, RUN_DIR/problems.sqlite,
 built and measured by launch/run/problems.py) -> buffer host
 -> learner group (publishes version 0) -> executors -> generators (each pulls the learner's
-weights; the first calibrates the temperature before its loop). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
+weights; the first calibrates the temperature before its loop) -> with eval.generators > 0, the
+generators set aside for the eval (no loop; launch/run/eval_beside.py). `Run` holds the handles (buffer, learner group, pools, buffer clients) and the metrics
 logger, and owns the life and death of the actors; it drives nothing. The training loop is
 launch/run/training_loop.py, the thread keeping the pools alive launch/run/supervisor.py, the `launch`
 command launch/run/command.py.
@@ -21,7 +22,11 @@ from microcoder.actors.remote import buffer_host_cls, executor_cls, generator_cl
 from microcoder.buffer.keys import ensure_keys, keys_dir_of
 from microcoder.launch.config import Config
 from microcoder.launch.monitor.metrics_log import MetricsLogger
-from microcoder.launch.run.actor_settings import generator_settings, replica_index
+from microcoder.launch.run.actor_settings import (
+    eval_generator_settings,
+    generator_settings,
+    replica_index,
+)
 from microcoder.launch.run.buffer_watch import BufferWatch
 from microcoder.launch.run.checkpoint_retention import AsyncCheckpoints
 from microcoder.launch.run.learner_group import LearnerGroup
@@ -107,6 +112,9 @@ class Run:
         self.metrics = MetricsLogger(run_dir)
         self.log_path = run_dir / "launcher.log"
         self.buffer = self.learners = self.generators = self.executors = None
+        self.eval_generators = None
+        """eval.generators > 0: the generators set aside for the eval beside training (no loop;
+        launch/run/eval_beside.py holds only them), else None."""
         self.buffer_address = ""
         self.weight_channel_address = ""
         """The address learner rank 0's weight channels bind (its node's IP, as Ray reports it)."""
@@ -294,15 +302,17 @@ class Run:
             r = self.release_client.release(owner, died=True)
             return f"{r.prompts} prompts, {r.groups} groups"
 
-        def pool(kind: str, cls, cpus: float, gpus: float, resources, make) -> Pool:
+        def pool(kind: str, cls, cpus: float, gpus: float, resources, make, loop=True) -> Pool:
             """A supervised pool of restartable `cls` replicas named mc-<name>; `make(actor,
-            name)` passes a replica its constructor arguments."""
+            name)` passes a replica its constructor arguments; `loop` False: no `run()` loop."""
 
             def start(n: str):
                 opts = replica_options(cpus, gpus, cfg.cluster.device, n, resources=resources)
                 return make(cls.options(name=f"mc-{n}", max_restarts=-1, **opts), n)
 
-            return Pool(kind, start, release, self.log, cfg.cluster.ready_timeout_s)
+            return Pool(
+                kind, start, release, self.log, cfg.cluster.ready_timeout_s, runs_loop=loop
+            )
 
         ex = cfg.executor
         gen = cfg.generator
@@ -339,6 +349,25 @@ class Run:
         self.executors.add(ex.num_executors)
         self.log(f"starting {gen.num_engines} generator(s) (vLLM engine start takes a while)")
         self.generators.add(gen.num_engines, before_loop=self.prepare_generator)
+        n_eval = cfg.eval.generators
+        if n_eval:
+            self.eval_generators = pool(
+                "eval-generator",
+                generator_cls(gen),
+                gen.cpus_per_engine,
+                gen.gpus_per_engine,
+                gen.resources,
+                lambda actor, n: actor.remote(
+                    n,
+                    eval_generator_settings(cfg, replica_index(n)),
+                    model_path,
+                    None,  # no buffer: no training loop, only sample_eval
+                    self.learners.rank0_name,
+                ),
+                loop=False,
+            )
+            self.log(f"starting {n_eval} generator(s) set aside for the eval (eval.generators)")
+            self.eval_generators.add(n_eval)
 
     def driver_node(self):
         """The buffer runs on the driver's node (the head of a joined cluster): without a
@@ -411,7 +440,7 @@ class Run:
 
         if self.fatal:
             self._kill_actors()
-        for pool in (self.generators, self.executors):
+        for pool in (self.generators, self.eval_generators, self.executors):
             if pool is not None:
                 pool.shutdown()
         if self.learners is not None:
@@ -438,7 +467,7 @@ class Run:
         would first wait out its request to the dead buffer and then fail to return its
         leases; there are none left to return."""
 
-        for pool in (self.generators, self.executors):
+        for pool in (self.generators, self.eval_generators, self.executors):
             if pool is None:
                 continue
             for r in [*pool.pending, *pool.replicas.values()]:

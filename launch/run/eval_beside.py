@@ -1,6 +1,13 @@
 """The held-out eval beside training (eval.beside_training): the learner keeps stepping while
 the eval runs, and the eval samples at one fixed policy version.
 
+Which generators: with eval.generators = N > 0, the N generators set aside for the eval (the pool
+"eval-generator", launch/run/cluster.py: no training loop, weights over their own channels, never
+the relay); the training generators are then never held and take every new version as without
+an eval. With eval.generators = 0 (the default), the training generators, as described below.
+Everything below holds for either pool ("every running generator" = every one of that pool),
+but only the training generators have a loop that samples on held weights.
+
 At an eval point (after learner step N, before step N+1 is asked for) the driver asks every
 running generator to take the learner's newest weights and keep them (`Generator.hold_weights`,
 within learner.sync_timeout_s per generator, named when late). Those at version N are the eval's
@@ -44,12 +51,19 @@ HOLD_REMEDY = (
 )
 
 
+def eval_pool(run):
+    """The pool an eval holds and samples on: the generators set aside for it (eval.generators
+    > 0), else the training generators."""
+    return run.eval_generators if run.cfg.eval.generators else run.generators
+
+
 def hold_pool(run) -> tuple[int, dict[str, Any]]:
-    """Every running generator takes the newest weights and keeps them. Returns (the learner's
-    version, {name: handle} of the generators holding exactly it); the others are released."""
+    """Every running generator of the eval's pool (`eval_pool`) takes the newest weights and
+    keeps them. Returns (the learner's version, {name: handle} of the generators holding exactly
+    it); the others are released."""
 
     version = int(run.learners.version)
-    replicas = {name: r.handle for name, r in dict(run.generators.replicas).items()}
+    replicas = {name: r.handle for name, r in dict(eval_pool(run).replicas).items()}
     refs = {name: h.hold_weights.remote() for name, h in replicas.items()}
     held: dict[str, Any] = {}
     for name, ref in refs.items():

@@ -74,6 +74,8 @@ def evaluate(
         if mode == "sampled":
             fields["heldout_by_group"] = report["by_group"]
             fields["heldout_truncation_rate"] = report["by_budget"][-1]["truncation_rate"]
+    if isinstance(generators, dict):  # the held ones, by name (eval-generator-*: set aside)
+        fields["eval_generators"] = sorted(generators)
     fields["policy_versions_seen"] = sorted(seen)
     fields["policy_version"] = held_version if held_version is not None else max(seen, default=None)
     mixed = held_version is not None and seen != {held_version}

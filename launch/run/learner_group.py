@@ -50,7 +50,9 @@ class LearnerGroup:
 
         self.cfg = cfg
         W = cfg.learner.world_size
-        cls = rank_cls or learner_rank_cls(cfg.learner, cfg.generator.num_engines)
+        # rank 0's send threads: one channel per generator, the eval's set-aside ones too
+        engines = cfg.generator.num_engines + cfg.eval.generators
+        cls = rank_cls or learner_rank_cls(cfg.learner, engines)
         settings = learner_rank_settings(cfg)
 
         lc = cfg.learner

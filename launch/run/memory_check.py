@@ -138,8 +138,9 @@ def learner_room(cfg: Config, gpu_bytes: int) -> tuple[int, str]:
     lr = cfg.learner
     share = lr.gpus_per_rank
     gshare = g.gpus_per_engine
-    if 0 < share < 1 and lr.world_size == 1 and 0 < gshare < 1 and g.num_engines:
-        beside = min(g.num_engines, math.floor((1 - share) / gshare + 1e-9))
+    engines = g.num_engines + cfg.eval.generators  # the eval's set-aside engines too
+    if 0 < share < 1 and lr.world_size == 1 and 0 < gshare < 1 and engines:
+        beside = min(engines, math.floor((1 - share) / gshare + 1e-9))
         left = max(0.0, 1 - beside * g.gpu_memory_utilization)
         return int(gpu_bytes * left), f"{left:.0%} of the GPU beside {beside} engine(s)"
     return gpu_bytes, "the whole GPU"
@@ -245,6 +246,16 @@ def generator_lines(plan: GeneratorPlan, tp: int, inflight: int) -> list[str]:
     ]
 
 
+def eval_generator_line(cfg: Config, tp: int) -> str:
+    """The generators set aside for the eval (eval.generators): engines like the ones above."""
+    n = cfg.eval.generators
+    gpus = n * cfg.generator.gpus_per_engine
+    return (
+        f"  eval generators (eval.generators = {n}): {n} more engine(s) as above, tensor "
+        f"parallel {tp} ({gpus:g} GPU(s) in all on a GPU run: generator.gpus_per_engine each)"
+    )
+
+
 def generator_plan(
     shape: ModelShape, cfg: Config, tp: int, gpu: int, dtype_bytes: int
 ) -> GeneratorPlan:
@@ -343,6 +354,8 @@ def memory_report(
     gplan = generator_plan(shape, cfg, tp, gpu, gen_bytes)
     inflight = g.max_inflight_prompts * cfg.algorithm.group_size
     out.lines += generator_lines(gplan, tp, inflight)
+    if cfg.eval.generators:
+        out.lines.append(eval_generator_line(cfg, tp))
     if device != "cuda":
         return out
     if lplan.peak() > room:

@@ -128,6 +128,17 @@ def make_plan(
         PoolPlan("executor", e.num_executors, e.cpus_per_executor, 0.0, e.resources, "executor"),
         PoolPlan("learner", lr.world_size, 1.0, lr.gpus_per_rank, lr.resources, "learner"),
     ]
+    if cfg.eval.generators:  # set aside for the eval: engines as the training generators'
+        pools.append(
+            PoolPlan(
+                "eval-gen",
+                cfg.eval.generators,
+                g.cpus_per_engine,
+                g.gpus_per_engine,
+                g.resources,
+                "generator",
+            )
+        )
     if cluster_custom is None and cfg.cluster.address == "local":
         cluster_custom = {}
     plan = Plan(device, pools, cluster_cpus, cluster_gpus, cluster_custom)
@@ -235,7 +246,8 @@ def _check_gpus(cfg: Config, plan: Plan) -> None:
             "learner.gpus_per_rank = 1, or learner.world_size = 1 to share a GPU with a generator"
         )
     util = g.gpu_memory_utilization
-    engines = _per_gpu(gen.gpus_each, g.num_engines) if 0 < gen.gpus_each < 1 else 0
+    n_engines = g.num_engines + cfg.eval.generators  # the eval's set-aside engines too
+    engines = _per_gpu(gen.gpus_each, n_engines) if 0 < gen.gpus_each < 1 else 0
     if engines > 1 and engines * util > 1:
         plan.errors.append(
             f"generator.gpus_per_engine = {gen.gpus_each:g} lets Ray put {engines} engines on one "
@@ -245,7 +257,7 @@ def _check_gpus(cfg: Config, plan: Plan) -> None:
         )
     beside = 0
     if engines and 0 < learner.gpus_each < 1 and lr.world_size == 1:
-        beside = _per_gpu(gen.gpus_each, g.num_engines, 1.0 - learner.gpus_each)
+        beside = _per_gpu(gen.gpus_each, n_engines, 1.0 - learner.gpus_each)
     if beside and beside * util >= 1:
         plan.errors.append(
             f"the learner rank (learner.gpus_per_rank = {learner.gpus_each:g}) shares its GPU "

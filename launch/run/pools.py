@@ -149,8 +149,13 @@ class Pool:
         ready_timeout_s: float = 900.0,
         max_restarts: int = MAX_RESTARTS,
         restart_window_s: float = RESTART_WINDOW_S,
+        runs_loop: bool = True,
     ):
         self.kind = kind
+        self.runs_loop = runs_loop
+        """False: its replicas run no loop (`run()`), they only answer calls (the generators set
+        aside for the eval, launch/run/eval_beside.py); a dead one is restarted by Ray itself
+        (max_restarts) and found by the next call that fails."""
         self.make = make
         self.release = release
         self.log = log
@@ -211,7 +216,8 @@ class Pool:
     def _start_loop(self, r: Replica, before_loop) -> None:
         if before_loop is not None:
             before_loop(r.handle)
-        r.loop = r.handle.run.remote()
+        if self.runs_loop:
+            r.loop = r.handle.run.remote()
         self.replicas[r.name] = r
 
     def _promote_ready(self, before_loop) -> list[str]:

@@ -36,3 +36,19 @@ def test_the_report_gives_the_ratio_and_each_eval_with_its_version_and_length():
 def test_no_eval_no_ratio():
     out = overlap_report([step(1, 1.0, 1.0), step(2, 2.0, 1.0)])
     assert out["steps_during_eval"] == 0 and "ratio_median" not in out
+
+
+def test_the_report_gives_the_training_samples_staleness_during_an_eval_and_without():
+    ages = {2: (0.0, 0), 3: (1.0, 1), 4: (2.0, 2), 5: (0.5, 1)}
+    records = [
+        {**r, "staleness_mean": ages[r["step"]][0], "staleness_max": ages[r["step"]][1]}
+        if r.get("kind") == "step" and r["step"] in ages
+        else r
+        for r in RECORDS
+    ]
+    records[4] = {**records[4], "eval_generators": ["eval-generator-0"]}
+    out = overlap_report(records)
+    assert out["staleness_mean_during"] == pytest.approx(1.5)
+    assert out["staleness_mean_without"] == pytest.approx(0.25)
+    assert (out["staleness_max_during"], out["staleness_max_without"]) == (1.5, 0.5)
+    assert out["eval_generators"] == ["eval-generator-0"]

@@ -40,9 +40,13 @@ class StandInLearners:
         m = {"version": self.version, "diversity": 0.5, "wait_s": 0.0, "compute_s": 0.01}
         return StepResult.of({**m, "sync_s": 0.0})
 
+    def memory(self, timeout_s=None):
+        return []
+
 
 class StandInPool:
-    replicas = {"executor-0": SimpleNamespace(handle="executor handle")}
+    def __init__(self, replicas=None):
+        self.replicas = replicas or {"executor-0": SimpleNamespace(handle="executor handle")}
 
     def stats(self):
         return []
@@ -52,6 +56,9 @@ class StandInPool:
 
     def call_all(self, *args):
         pass
+
+    def memory(self, timeout_s=None):
+        return []
 
 
 def stand_in_run(tmp_path, *sets: str):
@@ -222,7 +229,7 @@ def stand_in_generator(newest: list[int]):
     from microcoder.actors.weights.follower import WeightFollower
 
     gen = Generator.__new__(Generator)
-    gen.version, gen.learner0 = 0, "rank-0"
+    gen.version, gen.learner0, gen.name = 0, "rank-0", "generator-0"
     gen.settings = SimpleNamespace(generator=SimpleNamespace(weight_poll_s=0.0))
     gen.weights = WeightFollower(gen, "rank-0", source=ChannelSource("gen-0", None, None))
     gen.updates = 0
@@ -278,3 +285,93 @@ def test_keep_best_keeps_a_checkpoint_whose_eval_lands_steps_later(tmp_path, mon
     assert 2 in left  # the best evaluated checkpoint (0.9), kept while its eval ran
     assert 6 in left and not {1, 3, 5} & set(left)
     assert "deleted step_3 (learner.keep_checkpoints = 1)" in run.logs
+
+
+class StandInGenerator:
+    """A generator handle whose `hold_weights` / `release_weights` answer at once (the stand-in
+    `get_within` below returns the "ref"), logging each call with the learner's version."""
+
+    def __init__(self, name: str, run, calls: list):
+        def call(method: str):
+            def remote(*args):
+                calls.append((name, method, run.learners.version))
+                return run.learners.version if method == "hold_weights" else None
+
+            return SimpleNamespace(remote=remote)
+
+        self.hold_weights = call("hold_weights")
+        self.release_weights = call("release_weights")
+
+
+def generator_pool(run, calls: list, *names: str) -> StandInPool:
+    return StandInPool({n: SimpleNamespace(handle=StandInGenerator(n, run, calls)) for n in names})
+
+
+@pytest.mark.timeout(60)
+def test_with_generators_set_aside_no_training_generator_is_ever_held(tmp_path, monkeypatch):
+    """eval.generators = 1: at every eval point only the set-aside generator holds the learner's
+    version; the training generators are never asked to hold (the real `hold_pool` and
+    `release_pool`, with stand-in handles), and each eval record names the version held and
+    the generator that sampled it."""
+    run, calls, evals = stand_in_run(tmp_path, "eval.generators=1"), [], []
+    run.generators = generator_pool(run, calls, "generator-0", "generator-1")
+    run.eval_generators = generator_pool(run, calls, "eval-generator-0")
+    monkeypatch.setattr(eval_beside, "get_within", lambda ref, *a, **kw: ref)
+
+    def evaluate(run, step, generators=None, held_version=None):
+        time.sleep(0.2)  # the learner steps meanwhile
+        evals.append((step, held_version, sorted(generators)))
+        return run.metrics.log(
+            "eval", step=step, policy_version=held_version, eval_generators=sorted(generators)
+        )
+
+    patch_evaluate(monkeypatch, evaluate)
+    _train_steps(run, None)
+    assert [name for name, _, _ in calls] == ["eval-generator-0"] * len(calls)
+    holds = [v for _, method, v in calls if method == "hold_weights"]
+    assert holds == [0, 2, 4, 6]
+    assert evals == [(s, s, ["eval-generator-0"]) for s in (0, 2, 4, 6)]
+    records = [r for r in run.metrics.history if r["kind"] == "eval"]
+    assert [r["policy_version"] for r in records] == [0, 2, 4, 6]
+
+
+@pytest.mark.timeout(60)
+def test_by_default_the_eval_holds_the_training_generators(tmp_path, monkeypatch):
+    """eval.generators = 0: the real `hold_pool` holds the training generators (today's mode)."""
+    run, calls = stand_in_run(tmp_path, "max_steps=2"), []
+    run.generators = generator_pool(run, calls, "generator-0")
+    monkeypatch.setattr(eval_beside, "get_within", lambda ref, *a, **kw: ref)
+    patch_evaluate(monkeypatch, lambda run, step, **kw: None)
+    _train_steps(run, None)
+    assert ("generator-0", "hold_weights", 0) in calls
+
+
+def test_set_aside_generators_need_the_eval_beside_training():
+    from microcoder.config import ConfigError
+
+    with pytest.raises((ConfigError, ValueError), match="eval.beside_training = true"):
+        load_config(None, ["eval.generators=1", "eval.beside_training=false"])
+
+
+def test_the_plans_count_the_set_aside_generators():
+    """Placement has an eval-gen pool of eval.generators engines; the memory plan names them;
+    their settings take weights over channels even when the run uses the relay, with a seed
+    of their own."""
+    from microcoder.launch.run.actor_settings import eval_generator_settings, generator_settings
+    from microcoder.launch.run.memory_check import memory_report
+    from microcoder.launch.run.placement import make_plan
+
+    cfg = load_config(
+        None, ["eval.generators=2", "learner.weight_transport=relay", "generator.num_engines=3"]
+    )
+    plan = make_plan(cfg, "cpu", 64, 0)
+    pools = {p.name: p for p in plan.pools}
+    assert pools["eval-gen"].replicas == 2
+    assert plan.cpus == sum(p.cpus for p in plan.pools) and "eval-gen" in plan.format()
+    assert any("eval.generators = 2" in line for line in memory_report(cfg, "cpu").lines)
+    settings = eval_generator_settings(cfg, 0)
+    assert settings.learner.weight_transport == "channels"
+    assert cfg.learner.weight_transport == "relay"  # the run's own config is left as it was
+    assert settings.seed not in {generator_settings(cfg, i).seed for i in range(3)}
+    plain = load_config(None, [])
+    assert "eval-gen" not in {p.name for p in make_plan(plain, "cpu", 64, 0).pools}
