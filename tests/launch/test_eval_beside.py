@@ -30,9 +30,6 @@ class StandInLearners:
         self.version = 0
         self.step_times: list[float] = []
 
-    def memory(self, timeout_s):
-        return []
-
     def step(self, timeout_s=None, on_wait=None, notice_s=None):
         time.sleep(0.01)
         self.version += 1
@@ -50,9 +47,6 @@ class StandInPool:
 
     def stats(self):
         return []
-
-    def memory(self, timeout_s):
-        return []  # the step record's memory section: not what these tests check
 
     def call_all(self, *args):
         pass
