@@ -27,6 +27,13 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # beside 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="workers for all three")
     p.add_argument("--overhead-solutions", type=int, default=1000)
+    p.add_argument(
+        "--overhead-tests",
+        type=int,
+        default=3,
+        help="tests per problem of the Python overhead workload (3 = the recorded workload; "
+        "issue 48's hidden one has 5)",
+    )
     p.add_argument("--compute-problems", type=int, default=228, help="LeetCodeDataset problems")
     p.add_argument("--workloads", default="overhead,compute,humaneval,tricky")
     p.add_argument("--timeout", type=int, default=6, help="per-test time limit (s), as LCB's")
@@ -65,7 +72,7 @@ def _load(name: str, args):
     if name == "overhead" and getattr(args, "language", "python") == "cpp":
         return w.cpp_overhead_workload(args.overhead_solutions)
     if name == "overhead":
-        return w.overhead_workload(args.overhead_solutions)
+        return w.overhead_workload(args.overhead_solutions, n_tests=args.overhead_tests)
     if name == "compute":
         path = Path(args.data, "leetcodedataset", "LeetCodeDataset-v0.3.1-test.jsonl.gz")
         return w.compute_workload(str(path), args.compute_problems)

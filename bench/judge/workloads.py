@@ -75,9 +75,13 @@ def _programs(expr: str, other: str) -> list[tuple[str, object]]:
     ]
 
 
-def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
+def overhead_workload(n_solutions: int = 1000, seed: int = 0, n_tests: int = 3) -> list[Item]:
     """~n_solutions stdin programs, 8 per problem (3 correct by construction, 5 mutants whose
-    truth is computed from what they print on each test)."""
+    truth is computed from what they print on each test), `n_tests` tests per problem (3, the
+    bench's default, draws the same workload as before the option existed; more tests add
+    arrays of 20-30 numbers)."""
+    if n_tests < 1:
+        raise ValueError(f"n_tests must be at least 1, got {n_tests}")
     rng = random.Random(seed)
     items: list[Item] = []
     for k in range((n_solutions + 7) // 8):
@@ -85,7 +89,9 @@ def overhead_workload(n_solutions: int = 1000, seed: int = 0) -> list[Item]:
         other = TEMPLATES[(k + 1) % len(TEMPLATES)][1]
         tests = []
         data = []
-        for t, size in enumerate((rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20))):
+        sizes = [rng.randint(3, 5), rng.randint(8, 12), rng.randint(15, 20)]
+        sizes = sizes[:n_tests] + [rng.randint(20, 30) for _ in range(n_tests - 3)]
+        for t, size in enumerate(sizes):
             a = [rng.randint(-100, 1000) for _ in range(size)]
             if name == "sorted" and t != 1:
                 a.sort()

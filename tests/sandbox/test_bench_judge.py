@@ -80,3 +80,19 @@ def test_the_cpp_arm_runs_ours_against_the_floor_with_known_truth():
     assert over["solutions"] == 4 and over["false_verdicts"]["ours"] == 0
     assert over["accepted"]["ours"] == over["accepted"]["floor"] == 2
     assert "speedup_vs_lcb" not in over["spread"]
+
+
+def test_the_overhead_workload_can_have_five_tests_and_ours_agrees_with_its_truth():
+    default = overhead_workload(16)
+    assert overhead_workload(16, n_tests=3) == default  # the recorded workload is unchanged
+    five = overhead_workload(16, n_tests=5)
+    assert {len(it.problem.tests) for it in five} == {5}
+    assert {len(it.problem.tests) for it in default} == {3}
+    with pytest.raises(ValueError, match="at least 1"):
+        overhead_workload(4, n_tests=0)
+    result = bench.run(
+        _args("--workloads", "overhead", "--rounds", "1", overhead_solutions=16, overhead_tests=5)
+    )
+    over = result["workloads"]["overhead"]
+    assert over["tests"] == 16 * 5 and over["false_verdicts"]["ours"] == 0
+    assert over["accepted"]["ours"] == sum(it.truth for it in five)
