@@ -310,9 +310,7 @@ class Run:
                 opts = replica_options(cpus, gpus, cfg.cluster.device, n, resources=resources)
                 return make(cls.options(name=f"mc-{n}", max_restarts=-1, **opts), n)
 
-            return Pool(
-                kind, start, release, self.log, cfg.cluster.ready_timeout_s, runs_loop=loop
-            )
+            return Pool(kind, start, release, self.log, cfg.cluster.ready_timeout_s, runs_loop=loop)
 
         ex = cfg.executor
         gen = cfg.generator
