@@ -9,7 +9,7 @@ at every eval), and the run trains to its end meanwhile. The stand-in test
 from __future__ import annotations
 
 import pytest
-from launch_testing.launched import QUICK, assert_finished, finished_launch
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
@@ -18,10 +18,7 @@ STEPS = 4
 SETTINGS = [
     *QUICK,
     f"max_steps={STEPS}",
-    "learner.batch_size=8",
-    "generator.max_inflight_prompts=8",
-    "algorithm.group_size=2",
-    "algorithm.dynamic_filtering=false",  # the random-weight model fails all: train on them
+    *SMALL_BATCH,
     "eval.every=2",
     "eval.problems=8",
     "eval.generators=1",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from launch_testing.launched import QUICK, assert_finished, finished_launch
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
@@ -23,10 +23,7 @@ SETTINGS = [
     *QUICK,
     SOURCES,
     f"max_steps={STEPS}",
-    "learner.batch_size=8",
-    "generator.max_inflight_prompts=8",
-    "algorithm.group_size=2",
-    "algorithm.dynamic_filtering=false",  # the random-weight model fails all: train on them
+    *SMALL_BATCH,
     "monitor.rollouts_every=1",
     "eval.every=0",
 ]

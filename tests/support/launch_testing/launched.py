@@ -176,6 +176,13 @@ QUICK = [
 ]
 """The `--set`s of a quick tiny launch: no warm start, no compile, short responses, one
 filtered batch before a step gives up, no checkpoints, one sandbox worker."""
+SMALL_BATCH = [
+    "learner.batch_size=8",
+    "generator.max_inflight_prompts=8",
+    "algorithm.group_size=2",
+    "algorithm.dynamic_filtering=false",  # the random-weight model fails all: train on them
+]
+"""Small steps that train on every group (a random-weight model fails every problem)."""
 
 
 def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200):
