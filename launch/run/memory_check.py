@@ -188,6 +188,30 @@ def save_lines(shape, inputs: dict, per_node: int) -> list[str]:
     ]
 
 
+STATE_ROWS = (
+    ("gradients (fp32)", "grads"),
+    ("AdamW moments", "optimizer"),
+    ("unsharded params (root + 2 layers)", "unsharded_params"),
+    ("unsharded head gradient", "unsharded_grads"),
+    ("unsharded layer gradient", "layer_grad"),
+    ("head gradient of the chunks", "head_grad_chunks"),
+)
+"""The learner plan's rows after the params, each (label, LearnerPlan field)."""
+WORK_ROWS = (
+    ("  attention scores (one layer)", "attention_scores"),
+    ("  all-to-all buffers (one layer)", "sp_buffers"),
+    ("log-prob head (logit blocks)", "logprob_head"),
+    ("optimizer step temporaries", "optimizer_temp"),
+    ("publish, on the device", "publish_device"),
+    ("reference model", "reference"),
+)
+"""The rows after the activations, each (label, LearnerPlan field)."""
+
+
+def _plain_rows(plan: LearnerPlan, table: tuple[tuple[str, str], ...]) -> list[str]:
+    return [_row(label, getattr(plan, field)) for label, field in table]
+
+
 def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]:
     on = inputs["activation_checkpointing"]
     run = "<- this run"
@@ -208,21 +232,11 @@ def learner_lines(plan: LearnerPlan, inputs: dict, why_kernel: str) -> list[str]
         f"    attention kernel assumed: {plan.kernel} ({why_kernel})",
         *_lora_rows(plan, inputs),
         _row(params_label(plan), plan.params, where[inputs["offload"]]),
-        _row("gradients (fp32)", plan.grads),
-        _row("AdamW moments", plan.optimizer),
-        _row("unsharded params (root + 2 layers)", plan.unsharded_params),
-        _row("unsharded head gradient", plan.unsharded_grads),
-        _row("unsharded layer gradient", plan.layer_grad),
-        _row("head gradient of the chunks", plan.head_grad_chunks),
+        *_plain_rows(plan, STATE_ROWS),
         _row("accumulated unsharded gradients", plan.accumulated_grads, sync),
         _row("activations, checkpointing off", plan.activations_no_ckpt, "" if on else run),
         _row("activations, checkpointing on", plan.activations_ckpt, run if on else ""),
-        _row("  attention scores (one layer)", plan.attention_scores),
-        _row("  all-to-all buffers (one layer)", plan.sp_buffers),
-        _row("log-prob head (logit blocks)", plan.logprob_head),
-        _row("optimizer step temporaries", plan.optimizer_temp),
-        _row("publish, on the device", plan.publish_device),
-        _row("reference model", plan.reference),
+        *_plain_rows(plan, WORK_ROWS),
         _row("peak: backward", plan.backward_peak()),
         _row("peak: optimizer step", plan.optimizer_peak()),
         _row("peak", plan.peak()),

@@ -2,7 +2,17 @@
 twice, under the names `first` (weight 0.8) and `second` (weight 0.2; its ids, which clash with
 the first's, are renamed `second:<id>` by the problem store). Over 6 tiny steps 0.68-0.92 of
 the rollouts come from the first, every step record carries the per-source metrics, and the
-Prometheus page labels them by source. One launched run is shared by the tests of this module."""
+Prometheus page labels them by source.
+
+The same run sets a generator aside for the eval (eval.generators = 1, issue 49 item 4): the
+placement plan shows its pool, the run starts it beside the training generator, every eval beside
+training samples on it alone at the learner's version of its step (the record names both), the
+training generator's log never says it held a version (the set-aside one's says so at every
+eval), and the run trains to its end meanwhile. The stand-in test
+(tests/launch/test_eval_beside.py) checks the same of `hold_pool` without Ray; the staleness of
+training samples with and without it is measured in bench/RESULTS.md ("Generators set aside for
+the eval"). One launched run is shared by the tests of this module (one launch, not two: the
+slow tier's time)."""
 
 from __future__ import annotations
 
@@ -25,8 +35,11 @@ SETTINGS = [
     f"max_steps={STEPS}",
     *SMALL_BATCH,
     "monitor.rollouts_every=1",
-    "eval.every=0",
+    "eval.every=3",
+    "eval.problems=8",
+    "eval.generators=1",
 ]
+EVAL_STEPS = (0, 3, 6)
 
 
 finished_run = finished_launch("mixture", SETTINGS)
@@ -71,3 +84,26 @@ def test_prometheus_labels_the_per_source_metrics(finished_run):
     _, run_dir = finished_run
     text = prometheus_text(records(run_dir, "step")[-1])
     assert 'microcoder_data_share{source="first"}' in text
+
+
+def test_each_eval_samples_on_the_set_aside_generator_at_its_steps_version(finished_run):
+    proc, run_dir = finished_run
+    evals = records(run_dir, "eval")
+    assert [r["step"] for r in evals] == list(EVAL_STEPS), proc.stdout[-3000:]
+    for r in evals:
+        assert r["eval_generators"] == ["eval-generator-0"]
+        assert r["policy_version"] == r["step"] and r["policy_versions_seen"] == [r["step"]]
+    assert "eval-gen" in proc.stdout  # the placement plan's row
+    assert "starting 1 generator(s) set aside for the eval" in proc.stdout
+
+
+def test_only_the_set_aside_generator_held_a_version(finished_run):
+    """Each actor's log (RUN_DIR/logs) says when it held a version for an eval
+    (actors/weights/follower.py `hold`): the set-aside generator at every eval, the training
+    generator never."""
+    _, run_dir = finished_run
+    aside = (run_dir / "logs" / "eval-generator-0.log").read_text()
+    training = (run_dir / "logs" / "generator-0.log").read_text()
+    for step in EVAL_STEPS:
+        assert f"eval-generator-0: holding version {step} for a held-out eval" in aside
+    assert "holding version" not in training
