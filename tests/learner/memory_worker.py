@@ -49,11 +49,14 @@ def old_load_sharded_policy(
     activation_checkpointing=False,
     offload="none",
     config_overrides=None,
+    lora=None,
+    seed=0,
 ):
     """The loader as it was before meta-device init: a full fp32 model on every rank (it had no
-    activation checkpointing, HSDP, offload nor config overrides; the comparison runs with them
-    off)."""
+    activation checkpointing, HSDP, offload, config overrides nor LoRA; the comparison runs with
+    them off)."""
     assert not activation_checkpointing and replicas == 1 and not config_overrides
+    assert lora is None
     assert offload == "none"
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
