@@ -24,6 +24,7 @@ XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadsco
 test: lint
 	$(BIN)/python -m pytest -q $(XDIST) -m "not gpu and not slow"
 
-# ruff and every test but the CUDA ones, the multi-minute launches included: ~24 min (goal 35).
+# ruff and every test but the CUDA ones, the multi-minute launches included: ~30-35 min (goal 35;
+# bench/RESULTS.md has each measured run).
 test-all: lint
 	$(BIN)/python -m pytest -q $(XDIST)

@@ -170,11 +170,12 @@ def _lora_rows(plan: LearnerPlan, inputs: dict) -> list[str]:
     ]
 
 
-def save_lines(shape, inputs: dict, per_node: int) -> list[str]:
+def save_lines(shape, inputs: dict, per_node: int, lora_params: int = 0) -> list[str]:
     """A checkpoint off the training loop: the host memory of its snapshot, its bytes and the
     estimated seconds of the background write (learner/models/memory_plan.py: plan_save)."""
+    replicas = inputs.get("replicas", 1)
     save = plan_save(
-        shape, inputs["world_size"], inputs["compute_bytes"], per_node, inputs.get("replicas", 1)
+        shape, inputs["world_size"], inputs["compute_bytes"], per_node, replicas, lora_params
     )
     rate = CHECKPOINT_WRITE_BYTES_PER_S / 1e9
     return [
@@ -361,7 +362,7 @@ def memory_report(
         else (f"of {cluster.host_gb:g} GiB")
     )
     out.lines.append(_row("host memory per node", host, f"({per_node} ranks; {host_room})"))
-    out.lines += save_lines(shape, inputs, per_node)
+    out.lines += save_lines(shape, inputs, per_node, lplan.lora_params)
     g = cfg.generator
     tp = max(1, int(g.gpus_per_engine))
     gen_bytes = 4 if g.dtype == "float32" or (g.dtype == "auto" and device != "cuda") else 2

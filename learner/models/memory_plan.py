@@ -397,11 +397,20 @@ class SavePlan:
 
 
 def plan_save(
-    shape: ModelShape, world_size: int, serving_bytes: int, ranks_per_node: int, replicas: int = 1
+    shape: ModelShape,
+    world_size: int,
+    serving_bytes: int,
+    ranks_per_node: int,
+    replicas: int = 1,
+    lora_params: int = 0,
 ) -> SavePlan:
-    """The host snapshot, bytes and estimated seconds of one checkpoint."""
+    """The host snapshot, bytes and estimated seconds of one checkpoint. Under learner.lora
+    (`lora_params` > 0) only the adapters have fp32 masters and AdamW state, and their fp32
+    adapter folder comes beside the base's HF weights."""
     p = shape.params()
+    trained = lora_params or p
     s = max(1, world_size // max(1, replicas))
-    shard = 12 * p // s  # fp32 masters + AdamW exp_avg + exp_avg_sq, this rank's shard
-    node0 = min(ranks_per_node, world_size) * shard + serving_bytes * p
-    return SavePlan(node0, 12 * p + serving_bytes * p, node0 / CHECKPOINT_WRITE_BYTES_PER_S)
+    shard = 12 * trained // s  # fp32 masters + AdamW exp_avg + exp_avg_sq, this rank's shard
+    files = serving_bytes * p + 4 * lora_params  # the HF folder (and the adapter folder)
+    node0 = min(ranks_per_node, world_size) * shard + files
+    return SavePlan(node0, 12 * trained + files, node0 / CHECKPOINT_WRITE_BYTES_PER_S)

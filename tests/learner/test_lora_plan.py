@@ -14,7 +14,12 @@ from microcoder.launch.run.command import model_family_errors
 from microcoder.launch.run.memory_check import learner_inputs
 from microcoder.learner.config import DENSE_TARGETS, LoraConfig
 from microcoder.learner.models.families import lora_errors
-from microcoder.learner.models.memory_plan import ModelShape, lora_param_count, plan_learner
+from microcoder.learner.models.memory_plan import (
+    ModelShape,
+    lora_param_count,
+    plan_learner,
+    plan_save,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "tests" / "fixtures" / "models"
@@ -64,6 +69,11 @@ def test_a_lora_plan_holds_the_base_in_bf16_and_trains_only_the_adapters():
     assert lora.unsharded_grads == 0 and lora.head_grad_chunks == 0
     assert lora.publish_host == 4 * n
     assert lora.peak() < full.peak() / 2
+    # a checkpoint: bf16 base files + fp32 adapter folder, and 12 bytes a trained parameter
+    # (masters + AdamW) over the 2 ranks, instead of 12 bytes for every parameter
+    save, full_save = plan_save(shape, 2, 2, 2, 1, n), plan_save(shape, 2, 2, 2)
+    assert save.total == 2 * p + 4 * n + 12 * n
+    assert full_save.total == 2 * p + 12 * p and save.snapshot_host < full_save.snapshot_host / 5
 
 
 def test_expert_targets_on_a_moe_model_and_unserved_families_are_refused():
