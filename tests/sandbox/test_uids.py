@@ -40,16 +40,23 @@ def test_two_pools_judging_12_thread_programs_at_once_both_get_ac():
     assert got == ["AC"] * 4, got
 
 
-def host_uids(pool: JudgePool) -> set[int]:
-    """Real host uids of the programs running in the pool's sandboxes now."""
+def _real_uids(pids) -> set[int]:
     uids = set()
-    for pid in descendants(pool.worker_pids()) - _servers(pool):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 uids |= {int(line.split()[1]) for line in f if line.startswith("Uid:")}
         except (OSError, ValueError):
             continue  # it ended meanwhile
     return uids
+
+
+def host_uids(pool: JudgePool) -> set[int]:
+    """Real host uids of the programs running in the pool's sandboxes now. A child caught
+    between its fork and its setuid (sandbox/childproc.py `enter`, before any program code runs)
+    still has its server's uid: not a program's, so left out."""
+    servers = _servers(pool)
+    return _real_uids(descendants(pool.worker_pids()) - servers) - _real_uids(servers)
 
 
 @root_only
