@@ -6,7 +6,8 @@ them as an adapter folder).
 
 `weight_source` picks the source `learner.weight_transport` names: "channels" (the default) or
 "relay" (which falls back to the channel when it cannot serve a round). Under `learner.lora`
-the channel serves every round: an adapter is small."""
+the config allows only channels (learner/config.py: an adapter is a few MB, and the relay's
+chain carries whole models)."""
 
 from __future__ import annotations
 
@@ -53,19 +54,13 @@ class WeightSource(Protocol):
         keeps state there."""
 
 
-def lora_of(learner_cfg):
-    """`learner.lora` (None when LoRA is off, or in a config without the field)."""
-    return getattr(learner_cfg, "lora", None)
-
-
 def weight_source(name: str, settings, rank0: Callable[[], Any]) -> WeightSource:
     """Generator `name`'s source for `settings.learner.weight_transport`; `rank0()` is learner
     rank 0's actor handle (looked up on first use)."""
     from microcoder.actors.weights.channel_source import ChannelSource
 
     channel = ChannelSource(name, settings.learner, rank0)
-    if settings.learner.weight_transport != "relay" or lora_of(settings.learner) is not None:
-        # an adapter is a few MB: the relay's chain would not pay for itself; channels only
+    if settings.learner.weight_transport != "relay":
         return channel
     from microcoder.actors.weights.relay_source import RelaySource
 
