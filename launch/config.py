@@ -16,6 +16,7 @@ import tomli_w
 from pydantic import Field, field_validator, model_validator
 
 from microcoder.actors.config import GeneratorConfig
+from microcoder.actors.environments.config import EnvironmentConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import ConfigError, Section, load_layers
 from microcoder.data.config import DataConfig, PromptConfig
@@ -211,6 +212,8 @@ class Config(Section):
     """Dashboard, metrics and logs."""
     eval: EvalConfig = EvalConfig()
     """Held-out evaluation during the run."""
+    environment: EnvironmentConfig = EnvironmentConfig()
+    """What a trajectory is: one turn (the default) or a multi-turn environment."""
     warmstart: WarmStartConfig = WarmStartConfig()
     """Supervised warm start of the tiny model (used when model.warmstart = true)."""
 

@@ -111,6 +111,45 @@ class Response:
     the weights were updated while it was sampled (in-flight update). None when unknown (old
     messages, or a producer that does not track it). For metrics only: staleness uses
     `policy_version`."""
+    loss_mask: np.ndarray | None = None
+    """Multi-turn trajectories only (`environment.kind` other than "single"): one uint8 per
+    `response_ids` token, 1 where the model sampled it (its `logprobs` entry is the behaviour
+    log-prob), 0 for the environment's feedback tokens between turns (their `logprobs` entry is
+    0 and the loss never reads it). None: every token is the model's (a single turn)."""
+    turns: list[Turn] = field(default_factory=list)
+    """Multi-turn trajectories only: the model's turns in order (empty for a single turn). The
+    response's `text` is the last turn's text (what the executor judges), `truncated` and
+    `finish_reason` are the last turn's, `policy_version` the oldest turn's."""
+    env_reward: float | None = None
+    """A user environment's reward for the trajectory (`EnvStep.reward` when done); None (every
+    built-in environment): the executor judges `text` on all tests, as for a single turn."""
+
+
+@dataclass
+class Turn:
+    """One model turn of a multi-turn trajectory (actors/environments/): where its tokens sit in
+    the trajectory's `response_ids`, what the model wrote and what the environment answered."""
+
+    start: int
+    """Index in `response_ids` of the turn's first model token."""
+    end: int
+    """One past its last model token; the feedback tokens that follow (if any) run from here to
+    the next turn's `start`."""
+    text: str = ""
+    """The turn's decoded response."""
+    feedback: str = ""
+    """The text of the messages the environment appended after it ("" for the last turn)."""
+    feedback_tokens: int = 0
+    """Token count of that feedback (chat-template tokens included)."""
+    policy_version: int = 0
+    """Version of the weights that produced the turn's first token."""
+    truncated: bool = False
+    """The turn stopped at its token cap."""
+    passed: bool | None = None
+    """Whether the turn's answer passed the environment's check (`repair`: the visible tests);
+    None when the environment did not check it."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The environment's named metrics for this turn (`EnvStep.metrics`)."""
 
 
 @dataclass
@@ -151,6 +190,51 @@ class Group:
     def n_tokens(self) -> int:
         """Response tokens of the group."""
         return sum(len(r.response_ids) for r in self.responses)
+
+
+# ---------------------------------------------------------------- environments (multi-turn)
+
+
+@dataclass
+class ProgramRun:
+    """What an environment's sandbox call returns (actors/environments/base.py `EnvSandbox`): one
+    program run on the tests it was given (a repair environment gives the visible ones only), in
+    the executor pool. Excerpts are the judge's own (sandbox/verdict.py `Verdict`)."""
+
+    verdict: str
+    """One of sandbox/verdict.py VERDICTS."""
+    passed: int
+    """Tests passed."""
+    total: int
+    """Tests run."""
+    first_failed: int | None = None
+    """Index (in the tests given) of the first failing test; None when all passed."""
+    message: str = ""
+    """The judge's short reason (a mismatch, an exception, a limit)."""
+    stdout: str = ""
+    """Excerpt of the program's stdout on the failing test."""
+    stderr: str = ""
+    """Excerpt (the tail) of its stderr on the failing test."""
+    time_s: float = 0.0
+    """Wall seconds the program ran, summed over its tests."""
+
+
+@dataclass
+class EnvStep:
+    """An environment's answer to one model turn (`Environment.step`)."""
+
+    done: bool
+    """The trajectory ends with this turn."""
+    reward: float | None = None
+    """When done: the trajectory's reward from the environment itself; None (the built-in
+    environments): the executor judges the final turn on all tests, as for a single turn."""
+    feedback: list[dict[str, str]] = field(default_factory=list)
+    """When not done: the chat messages (`{"role": "user", "content": ...}`) appended before the
+    model's next turn."""
+    passed: bool | None = None
+    """Whether this turn's answer passed the environment's check (recorded in `Turn.passed`)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Named numbers about the turn (recorded in `Turn.metrics`)."""
 
 
 # ---------------------------------------------------------------- executor -> buffer: the scores

@@ -26,6 +26,13 @@ RULES = {
         "microcoder.launch",
         *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "stream")),
     ),
+    "actors/environments": (
+        "microcoder.launch",
+        "microcoder.learner",
+        "torch",
+        "vllm",
+        *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank", "engines")),
+    ),
     "actors/weights": (
         "microcoder.launch",
         *(f"microcoder.actors.{m}" for m in ("generator", "executor", "learner_rank")),

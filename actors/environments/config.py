@@ -1,0 +1,44 @@
+"""The `[environment]` section: which environment shapes a trajectory, and the repair
+environment's limits."""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import Field, field_validator
+
+from microcoder.config import Section
+
+BUILT_IN = ("single", "repair")
+"""The environments registered in base.py; anything else must be `module:Class`."""
+
+
+class EnvironmentConfig(Section):
+    kind: str = "single"
+    """`single` (one turn per response, the paper's setting and the default), `repair` (the
+    program runs on the problem's visible tests; if it fails and turns remain, the feedback is
+    appended and the model answers again; the final turn is judged on all tests), or
+    `module:Class` (a user class: actors/environments/base.py `Environment`)."""
+    max_turns: int = Field(2, ge=1, le=16)
+    """The most model turns a trajectory has (`repair` and user environments)."""
+    visible_tests: int = Field(1, ge=1)
+    """How many of a problem's tests `repair` may show when the problem has no
+    `public_tests` (the statement's examples): the first N. The others are never shown."""
+    feedback_chars: int = Field(400, ge=32)
+    """Each part of `repair`'s feedback (the failing input, the expected and the actual output,
+    stderr) is cut to this many characters (head and tail kept, the cut marked)."""
+    sandbox_timeout_s: float = Field(120.0, gt=0)
+    """Deadline of one environment sandbox call in the executor pool; past it the turn counts as
+    failed with a system error (SE) and the trajectory ends there."""
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v in BUILT_IN or (":" in v and all(v.partition(":")[::2])):
+            return v
+        close = difflib.get_close_matches(v, BUILT_IN, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"environment.kind {v!r} is not one of {', '.join(BUILT_IN)} nor a 'module:Class' "
+            f"path{hint}"
+        )
