@@ -17,6 +17,13 @@ Languages (`language`): `python` (the default), `cpp` (compiled with `g++ -O2 -s
 compiled once per answer, then run per test: sandbox/languages.py). Rows without the field are
 Python, so files and stores written before it load unchanged.
 
+Visible tests (`public_tests`): the statement's own examples where the source marks them
+(LiveCodeBench `public_test_cases`, CodeContests `public_tests`), shaped like `tests`. They are
+also in `tests` (the judge's reward runs every test); a multi-turn environment
+(actors/environments/repair.py) shows the model its program's run on them and never on the
+others. Empty where the source marks none (APPS, TACO, HumanEval, LeetCode, rllm, synthetic);
+rows and stores written before the field load with it empty.
+
 Problems may declare a comparison mode (`compare`) or a checker program (`checker`); see
 sandbox/compare.py. No torch import here.
 """
@@ -84,6 +91,9 @@ class Problem:
     language: str = "python"
     """The programs' language (LANGUAGES): the model is asked for it, extraction takes its
     fence, the judge compiles and runs it; `cpp` and `java` need `kind = "stdin"`."""
+    public_tests: list[dict[str, str]] = field(default_factory=list)
+    """The statement's examples as tests (the source's public tests, shaped like `tests`, also
+    among `tests`): what a repair environment may show the model. Empty: none marked."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Anything else a loader wants to keep (reference solution, tags)."""
 
@@ -111,6 +121,18 @@ def _one_of(row: dict, name: str, default: str, allowed, source: str, line: int 
     return value
 
 
+def _check_tests(
+    tests: list, keys: tuple[str, ...], name: str, source: str, line: int | None
+) -> None:
+    """Every item of `tests` an object with a string under each of `keys`."""
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict):
+            raise ProblemFormatError(source, line, f"{name}[{i}]", "expected an object")
+        for k in keys:
+            if not isinstance(t.get(k), str):
+                raise ProblemFormatError(source, line, f"{name}[{i}].{k}", "missing or not a string")
+
+
 def validate_problem(row: dict, source: str = "<dict>", line: int | None = None) -> Problem:
     """Build a Problem from a dict in our own JSONL schema, checking every field."""
     if not isinstance(row, dict):
@@ -126,12 +148,11 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
     if not tests:
         raise ProblemFormatError(source, line, "tests", "empty: a problem needs at least one test")
     keys = ("code",) if kind == "assert" else ("input", "output")
-    for i, t in enumerate(tests):
-        if not isinstance(t, dict):
-            raise ProblemFormatError(source, line, f"tests[{i}]", "expected an object")
-        for k in keys:
-            if not isinstance(t.get(k), str):
-                raise ProblemFormatError(source, line, f"tests[{i}].{k}", "missing or not a string")
+    _check_tests(tests, keys, "tests", source, line)
+    public = row.get("public_tests") or []
+    if not isinstance(public, list):
+        raise ProblemFormatError(source, line, "public_tests", "expected a list of tests")
+    _check_tests(public, keys, "public_tests", source, line)
     fn_name = row.get("fn_name") or ""
     if kind == "functional" and not fn_name:
         raise ProblemFormatError(
@@ -175,5 +196,6 @@ def validate_problem(row: dict, source: str = "<dict>", line: int | None = None)
         prelude=row.get("prelude") or "",
         solutions=list(solutions),
         language=language,
+        public_tests=[{k: t[k] for k in keys} for t in public],
         meta={**(row.get("meta") or {}), **{k: v for k, v in row.items() if k not in known}},
     )

@@ -1,7 +1,9 @@
 """DeepMind CodeContests rows (`name`, `description`, `public_tests`, `private_tests`,
 `generated_tests`, `solutions` = {language: [codes], solution: [sources]}) → `stdin` Problem.
 
-Tests: public, then private, then generated, each `{input: [...], output: [...]}`. Limits:
+Tests: public, then private, then generated, each `{input: [...], output: [...]}`; the public
+ones (the statement's examples) are also `public_tests`, what a repair environment may show the
+model. Limits:
 `time_limit` ({seconds, nanos}) and `memory_limit_bytes`.
 
 Language: CodeContests keeps the correct solutions of each problem in several languages, each
@@ -22,8 +24,10 @@ SOURCE_LANGUAGES = {3: "python", 2: "cpp", 4: "java"}
 picked (Python 2, code 1, is not judged)."""
 
 
-def _tests(row: dict, ctx: RowContext, meta: dict) -> list[dict[str, str]]:
+def _tests(row: dict, ctx: RowContext, meta: dict) -> tuple[list[dict[str, str]], int]:
+    """(every test, how many of the first are the public ones)."""
     tests = []
+    public = 0
     for name in ("public_tests", "private_tests", "generated_tests"):
         group = row.get(name) or {}
         if not isinstance(group, dict):
@@ -39,9 +43,11 @@ def _tests(row: dict, ctx: RowContext, meta: dict) -> list[dict[str, str]]:
                 tests.append({"input": x, "output": y})
             else:
                 dropped(meta, "not text")
+        if name == "public_tests":
+            public = len(tests)  # the first ones are the statement's examples
     if not tests:
         raise ctx.error("public_tests", "empty: the row has no tests")
-    return tests
+    return tests, public
 
 
 def _solutions(row: dict, ctx: RowContext) -> tuple[str, list[str]]:
@@ -74,7 +80,7 @@ def convert_codecontests(row: dict, ctx: RowContext) -> Problem:
     name = ctx.require(row, "name", str)
     description = ctx.require(row, "description", str)
     meta: dict = {}
-    tests = _tests(row, ctx, meta)
+    tests, public = _tests(row, ctx, meta)
     language, solutions = _solutions(row, ctx)
     memory = row.get("memory_limit_bytes")
     return Problem(
@@ -82,6 +88,7 @@ def convert_codecontests(row: dict, ctx: RowContext) -> Problem:
         kind="stdin",
         prompt=description,
         tests=tests,
+        public_tests=[dict(t) for t in tests[:public]],
         time_limit_s=_seconds(row.get("time_limit")),
         memory_mb=int(memory) >> 20 if isinstance(memory, int) and memory > 0 else None,
         difficulty=str(row.get("difficulty") or ""),

@@ -4,6 +4,8 @@ Public tests are a JSON list of `{input, output, testtype}`. Private tests are e
 JSON or (the released files) base64(zlib(pickle(JSON string))); the pickle is opened with
 `safe_pickle.PlainUnpickler`, which refuses every global, so a tampered row cannot run code.
 `metadata.func_name` present → `functional` with that `fn_name`, else `stdin`.
+`tests` = public + private; the public ones (the statement's examples) are also
+`public_tests`, what a repair environment may show the model.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def convert_lcb(row: dict, ctx: RowContext) -> Problem:
         kind="functional" if fn_name else "stdin",
         prompt=content,
         tests=public + private,
+        public_tests=[dict(t) for t in public],
         fn_name=fn_name,
         starter_code=row.get("starter_code") or "",
         difficulty=str(row.get("difficulty") or ""),
