@@ -130,7 +130,9 @@ def _check_tests(
             raise ProblemFormatError(source, line, f"{name}[{i}]", "expected an object")
         for k in keys:
             if not isinstance(t.get(k), str):
-                raise ProblemFormatError(source, line, f"{name}[{i}].{k}", "missing or not a string")
+                raise ProblemFormatError(
+                    source, line, f"{name}[{i}].{k}", "missing or not a string"
+                )
 
 
 def validate_problem(row: dict, source: str = "<dict>", line: int | None = None) -> Problem:

@@ -46,7 +46,10 @@ def test_codecontests_public_tests_are_the_public_group_only(tmp_path):
     f = tmp_path / "cc.jsonl"
     f.write_text(json.dumps(CODECONTESTS) + "\n")
     (p,) = load_problems(f)
-    assert p.public_tests == [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"}]
+    assert p.public_tests == [
+        {"input": "1 2\n", "output": "3\n"},
+        {"input": "2 2\n", "output": "4\n"},
+    ]
     assert len(p.tests) == 4 and p.tests[:2] == p.public_tests
 
 
