@@ -7,6 +7,11 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from microcoder.actors.environments.executor_sandbox import (
+    problem_from_wire,
+    program_run_of,
+    run_to_wire,
+)
 from microcoder.actors.judge_loop import judging_loop
 from microcoder.actors.logs import redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import measure
@@ -18,6 +23,7 @@ from microcoder.protocol import ActorMemory
 from microcoder.sandbox.backends import make_judge
 from microcoder.sandbox.languages import check_compilers
 from microcoder.sandbox.rewards.plugin import resolve_reward, score_reply
+from microcoder.sandbox.verdict import Verdict
 
 if TYPE_CHECKING:
     from microcoder.actors.scoring import ScoringOutcome
@@ -97,6 +103,7 @@ class Executor(PriorityControl):
         self._eval_init = threading.Lock()
         self.timer = PoolTimer()
         self.groups = self.responses = self.tests = self.failed = self.reward_errors = 0
+        self.env_runs = 0
         self.eval_reward_errors = 0
         self.verdicts: dict[str, int] = {}
         self._stop = threading.Event()
@@ -124,6 +131,7 @@ class Executor(PriorityControl):
             "reward_errors": self.reward_errors,
             "verdicts": dict(self.verdicts),
             "workers": self.pool.size,
+            "env_runs": self.env_runs,
             "max_inflight_responses": self.stream.max_inflight_responses if self.stream else 0,
             **self.timer.summary(),
         }
@@ -174,10 +182,7 @@ class Executor(PriorityControl):
         share the pool (microcoder.evaluation.judge_queue), so workers stay busy across calls."""
 
         problems = [self._registered(pid) for pid, _ in jobs]
-        with self._eval_init:
-            if self._eval_judge is None:
-                self._eval_judge = SharedJudge(self.pool, self._pool_lock)
-        verdicts = self._eval_judge.judge(
+        verdicts = self._shared_judge().judge(
             [(p, code) for p, (_, code) in zip(problems, jobs, strict=True)]
         )
         return [
@@ -192,6 +197,30 @@ class Executor(PriorityControl):
             }
             for v in verdicts
         ]
+
+    def _shared_judge(self) -> SharedJudge:
+        """The queue on the pool that calls from several Ray threads share (made on first use)."""
+        with self._eval_init:
+            if self._eval_judge is None:
+                self._eval_judge = SharedJudge(self.pool, self._pool_lock)
+            return self._eval_judge
+
+    def run_program(
+        self, problem: dict[str, Any], code: str | None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """An environment's sandbox call (actors/environments/executor_sandbox.py
+        `ExecutorSandbox`): judge `code` (None: no code, WA) on `problem` (`problem_to_wire`'s
+        dict; its `tests` are the ones to run, e.g. a repair environment's visible tests) on
+        this executor's pool, queued with `judge_samples`' jobs and beside the training groups.
+        Returns the ProgramRun as a dict (`run_to_wire`); past `timeout_s` its verdict is SE."""
+
+        p = problem_from_wire(problem)
+        try:
+            (verdict,) = self._shared_judge().judge([(p, code)], timeout_s)
+        except TimeoutError as err:
+            verdict = Verdict("SE", 0, len(p.tests), message=f"{self.name}: {err}")
+        self.env_runs += 1
+        return run_to_wire(program_run_of(verdict))
 
     def score_replies(self, jobs: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
         """Score (problem_id, reply text) pairs of a kind the sandbox does not run (`answer`)

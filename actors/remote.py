@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from microcoder.sandbox.config import ExecutorConfig
 
 
+EXECUTOR_THREADS = 64
+"""An executor's Ray threads: its judging loop, `stats`/`memory` calls and the environment
+runs (`Executor.run_program`) every generator's trajectories ask for at once; each waits on the
+shared judge queue (evaluation/judge_queue.py), so the threads cost a stack each, not a CPU."""
+
+
 def buffer_host_cls():
     import ray
 
@@ -39,7 +45,9 @@ def generator_cls(g: GeneratorConfig):
 def executor_cls(executor: ExecutorConfig):
     import ray
 
-    return ray.remote(num_cpus=executor.cpus_per_executor, max_concurrency=4)(Executor)
+    return ray.remote(num_cpus=executor.cpus_per_executor, max_concurrency=EXECUTOR_THREADS)(
+        Executor
+    )
 
 
 def learner_rank_cls(learner: LearnerConfig, generators: int, body: type | None = None):

@@ -48,6 +48,10 @@ class EnvContext:
     prompt_messages: Callable[[Problem], Messages]
     """The run's first-turn messages of a problem (data/prompting/render.py
     `PromptRenderer.messages`): what a single turn's prompt is rendered from."""
+    reasoning: str = "none"
+    """The run's resolved `prompt.reasoning` (none, think or marker:END; launch/run/cluster.py
+    resolves `auto` from the chat template and hands it to the executors too): where
+    sandbox/extract.py finds a turn's final answer, as the executor's judging does."""
 
 
 class Environment(ABC):
