@@ -39,6 +39,8 @@ from microcoder.sandbox.verdict import Verdict
 
 EXECUTOR_PREFIX = "mc-executor-"
 """The Ray names of a run's executor replicas (launch/run/cluster.py: `mc-<pool kind>-<i>`)."""
+EXECUTOR_MARGIN_S = 0.5
+"""The executor's judging deadline is this much before the call's (half the call's at most)."""
 _PROBLEM_FIELDS = tuple(f.name for f in fields(Problem))
 _RUN_FIELDS = tuple(f.name for f in fields(ProgramRun))
 
@@ -127,7 +129,8 @@ class ExecutorSandbox:
         for attempt in range(2):
             name, handle = self._pick(failed, deadline)
             left = max(deadline - time.monotonic(), 0.001)
-            ref = handle.run_program.remote(wire, code, left)
+            # the executor's own deadline comes first, so it answers SE naming itself
+            ref = handle.run_program.remote(wire, code, max(left - EXECUTOR_MARGIN_S, left / 2))
             try:
                 row = ray.get(ref, timeout=left)
             except ray.exceptions.GetTimeoutError:

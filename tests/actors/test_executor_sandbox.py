@@ -1,0 +1,104 @@
+"""ExecutorSandbox (actors/environments/executor_sandbox.py) on real Ray with real Executor
+actors and their bubblewrap pools: the run's executors are found by name, calls spread over
+them, a dead one is retried on another, and every call has a deadline."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from microcoder.actors.environments.executor_sandbox import EnvSandboxError, ExecutorSandbox
+from microcoder.data.problem import Problem
+
+pytestmark = pytest.mark.slow
+
+ADD = Problem(
+    "add",
+    "stdin",
+    "Add.",
+    [{"input": "1 2\n", "output": "3\n"}, {"input": "2 5\n", "output": "7\n"}],
+    public_tests=[{"input": "1 2\n", "output": "3\n"}],
+    meta={"solution": "x" * 10_000},
+)
+RIGHT = "a, b = map(int, input().split())\nprint(a + b)\n"
+WRONG = (
+    "import sys\na, b = map(int, input().split())\nprint(a * b)\nprint('oops', file=sys.stderr)\n"
+)
+NAMES = ("mc-executor-0", "mc-executor-1")
+
+
+@pytest.fixture(scope="module")
+def executors(ray_cluster):
+    from microcoder.actors.remote import executor_cls
+    from microcoder.sandbox.config import ExecutorConfig
+
+    ray = ray_cluster
+    cfg = ExecutorConfig(workers=1, cpus_per_executor=1)
+    handles = [executor_cls(cfg).options(name=n).remote(n[3:], cfg) for n in NAMES]
+    ray.get([h.ready.remote() for h in handles], timeout=120)
+    yield ray, dict(zip(NAMES, handles, strict=True))
+    for h in handles:
+        ray.kill(h)
+
+
+def env_runs(ray, handle) -> int:
+    return ray.get(handle.stats.remote(), timeout=30)["env_runs"]
+
+
+def test_runs_are_judged_by_the_named_executors_in_turn(executors):
+    ray, handles = executors
+    sandbox = ExecutorSandbox(timeout_s=60)  # finds mc-executor-* by itself
+    ok = sandbox.run(ADD, RIGHT)
+    wa = sandbox.run(ADD, WRONG)
+    none = sandbox.run(ADD, None)
+    assert (ok.verdict, ok.passed, ok.total, ok.first_failed) == ("AC", 2, 2, None)
+    assert (wa.verdict, wa.passed, wa.first_failed, wa.stdout) == ("WA", 0, 0, "2\n")
+    assert "oops" in wa.stderr and wa.message
+    assert none.verdict == "WA"
+    assert sorted(env_runs(ray, h) for h in handles.values()) == [1, 2]  # spread over both
+
+
+def test_a_generator_actor_reaches_them_by_name(executors):
+    ray, _ = executors
+
+    @ray.remote(num_cpus=0)
+    class Caller:
+        def __init__(self):
+            self.sandbox = ExecutorSandbox(timeout_s=60)
+
+        def run(self, problem, code):
+            return self.sandbox.run(problem, code)
+
+    caller = Caller.remote()
+    assert ray.get(caller.run.remote(ADD, RIGHT), timeout=60).verdict == "AC"
+    ray.kill(caller)
+
+
+def test_no_executor_is_an_error_naming_what_to_check():
+    sandbox = ExecutorSandbox(timeout_s=1.0, prefix="mc-nobody-")
+    start = time.monotonic()
+    with pytest.raises(EnvSandboxError, match="'mc-nobody-' was not found within 1 s"):
+        sandbox.run(ADD, RIGHT)
+    assert time.monotonic() - start < 10
+
+
+def test_a_dead_executor_is_retried_on_another(executors):
+    ray, handles = executors
+    sandbox = ExecutorSandbox(timeout_s=60, names=NAMES)
+    assert sandbox.run(ADD, RIGHT).verdict == "AC"  # mc-executor-0; both handles known
+    ray.kill(handles["mc-executor-1"], no_restart=True)
+    assert sandbox.run(ADD, RIGHT).verdict == "AC"  # mc-executor-1 first: dead, then -0
+    assert sandbox.retries == 1 and sandbox.errors == 0
+    assert sandbox.run(ADD, RIGHT).verdict == "AC"
+    assert sandbox.retries == 1  # the dead one was dropped from the list
+
+
+def test_a_call_past_its_deadline_is_a_sandbox_error(executors):
+    """Last: its program holds mc-executor-0's one worker for a while."""
+    slow = Problem("slow", "stdin", "x", [{"input": "", "output": "1\n"}], time_limit_s=20)
+    sandbox = ExecutorSandbox(timeout_s=2.0, names=["mc-executor-0"])
+    start = time.monotonic()
+    run = sandbox.run(slow, "import time\ntime.sleep(30)\nprint(1)\n")
+    assert run.verdict == "SE" and "executor-0: 1 programs not judged within" in run.message
+    assert time.monotonic() - start < 8
