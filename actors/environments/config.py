@@ -23,10 +23,15 @@ class EnvironmentConfig(Section):
     """The most model turns a trajectory has (`repair` and user environments)."""
     visible_tests: int = Field(1, ge=1)
     """How many of a problem's tests `repair` may show when the problem has no
-    `public_tests` (the statement's examples): the first N. The others are never shown."""
+    `public_tests` (the statement's examples): the first N, but never every test (at most all
+    but one; a problem with a single test shows none, and its trajectory is one turn). The
+    others are never shown; the final turn is judged on all of them."""
     feedback_chars: int = Field(400, ge=32)
-    """Each part of `repair`'s feedback (the failing input, the expected and the actual output,
-    stderr) is cut to this many characters (head and tail kept, the cut marked)."""
+    """Each part of `repair`'s feedback (the failing input or check, the expected and the
+    actual output, stderr, the judge's reason) is cut to this many characters, the marker
+    included (head and tail kept, the cut marked with how many characters went:
+    actors/environments/feedback.py). The judge itself keeps at most 300 characters of a
+    program's output (the head) and of its stderr (the tail), and 500 of its reason."""
     sandbox_timeout_s: float = Field(120.0, gt=0)
     """Deadline of one environment sandbox call in the executor pool; past it the turn counts as
     failed with a system error (SE) and the trajectory ends there."""
