@@ -39,7 +39,7 @@ VERDICT_WORDS = {
     "SE": "judge fault",
 }
 """Each sandbox/verdict.py verdict a run can have, in words."""
-CUT_MARK = "\n[... {} characters cut ...]\n"
+CUT_MARK = "\n[... {} chars cut]\n"
 """What replaces the middle of a part longer than the limit."""
 
 

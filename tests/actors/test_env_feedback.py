@@ -18,7 +18,7 @@ def test_cut_keeps_head_and_tail_within_the_limit_and_says_how_much_went(chars):
     assert len(out) <= chars
     head, _, rest = out.partition("\n[... ")
     gone = int(rest.split(" ", 1)[0])
-    tail = rest.split(" ...]\n", 1)[1]
+    tail = rest.split(" chars cut]\n", 1)[1]
     assert text.startswith(head) and text.endswith(tail) and head
     assert len(head) + len(tail) + gone == len(text)  # the marker names exactly what was cut
     assert abs(len(head) - len(tail)) <= 1
@@ -49,7 +49,7 @@ def test_a_stdin_failure_shows_the_failing_test_output_and_stderr_each_cut():
     )
     text = feedback_text(STDIN, run, chars=64)
     assert "visible test 2 of 2: wrong answer (WA)" in text
-    assert "Input:\n```\n5 5\n9 9" in text and "characters cut" in text
+    assert "Input:\n```\n5 5\n9 9" in text and "chars cut" in text
     assert "Expected output:\n```\n10\n```" in text
     assert "Your output:\n```\n11\n```" in text
     assert "Judge's reason:\n```\nline 1: expected '10', got '11'\n```" in text
