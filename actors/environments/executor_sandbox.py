@@ -5,7 +5,7 @@
 
 The executors are the Ray named actors `mc-executor-<i>` of the run (launch/run/cluster.py
 names every replica `mc-<name>`, in the job's namespace), found with `ray.util.list_named_actors`
-(or given by name), listed again when one died, when none is known, and every `refresh_s`
+(or given by name, or as handles), listed again when one died, when none is known, and every `refresh_s`
 seconds (`microcoder scale` adds replicas). Calls go to them in turn. Each call
 (actors/executor.py `Executor.run_program`) judges on the executor's own judge pool, through
 the queue `judge_samples` shares (evaluation/judge_queue.py `SharedJudge`), so environment runs
@@ -15,9 +15,11 @@ Deadlines and faults (never guessed at):
 - every call has `timeout_s` (`environment.sandbox_timeout_s`), the executor's own judging
   the same: past it the run is verdict SE (the repair environment ends the trajectory there);
 - an executor that died (or is restarting) mid-call: the call is made once more on another
-  executor (the same one when it is the only one); a second death is an SE too;
-- no executor found within `timeout_s`: `EnvSandboxError` naming what to check (the step
-  raises, so the trajectory's group fails like an engine error).
+  executor (on a named one that Ray restarts, the same one when it is the only one); a second
+  death is an SE too;
+- no executor found within `timeout_s` (none named so, or every one given as a handle died):
+  `EnvSandboxError` naming what to check (the step raises, so the trajectory's group fails
+  like an engine error).
 
 On the wire everything is a plain dict: the problem as `problem_to_wire` (our JSONL schema's
 fields, without the references and `meta` the judge does not read), the answer as
@@ -29,7 +31,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -105,11 +107,16 @@ class ExecutorSandbox:
         names: Sequence[str] | None = None,
         prefix: str = EXECUTOR_PREFIX,
         refresh_s: float = 30.0,
+        handles: Mapping[str, Any] | None = None,
     ):
         """`names`: the executors' Ray names (None: every live named actor starting with
-        `prefix`, listed in this job's namespace)."""
+        `prefix`, listed in this job's namespace). `handles`: the executors' handles by name
+        instead, for executors that have no Ray name (`microcoder eval`'s): one that died is
+        not called again."""
         self.timeout_s = timeout_s
         self.names = list(names) if names is not None else None
+        self.given = dict(handles) if handles is not None else None
+        self._dead: set[str] = set()
         self.prefix = prefix
         self.refresh_s = refresh_s
         self._handles: dict[str, Any] = {}
@@ -164,11 +171,12 @@ class ExecutorSandbox:
                     name = fresh[next(self._turn) % len(fresh)]
                     return name, self._handles[name]
             if time.monotonic() >= deadline:
-                where = (
-                    f"the named actors {self.names}"
-                    if self.names is not None
-                    else f"a Ray named actor starting with {self.prefix!r}"
-                )
+                if self.given is not None:
+                    where = f"a live one of the executors {sorted(self.given)}"
+                elif self.names is not None:
+                    where = f"the named actors {self.names}"
+                else:
+                    where = f"a Ray named actor starting with {self.prefix!r}"
                 raise EnvSandboxError(
                     f"no executor to run the environment's program: {where} was not found "
                     f"within {self.timeout_s:g} s (are the run's executors up? "
@@ -178,8 +186,11 @@ class ExecutorSandbox:
 
     def _list(self) -> None:
         """Look the executors up again (the caller holds the lock)."""
-        ray = _ray()
         self._listed_at = time.monotonic()
+        if self.given is not None:
+            self._handles = {n: h for n, h in self.given.items() if n not in self._dead}
+            return
+        ray = _ray()
         if self.names is not None:
             wanted = self.names
         else:
@@ -196,5 +207,6 @@ class ExecutorSandbox:
 
     def _forget(self, name: str) -> None:
         with self._lock:
+            self._dead.add(name)  # kept out only of `handles` (a named one may be restarted)
             self._handles.pop(name, None)
             self._listed_at = -float("inf")  # list again before the next call

@@ -94,6 +94,25 @@ def test_a_dead_executor_is_retried_on_another(executors):
     assert sandbox.retries == 1  # the dead one was dropped from the list
 
 
+def test_handles_of_unnamed_executors_do_without_names(executors):
+    """Last but one: mc-executor-1 is dead since the test above."""
+    ray, handles = executors
+    sandbox = ExecutorSandbox(
+        timeout_s=60, handles={"a": handles["mc-executor-1"], "b": handles["mc-executor-0"]}
+    )
+    for _ in range(3):
+        assert sandbox.run(ADD, RIGHT).verdict == "AC"
+    assert sandbox.retries == 1  # "a" once, then never again
+    alone = ExecutorSandbox(timeout_s=1.0, handles={"a": handles["mc-executor-1"]})
+    with pytest.raises(EnvSandboxError, match=r"a live one of the executors \['a'\]"):
+        alone.run(ADD, RIGHT)  # it died on the first try, and there is no other
+    assert alone.retries == 1
+    dead = handles["mc-executor-1"]
+    twice = ExecutorSandbox(timeout_s=30, handles={"a": dead, "b": dead})
+    run = twice.run(ADD, RIGHT)  # both tries die: SE, no verdict made up
+    assert run.verdict == "SE" and "executors a, b died" in run.message
+
+
 def test_a_call_past_its_deadline_is_a_sandbox_error(executors):
     """Last: its program holds mc-executor-0's one worker for a while."""
     slow = Problem("slow", "stdin", "x", [{"input": "", "output": "1\n"}], time_limit_s=20)
