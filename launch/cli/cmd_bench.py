@@ -20,6 +20,7 @@ import json
 BENCHES: dict[str, str] = {
     "judge": "microcoder.bench.judge",
     "judge-http": "microcoder.bench.judge_http",
+    "env-sandbox": "microcoder.bench.env_sandbox",
     "buffer": "microcoder.bench.buffer",
     "learner": "microcoder.bench.learner",
     "memory-plan": "microcoder.bench.memory_plan",

@@ -112,6 +112,9 @@ def test_with_no_visible_test_the_trajectory_is_one_turn(pool):
     one = Problem("one", "stdin", "Print 1.", [{"input": "", "output": "1\n"}])
     step = env.step(env.reset(one), WRONG)
     assert (step.done, step.passed, step.feedback, sandbox.runs) == (True, None, [], [])
+    answer = Problem("ans", "answer", "2+2?", [{"input": "", "output": "4"}] * 3)
+    step = env.step(env.reset(answer), "4")  # nothing the sandbox runs: one turn too
+    assert (step.done, step.passed, sandbox.runs) == (True, None, [])
 
 
 def test_an_answer_without_a_complete_program_asks_for_the_fence(pool):
