@@ -22,7 +22,7 @@ Deadlines and faults (never guessed at):
   like an engine error).
 
 On the wire everything is a plain dict: the problem as `problem_to_wire` (our JSONL schema's
-fields, without the references and `meta` the judge does not read), the answer as
+fields, without the statement, references and `meta` the judge does not read), the answer as
 `run_to_wire` (ProgramRun's fields); `program_run_of` makes a ProgramRun of the judge's Verdict.
 """
 
@@ -52,10 +52,10 @@ class EnvSandboxError(RuntimeError):
 
 
 def problem_to_wire(problem: Problem) -> dict[str, Any]:
-    """`problem` as a plain dict of its fields, less what judging never reads (`solutions`,
-    `public_tests`, `meta`): the tests in it are the ones run."""
+    """`problem` as a plain dict of its fields, less what judging never reads (the statement,
+    the starter code, `solutions`, `public_tests`, `meta`): the tests in it are the ones run."""
     row = {name: getattr(problem, name) for name in _PROBLEM_FIELDS}
-    row.update(solutions=[], public_tests=[], meta={})
+    row.update(prompt="", starter_code="", solutions=[], public_tests=[], meta={})
     return row
 
 
