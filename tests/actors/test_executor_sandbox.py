@@ -75,6 +75,32 @@ def test_a_generator_actor_reaches_them_by_name(executors):
     ray.kill(caller)
 
 
+def test_a_repair_trajectory_in_an_actor_runs_its_turns_on_the_executors(executors):
+    """The generator's case whole: a Repair environment built in an actor, its sandbox the
+    executors; the feedback shows the visible test and never the hidden one."""
+    ray, _ = executors
+
+    @ray.remote(num_cpus=0)
+    def two_turns(problem):
+        from microcoder.actors.environments.base import EnvContext, build_environment
+        from microcoder.actors.environments.config import EnvironmentConfig
+
+        config = EnvironmentConfig(kind="repair", max_turns=2)
+        prompt = lambda p: [{"role": "user", "content": p.prompt}]  # noqa: E731
+        env = build_environment(EnvContext(config, ExecutorSandbox(timeout_s=60), prompt))
+        messages = env.reset(problem)
+        first = env.step(messages, f"```python\n{WRONG}```")
+        messages += [{"role": "assistant", "content": "..."}, *first.feedback]
+        return first, env.step(messages, f"```python\n{RIGHT}```")
+
+    first, second = ray.get(two_turns.remote(ADD), timeout=120)
+    assert (first.done, first.passed) == (False, False)
+    text = first.feedback[0]["content"]
+    assert "visible test 1 of 1: wrong answer (WA)" in text and "1 2" in text and "oops" in text
+    assert "2 5" not in text and "7" not in text  # the hidden test (not a public one)
+    assert (second.done, second.passed, second.metrics["visible_passed"]) == (True, True, 1.0)
+
+
 def test_no_executor_is_an_error_naming_what_to_check():
     sandbox = ExecutorSandbox(timeout_s=1.0, prefix="mc-nobody-")
     start = time.monotonic()
