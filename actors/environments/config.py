@@ -33,8 +33,10 @@ class EnvironmentConfig(Section):
     actors/environments/feedback.py). The judge itself keeps at most 300 characters of a
     program's output (the head) and of its stderr (the tail), and 500 of its reason."""
     sandbox_timeout_s: float = Field(120.0, gt=0)
-    """Deadline of one environment sandbox call in the executor pool; past it the turn counts as
-    failed with a system error (SE) and the trajectory ends there."""
+    """Deadline of one environment sandbox call in the executor pool (the wait for an executor,
+    a retry on another after one died, and the run itself); past it the turn counts as failed
+    with a system error (SE) and the trajectory ends there. No executor found within it: the
+    step fails its group (actors/environments/executor_sandbox.py)."""
 
     @field_validator("kind")
     @classmethod
