@@ -37,6 +37,9 @@ def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
         last_policy_versions=np.array([_last_version(r) for r, _ in pairs], np.int64),
         response_index=np.array(kept, np.int64),
         generator=sg.group.generator,
+        loss_masks=[r.loss_mask for r, _ in pairs]
+        if any(r.loss_mask is not None for r, _ in pairs)
+        else None,
     )
 
 

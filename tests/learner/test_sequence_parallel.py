@@ -19,8 +19,9 @@ from microcoder.learner.sequence_parallel import SequenceParallel, model_errors,
 WORKER = Path(__file__).with_name("sp_worker.py")
 
 
-def packed(lengths: list[int], prompt: int = 3):
-    """A packed micro-batch of sequences of `lengths` tokens, each with a `prompt`-token prompt."""
+def packed(lengths: list[int], prompt: int = 3, loss_masks=None):
+    """A packed micro-batch of sequences of `lengths` tokens, each with a `prompt`-token prompt
+    (`loss_masks`: each response's model tokens, as a multi-turn trajectory has)."""
     seqs = [torch.arange(n) + 100 * k for k, n in enumerate(lengths)]
     batch = SimpleNamespace(
         input_ids=seqs,
@@ -29,6 +30,7 @@ def packed(lengths: list[int], prompt: int = 3):
         temperatures=torch.ones(len(seqs)),
         behaviour_logprobs=[torch.full((n - prompt,), -1.0) for n in lengths],
         advantages=torch.ones(len(seqs)),
+        loss_masks=loss_masks,
     )
     return collate(batch, range(len(seqs)), torch.ones(len(seqs), dtype=torch.float64), True)
 
@@ -64,6 +66,17 @@ def test_a_slice_without_targets_gets_one_zero_weight_dummy():
     assert [p.seq_index.tolist() for p in parts] == [[-1], [0], [-1], [1, 1], [1]]
     assert [p.weight.tolist() for p in parts if p.seq_index[0] < 0] == [[0.0], [0.0]]
     assert sum(int(p.weight.sum()) for p in parts) == int(mb.weight.sum()) == 4
+
+
+def test_a_multi_turn_loss_mask_splits_with_its_targets():
+    masks = [torch.tensor([1, 1, 0, 0, 1, 1], dtype=torch.bool), torch.tensor([1, 0, 1])]
+    mb = packed([9, 6], loss_masks=masks)
+    parts = slices(mb, 4)  # 15 tokens -> 16, 4 a rank
+    assert torch.equal(torch.cat([p.loss_mask for p in parts if p.seq_index[0] >= 0]), mb.loss_mask)
+    for p in parts:  # each slice's mask is its own targets'
+        if p.seq_index[0] >= 0:
+            assert p.loss_mask.shape == p.targets.shape
+    assert packed([9, 6]).loss_mask is None
 
 
 def test_one_rank_of_sp_is_the_micro_batch_itself():
