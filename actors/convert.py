@@ -80,6 +80,18 @@ def source_inputs(groups: list[ScoredGroup]) -> list[tuple[str, list[float], lis
     ]
 
 
+def trajectory_inputs(groups: list[ScoredGroup]) -> list[tuple[list[bool | None], int]]:
+    """(each turn's `passed`, feedback tokens) per response of `groups`, the input of
+    learner/verdict_stats.py `trajectory_metrics`; [] when no response has turns (a single-turn
+    run: no trajectory metrics)."""
+    responses = [r for sg in groups for r in sg.group.responses]
+    if not any(r.turns for r in responses):
+        return []
+    return [
+        ([t.passed for t in r.turns], sum(t.feedback_tokens for t in r.turns)) for r in responses
+    ]
+
+
 def component_inputs(groups: list[ScoredGroup]) -> list[dict[str, float]]:
     """Every response's reward components (`Score.components`), the input of
     learner/verdict_stats.py `reward_component_means`."""
