@@ -182,7 +182,9 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
     if min(prompt_len, meta["prompt_bytes"], *lengths, *chars) < 0:
         raise MessageError("Group: token and byte counts must be >= 0")
     tokens = sum(lengths)
-    mask_bytes = sum(k for k, m in zip(lengths, meta.get("masked") or [False] * n, strict=True) if m)
+    mask_bytes = sum(
+        k for k, m in zip(lengths, meta.get("masked") or [False] * n, strict=True) if m
+    )
     need = 4 * prompt_len + 8 * tokens + mask_bytes
     if tensor_bytes is not None and tensor_bytes != need:
         raise MessageError(
@@ -275,9 +277,7 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
     lps = np.concatenate([r.logprobs for r in rs], dtype=_F4) if rs else np.zeros(0, _F4)
     masks = [np.asarray(r.loss_mask, np.uint8) for r in rs if r.loss_mask is not None]
     texts = [group.prompt.encode(), *(r.text.encode() for r in rs)]
-    turn_texts = [
-        part.encode() for r in rs for t in r.turns for part in (t.text, t.feedback)
-    ]
+    turn_texts = [part.encode() for r in rs for t in r.turns for part in (t.text, t.feedback)]
     meta = {
         "group_id": group.group_id,
         "problem_id": group.problem_id,
@@ -350,7 +350,9 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
         spans = _split(d["text_bytes"], d["prompt_bytes"])
         texts = [raw[s:e].decode(errors="replace") for s, e in spans]
         sizes = [
-            b for turns in d.get("turns") or () for t in turns
+            b
+            for turns in d.get("turns") or ()
+            for t in turns
             for b in (t["text_bytes"], t["feedback_bytes"])
         ]
         start = spans[-1][1] if spans else d["prompt_bytes"]
@@ -369,7 +371,17 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
     env_rewards = d.get("env_reward") or [None] * n
     responses = [
         Response(
-            i, lp, t, float(temp), v, trunc, fr, float(gt), lv, m, tu,
+            i,
+            lp,
+            t,
+            float(temp),
+            v,
+            trunc,
+            fr,
+            float(gt),
+            lv,
+            m,
+            tu,
             None if er is None else float(er),
         )
         for i, lp, t, temp, v, trunc, fr, gt, lv, m, tu, er in zip(

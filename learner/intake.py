@@ -162,8 +162,7 @@ def _select(g: GroupArrays, keep: list[int]) -> GroupArrays:
     per_response = {
         f.name: getattr(g, f.name)
         for f in fields(g)
-        if f.name not in ("group_id", "prompt_ids", "generator")
-        and getattr(g, f.name) is not None
+        if f.name not in ("group_id", "prompt_ids", "generator") and getattr(g, f.name) is not None
     }
     return replace(
         g,

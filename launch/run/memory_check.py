@@ -96,9 +96,7 @@ def longest_sequence(cfg: Config) -> int:
     g = cfg.generator
     env = cfg.environment
     turns = 1 if env.kind == "single" else env.max_turns
-    return trajectory_tokens(
-        g.max_prompt_tokens, g.max_response_tokens, turns, env.feedback_chars
-    )
+    return trajectory_tokens(g.max_prompt_tokens, g.max_response_tokens, turns, env.feedback_chars)
 
 
 def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:

@@ -110,6 +110,7 @@ def trajectory_tokens(
         + (turns - 1) * feedback_tokens(feedback_chars)
     )
 
+
 LOGIT_BLOCKS = 5
 """fp32 [rows, vocab] blocks alive at once in the log-prob head (logits / T, log_softmax, its
 exp and product for the entropy, and the gradient): 5.02 measured (notes/bench-learner-memory.md)."""

@@ -40,16 +40,29 @@ def trajectory(turns: list[tuple[int, bool | None]], feedback_tokens: int = 4, l
         last = k == len(turns) - 1
         text = f"turn {k + 1} " + ("z" * (ROLLOUT_CHARS + 100) if long and k == 0 else "code")
         out.append(
-            Turn(start, len(ids), text, "" if last else FEEDBACK, 0 if last else feedback_tokens,
-                 2, False, passed, {"visible_passed": float(bool(passed))})
+            Turn(
+                start,
+                len(ids),
+                text,
+                "" if last else FEEDBACK,
+                0 if last else feedback_tokens,
+                2,
+                False,
+                passed,
+                {"visible_passed": float(bool(passed))},
+            )
         )
         if not last:
             ids += [5] * feedback_tokens
             mask += [0] * feedback_tokens
     logp = np.where(np.array(mask) == 1, -1.0, 0.0).astype(np.float32)
     return Response(
-        np.array(ids, np.int32), logp, out[-1].text, policy_version=2,
-        loss_mask=np.array(mask, np.uint8), turns=out,
+        np.array(ids, np.int32),
+        logp,
+        out[-1].text,
+        policy_version=2,
+        loss_mask=np.array(mask, np.uint8),
+        turns=out,
     )
 
 
@@ -69,17 +82,26 @@ def multi_turn_groups() -> list[ScoredGroup]:
     """Five trajectories: 2 turns (fail, pass), 1 turn (pass), 2 turns (fail, fail), 2 turns
     (fail, pass; a long first turn), 1 turn (pass)."""
     return [
-        scored(1, [trajectory([(3, False), (2, True)]), trajectory([(4, True)]),
-                   trajectory([(3, False), (3, False)], feedback_tokens=6)], [1.0, 1.0, 0.0]),
-        scored(2, [trajectory([(2, False), (5, True)], long=True), trajectory([(3, True)])],
-               [1.0, 0.0]),
+        scored(
+            1,
+            [
+                trajectory([(3, False), (2, True)]),
+                trajectory([(4, True)]),
+                trajectory([(3, False), (3, False)], feedback_tokens=6),
+            ],
+            [1.0, 1.0, 0.0],
+        ),
+        scored(
+            2, [trajectory([(2, False), (5, True)], long=True), trajectory([(3, True)])], [1.0, 0.0]
+        ),
     ]
 
 
 def rank_with(groups: list[ScoredGroup], text: bool) -> LearnerRank:
     rank = LearnerRank(0, 1)
     rank.settings = SimpleNamespace(
-        learner=LearnerConfig(batch_size=len(groups)), rollouts_every=1 if text else 0,
+        learner=LearnerConfig(batch_size=len(groups)),
+        rollouts_every=1 if text else 0,
         rollouts_max=64,
     )
     rank.learner = SimpleNamespace(version=0, algo=AlgorithmConfig(), seed=5)
@@ -102,8 +124,13 @@ def test_the_fetch_reports_turns_pass_rate_per_turn_and_feedback_tokens():
 
 
 def test_a_single_turn_batch_has_no_trajectory_metrics():
-    single = [scored(1, [Response(np.arange(3, dtype=np.int32), np.full(3, -1.0, np.float32))] * 2,
-                     [1.0, 0.0])]
+    single = [
+        scored(
+            1,
+            [Response(np.arange(3, dtype=np.int32), np.full(3, -1.0, np.float32))] * 2,
+            [1.0, 0.0],
+        )
+    ]
     m = rank_with(single, text=False).fetch_batch(timeout_s=10)["metrics"]
     assert not {"turns_mean", "feedback_tokens_mean", "turn_pass"} & set(m)
     assert trajectory_metrics([]) == {}
@@ -134,16 +161,19 @@ def test_the_rollouts_rows_show_every_turn_with_its_feedback():
 
 
 def test_single_turn_rows_have_no_turns():
-    single = [scored(1, [Response(np.arange(3, dtype=np.int32), np.full(3, -1.0, np.float32),
-                                  "x")] * 2, [1.0, 0.0])]
+    single = [
+        scored(
+            1,
+            [Response(np.arange(3, dtype=np.int32), np.full(3, -1.0, np.float32), "x")] * 2,
+            [1.0, 0.0],
+        )
+    ]
     rows = rank_with(single, text=True).fetch_batch(timeout_s=10)["rollouts"]
     assert all("turns" not in r for r in rows)
 
 
 def step_record(step: int) -> dict:
-    metrics = trajectory_metrics(
-        [([False, True], 4), ([True], 0), ([False, step % 2 == 0], 6)]
-    )
+    metrics = trajectory_metrics([([False, True], 4), ([True], 0), ([False, step % 2 == 0], 6)])
     return {"step": step, "reward_mean": 0.5, **metrics}
 
 

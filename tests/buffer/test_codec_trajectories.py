@@ -24,11 +24,13 @@ def trajectory_group() -> Group:
         Turn(0, 4, "first try é", "WA on input 1 → expected 2", 3, 5, False, False, {"x": 1.5}),
         Turn(7, 9, "second try", "", 0, 6, True, True, {}),
     ]
-    two = Response(
-        ids, lps, "second try", 1.0, 5, True, "length", 0.5, 6, mask, turns, None
-    )
+    two = Response(ids, lps, "second try", 1.0, 5, True, "length", 0.5, 6, mask, turns, None)
     one = Response(
-        np.array([7, 8], np.int32), np.array([-0.1, -0.2], np.float32), "only", 1.0, 5,
+        np.array([7, 8], np.int32),
+        np.array([-0.1, -0.2], np.float32),
+        "only",
+        1.0,
+        5,
         env_reward=0.75,
     )
     return Group(3, "p3", "the prompt", np.arange(4, dtype=np.int32), [two, one], "g1")
@@ -75,9 +77,7 @@ def test_single_turn_groups_are_byte_for_byte_what_they_were():
     group = trajectory_group()
     single = replace(
         group,
-        responses=[
-            replace(r, loss_mask=None, turns=[], env_reward=None) for r in group.responses
-        ],
+        responses=[replace(r, loss_mask=None, turns=[], env_reward=None) for r in group.responses],
     )
     meta, text, tensors = group_frames(single)
     d = unpack(meta)
@@ -86,9 +86,20 @@ def test_single_turn_groups_are_byte_for_byte_what_they_were():
     assert len(tensors) == 4 * 4 + 8 * (9 + 2)
     assert bytes(text) == b"the prompt" + b"second try" + b"only"
     old_keys = [
-        "group_id", "problem_id", "generator", "source", "prompt_len", "prompt_bytes",
-        "lengths", "text_bytes", "temperature", "policy_version", "truncated", "finish_reason",
-        "gen_time_s", "last_policy_version",
+        "group_id",
+        "problem_id",
+        "generator",
+        "source",
+        "prompt_len",
+        "prompt_bytes",
+        "lengths",
+        "text_bytes",
+        "temperature",
+        "policy_version",
+        "truncated",
+        "finish_reason",
+        "gen_time_s",
+        "last_policy_version",
     ]
     assert list(d) == old_keys
     back = read_group(meta, text, tensors)

@@ -36,7 +36,9 @@ def test_the_longest_sequence_is_the_whole_trajectory(tmp_path):
     assert longest_sequence(single) == g.max_prompt_tokens + g.max_response_tokens
     for turns in (1, 2, 3):
         cfg = config(
-            tmp_path, "environment.kind=repair", f"environment.max_turns={turns}",
+            tmp_path,
+            "environment.kind=repair",
+            f"environment.max_turns={turns}",
             "environment.feedback_chars=400",
         )
         # written out: each feedback is 4 parts of 400 characters (a token each) + 256 tokens
@@ -52,7 +54,9 @@ def test_the_learner_and_generator_plans_grow_with_max_turns(tmp_path):
     sequences = []
     for turns in (1, 2, 4):
         cfg = config(
-            tmp_path, "environment.kind=repair", f"environment.max_turns={turns}",
+            tmp_path,
+            "environment.kind=repair",
+            f"environment.max_turns={turns}",
             "learner.micro_batch_tokens=4096",
         )
         shape = run_shape(cfg)
@@ -65,8 +69,11 @@ def test_the_learner_and_generator_plans_grow_with_max_turns(tmp_path):
 
 def test_a_generator_without_room_for_a_trajectory_names_max_turns(tmp_path):
     cfg = config(
-        tmp_path, "environment.kind=repair", "environment.max_turns=16",
-        "generator.max_response_tokens=32768", "generator.gpu_memory_utilization=0.3",
+        tmp_path,
+        "environment.kind=repair",
+        "environment.max_turns=16",
+        "generator.max_response_tokens=32768",
+        "generator.gpu_memory_utilization=0.3",
     )
     errors = memory_report(cfg, "cuda", 24).errors
     assert any("lower environment.max_turns" in e for e in errors), errors

@@ -46,7 +46,14 @@ def trajectories(feedback_logp: float = 0.0, masked: bool = True) -> list[Sample
             mask = [1] * len(first) + [0] * len(fb) + [1] * len(second)
             samples.append(
                 TrainSample(
-                    PROMPT, ids, logp, 1.0 if k == 0 else 0.8, reward, False, "WA", 0,
+                    PROMPT,
+                    ids,
+                    logp,
+                    1.0 if k == 0 else 0.8,
+                    reward,
+                    False,
+                    "WA",
+                    0,
                     loss_mask=mask if (masked and second) else None,
                 )
             )
@@ -98,7 +105,11 @@ def hand_objective(model, groups: list[SampleGroup], aggregation: str, constant:
             logp = logp.gather(-1, torch.tensor(s.response_ids)[:, None])[:, 0]
             keep = [t for t in range(len(s.response_ids)) if s.loss_mask is None or s.loss_mask[t]]
             per_seq.append(
-                ((reward - mean) / (std + 1e-6), logp[keep], [s.behaviour_logprobs[t] for t in keep])
+                (
+                    (reward - mean) / (std + 1e-6),
+                    logp[keep],
+                    [s.behaviour_logprobs[t] for t in keep],
+                )
             )
     n_seqs = len(per_seq)
     n_tokens = sum(len(lp) for _, lp, _ in per_seq)
@@ -115,7 +126,9 @@ def hand_objective(model, groups: list[SampleGroup], aggregation: str, constant:
     return total
 
 
-@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "constant-normaliser"])
+@pytest.mark.parametrize(
+    "aggregation", ["token-mean", "seq-mean-token-mean", "constant-normaliser"]
+)
 def test_the_loss_is_the_objective_over_model_tokens_only(small_model, aggregation):
     learner = make_learner(small_model, aggregation)
     loss, grads = loss_and_grads(learner, trajectories())
@@ -143,8 +156,17 @@ def test_feedback_token_values_change_nothing(small_model, value):
     # the step's metrics are blind to them too: counts, IS weights, mismatch
     m = make_learner(small_model).train_step(trajectories(0.0))
     m2 = make_learner(small_model).train_step(trajectories(value))
-    for key in ("loss", "clip_frac", "entropy", "is_weight_mean", "is_weight_max",
-                "mismatch_abs_dlogp", "mismatch_kl", "grad_norm", "nonfinite_dropped"):
+    for key in (
+        "loss",
+        "clip_frac",
+        "entropy",
+        "is_weight_mean",
+        "is_weight_max",
+        "mismatch_abs_dlogp",
+        "mismatch_kl",
+        "grad_norm",
+        "nonfinite_dropped",
+    ):
         assert m2[key] == m[key], key
     assert m["nonfinite_dropped"] == 0.0 and m["responses"] == 6
 
@@ -166,6 +188,7 @@ def test_the_token_counts_are_model_tokens():
     fb = [len(FEEDBACK) if s.loss_mask is not None else 0 for g in groups for s in g.samples]
     assert batch.response_lens.tolist() == lens
     assert batch.model_lens.tolist() == [n - f for n, f in zip(lens, fb, strict=True)]
-    single = build_batch(pack_samples(trajectories(masked=False)), AlgorithmConfig(),
-                         mask_generator(0, 0))
+    single = build_batch(
+        pack_samples(trajectories(masked=False)), AlgorithmConfig(), mask_generator(0, 0)
+    )
     assert single.loss_masks is None and single.model_lens.tolist() == lens
