@@ -43,6 +43,18 @@ def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
     )
 
 
+def model_tokens(g: GroupArrays) -> list[np.ndarray]:
+    """Each response's model tokens (a multi-turn trajectory's without its feedback tokens, which
+    the environment wrote and which would make every trajectory of a group look alike to the
+    diversity's n-grams; n-grams then run across the turn boundary)."""
+    if g.loss_masks is None:
+        return list(g.response_ids)
+    return [
+        r if m is None else r[np.asarray(m) != 0]
+        for r, m in zip(g.response_ids, g.loss_masks, strict=True)
+    ]
+
+
 def _last_version(response) -> int:
     """The version of its last token, or of its first where the producer did not record it."""
     last = response.last_policy_version
@@ -130,7 +142,7 @@ class Intake:
         stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
         for g in groups:
             self.rewards += g.rewards.tolist()
-            self.responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
+            self.responses.append(model_tokens(g))  # diversity's n-grams (arrays)
         groups, bad, emptied = drop_nonfinite(groups)  # NaN/Inf log-probs: logged, dropped
         self.nonfinite += len(bad)
         good, dropped = signal_filter(groups, dynamic_filtering)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from buffer_testing import ScriptedBuffer
 
+from microcoder.actors.convert import model_tokens, to_group_arrays
 from microcoder.actors.learner_rank import LearnerRank
 from microcoder.actors.rollouts import ROLLOUT_CHARS
 from microcoder.buffer.codec import group_frames, read_group
@@ -22,6 +23,7 @@ from microcoder.launch.monitor.dashboard_store import MetricsStore
 from microcoder.launch.monitor.metrics_log import MetricsLogger, read_metrics
 from microcoder.launch.monitor.prometheus import prometheus_text
 from microcoder.launch.monitor.status_view import build_status
+from microcoder.learner.algorithm.diversity import group_diversity
 from microcoder.learner.config import AlgorithmConfig, LearnerConfig
 from microcoder.learner.verdict_stats import trajectory_metrics
 from microcoder.protocol import Group, GroupScores, LearnerBatch, Response, Score, ScoredGroup, Turn
@@ -214,3 +216,17 @@ def test_the_dashboard_charts_the_pass_rate_per_turn(tmp_path):
     series = chromium.series_points(dom)
     assert series[("turns", "turn_pass.1")] == 4 and series[("turns", "turn_pass.2")] == 4
     assert 'data-turns-mean="' in dom and "feedback tokens per trajectory" in dom
+
+
+def test_diversity_reads_the_model_tokens_only():
+    """Two trajectories whose model tokens are all different share their feedback tokens: the
+    step's diversity is that of the model tokens alone."""
+    a = trajectory([(4, False), (4, True)], feedback_tokens=12)
+    b = trajectory([(4, False), (4, True)], feedback_tokens=12)
+    b.response_ids = np.where(b.loss_mask == 1, b.response_ids + 100, b.response_ids)
+    arrays = to_group_arrays(scored(1, [a, b], [1.0, 0.0]))
+    kept = model_tokens(arrays)
+    assert [len(x) for x in kept] == [8, 8]
+    assert group_diversity(kept) == 1.0 > group_diversity(list(arrays.response_ids))
+    m = rank_with([scored(1, [a, b], [1.0, 0.0])], text=False).fetch_batch(timeout_s=10)
+    assert m["metrics"]["diversity"] == 1.0
