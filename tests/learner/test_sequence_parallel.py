@@ -110,7 +110,7 @@ def run(model: Path, out: Path, world: int, sp: int, runs: list[str]) -> dict[st
 def one_rank(small_model, tmp_path_factory):
     """One rank's step in each mode: {mode: (its record, its updated weights)}."""
     out = tmp_path_factory.mktemp("one-rank")
-    got = run(small_model, out, 1, 1, ["plain", "nan"])
+    got = run(small_model, out, 1, 1, ["plain", "nan", "masked"])
     return {m: (got[m][0], load_file(out / m / "weights.safetensors")) for m in got}
 
 
@@ -118,7 +118,7 @@ def one_rank(small_model, tmp_path_factory):
 def sp2(small_model, tmp_path_factory):
     """Two SP ranks' step in each mode: {mode: (every rank's record, the weights' file)}."""
     out = tmp_path_factory.mktemp("sp2")
-    got = run(small_model, out, 2, 2, ["plain", "nan"])
+    got = run(small_model, out, 2, 2, ["plain", "nan", "masked"])
     return {m: (got[m], out / m / "weights.safetensors") for m in got}
 
 
@@ -162,6 +162,17 @@ def test_a_sequence_split_over_sp_ranks_is_dropped_whole_by_the_nonfinite_guard(
     assert one_rank["nan"][0]["metrics"]["nonfinite_learner_dropped"] == 1
     assert [g["metrics"]["nonfinite_learner_dropped"] for g in got] == [1, 1]
     assert_same_step(got, weights, one_rank["nan"])
+
+
+@pytest.mark.slow
+def test_a_multi_turn_loss_mask_splits_with_the_tokens_over_sp_ranks(one_rank, sp2):
+    """Every sequence a two-turn trajectory whose feedback tokens (garbage behaviour log-probs)
+    the mask takes out of the loss; the masks split with their targets over the two ranks, and
+    the step equals one rank's (and differs from the unmasked batch's)."""
+    got, weights = sp2["masked"]
+    assert_same_step(got, weights, one_rank["masked"])
+    plain = one_rank["plain"][0]["metrics"]["loss"]
+    assert one_rank["masked"][0]["metrics"]["loss"] != pytest.approx(plain, abs=1e-5)
 
 
 @pytest.mark.slow  # 4 gloo ranks (~75 s on 2 shared cores)
