@@ -113,6 +113,11 @@ def build_batch(
 
     No filtering here: the one dynamic filter ran before packing (learner/intake.py:
     `signal_filter`). SampleGroups (benchmarks, tests) are packed first, as they are.
+
+    A multi-turn trajectory (feedback tokens in `response_mask`): its `truncated` and verdict
+    are the final turn's already, and the truncation mask's loop check and the overlong
+    punishment read the final turn too (the model tokens after the last feedback token:
+    `final_turn_lens`); the TrainBatch keeps the masks (`loss_masks`) for the loss.
     """
     if not isinstance(batch, PackedBatch):
         batch = pack_samples(batch)
@@ -124,9 +129,12 @@ def build_batch(
     penalised = torch.zeros(n, dtype=torch.bool)
     masks = list(batch.response_mask.split(batch.response_lens.tolist()))
     multi_turn = not bool(batch.response_mask.all())
+    final_lens = final_turn_lens(masks) if multi_turn else batch.response_lens
+    if multi_turn:  # the truncation mask's loop check reads the final turn's tokens only
+        responses = [r[len(r) - k :] for r, k in zip(responses, final_lens.tolist(), strict=True)]
     if algo.overlong_buffer_tokens and n:
         penalty = grpo.overlong_penalty(
-            final_turn_lens(masks) if multi_turn else batch.response_lens,
+            final_lens,
             algo.overlong_max_tokens,
             algo.overlong_buffer_tokens,
             algo.overlong_penalty,

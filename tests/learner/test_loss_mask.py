@@ -192,3 +192,57 @@ def test_the_token_counts_are_model_tokens():
         pack_samples(trajectories(masked=False)), AlgorithmConfig(), mask_generator(0, 0)
     )
     assert single.loss_masks is None and single.model_lens.tolist() == lens
+
+
+def turn_sample(first, second, reward, truncated=True, fb=4):
+    ids = [*first, *[250] * fb, *second]
+    mask = [1] * len(first) + [0] * fb + [1] * len(second)
+    return TrainSample(
+        PROMPT, ids, [-1.0] * len(ids), 1.0, reward, truncated, "", 0, loss_mask=mask
+    )
+
+
+def test_the_truncation_mask_and_overlong_penalty_read_the_final_turn():
+    """Looping and length are the final turn's: a looping first turn does not make a truncated
+    trajectory `looping`, a looping final turn does; a long trajectory whose final turn is short
+    is not punished for its length."""
+    loop = [1, 2, 3, 4, 1, 2, 3, 4]
+    plain = [5, 6, 7, 8, 9, 10, 11, 12]
+    group = SampleGroup(
+        "g",
+        [
+            turn_sample(loop, plain, 1.0),  # loop in turn 1 only: maskable
+            turn_sample(plain, loop, 0.0),  # final turn loops: never masked
+            turn_sample(plain + plain, [13, 14, 15], 0.0, truncated=False),  # 19 + 4 tokens
+            # a short final turn that repeats the feedback tokens: the trajectory's last 8
+            # tokens repeat, but the final turn is too short to show a loop: maskable
+            turn_sample(plain, [250] * 4, 0.0),
+        ],
+    )
+    algo = AlgorithmConfig(
+        truncation_mask="conditional",
+        rho=1.0,
+        repeat_window=4,
+        overlong_max_tokens=12,
+        overlong_buffer_tokens=4,
+    )
+    batch = build_batch(pack_samples([group]), algo, mask_generator(0, 0))
+    assert batch.masked.tolist() == [True, False, False, True]
+    assert batch.stats.looping == 1
+    # final turns of 8, 8, 3 and 4 tokens: none past L_max − L_cache = 8
+    assert batch.stats.overlong_penalised == 0
+    unmasked = [
+        SampleGroup(
+            "g",
+            [
+                TrainSample(
+                    PROMPT, s.response_ids, s.behaviour_logprobs, 1.0, s.reward, s.truncated, "", 0
+                )
+                for s in group.samples
+            ],
+        )
+    ]
+    assert (
+        build_batch(pack_samples(unmasked), algo, mask_generator(0, 0)).stats.overlong_penalised
+        == 4
+    )
