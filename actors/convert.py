@@ -37,7 +37,22 @@ def to_group_arrays(sg: ScoredGroup) -> GroupArrays:
         last_policy_versions=np.array([_last_version(r) for r, _ in pairs], np.int64),
         response_index=np.array(kept, np.int64),
         generator=sg.group.generator,
+        loss_masks=[r.loss_mask for r, _ in pairs]
+        if any(r.loss_mask is not None for r, _ in pairs)
+        else None,
     )
+
+
+def model_tokens(g: GroupArrays) -> list[np.ndarray]:
+    """Each response's model tokens (a multi-turn trajectory's without its feedback tokens, which
+    the environment wrote and which would make every trajectory of a group look alike to the
+    diversity's n-grams; n-grams then run across the turn boundary)."""
+    if g.loss_masks is None:
+        return list(g.response_ids)
+    return [
+        r if m is None else r[np.asarray(m) != 0]
+        for r, m in zip(g.response_ids, g.loss_masks, strict=True)
+    ]
 
 
 def _last_version(response) -> int:
@@ -74,6 +89,18 @@ def source_inputs(groups: list[ScoredGroup]) -> list[tuple[str, list[float], lis
             [s.verdict for s in sg.result.scores],
         )
         for sg in groups
+    ]
+
+
+def trajectory_inputs(groups: list[ScoredGroup]) -> list[tuple[list[bool | None], int]]:
+    """(each turn's `passed`, feedback tokens) per response of `groups`, the input of
+    learner/verdict_stats.py `trajectory_metrics`; [] when no response has turns (a single-turn
+    run: no trajectory metrics)."""
+    responses = [r for sg in groups for r in sg.group.responses]
+    if not any(r.turns for r in responses):
+        return []
+    return [
+        ([t.passed for t in r.turns], sum(t.feedback_tokens for t in r.turns)) for r in responses
     ]
 
 
@@ -115,7 +142,7 @@ class Intake:
         stale = dict(zip([g.group_id for g in groups], batch.staleness, strict=True))
         for g in groups:
             self.rewards += g.rewards.tolist()
-            self.responses.append(list(g.response_ids))  # diversity's n-grams (arrays)
+            self.responses.append(model_tokens(g))  # diversity's n-grams (arrays)
         groups, bad, emptied = drop_nonfinite(groups)  # NaN/Inf log-probs: logged, dropped
         self.nonfinite += len(bad)
         good, dropped = signal_filter(groups, dynamic_filtering)

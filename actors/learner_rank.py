@@ -183,13 +183,15 @@ class LearnerRank:
         reported to the buffer (with the next get_batch) so admission control does not count them
         as trained: a weak model whose groups are all filtered must not starve the generators.
         The step's verdict metrics (learner/verdict_stats.py) are taken here over the groups
-        kept, its per-source metrics (`data`) over every group fetched; on a `monitor.rollouts_every` step the groups come with their texts and the reply
+        kept (and, on a multi-turn run, its trajectory metrics: turns, pass rate per turn,
+        feedback tokens), its per-source metrics (`data`) over every group fetched; on a `monitor.rollouts_every` step the groups come with their texts and the reply
         carries the step's rollouts rows (actors/rollouts.py) under "rollouts"."""
         from microcoder.actors import rollouts
         from microcoder.actors.convert import (
             Intake,
             component_inputs,
             source_inputs,
+            trajectory_inputs,
             verdict_inputs,
         )
         from microcoder.learner.intake import pack
@@ -197,6 +199,7 @@ class LearnerRank:
             reward_component_means,
             source_metrics,
             step_verdict_metrics,
+            trajectory_metrics,
         )
 
         want = self.settings.learner.batch_size
@@ -228,6 +231,7 @@ class LearnerRank:
             "metrics": stats.metrics()
             | step_verdict_metrics(verdict_inputs(trained))
             | reward_component_means(component_inputs(trained))
+            | trajectory_metrics(trajectory_inputs(trained))
             | source_metrics(source_inputs(got.fetched())),
         }
         if texts and got.kept:

@@ -28,6 +28,15 @@ runs. Each row:
     policy_version   the version that sampled its first token
     generator        the generator that sampled the group
     source           the data source of its prompt (data.sources' name; "" when unknown)
+    turns            multi-turn trajectories only (`environment.kind` not "single"; absent
+                     otherwise): every model turn in order, each {"turn" (1, 2, ...),
+                     "response" (its text, clipped as `response`), "response_chars",
+                     "response_tokens", "feedback" (what the environment answered after it,
+                     clipped alike; "" for the last turn), "feedback_tokens", "passed" (the
+                     environment's check, e.g. repair's visible tests; null when unchecked),
+                     "truncated", "policy_version", "metrics" (the environment's named
+                     numbers)}. The row's `response` is then the last turn's text (what was
+                     judged) and `response_tokens` the whole trajectory's, feedback included
 
 The advantages and mask decisions are those the step trains with: rank 0 builds the training
 batch from the same packed batch with the same seeded mask draws (learner/batch.py:
@@ -42,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from microcoder.actors.convert import verdict_label
-from microcoder.protocol import ScoredGroup
+from microcoder.protocol import ScoredGroup, Turn
 
 ROLLOUT_CHARS = 4000
 """A response's text in the rollouts log is clipped to about this many characters (head and tail,
@@ -106,9 +115,29 @@ def rollout_rows(
                     "policy_version": r.policy_version,
                     "generator": g.generator,
                     "source": g.source,
+                    **({"turns": turn_rows(r.turns, max_chars)} if r.turns else {}),
                 }
             )
     return rows
+
+
+def turn_rows(turns: Sequence[Turn], max_chars: int = ROLLOUT_CHARS) -> list[dict[str, Any]]:
+    """A trajectory's turns as the rows' `turns` entries (module doc), texts clipped."""
+    return [
+        {
+            "turn": k,
+            "response": clip_middle(t.text, max_chars),
+            "response_chars": len(t.text),
+            "response_tokens": t.end - t.start,
+            "feedback": clip_middle(t.feedback, max_chars),
+            "feedback_tokens": t.feedback_tokens,
+            "passed": t.passed,
+            "truncated": t.truncated,
+            "policy_version": t.policy_version,
+            "metrics": dict(t.metrics),
+        }
+        for k, t in enumerate(turns, 1)
+    ]
 
 
 def trained_responses(kept, advantages, masked) -> dict[tuple[int, int], tuple[float, bool]]:

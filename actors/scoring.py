@@ -12,6 +12,12 @@ sandbox/rewards/plugin.py) of (problem, response text, verdict). A kind the sand
 (`answer`) is not submitted: the function gets verdict None, and the Score's verdict is AC for
 a reward >= 1, else WA. A function that raises (or returns no number) fails its whole group,
 counted in `reward_errors` and logged with the problem id.
+
+A trajectory a user environment rewarded itself (`Response.env_reward`, actors/environments/:
+its `step` returned done with a reward) is neither judged nor given to the reward function:
+its Score is that reward, verdict AC for a reward >= 1 else WA (as for a kind with no verdict),
+tests 1 passed of 1 for AC, 0 of 1 for WA, detail "env_reward". The built-in environments leave
+env_reward None: their final turn's text is judged on all tests like a single turn's.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ def score_groups(
         if problem.kind not in JUDGED_KINDS:
             continue
         for i, r in enumerate(g.responses):
+            if r.env_reward is not None:
+                continue  # the environment's own reward (env_score), never judged
             found = extract(r.text, reasoning, r.truncated, problem.language)
             statuses[g.group_id][i] = found.status
             if found.status == "unfinished":
@@ -85,7 +93,9 @@ def score_groups(
         problem = problems[g.problem_id]
         try:
             scores = [
-                _score(reward_fn, problem, r.text, v, x)
+                env_score(r.env_reward)
+                if r.env_reward is not None
+                else _score(reward_fn, problem, r.text, v, x)
                 for r, v, x in zip(g.responses, vs, statuses[g.group_id], strict=True)
             ]
         except Exception as err:
@@ -97,6 +107,12 @@ def score_groups(
             continue
         out.scored.append(GroupScores(group_id=g.group_id, scores=scores, executor=owner))
     return out
+
+
+def env_score(reward: float) -> Score:
+    """The Score of a trajectory its environment rewarded: that reward, AC at >= 1 else WA."""
+    verdict = "AC" if reward >= 1 else "WA"
+    return Score(float(reward), verdict, int(verdict == "AC"), 1, "env_reward")
 
 
 def _score(reward_fn: Callable, problem: Problem, text: str, v, extraction: str) -> Score:

@@ -12,7 +12,22 @@ A Group travels as three frames:
              prompt's data source name, decodes as "" where absent)
     text     UTF-8, back to back: the prompt (prompt_bytes) | each response (text_bytes)
     tensors  raw little-endian bytes, back to back: prompt_ids int32[prompt_len] |
-             response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)]
+             response_ids int32[sum(lengths)] | logprobs float32[sum(lengths)] |
+             loss masks uint8[lengths[i]] of each response whose "masked" entry is true
+
+Multi-turn trajectories (actors/environments/) add three optional meta columns, each sent only
+when some response of the group has one, so a single-turn group's frames are byte for byte what
+they were before them:
+             "masked"      bool per response: its `loss_mask` follows the log-probs in the
+                           tensor frame (false: None, every token the model's)
+             "turns"       per response a list of maps, one per model turn: {"start", "end",
+                           "feedback_tokens", "policy_version", "truncated", "passed" (bool or
+                           nil), "metrics" {name: number}, "text_bytes", "feedback_bytes"}; the
+                           turns' texts and feedbacks follow the responses' texts in the text
+                           frame (response by response, turn by turn: text | feedback), so the
+                           learner (meta + tensors) gets every turn's numbers without a byte of
+                           text and executors and the rollouts dump get the texts too
+             "env_reward"  number or nil per response: a user environment's reward
 
 GroupScores travels as one frame: a msgpack map {"group_id", "executor"} plus one list per
 Score field ("reward", "verdict", "tests_passed", "tests_total", "detail", "extraction"; the
@@ -41,7 +56,7 @@ import numpy as np
 
 from microcoder.buffer.records import MessageError
 from microcoder.buffer.wire import pack, unpack
-from microcoder.protocol import Group, GroupScores, Response, Score
+from microcoder.protocol import Group, GroupScores, Response, Score, Turn
 
 _MISSING = object()
 _I4 = np.dtype("<i4")
@@ -69,6 +84,24 @@ _DERIVED = ("lengths", "text_bytes")
 _OPTIONAL_COLUMNS = {  # per-response column that may be absent: allowed element types
     "last_policy_version": frozenset((int, type(None))),
 }
+_MULTI_TURN_COLUMNS = {  # per-response columns of multi-turn trajectories, sent only when used
+    "masked": frozenset((bool,)),
+    "turns": frozenset((list,)),
+    "env_reward": frozenset((int, float, type(None))),
+}
+_TURN_FIELDS = {  # turn map field: allowed value types
+    "start": _INT,
+    "end": _INT,
+    "feedback_tokens": _INT,
+    "policy_version": _INT,
+    "truncated": frozenset((bool,)),
+    "passed": frozenset((bool, type(None))),
+    "metrics": frozenset((dict,)),
+    "text_bytes": _INT,
+    "feedback_bytes": _INT,
+}
+_TURN_ATTRIBUTES = ("start", "end", "feedback_tokens", "policy_version", "truncated", "passed")
+"""The Turn attributes that travel as they are (the others: metrics copied, texts sized)."""
 _SCORES_FIELDS = {
     "group_id": frozenset((int,)),
     "executor": frozenset((str,)),
@@ -141,22 +174,28 @@ def _check(where: str, data: Any, fields: dict, columns: dict, optional: dict | 
 def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) -> GroupInfo:
     """Check a decoded group meta map and, where given, the sizes of its text and tensor frames
     -> GroupInfo."""
-    n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS, _OPTIONAL_COLUMNS)
+    optional = _OPTIONAL_COLUMNS | _MULTI_TURN_COLUMNS
+    n = _check("Group", meta, _GROUP_FIELDS, _RESPONSE_COLUMNS, optional)
     lengths = meta["lengths"]
     prompt_len = meta["prompt_len"]
     chars = meta["text_bytes"]
     if min(prompt_len, meta["prompt_bytes"], *lengths, *chars) < 0:
         raise MessageError("Group: token and byte counts must be >= 0")
     tokens = sum(lengths)
-    if tensor_bytes is not None and tensor_bytes != 4 * prompt_len + 8 * tokens:
+    mask_bytes = sum(
+        k for k, m in zip(lengths, meta.get("masked") or [False] * n, strict=True) if m
+    )
+    need = 4 * prompt_len + 8 * tokens + mask_bytes
+    if tensor_bytes is not None and tensor_bytes != need:
         raise MessageError(
-            f"Group: tensor frame of {tensor_bytes} bytes, but prompt_len {prompt_len} and "
-            f"{tokens} response tokens need {4 * prompt_len + 8 * tokens}"
+            f"Group: tensor frame of {tensor_bytes} bytes, but prompt_len {prompt_len}, "
+            f"{tokens} response tokens and {mask_bytes} loss-mask bytes need {need}"
         )
-    if text_bytes is not None and text_bytes != meta["prompt_bytes"] + sum(chars):
+    turn_bytes = _check_turns(meta.get("turns"), lengths)
+    if text_bytes is not None and text_bytes != meta["prompt_bytes"] + sum(chars) + turn_bytes:
         raise MessageError(
-            f"Group: text frame of {text_bytes} bytes, but prompt_bytes and text_bytes add up "
-            f"to {meta['prompt_bytes'] + sum(chars)}"
+            f"Group: text frame of {text_bytes} bytes, but prompt_bytes, text_bytes and the "
+            f"turns' bytes add up to {meta['prompt_bytes'] + sum(chars) + turn_bytes}"
         )
     versions = meta["policy_version"]
     source = meta.get("source", "")
@@ -165,6 +204,37 @@ def check_group(meta: dict, text_bytes: int | None, tensor_bytes: int | None) ->
     return GroupInfo(
         meta["group_id"], meta["problem_id"], n, tokens, min(versions, default=0), source
     )
+
+
+def _check_turns(column: list | None, lengths: list[int]) -> int:
+    """Check the "turns" column (each response's list of turn maps, their token bounds inside
+    the response) -> the text bytes the turns' texts and feedbacks take."""
+    size = 0
+    if column is None:
+        return 0
+    for i, (turns, length) in enumerate(zip(column, lengths, strict=True)):
+        for k, turn in enumerate(turns):
+            where = f"Group.turns[{i}][{k}]"
+            if type(turn) is not dict:
+                raise MessageError(f"{where}: expected a map, got {type(turn).__name__}")
+            for name, types in _TURN_FIELDS.items():
+                value = turn.get(name, _MISSING)
+                if value is _MISSING:
+                    raise MessageError(f"{where}: missing field '{name}'")
+                if type(value) not in types:
+                    raise MessageError(f"{where}.{name}: wrong type {type(value).__name__}")
+            if not 0 <= turn["start"] <= turn["end"] <= length:
+                raise MessageError(
+                    f"{where}: tokens [{turn['start']}, {turn['end']}) are not inside the "
+                    f"response's {length} tokens"
+                )
+            if min(turn["feedback_tokens"], turn["text_bytes"], turn["feedback_bytes"]) < 0:
+                raise MessageError(f"{where}: token and byte counts must be >= 0")
+            for k_, v in turn["metrics"].items():
+                if type(k_) is not str or type(v) not in _NUM:
+                    raise MessageError(f"{where}.metrics: entries must map str to int/float")
+            size += turn["text_bytes"] + turn["feedback_bytes"]
+    return size
 
 
 def check_scores(data: dict) -> ScoresInfo:
@@ -196,11 +266,18 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
                 f"{len(r.logprobs)} log-probs; report exactly one behaviour log-prob per "
                 "generated token"
             )
+        if r.loss_mask is not None and len(r.loss_mask) != lengths[i]:
+            raise ValueError(
+                f"group {group.group_id} response {i}: {lengths[i]} token ids but a loss mask "
+                f"of {len(r.loss_mask)}; mark every response token (1 = the model's)"
+            )
     prompt_len = len(group.prompt_ids)
     # one copy of every array into its place; concatenate casts to the wire dtype (same_kind)
     ids = np.concatenate([group.prompt_ids, *(r.response_ids for r in rs)], dtype=_I4)
     lps = np.concatenate([r.logprobs for r in rs], dtype=_F4) if rs else np.zeros(0, _F4)
+    masks = [np.asarray(r.loss_mask, np.uint8) for r in rs if r.loss_mask is not None]
     texts = [group.prompt.encode(), *(r.text.encode() for r in rs)]
+    turn_texts = [part.encode() for r in rs for t in r.turns for part in (t.text, t.feedback)]
     meta = {
         "group_id": group.group_id,
         "problem_id": group.problem_id,
@@ -212,9 +289,33 @@ def group_frames(group: Group) -> tuple[bytes, bytes, bytes]:
         "text_bytes": [len(t) for t in texts[1:]],
         # the Response attributes the checks name, in their order
         **_columns(rs, [c for c in _RESPONSE_COLUMNS if c not in _DERIVED], _OPTIONAL_COLUMNS),
+        **_multi_turn_columns(rs),
     }
-    tensors = b"".join((ids.reshape(-1), lps.reshape(-1)))
-    return pack(meta), b"".join(texts), tensors
+    tensors = b"".join((ids.reshape(-1), lps.reshape(-1), *masks))
+    return pack(meta), b"".join(texts + turn_texts), tensors
+
+
+def _multi_turn_columns(rs: list[Response]) -> dict[str, list]:
+    """The multi-turn columns some response of `rs` uses (none for single-turn responses)."""
+    out: dict[str, list] = {}
+    if any(r.loss_mask is not None for r in rs):
+        out["masked"] = [r.loss_mask is not None for r in rs]
+    if any(r.turns for r in rs):
+        out["turns"] = [
+            [
+                {
+                    **{a: getattr(t, a) for a in _TURN_ATTRIBUTES},
+                    "metrics": dict(t.metrics),
+                    "text_bytes": len(t.text.encode()),
+                    "feedback_bytes": len(t.feedback.encode()),
+                }
+                for t in r.turns
+            ]
+            for r in rs
+        ]
+    if any(r.env_reward is not None for r in rs):
+        out["env_reward"] = [r.env_reward for r in rs]
+    return out
 
 
 def _nbytes(frame: Any) -> int | None:
@@ -241,12 +342,21 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
     prompt_ids = None
     ids = [None] * n
     lps = [None] * n
+    masks = [None] * n
+    turn_texts: list[str] = []
     if text is not None:
         raw = bytes(text)
         prompt = raw[: d["prompt_bytes"]].decode(errors="replace")
-        texts = [
-            raw[s:e].decode(errors="replace") for s, e in _split(d["text_bytes"], d["prompt_bytes"])
+        spans = _split(d["text_bytes"], d["prompt_bytes"])
+        texts = [raw[s:e].decode(errors="replace") for s, e in spans]
+        sizes = [
+            b
+            for turns in d.get("turns") or ()
+            for t in turns
+            for b in (t["text_bytes"], t["feedback_bytes"])
         ]
+        start = spans[-1][1] if spans else d["prompt_bytes"]
+        turn_texts = [raw[s:e].decode(errors="replace") for s, e in _split(sizes, start)]
     if tensors is not None:
         tokens = sum(lengths)
         flat = np.frombuffer(tensors, "<i4", p + tokens)
@@ -255,10 +365,26 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
         spans = _split(lengths, 0)
         ids = [flat[p + s : p + e] for s, e in spans]
         lps = [logprobs[s:e] for s, e in spans]
+        masks = _masks(tensors, d.get("masked"), lengths, 4 * p + 8 * tokens)
     last = d.get("last_policy_version") or [None] * n
+    turns = _turns(d.get("turns"), n, turn_texts)
+    env_rewards = d.get("env_reward") or [None] * n
     responses = [
-        Response(i, lp, t, float(temp), v, trunc, fr, float(gt), lv)
-        for i, lp, t, temp, v, trunc, fr, gt, lv in zip(
+        Response(
+            i,
+            lp,
+            t,
+            float(temp),
+            v,
+            trunc,
+            fr,
+            float(gt),
+            lv,
+            m,
+            tu,
+            None if er is None else float(er),
+        )
+        for i, lp, t, temp, v, trunc, fr, gt, lv, m, tu, er in zip(
             ids,
             lps,
             texts,
@@ -268,6 +394,9 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
             d["finish_reason"],
             d["gen_time_s"],
             last,
+            masks,
+            turns,
+            env_rewards,
             strict=True,
         )
     ]
@@ -280,6 +409,37 @@ def read_group(meta: Any, text: Any = None, tensors: Any = None) -> Group:
         d["generator"],
         d.get("source", ""),
     )
+
+
+def _masks(tensors: Any, masked: list[bool] | None, lengths: list[int], offset: int) -> list:
+    """Each response's loss mask (a read-only uint8 view of the tensor frame from `offset`), or
+    None where the response has none."""
+    out: list = [None] * len(lengths)
+    for i, (has, k) in enumerate(zip(masked or [False] * len(lengths), lengths, strict=True)):
+        if has:
+            out[i] = np.frombuffer(tensors, np.uint8, k, offset)
+            offset += k
+    return out
+
+
+def _turns(column: list | None, n: int, texts: list[str]) -> list[list[Turn]]:
+    """Each response's Turns from the checked "turns" column; `texts` the turns' texts and
+    feedbacks in order (empty without the text frame: every text and feedback "")."""
+    it = iter(texts)
+    out = []
+    for turns in column or [[]] * n:
+        out.append(
+            [
+                Turn(
+                    **{a: t[a] for a in _TURN_ATTRIBUTES},
+                    text=next(it, ""),
+                    feedback=next(it, ""),
+                    metrics=dict(t["metrics"]),
+                )
+                for t in turns
+            ]
+        )
+    return out
 
 
 # ---------------------------------------------------------------- GroupScores

@@ -220,8 +220,9 @@ class Config(Section):
     @model_validator(mode="after")
     def _fill_derived(self) -> Config:
         """Fields whose default depends on another section."""
-        if self.algorithm.loss_constant == 0:
-            self.algorithm.loss_constant = self.generator.max_response_tokens
+        if self.algorithm.loss_constant == 0:  # a trajectory's most model tokens
+            turns = 1 if self.environment.kind == "single" else self.environment.max_turns
+            self.algorithm.loss_constant = self.generator.max_response_tokens * turns
         if self.algorithm.overlong_max_tokens == 0:
             self.algorithm.overlong_max_tokens = self.generator.max_response_tokens
         if self.eval.max_tokens == 0:

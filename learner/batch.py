@@ -50,6 +50,7 @@ class TrainBatch:
     stats: BatchStats
     masked: torch.Tensor | None = None  # [S] bool: the truncation mask took the sequence
     last_policy_versions: torch.Tensor | None = None  # [S] long; None = policy_versions
+    loss_masks: list[torch.Tensor] | None = None  # S × [R_s] bool: model tokens; None = all
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -74,7 +75,16 @@ class TrainBatch:
             last_policy_versions=None
             if self.last_policy_versions is None
             else self.last_policy_versions[idx],
+            loss_masks=None if self.loss_masks is None else [self.loss_masks[i] for i in indices],
         )
+
+    @property
+    def model_lens(self) -> torch.Tensor:  # [S] long: the response tokens the loss reads
+        """Each sequence's model tokens (its response tokens less a multi-turn trajectory's
+        feedback tokens): the token counts of every loss aggregation."""
+        if self.loss_masks is None:
+            return self.response_lens
+        return torch.tensor([int(m.sum()) for m in self.loss_masks], dtype=torch.long)
 
     @property
     def spanned(self) -> torch.Tensor:  # [S] bool: an in-flight update split the response
@@ -103,6 +113,11 @@ def build_batch(
 
     No filtering here: the one dynamic filter ran before packing (learner/intake.py:
     `signal_filter`). SampleGroups (benchmarks, tests) are packed first, as they are.
+
+    A multi-turn trajectory (feedback tokens in `response_mask`): its `truncated` and verdict
+    are the final turn's already, and the truncation mask's loop check and the overlong
+    punishment read the final turn too (the model tokens after the last feedback token:
+    `final_turn_lens`); the TrainBatch keeps the masks (`loss_masks`) for the loss.
     """
     if not isinstance(batch, PackedBatch):
         batch = pack_samples(batch)
@@ -112,9 +127,14 @@ def build_batch(
     responses = [s[int(p) :] for s, p in zip(input_ids, batch.prompt_lens.tolist(), strict=True)]
     rewards = batch.rewards
     penalised = torch.zeros(n, dtype=torch.bool)
+    masks = list(batch.response_mask.split(batch.response_lens.tolist()))
+    multi_turn = not bool(batch.response_mask.all())
+    final_lens = final_turn_lens(masks) if multi_turn else batch.response_lens
+    if multi_turn:  # the truncation mask's loop check reads the final turn's tokens only
+        responses = [r[len(r) - k :] for r, k in zip(responses, final_lens.tolist(), strict=True)]
     if algo.overlong_buffer_tokens and n:
         penalty = grpo.overlong_penalty(
-            batch.response_lens,
+            final_lens,
             algo.overlong_max_tokens,
             algo.overlong_buffer_tokens,
             algo.overlong_penalty,
@@ -159,4 +179,16 @@ def build_batch(
         stats=stats,
         masked=masked,
         last_policy_versions=batch.last_policy_versions,
+        loss_masks=masks if multi_turn else None,
     )
+
+
+def final_turn_lens(masks: Sequence[torch.Tensor]) -> torch.Tensor:  # [S] long
+    """The model tokens of each trajectory's final turn: the run of model tokens after its last
+    feedback token (the whole response for a single turn). The soft overlong punishment reads
+    it, as the truncation mask reads the final turn: each turn has its own token cap."""
+    out = []
+    for m in masks:
+        feedback = torch.nonzero(~m)
+        out.append(len(m) - (int(feedback[-1]) + 1 if len(feedback) else 0))
+    return torch.tensor(out, dtype=torch.long)

@@ -342,7 +342,8 @@ class AlgorithmConfig(Section):
     """Loss aggregation over tokens: DAPO token mean, per-sequence mean, or Dr.GRPO constant."""
     loss_constant: int = Field(0, ge=0)
     """Dr.GRPO normaliser in tokens per sequence for constant-normaliser (0 = the generator's
-    max response tokens, filled in by the launcher)."""
+    max response tokens, times environment.max_turns for a multi-turn environment: a
+    trajectory's most model tokens; filled in by the launcher)."""
     adv_eps: float = Field(1e-6, gt=0)
     """eps in A = (r − mean) / (std + eps)."""
     truncation_mask: TruncationMask = "conditional"

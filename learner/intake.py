@@ -62,6 +62,9 @@ class GroupArrays:
     (the rollouts log, actors/rollouts.py)."""
     generator: str = ""
     """The generator that sampled the group (its owner id; "" when not known), for logs."""
+    loss_masks: Sequence[np.ndarray | None] | None = None
+    """G × ([R_i] uint8 or bool, 1 = a model token, or None = every token the model's): a
+    multi-turn trajectory's loss mask (Response.loss_mask); None: no response has one."""
 
 
 # Each field's dtype and the size it has (a key of PackedBatch.sizes), in broadcast order.
@@ -78,6 +81,7 @@ _SPEC = {
     "non_incorrect": (torch.bool, "S"),
     "policy_versions": (torch.int64, "S"),
     "last_policy_versions": (torch.int64, "S"),
+    "response_mask": (torch.bool, "R"),
 }
 assert list(_SPEC) == [f.name for f in fields(PackedBatch)]
 
@@ -132,12 +136,14 @@ def drop_nonfinite(
     dropped: list[DroppedSample] = []
     emptied: list[int] = []
     for g in groups:
-        bad = [i for i, lp in enumerate(g.logprobs) if not np.isfinite(lp).all()]
+        # only the model's tokens: a multi-turn trajectory's feedback log-probs are never read
+        nonfinite = [~np.isfinite(lp) & _mask(g, i) for i, lp in enumerate(g.logprobs)]
+        bad = [i for i, b in enumerate(nonfinite) if b.any()]
         if not bad:
             kept.append(g)
             continue
         for i in bad:
-            t = int(np.flatnonzero(~np.isfinite(g.logprobs[i]))[0])
+            t = int(np.flatnonzero(nonfinite[i])[0])
             d = DroppedSample(
                 g.group_id, i, g.generator, int(g.policy_versions[i]), t, g.logprobs[i][t]
             )
@@ -156,7 +162,7 @@ def _select(g: GroupArrays, keep: list[int]) -> GroupArrays:
     per_response = {
         f.name: getattr(g, f.name)
         for f in fields(g)
-        if f.name not in ("group_id", "prompt_ids", "generator")
+        if f.name not in ("group_id", "prompt_ids", "generator") and getattr(g, f.name) is not None
     }
     return replace(
         g,
@@ -187,7 +193,16 @@ def pack(groups: Sequence[GroupArrays]) -> PackedBatch:
         non_incorrect=_tensor([g.non_incorrect for g in groups], np.bool_),
         policy_versions=_tensor([g.policy_versions for g in groups], np.int64),
         last_policy_versions=_tensor([g.last_policy_versions for g in groups], np.int64),
+        response_mask=_tensor(
+            [_mask(g, i) for g in groups for i in range(len(g.response_ids))], np.bool_
+        ),
     )
+
+
+def _mask(g: GroupArrays, i: int) -> np.ndarray:
+    """Response i's loss mask as bools (all True where it has none: a single turn)."""
+    m = None if g.loss_masks is None else g.loss_masks[i]
+    return np.ones(len(g.response_ids[i]), np.bool_) if m is None else np.asarray(m) != 0
 
 
 def _tensor(arrays: list[np.ndarray], dtype) -> torch.Tensor:
@@ -238,7 +253,13 @@ def sample_group_arrays(group: SampleGroup, position: int) -> GroupArrays:
         policy_versions=np.array([x.policy_version for x in s], np.int64),
         last_policy_versions=np.array([_last(x) for x in s], np.int64),
         response_index=np.arange(len(s), dtype=np.int64),
+        loss_masks=[_sample_mask(x) for x in s],
     )
+
+
+def _sample_mask(sample) -> np.ndarray | None:
+    mask = getattr(sample, "loss_mask", None)
+    return None if mask is None else np.asarray(mask, np.uint8)
 
 
 def _last(sample) -> int:

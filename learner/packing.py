@@ -102,6 +102,8 @@ class MicroBatch:
     seq_index: torch.Tensor  # [n] long: index of each token's sequence in the batch
     tokens: int  # real tokens (prompt + response) in the micro-batch
     seq_lens: tuple[int, ...] = ()  # host lengths of the packed sequences (for attention.plan)
+    loss_mask: torch.Tensor | None = None  # [n] bool: the model's tokens (False: a multi-turn
+    # trajectory's feedback tokens, which add nothing to the loss or its sums); None = all
 
     @property
     def packed(self) -> bool:
@@ -170,6 +172,9 @@ def collate(
         seq_index=seq_index_t,
         tokens=sum(lens),
         seq_lens=tuple(lens) if packed else (),
+        loss_mask=None
+        if batch.loss_masks is None
+        else torch.cat([batch.loss_masks[i] for i in indices]),
     )
 
 

@@ -35,6 +35,9 @@ class TrainSample:
     """Version that sampled its last token (later than policy_version after an in-flight weight
     update); None when the producer did not record it. For metrics only (`mixed_version_frac`,
     `mismatch_by_span`)."""
+    loss_mask: Sequence[int] | None = None
+    """A multi-turn trajectory's mask over `response_ids`: 1 = a model token (trained on), 0 =
+    a feedback token between turns (its behaviour log-prob is ignored); None = all 1."""
 
     def __post_init__(self) -> None:
         if len(self.prompt_ids) < 1:
@@ -49,6 +52,11 @@ class TrainSample:
             raise ValueError(
                 f"behaviour_logprobs has {len(self.behaviour_logprobs)} entries for "
                 f"{len(self.response_ids)} response tokens; the generator must report one per token"
+            )
+        if self.loss_mask is not None and len(self.loss_mask) != len(self.response_ids):
+            raise ValueError(
+                f"loss_mask has {len(self.loss_mask)} entries for {len(self.response_ids)} "
+                "response tokens; mark each (1 = the model's token)"
             )
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")

@@ -135,10 +135,10 @@ def shard(mb: MicroBatch, sp: SequenceParallel) -> MicroBatch:
     lo = sp.rank * per
     hi = (sp.rank + 1) * per
     keep = (mb.logit_index >= lo) & (mb.logit_index < hi)
-    picked = {
-        k: getattr(mb, k)[keep]
-        for k in ("targets", "temperature", "behaviour_logp", "advantages", "weight", "seq_index")
-    }
+    per_target = ("targets", "temperature", "behaviour_logp", "advantages", "weight", "seq_index")
+    if mb.loss_mask is not None:  # a multi-turn trajectory's mask splits with its tokens
+        per_target += ("loss_mask",)
+    picked = {k: getattr(mb, k)[keep] for k in per_target}
     logit_index = mb.logit_index[keep] - lo
     if not bool(keep.any()):
         logit_index = torch.zeros_like(mb.logit_index[:1])

@@ -230,8 +230,8 @@ class Learner:
         return torch.cat([every[:, :-1].sum(0), every[:, -1:].amax(0)])
 
     def _micro_batches(self, batch: TrainBatch) -> list[MicroBatch]:
-        weights = grpo.sequence_weights(
-            self.algo.aggregation, batch.response_lens, float(self.algo.loss_constant)
+        weights = grpo.sequence_weights(  # over model tokens: feedback tokens are not counted
+            self.algo.aggregation, batch.model_lens, float(self.algo.loss_constant)
         )
         plan = plan_micro_batches(
             batch.lengths.tolist(), self.sp.dp_size, self.cfg.micro_batch_tokens, self.cfg.packing
@@ -277,9 +277,15 @@ class Learner:
         if num_seqs is None:  # from the micro-batch (its SP group's slices agree on it)
             num_seqs = sequence_parallel.sequence_count(self.sp, mb.seq_index)
         seq = mb.seq_index
+        if mb.loss_mask is not None:
+            # A multi-turn trajectory's feedback tokens belong to no sequence here: they add
+            # nothing to the guard, the correction, the loss or any sum (a dummy's index, −1).
+            seq = seq.where(mb.loss_mask, -1)
         # The guard: a sequence with a non-finite log-prob is dropped whole, before the loss.
         keep, bad = off_policy.finite_sequences(seq, num_seqs, logp, old_logp, mb.behaviour_logp)
         keep, bad = sequence_parallel.agree_on_dropped(self.sp, seq, keep, bad)  # SP: as a whole
+        if mb.loss_mask is not None:
+            keep = keep & mb.loss_mask
         if bad_out is not None:
             bad_out |= bad
         logp = logp.where(keep, 0.0)

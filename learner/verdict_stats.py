@@ -17,6 +17,10 @@ the dashboard):
     data               {source: {share, groups, reward, pass_rate}} per data source
                        (`data.sources`), over every group fetched for the step (filtered ones
                        too, as `reward_mean`): `source_metrics`
+    turns_mean, feedback_tokens_mean, turn_pass
+                       multi-turn runs only (`environment.kind` not "single"): turns per
+                       trajectory, feedback tokens per trajectory, and {turn: pass rate} at each
+                       turn (`trajectory_metrics`); absent on single-turn runs
 
 A response's label is its verdict, except that a response the extractor found no code in
 (sandbox/extract.py: status `no_code`, which the judge scores WA) is counted as `no_code`, not
@@ -149,4 +153,36 @@ def source_metrics(groups: Sequence[tuple[str, Sequence[float], Sequence[str]]])
             }
             for name, (n, responses, reward, passes) in sorted(acc.items())
         }
+    }
+
+
+def trajectory_metrics(trajectories: Sequence[tuple[Sequence[bool | None], int]]) -> dict:
+    """The multi-turn metrics over the trajectories trained on, each given as (its turns'
+    `Turn.passed`, in order; its feedback tokens in all); {} when there are none (a single-turn
+    run sends none, so its step records are unchanged):
+
+        turns_mean            model turns per trajectory
+        feedback_tokens_mean  feedback tokens (the environment's messages between turns, chat
+                              template included) per trajectory
+        turn_pass             {"k": pass rate at turn k}: of the trajectories that reached turn
+                              k and whose environment checked it (passed not None), the
+                              fraction that passed (`repair`: the visible tests); a turn no
+                              environment checked has no entry
+
+    A trajectory with no turns recorded counts as one unchecked turn."""
+    if not trajectories:
+        return {}
+    turns = [list(passed) or [None] for passed, _ in trajectories]
+    checked: dict[int, list[int]] = {}  # turn -> [checked, passed]
+    for passed in turns:
+        for k, p in enumerate(passed, 1):
+            if p is not None:
+                acc = checked.setdefault(k, [0, 0])
+                acc[0] += 1
+                acc[1] += bool(p)
+    n = len(trajectories)
+    return {
+        "turns_mean": sum(len(t) for t in turns) / n,
+        "feedback_tokens_mean": sum(tokens for _, tokens in trajectories) / n,
+        "turn_pass": {str(k): p / c for k, (c, p) in sorted(checked.items())},
     }

@@ -545,6 +545,8 @@ class PackedBatch:
     non_incorrect: torch.Tensor  # [S] bool
     policy_versions: torch.Tensor  # [S] int64
     last_policy_versions: torch.Tensor  # [S] int64
+    response_mask: torch.Tensor  # [R] bool: the model's tokens (False: a multi-turn
+    # trajectory's feedback tokens, which the loss never reads; all True for single turns)
 
     def __len__(self) -> int:
         return len(self.prompt_lens)

@@ -10,6 +10,9 @@
     microcoder_group_pass_hist{bin="(0%,25%]"} 3              groups by pass rate
     microcoder_reward_components{component="formatted"} 0.5  the reward function's components
     microcoder_reward_errors_total 2                          groups its errors failed (run total)
+    microcoder_turn_pass{turn="2"} 0.4                        multi-turn runs: pass rate at
+                                                              each turn (microcoder_turns_mean,
+                                                              _feedback_tokens_mean: gauges)
     microcoder_data_share{source="A"} 0.8                     per data source: share of the
                                                               step's groups (and _groups,
                                                               _reward, _pass_rate)
@@ -156,6 +159,25 @@ def _verdict_metrics(page: _Page, step: dict[str, Any]) -> None:
     )
 
 
+def _turn_metrics(page: _Page, step: dict[str, Any]) -> None:
+    """A multi-turn run's pass rate at each turn ({turn: rate}, learner/verdict_stats.py
+    `trajectory_metrics`) as one gauge labelled by `turn`."""
+    by = step.get("turn_pass")
+    if not isinstance(by, dict):
+        return
+    page.metric(
+        metric_name("turn_pass"),
+        "gauge",
+        "Newest learner step: of the trajectories that reached each turn (and whose "
+        "environment checked it), the fraction that passed, by turn.",
+        [
+            ({"turn": k}, v)
+            for k, v in sorted(by.items(), key=lambda kv: int(kv[0]))
+            if isinstance(v, (int, float))
+        ],
+    )
+
+
 def _reward_metrics(page: _Page, step: dict[str, Any]) -> None:
     """The reward function's named components ({name: mean}, learner/verdict_stats.py) as one
     gauge labelled by `component`, and the groups its errors failed (the executors' cumulative
@@ -249,8 +271,10 @@ def prometheus_text(latest_step: dict[str, Any], latest_eval: dict[str, Any] | N
     _verdict_metrics(page, latest_step)
     _reward_metrics(page, latest_step)
     _source_metrics(page, latest_step)
+    _turn_metrics(page, latest_step)
     _memory_metrics(page, latest_step.get("memory") or {})
-    skip = ("buffer", "time", "mismatch_by_staleness", "data", "memory", *VERDICT_KEYS)
+    skip = ("buffer", "time", "mismatch_by_staleness", "data", "memory", "turn_pass")
+    skip += VERDICT_KEYS
     skip += REWARD_KEYS
     step = {k: v for k, v in latest_step.items() if k not in skip}
     for key, value in flatten(step).items():

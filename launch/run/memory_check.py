@@ -25,6 +25,7 @@ from microcoder.learner.models.memory_plan import (
     plan_generator,
     plan_learner,
     plan_save,
+    trajectory_tokens,
 )
 from microcoder.learner.models.tiny_model import TINY_ARCH
 
@@ -88,13 +89,23 @@ def planned_kernel(cfg: Config, device: str, flash_attn: bool | None) -> tuple[s
     )
 
 
+def longest_sequence(cfg: Config) -> int:
+    """Tokens of the run's longest sequence: prompt + response for a single turn; under a
+    multi-turn environment the whole trajectory, environment.max_turns responses with the
+    planned feedback between them (learner/models/memory_plan.py: `trajectory_tokens`)."""
+    g = cfg.generator
+    env = cfg.environment
+    turns = 1 if env.kind == "single" else env.max_turns
+    return trajectory_tokens(g.max_prompt_tokens, g.max_response_tokens, turns, env.feedback_chars)
+
+
 def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
     """plan_learner's keyword arguments for this config on `device`, with attention `kernel`."""
     lr = cfg.learner
-    g = cfg.generator
     a = cfg.algorithm
     dtype = lr.dtype if lr.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
-    per_rank = a.group_size * lr.batch_size * (g.max_prompt_tokens + g.max_response_tokens)
+    longest = longest_sequence(cfg)
+    per_rank = a.group_size * lr.batch_size * longest
     data_ranks = lr.world_size // lr.sequence_parallel  # an SP group shares its micro-batches
     several = per_rank / (lr.mini_batches * data_ranks) > lr.micro_batch_tokens
     return dict(
@@ -105,7 +116,7 @@ def learner_inputs(cfg: Config, device: str, kernel: str = "varlen") -> dict:
         activation_checkpointing=bool(lr.activation_checkpointing),
         grad_accumulation_unsharded=several and lr.grad_sync == "last_micro_batch",
         reference_model=a.kl_coef > 0,
-        longest_sequence=g.max_prompt_tokens + g.max_response_tokens,
+        longest_sequence=longest,
         sequence_parallel=lr.sequence_parallel,
         offload=lr.offload,
         replicas=lr.replicas,
@@ -283,7 +294,8 @@ def generator_plan(
         gpu_bytes=gpu,
         gpu_memory_utilization=g.gpu_memory_utilization,
         max_prompt_tokens=g.max_prompt_tokens,
-        max_response_tokens=g.max_response_tokens,
+        # a multi-turn trajectory's last turn continues the whole conversation
+        max_response_tokens=longest_sequence(cfg) - g.max_prompt_tokens,
     )
 
 
@@ -302,6 +314,8 @@ def generator_refusal(
             knobs.append(f"raise generator.gpus_per_engine (tensor parallel) to {more}")
             break
     knobs.append("lower generator.max_response_tokens")
+    if cfg.environment.kind != "single" and cfg.environment.max_turns > 1:
+        knobs.append("lower environment.max_turns")
     return (
         f"memory plan: a generator GPU holds {_gib(plan.weights)} of weights and its KV cache "
         f"cannot hold one sequence of {plan.sequence_tokens} tokens within "

@@ -1,6 +1,7 @@
 """The per-step mismatch between the generators' and the learner's log-probs, by staleness.
 
-Per response token, Δ = log pi_learner(o_t) − log pi_behaviour(o_t) and ρ = exp(Δ), where
+Per response token the model sampled (a multi-turn trajectory's feedback tokens are not
+counted), Δ = log pi_learner(o_t) − log pi_behaviour(o_t) and ρ = exp(Δ), where
 pi_learner is the learner's policy at the start of the step (the recomputed pi_old, or this
 step's forward with one mini-batch) and pi_behaviour the generator's reported log-prob. Even at
 staleness 0 they differ: vLLM's kernels and precision are not the learner's.

@@ -18,7 +18,10 @@ gives every token an importance weight w_t that multiplies its clipped surrogate
     none        w_t = 1
 
 No weight carries a gradient. A dropped token contributes nothing to the loss; it still counts in
-the aggregation's denominators (as a token whose advantage is zero would).
+the aggregation's denominators (as a token whose advantage is zero would). A multi-turn
+trajectory's feedback tokens are no tokens here at all: the trainer gives them the dummy's
+sequence index −1, so no sum over a sequence (seq-tis, geo-reject) reads them, and they count
+in no denominator (learner/trainer.py `_loss_and_stats`, learner/batch.py `model_lens`).
 
 The mismatch metrics (`mismatch_sums` per micro-batch, summed over micro-batches and ranks,
 then `mismatch_metrics`) describe Δ_t = log pi_learner(o_t) − log pi_behaviour(o_t) per

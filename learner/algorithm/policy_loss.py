@@ -47,8 +47,10 @@ class LossInput(NamedTuple):
     old_logp: torch.Tensor  # float, detached: log pi_old (the step's start policy)
     behaviour_logp: torch.Tensor  # float, detached: log pi_behaviour (the generator's)
     advantages: torch.Tensor  # float: A of the token's response (0 where the truncation mask acted)
-    mask: torch.Tensor  # bool: tokens that count (not a dummy's, not a non-finite sequence's)
+    mask: torch.Tensor  # bool: tokens that count (not a dummy's, not a non-finite sequence's,
+    # not a multi-turn trajectory's feedback token)
     seq_index: torch.Tensor  # long in [0, num_seqs): the token's sequence; −1 = a dummy token
+    # (and a feedback token: the trainer gives it no sequence, so no sequence-level sum reads it)
     num_seqs: int  # S: sequences of the mini-batch (seq_index's range)
 
 

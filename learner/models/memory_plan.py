@@ -79,6 +79,38 @@ from microcoder.learner.models.model_shape import (  # noqa: F401  (public names
 
 GiB = 2**30
 
+FEEDBACK_PARTS = 4
+"""The parts of a `repair` feedback each cut to environment.feedback_chars characters (the
+failing input, the expected and the actual output, stderr: actors/environments/repair.py)."""
+FEEDBACK_OVERHEAD_TOKENS = 256
+"""The rest of one feedback, planned: the verdict line and the fixed wording around the parts,
+the cut markers, the chat template's end of the assistant turn, the user message's header and
+the next assistant header."""
+
+
+def feedback_tokens(feedback_chars: int) -> int:
+    """The tokens one feedback between two turns is planned at: each of FEEDBACK_PARTS parts at
+    `feedback_chars` characters, a token per character (a byte-level BPE makes at most one per
+    byte, and program input and output is ASCII mostly), plus FEEDBACK_OVERHEAD_TOKENS. A user
+    environment's feedback (`module:Class`) is planned the same; its own may be longer."""
+    return FEEDBACK_PARTS * feedback_chars + FEEDBACK_OVERHEAD_TOKENS
+
+
+def trajectory_tokens(
+    max_prompt_tokens: int, max_response_tokens: int, max_turns: int = 1, feedback_chars: int = 0
+) -> int:
+    """The longest sequence of a run: the prompt, then `max_turns` model turns of
+    `max_response_tokens` each with a feedback (`feedback_tokens(feedback_chars)`) between two;
+    a single turn's is max_prompt_tokens + max_response_tokens. The learner trains on the whole
+    trajectory as one sequence, and the generator's last turn continues all of it."""
+    turns = max(1, max_turns)
+    return (
+        max_prompt_tokens
+        + turns * max_response_tokens
+        + (turns - 1) * feedback_tokens(feedback_chars)
+    )
+
+
 LOGIT_BLOCKS = 5
 """fp32 [rows, vocab] blocks alive at once in the log-prob head (logits / T, log_softmax, its
 exp and product for the entropy, and the gradient): 5.02 measured (notes/bench-learner-memory.md)."""

@@ -19,8 +19,11 @@ from microcoder.learner.intake import IntakeStats, digest, pack, signal_filter
 from microcoder.protocol import Group, GroupScores, Response, Score, ScoredGroup
 
 
-def scored_group(group_id: int, rewards, lengths, seed: int = 0, last=None) -> ScoredGroup:
-    """A group as the learner receives it: through the codec (text left out), with scores."""
+def scored_group(
+    group_id: int, rewards, lengths, seed: int = 0, last=None, masked: bool = False
+) -> ScoredGroup:
+    """A group as the learner receives it: through the codec (text left out), with scores.
+    `masked`: the last response is a multi-turn trajectory, 3 feedback tokens from its 2nd."""
     rng = np.random.default_rng(seed)
     responses = [
         Response(
@@ -33,6 +36,10 @@ def scored_group(group_id: int, rewards, lengths, seed: int = 0, last=None) -> S
         )
         for i, n in enumerate(lengths)
     ]
+    if masked:
+        mask = np.ones(lengths[-1], np.uint8)
+        mask[1:4] = 0
+        responses[-1].loss_mask = mask
     prompt_ids = rng.integers(0, 1000, 5 + group_id).astype(np.int32)
     meta, _, tensors = group_frames(Group(group_id, "p", "", prompt_ids, responses))
     verdicts = ["WA", "AC", "CE", "TLE"]
@@ -116,7 +123,7 @@ from test_intake import to_group_arrays, scored_group
 rank, _ = init_distributed(torch.device("cpu"), 60)
 mine = None
 if rank == 0:
-    mine = pack([to_group_arrays(scored_group(g, [0.0, 1.0], [5 + g, 300], seed=g)) for g in range(3)])
+    mine = pack([to_group_arrays(scored_group(g, [0.0, 1.0], [5 + g, 300], seed=g, masked=g > 0)) for g in range(3)])
 got = broadcast(mine, torch.device("cpu"))
 fields = {k: [str(v.dtype), v.tolist()] for k, v in vars(got).items()}
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
@@ -131,7 +138,22 @@ def test_broadcast_gives_every_rank_the_record_rank_0_packed(tmp_path):
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0 == r1
     expect = pack(
-        [to_group_arrays(scored_group(g, [0.0, 1.0], [5 + g, 300], seed=g)) for g in range(3)]
+        [
+            to_group_arrays(scored_group(g, [0.0, 1.0], [5 + g, 300], seed=g, masked=g > 0))
+            for g in range(3)
+        ]
     )
     assert r1["digest"] == digest(expect) and r1["digest"]["sequences"] == 6
     assert r1["fields"]["truncated"] == ["torch.bool", expect.truncated.tolist()]
+    # the multi-turn loss mask: 3 feedback tokens in each of groups 1 and 2's long trajectory
+    assert r1["fields"]["response_mask"] == ["torch.bool", expect.response_mask.tolist()]
+    assert r1["fields"]["response_mask"][1].count(False) == 6
+
+
+def test_pack_carries_the_loss_masks_into_the_response_mask():
+    groups = [scored_group(1, [0.0, 1.0], [4, 6], masked=True), scored_group(2, [1.0, 0.0], [3, 2])]
+    b = pack([to_group_arrays(sg) for sg in groups])
+    assert (
+        b.response_mask.tolist()
+        == [True] * 4 + [True, False, False, False, True, True] + [True] * 5
+    )

@@ -19,8 +19,9 @@ from microcoder.learner.sequence_parallel import SequenceParallel, model_errors,
 WORKER = Path(__file__).with_name("sp_worker.py")
 
 
-def packed(lengths: list[int], prompt: int = 3):
-    """A packed micro-batch of sequences of `lengths` tokens, each with a `prompt`-token prompt."""
+def packed(lengths: list[int], prompt: int = 3, loss_masks=None):
+    """A packed micro-batch of sequences of `lengths` tokens, each with a `prompt`-token prompt
+    (`loss_masks`: each response's model tokens, as a multi-turn trajectory has)."""
     seqs = [torch.arange(n) + 100 * k for k, n in enumerate(lengths)]
     batch = SimpleNamespace(
         input_ids=seqs,
@@ -29,6 +30,7 @@ def packed(lengths: list[int], prompt: int = 3):
         temperatures=torch.ones(len(seqs)),
         behaviour_logprobs=[torch.full((n - prompt,), -1.0) for n in lengths],
         advantages=torch.ones(len(seqs)),
+        loss_masks=loss_masks,
     )
     return collate(batch, range(len(seqs)), torch.ones(len(seqs), dtype=torch.float64), True)
 
@@ -66,6 +68,17 @@ def test_a_slice_without_targets_gets_one_zero_weight_dummy():
     assert sum(int(p.weight.sum()) for p in parts) == int(mb.weight.sum()) == 4
 
 
+def test_a_multi_turn_loss_mask_splits_with_its_targets():
+    masks = [torch.tensor([1, 1, 0, 0, 1, 1], dtype=torch.bool), torch.tensor([1, 0, 1])]
+    mb = packed([9, 6], loss_masks=masks)
+    parts = slices(mb, 4)  # 15 tokens -> 16, 4 a rank
+    assert torch.equal(torch.cat([p.loss_mask for p in parts if p.seq_index[0] >= 0]), mb.loss_mask)
+    for p in parts:  # each slice's mask is its own targets'
+        if p.seq_index[0] >= 0:
+            assert p.loss_mask.shape == p.targets.shape
+    assert packed([9, 6]).loss_mask is None
+
+
 def test_one_rank_of_sp_is_the_micro_batch_itself():
     mb = packed([9, 6])
     assert shard(mb, SequenceParallel(1, 0, 0, 1)) is mb
@@ -97,7 +110,7 @@ def run(model: Path, out: Path, world: int, sp: int, runs: list[str]) -> dict[st
 def one_rank(small_model, tmp_path_factory):
     """One rank's step in each mode: {mode: (its record, its updated weights)}."""
     out = tmp_path_factory.mktemp("one-rank")
-    got = run(small_model, out, 1, 1, ["plain", "nan"])
+    got = run(small_model, out, 1, 1, ["plain", "nan", "masked"])
     return {m: (got[m][0], load_file(out / m / "weights.safetensors")) for m in got}
 
 
@@ -105,7 +118,7 @@ def one_rank(small_model, tmp_path_factory):
 def sp2(small_model, tmp_path_factory):
     """Two SP ranks' step in each mode: {mode: (every rank's record, the weights' file)}."""
     out = tmp_path_factory.mktemp("sp2")
-    got = run(small_model, out, 2, 2, ["plain", "nan"])
+    got = run(small_model, out, 2, 2, ["plain", "nan", "masked"])
     return {m: (got[m], out / m / "weights.safetensors") for m in got}
 
 
@@ -149,6 +162,17 @@ def test_a_sequence_split_over_sp_ranks_is_dropped_whole_by_the_nonfinite_guard(
     assert one_rank["nan"][0]["metrics"]["nonfinite_learner_dropped"] == 1
     assert [g["metrics"]["nonfinite_learner_dropped"] for g in got] == [1, 1]
     assert_same_step(got, weights, one_rank["nan"])
+
+
+@pytest.mark.slow
+def test_a_multi_turn_loss_mask_splits_with_the_tokens_over_sp_ranks(one_rank, sp2):
+    """Every sequence a two-turn trajectory whose feedback tokens (garbage behaviour log-probs)
+    the mask takes out of the loss; the masks split with their targets over the two ranks, and
+    the step equals one rank's (and differs from the unmasked batch's)."""
+    got, weights = sp2["masked"]
+    assert_same_step(got, weights, one_rank["masked"])
+    plain = one_rank["plain"][0]["metrics"]["loss"]
+    assert one_rank["masked"][0]["metrics"]["loss"] != pytest.approx(plain, abs=1e-5)
 
 
 @pytest.mark.slow  # 4 gloo ranks (~75 s on 2 shared cores)

@@ -42,6 +42,10 @@ const CHARTS = [
     empty: "no data sources recorded", series: () => nestedSeries("data.", ".share", () => 0, true),
     note: sourceNote },
   { id: "passhist", title: "Group pass rates (newest step)", unit: "groups", bars: passHistBars },
+  // Multi-turn runs (environment.kind): pass rate at each turn, turns and feedback per trajectory.
+  { id: "turns", title: "Multi-turn: pass rate at each turn", unit: "%", pct: true, ymax: 1,
+    empty: "single-turn run (no turns recorded)", note: turnsNote,
+    series: () => nestedSeries("turn_pass.", "", (k) => parseInt(k, 10)).map(([k, t]) => [k, "turn " + t]) },
   { id: "truncation", title: "Truncated, looping and masked responses", unit: "%", pct: true,
     ymax: 1, series: [["truncated_frac", "truncated"], ["looping_frac", "looping"],
                       ["masked_frac", "advantage masked"]] },
@@ -181,6 +185,12 @@ function sourceNote(last) {
     table.appendChild(row);
   }
   return [table];
+}
+// The newest step's turns and feedback tokens per trajectory (multi-turn runs only).
+function turnsNote(last) {
+  if (typeof last.turns_mean !== "number") return [];
+  return [el("span", { "data-turns-mean": String(last.turns_mean) },
+    `newest step: ${fmt(last.turns_mean)} turns and ${fmt(last.feedback_tokens_mean)} feedback tokens per trajectory`)];
 }
 function mismatchNote(last) {
   const out = [];
