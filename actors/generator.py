@@ -27,6 +27,7 @@ group is sampled (the follower's `mixed`: every later update failure ends the lo
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 import threading
@@ -38,15 +39,23 @@ from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.engines.adapters import served_adapter_config
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.environments.base import EnvContext, build_environment
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import EngineDeviceProbe, measure
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
+from microcoder.actors.trajectory import (
+    TrajectorySetup,
+    Versions,
+    engine_context,
+    sample_trajectories,
+)
 from microcoder.actors.weights.follower import WeightFollower
 from microcoder.buffer.client import BufferClient
 from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.store import ProblemStore
 from microcoder.device import resolve_device
 from microcoder.learner.algorithm.diversity import batch_diversity
 from microcoder.protocol import ActorMemory, PromptAssignment
@@ -77,6 +86,11 @@ class Generator(PriorityControl):
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
+        self.multi_turn = settings.environment.kind != "single"
+        """Groups are trajectories of `environment.kind` (actors/trajectory.py), not one
+        request of n=G."""
+        context = engine_context(model_path, settings.generator, settings.environment)
+        context_arg = {"max_model_len": context} if self.multi_turn else {}
         self._build_engine = lambda: build_async_engine(
             model_path,
             settings.generator,
@@ -88,6 +102,7 @@ class Generator(PriorityControl):
             config_overrides=settings.config_overrides,
             lora=settings.learner.lora,
             adapter_config=served_adapter_config(settings.learner.lora, model_path),
+            **context_arg,
         )
         self.engine = self._build_engine()
         self.engine_rebuilds = 0
@@ -119,6 +134,20 @@ class Generator(PriorityControl):
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
         self._prompt_cache: dict[str, list[int]] = {}
+        self._trajectories = (
+            TrajectorySetup(
+                problem=self._problem,
+                make_env=self._new_environment,
+                chat_ids=self.renderer.chat_ids,
+                continuation_ids=self.renderer.continuation_ids,
+                max_turns=settings.environment.max_turns,
+                max_context=context,
+            )
+            if self.multi_turn
+            else None
+        )
+        self._store: ProblemStore | None = None  # opened on first use (multi-turn only)
+        self._sandbox: EnvSandboxOnDemand | None = None
         self._device_probe: EngineDeviceProbe | None = None  # `memory()` on CUDA
         self.weights = WeightFollower(self, learner0)
         """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
@@ -238,8 +267,41 @@ class Generator(PriorityControl):
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
             hold_leases=self.weights.under_way,
+            group_task=self._trajectory_task if self.multi_turn else None,
         )
         return self.stats()
+
+    # ------------------------------------------------------------ multi-turn groups
+
+    def _trajectory_task(self, a: PromptAssignment, version: int):
+        """The coroutine of one multi-turn group (actors/trajectory.py), on the engine's loop."""
+        engine = self.engine
+        versions = Versions(
+            admitted=version,
+            current=lambda: self.version,
+            salt=lambda: engine.cache_salt,
+            adapters=engine.adapters,
+        )
+        params = self._params(self.temperature)
+        return sample_trajectories(engine.llm, a, params, self._trajectories, versions, self.name)
+
+    def _problem(self, problem_id: str):
+        """A leased prompt's Problem, from the run's problem store (read by id)."""
+        if self._store is None:
+            if self.settings.store is None:
+                raise RuntimeError(
+                    f"{self.name}: environment.kind {self.settings.environment.kind!r} needs "
+                    "the run's problem store (GeneratorSettings.store), and none was given"
+                )
+            self._store = ProblemStore(self.settings.store)
+        return self._store.get(problem_id)
+
+    def _new_environment(self):
+        """One trajectory's environment (actors/environments/base.py)."""
+        if self._sandbox is None:
+            self._sandbox = EnvSandboxOnDemand(self.settings.environment)
+        context = EnvContext(self.settings.environment, self._sandbox, self.renderer.messages)
+        return build_environment(context)
 
     def _loop_version(self) -> int:
         """The version the loop sees: -1 while a failed load left the weights mixed, so that the
@@ -430,6 +492,28 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
+
+
+class EnvSandboxOnDemand:
+    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): the executor pool's
+    `ExecutorSandbox` (actors/environments/executor_sandbox.py), made on the first program run,
+    so that an environment that runs no program (a user's) needs no executor."""
+
+    def __init__(self, config):
+        self.config = config
+        self._sandbox = None
+        self._lock = threading.Lock()
+
+    def run(self, problem, code):
+        with self._lock:
+            if self._sandbox is None:
+                module = importlib.import_module(SANDBOX_MODULE)
+                self._sandbox = module.ExecutorSandbox(self.config)
+        return self._sandbox.run(problem, code)
+
+
+SANDBOX_MODULE = "microcoder.actors.environments.executor_sandbox"
+"""Where the executor pool's EnvSandbox lives."""
 
 
 class EngineDiedError(RuntimeError):

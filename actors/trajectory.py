@@ -1,7 +1,7 @@
 """Multi-turn groups: a group's G trajectories, each a conversation between the model and its own
 environment (actors/environments/), run concurrently on the engine's event loop.
 
-    group = await sample_trajectories(llm, assignment, problem, setup, versions)
+    group = await sample_trajectories(llm, assignment, params, setup, versions, owner)
 
 Each trajectory: `env.reset(problem)` gives turn 1's messages (their chat-template ids are the
 Group's `prompt_ids`, shared by the G trajectories); each turn is one `llm.generate` with n=1 on
@@ -31,10 +31,12 @@ turn it has.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -72,10 +74,24 @@ def context_tokens(max_prompt: int, max_response: int, env: EnvironmentConfig) -
     return max_prompt + turns * max_response + (turns - 1) * feedback_token_budget(env)
 
 
+def engine_context(model_path, generator, env: EnvironmentConfig) -> int:
+    """The engine's `max_model_len` for `env`: `context_tokens`, at most the model's own
+    context (`max_position_embeddings` of its config.json, when it says)."""
+    want = context_tokens(generator.max_prompt_tokens, generator.max_response_tokens, env)
+    config = Path(model_path) / "config.json"
+    if env.kind == "single" or not config.is_file():
+        return want
+    limit = json.loads(config.read_text()).get("max_position_embeddings")
+    return min(want, int(limit)) if isinstance(limit, int) and limit > 0 else want
+
+
 @dataclass
 class TrajectorySetup:
     """What the trajectories of every group share (one per generator)."""
 
+    problem: Callable[[str], Problem]
+    """A problem id -> its Problem (the run's problem store, data/store.py; an evaluation's
+    own problems); called off the loop."""
     make_env: Callable[[], Environment]
     """A new environment for one trajectory (actors/environments/base.py `build_environment`)."""
     chat_ids: Callable[[Messages], list[int]]
@@ -123,7 +139,6 @@ class _Trajectory:
 async def sample_trajectories(
     llm,
     assignment: PromptAssignment,
-    problem: Problem,
     params,
     setup: TrajectorySetup,
     versions: Versions,
@@ -133,6 +148,7 @@ async def sample_trajectories(
     request of n=1 with `max_tokens` at most `params.max_tokens`), run concurrently on `llm`'s
     loop. A trajectory whose environment raises fails the group (never trained on)."""
     group_size = params.n
+    problem = await asyncio.to_thread(setup.problem, assignment.problem_id)
     envs = [setup.make_env() for _ in range(group_size)]
     first = [await asyncio.to_thread(env.reset, problem) for env in envs]
     prompt_ids = setup.chat_ids(first[0])
