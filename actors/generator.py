@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
@@ -57,6 +58,7 @@ from microcoder.buffer.client import BufferClient
 from microcoder.data.prompting.render import PromptRenderer
 from microcoder.data.store import ProblemStore
 from microcoder.device import resolve_device
+from microcoder.evaluation.sampling import turn_views
 from microcoder.learner.algorithm.diversity import batch_diversity
 from microcoder.protocol import ActorMemory, PromptAssignment
 
@@ -456,6 +458,50 @@ class Generator(PriorityControl):
             samples = sample_eval(
                 self.engine, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
             )
+        return {"version": self.version, "samples": samples}
+
+    def sample_eval_turns(
+        self,
+        problems: list,
+        n: int | list[int],
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        max_turns: int,
+    ) -> dict[str, Any]:
+        """`microcoder eval --max-turns N`: `n` (or `n[i]`) trajectories per Problem, sampled by
+        the training runner (actors/trajectory.py) in this generator's environment
+        (`environment.kind`, set by the eval), each turn capped at `max_tokens`. Returns
+        {"version", "samples": [per problem: [per trajectory: evaluation/sampling.py
+        `turn_views`]]}: one view per turn 1..`max_turns`."""
+        if self._trajectories is None:
+            raise RuntimeError(
+                f"{self.name}: environment.kind is 'single'; a multi-turn evaluation needs "
+                "generators built with a multi-turn environment (launch/jobs/eval_command.py "
+                "sets it for --max-turns)"
+            )
+        ns = [int(n)] * len(problems) if isinstance(n, int) else [int(x) for x in n]
+        by_id = {p.id: p for p in problems}
+        setup = replace(self._trajectories, problem=by_id.__getitem__, max_turns=max_turns)
+        self.maybe_sync_weights()
+        with self._sampling():
+            futures = []
+            for i, (p, k) in enumerate(zip(problems, ns, strict=True)):
+                params = sampling_params(
+                    group_size=k, temperature=temperature, max_tokens=max_tokens
+                )
+                params.top_p = top_p if temperature > 0 else 1.0
+                a = PromptAssignment(group_id=-1 - i, problem_id=p.id, prompt="")
+                versions = Versions(
+                    admitted=self.version,
+                    current=lambda: self.version,
+                    salt=lambda: self.engine.cache_salt,
+                    adapters=self.engine.adapters,
+                )
+                coro = sample_trajectories(self.engine.llm, a, params, setup, versions, self.name)
+                futures.append(self._submit(coro))
+            groups = [f.result() for f in futures]
+        samples = [[turn_views(r, max_tokens, max_turns) for r in g.responses] for g in groups]
         return {"version": self.version, "samples": samples}
 
     def _sampling(self):
