@@ -24,7 +24,10 @@ pytestmark = pytest.mark.slow  # one AsyncLLM start (~20-40 s on 2 cores)
 engine = engine_fixture(max_prompt_tokens=256, max_response_tokens=16)
 
 FEEDBACK = "Wrong answer on the first example. Try again."
-PROBLEM = Problem("p0", "stdin", "Read two numbers and print their sum.", [])
+STATEMENT = "Read two numbers and print their sum."
+PROBLEM = Problem("p0", "stdin", STATEMENT, [])
+"""Padded by the `padded` fixture so that its prompt ends just before a KV block boundary: turn
+1's tokens then complete a block that only they can have filled."""
 
 
 class AlwaysTwice(Environment):
@@ -56,15 +59,25 @@ class AlwaysTwice(Environment):
 
 
 class Recording:
-    """The engine's AsyncLLM, recording the prompt ids of every request it forwards."""
+    """The engine's AsyncLLM, recording the prompt ids of every request it forwards and how many
+    of them the prefix cache served (vLLM's `num_cached_tokens`)."""
 
     def __init__(self, llm):
         self.llm = llm
         self.prompts: list[list[int]] = []
+        self.cached: dict[tuple[int, ...], int] = {}
 
-    def generate(self, prompt, params, request_id, **kw):
-        self.prompts.append(list(prompt["prompt_token_ids"]))
-        return self.llm.generate(prompt, params, request_id, **kw)
+    async def generate(self, prompt, params, request_id, **kw):
+        ids = list(prompt["prompt_token_ids"])
+        self.prompts.append(ids)
+        async for out in self.llm.generate(prompt, params, request_id, **kw):
+            self.cached[tuple(ids)] = out.num_cached_tokens or 0
+            yield out
+
+
+class Raises(AlwaysTwice):
+    def step(self, messages, response):
+        raise RuntimeError("the environment broke")
 
 
 @pytest.fixture(scope="module")
@@ -76,26 +89,54 @@ def renderer(tiny_model_dir):
     return PromptRenderer(AutoTokenizer.from_pretrained(tiny_model_dir))
 
 
-@pytest.fixture(scope="module")
-def group(engine, renderer):
-    from vllm import SamplingParams
-
-    AlwaysTwice.engine = engine
-    engine.set_version(3)
-    env_cfg = EnvironmentConfig(kind=f"{__name__}:AlwaysTwice", max_turns=3)
-    setup = TrajectorySetup(
+def setup_for(renderer, env_cls=AlwaysTwice, max_context: int = 4096) -> TrajectorySetup:
+    env_cfg = EnvironmentConfig(kind=f"{__name__}:{env_cls.__name__}", max_turns=3)
+    return TrajectorySetup(
         problem={PROBLEM.id: PROBLEM}.__getitem__,
-        make_env=lambda: AlwaysTwice(EnvContext(env_cfg, None, renderer.messages)),
+        make_env=lambda: env_cls(EnvContext(env_cfg, None, renderer.messages)),
         chat_ids=renderer.chat_ids,
         continuation_ids=renderer.continuation_ids,
         max_turns=env_cfg.max_turns,
-        max_context=4096,
+        max_context=max_context,
     )
-    llm = Recording(engine.llm)
-    params = SamplingParams(n=3, temperature=1.0, max_tokens=16, logprobs=0)
-    versions = Versions(admitted=3, current=lambda: 3, salt=lambda: engine.cache_salt)
+
+
+def sample(engine, setup, llm=None, n: int = 3, version: int = 3):
+    from vllm import SamplingParams
+
+    params = SamplingParams(n=n, temperature=1.0, max_tokens=16, logprobs=0)
+    versions = Versions(admitted=version, current=lambda: version, salt=lambda: engine.cache_salt)
     a = PromptAssignment(group_id=11, problem_id=PROBLEM.id, prompt="(rendered)")
-    g = engine.submit(sample_trajectories(llm, a, params, setup, versions, "gen-t")).result(180)
+    coro = sample_trajectories(llm or engine.llm, a, params, setup, versions, "gen-t")
+    return engine.submit(coro).result(180)
+
+
+@pytest.fixture(scope="module")
+def padded(engine, renderer):
+    """PROBLEM's statement with words appended until its prompt is 4-12 tokens short of a KV
+    block boundary (so turn 1's first 16 tokens cross it)."""
+    block = engine.llm.vllm_config.cache_config.block_size
+    words = 0
+    while True:
+        PROBLEM.prompt = STATEMENT + " Note:" + " the input is small." * words
+        n = len(renderer.chat_ids(renderer.messages(PROBLEM)))
+        if block - 12 <= n % block <= block - 4:
+            return block, n
+        words += 1
+        assert words < 4 * block, "no padding puts the prompt before a block boundary"
+
+
+@pytest.fixture(scope="module")
+def recorded(engine, renderer, padded):
+    AlwaysTwice.engine = engine
+    engine.set_version(3)
+    llm = Recording(engine.llm)
+    return sample(engine, setup_for(renderer), llm), llm
+
+
+@pytest.fixture(scope="module")
+def group(recorded):
+    g, llm = recorded
     return g, llm.prompts
 
 
@@ -159,3 +200,32 @@ def test_versions_are_the_oldest_turns(group):
     for r in g.responses:
         assert [t.policy_version for t in r.turns] == [3, 7]
         assert (r.policy_version, r.last_policy_version) == (3, 7)
+
+
+def test_turn_two_reads_turn_ones_kv_from_the_prefix_cache(recorded, padded):
+    """Prefix caching (on in every engine) serves turn 2 every full KV block of the prompt and
+    turn 1's tokens: the conversation's KV is computed once. The prompt ends a few tokens before
+    a block boundary, so a turn 1 of 12 or more tokens fills a block of its own tokens."""
+    g, llm = recorded
+    block, prompt_len = padded
+    assert len(g.prompt_ids) == prompt_len
+    crossed = 0
+    for r in g.responses:
+        ids = g.prompt_ids.tolist() + r.response_ids[: r.turns[1].start].tolist()
+        computed = prompt_len + r.turns[0].end - 1  # the last sampled token was never fed
+        assert llm.cached[tuple(ids)] >= computed // block * block
+        crossed += computed // block > prompt_len // block
+    assert crossed  # at least one turn 1 filled a block: its tokens' KV served turn 2
+
+
+def test_a_trajectory_ends_with_its_turn_when_the_next_would_not_fit(engine, renderer):
+    prompt = renderer.chat_ids(renderer.messages(PROBLEM))
+    g = sample(engine, setup_for(renderer, max_context=len(prompt) + 16 + 8), n=2, version=0)
+    for r in g.responses:
+        assert len(r.turns) == 1 and r.loss_mask.all()
+        assert r.turns[0].feedback == "" and r.turns[0].feedback_tokens == 0
+
+
+def test_an_environment_that_raises_fails_the_group(engine, renderer):
+    with pytest.raises(RuntimeError, match="the environment broke"):
+        sample(engine, setup_for(renderer, Raises), n=2, version=0)
