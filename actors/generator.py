@@ -16,6 +16,14 @@ with its requests kept, loads, relabels, resets the prefix cache and resumes, so
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.
 
+With a multi-turn environment (`environment.kind` other than "single") each group is its G
+trajectories (actors/trajectory.py: one request of n=1 per turn on the conversation's exact
+token ids, the environment's `step` off the loop, the next turn submitted as soon as the
+feedback is in); the environment of each trajectory is built here with the problem read by id
+from the run's problem store (`GeneratorSettings.store`) and the executor pool's sandbox
+(actors/trajectory.py `EnvSandboxOnDemand`), and the engine's context grows to hold `environment.max_turns` turns.
+"single" keeps the one request of n=G per group.
+
 A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
 the launcher shows), counted (`sync_failures`) and retried at the next poll; after
 `generator.max_failed_syncs` failures in a row the loop hands in its groups in flight and ends
@@ -27,7 +35,6 @@ group is sampled (the follower's `mixed`: every later update failure ends the lo
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import sys
 import threading
@@ -40,7 +47,11 @@ from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.engines.adapters import served_adapter_config
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
-from microcoder.actors.environments.base import EnvContext, build_environment
+from microcoder.actors.environments.base import (
+    EnvContext,
+    build_environment,
+    environment_class,
+)
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import EngineDeviceProbe, measure
@@ -48,6 +59,7 @@ from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
 from microcoder.actors.trajectory import (
+    EnvSandboxOnDemand,
     TrajectorySetup,
     Versions,
     engine_context,
@@ -91,6 +103,8 @@ class Generator(PriorityControl):
         self.multi_turn = settings.environment.kind != "single"
         """Groups are trajectories of `environment.kind` (actors/trajectory.py), not one
         request of n=G."""
+        if self.multi_turn:  # a kind that names nothing fails the start, not every group
+            environment_class(settings.environment.kind)
         context = engine_context(model_path, settings.generator, settings.environment)
         context_arg = {"max_model_len": context} if self.multi_turn else {}
         self._build_engine = lambda: build_async_engine(
@@ -288,14 +302,17 @@ class Generator(PriorityControl):
         return sample_trajectories(engine.llm, a, params, self._trajectories, versions, self.name)
 
     def _problem(self, problem_id: str):
-        """A leased prompt's Problem, from the run's problem store (read by id)."""
-        if self._store is None:
-            if self.settings.store is None:
-                raise RuntimeError(
-                    f"{self.name}: environment.kind {self.settings.environment.kind!r} needs "
-                    "the run's problem store (GeneratorSettings.store), and none was given"
-                )
-            self._store = ProblemStore(self.settings.store)
+        """A leased prompt's Problem, from the run's problem store (read by id; called off the
+        engine's loop, from its worker threads)."""
+        with self._count_lock:
+            if self._store is None:
+                if self.settings.store is None:
+                    raise RuntimeError(
+                        f"{self.name}: environment.kind {self.settings.environment.kind!r} "
+                        "needs the run's problem store (GeneratorSettings.store), and none "
+                        "was given"
+                    )
+                self._store = ProblemStore(self.settings.store)
         return self._store.get(problem_id)
 
     def _new_environment(self):
@@ -538,28 +555,6 @@ class _Counted:
 
     def submit(self, coro):
         return self.gen._submit(coro)
-
-
-class EnvSandboxOnDemand:
-    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): the executor pool's
-    `ExecutorSandbox` (actors/environments/executor_sandbox.py), made on the first program run,
-    so that an environment that runs no program (a user's) needs no executor."""
-
-    def __init__(self, config):
-        self.config = config
-        self._sandbox = None
-        self._lock = threading.Lock()
-
-    def run(self, problem, code):
-        with self._lock:
-            if self._sandbox is None:
-                module = importlib.import_module(SANDBOX_MODULE)
-                self._sandbox = module.ExecutorSandbox(self.config)
-        return self._sandbox.run(problem, code)
-
-
-SANDBOX_MODULE = "microcoder.actors.environments.executor_sandbox"
-"""Where the executor pool's EnvSandbox lives."""
 
 
 class EngineDiedError(RuntimeError):

@@ -26,12 +26,17 @@ in flight, and under `learner.lora` one adapter lease for the whole trajectory (
 the same adapter version). Each turn's cap is `generator.max_response_tokens`, and never past the
 engine's context (`context_tokens`): a trajectory whose next turn would not fit ends with the
 turn it has.
+
+The environments' sandbox is the executor pool's (`EnvSandboxOnDemand`: made on the first program
+run, so an environment that runs none needs no executor).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -260,3 +265,25 @@ def _response(t: _Trajectory, temperature: float, gen_s: float) -> Response:
         turns=t.turns,
         env_reward=None if t.step is None else t.step.reward,
     )
+
+
+class EnvSandboxOnDemand:
+    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): the executor pool's
+    `ExecutorSandbox` (actors/environments/executor_sandbox.py), made on the first program run,
+    so that an environment that runs no program (a user's) needs no executor."""
+
+    def __init__(self, config):
+        self.config = config
+        self._sandbox = None
+        self._lock = threading.Lock()
+
+    def run(self, problem, code):
+        with self._lock:
+            if self._sandbox is None:
+                module = importlib.import_module(SANDBOX_MODULE)
+                self._sandbox = module.ExecutorSandbox(self.config)
+        return self._sandbox.run(problem, code)
+
+
+SANDBOX_MODULE = "microcoder.actors.environments.executor_sandbox"
+"""Where the executor pool's EnvSandbox lives."""
