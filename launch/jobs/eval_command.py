@@ -120,6 +120,11 @@ def _run(args) -> int:
         "top_p": None if args.generations else settings.top_p,
         "prompt": None if args.generations else cfg.prompt.model_dump(mode="json"),
         "chat_template_kwargs": None if args.generations else cfg.model.chat_template_kwargs,
+        "multi_turn": (
+            {"kind": cfg.environment.kind, "max_turns": settings.max_turns}
+            if settings.max_turns > 1
+            else None
+        ),
     }
     if args.resume:
         check_resume(out, identity)
