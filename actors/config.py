@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from microcoder.actors.engines.args import check_engine_args
+from microcoder.actors.environments.config import EnvironmentConfig
 from microcoder.buffer.config import BufferConfig
 from microcoder.config import Section
 from microcoder.data.config import PromptConfig
@@ -35,7 +36,10 @@ class GeneratorConfig(Section):
     which pins the pool to those nodes; the placement plan checks the cluster has enough.
     Empty = any node."""
     max_response_tokens: int = Field(512, ge=1)
-    """Generation stops here; such a response is flagged truncated."""
+    """Generation stops here; such a response is flagged truncated. With a multi-turn
+    environment (`environment.kind` other than "single") it caps each model turn, and the
+    engine's context grows to hold `environment.max_turns` turns and the feedback between them
+    (actors/trajectory.py `context_tokens`)."""
     max_prompt_tokens: int = Field(1024, ge=1)
     """Longest prompt in tokens (chat template applied, the run's tokenizer). Prompts over it are
     skipped when the data is loaded (launch/run/problems.py `prepare_run_problems`, training and
@@ -142,6 +146,13 @@ class GeneratorSettings:
     """`model.chat_template_kwargs`: extra variables of the tokenizer's chat template."""
     config_overrides: dict[str, Any] = field(default_factory=dict)
     """`model.config_overrides`: the model config changes the engine gets as `hf_overrides`."""
+    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
+    """The `[environment]` section: "single" samples a group as one request of n=G; any other
+    kind runs each group's G trajectories through actors/trajectory.py."""
+    store: str | None = None
+    """The run's problem store (data/store.py, RUN_DIR/problems.sqlite), read by id: a
+    multi-turn environment's `reset` needs the Problem of each leased prompt. None: no store
+    (a single turn needs none; an evaluation passes its problems)."""
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
 import numpy as np
 
-from microcoder.actors.sampling import response_of
+from microcoder.actors.sampling import (
+    completion_versions,
+    final_only,
+    generate_final,
+    response_of,
+)
 from microcoder.actors.timing import PoolTimer
 from microcoder.protocol import Group, PromptAssignment
 
@@ -81,18 +86,6 @@ class StreamStats:
     """Calls to `client.get_prompts`, with or without prompts in the reply."""
 
 
-def _span_versions(completion) -> tuple[int, int] | None:
-    """(first, last) version from a completion's weight_versions spans; None when there are no
-    spans (no tokens sampled, or a vLLM without them) or a label is not an int."""
-    spans = getattr(completion, "weight_versions", None)
-    if not spans:
-        return None
-    try:
-        return int(spans[0].version), int(spans[-1].version)
-    except (TypeError, ValueError):
-        return None
-
-
 async def sample_group(
     llm,
     assignment: PromptAssignment,
@@ -121,33 +114,28 @@ async def sample_group(
     meanwhile: every response is tagged with that version (first and last), and no floor is
     needed (an adapter sync neither pauses the engine nor changes the salt). A group submitted
     before the first adapter runs on the base model, version 0's policy, to its end: tagged 0."""
-    final_only = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
-    if params.output_kind is not final_only:
-        params = params.clone()
-        params.output_kind = final_only
+    params = final_only(params)
     request_id = f"{owner}-g{assignment.group_id}-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
-    final = None
     prompt = {"prompt_token_ids": prompt_ids, "cache_salt": cache_salt}
     lease = None if adapters is None else adapters.acquire()
     try:
-        lora = None if lease is None else lease.request
-        async for out in llm.generate(prompt, params, request_id, lora_request=lora):
-            final = out
+        final = await generate_final(llm, prompt, params, request_id, lease)
     finally:
         if lease is not None:
             adapters.release(lease)
     gen_s = time.perf_counter() - t0
-    if final is None:
-        raise RuntimeError(f"vLLM returned no output for group {assignment.group_id}")
     responses = []
     kv_kept = current_salt is not None and current_salt() != cache_salt
     for c in final.outputs:
-        first, last = _span_versions(c) or (admitted_version, current_version())
-        if adapters is not None:  # one adapter from start to end; none: the base, version 0
-            first = last = 0 if lease is None else lease.version
-        elif kv_kept:
-            first = min(first, admitted_version)
+        first, last = completion_versions(
+            c,
+            admitted_version=admitted_version,
+            current_version=current_version(),
+            kv_kept=kv_kept,
+            lease=lease,
+            adapters=adapters,
+        )
         responses.append(
             response_of(
                 c,
@@ -322,6 +310,7 @@ def streaming_loop(
     max_failed_updates: int = MAX_FAILED_UPDATES,
     on_update_error: Callable[[BaseException, int], None] | None = None,
     hold_leases: Callable[[], bool] | None = None,
+    group_task: Callable[[PromptAssignment, int], Coroutine] | None = None,
 ) -> StreamStats:
     """The generator's loop, run on the actor's control thread (the only user of `client`, a
     BufferClient, and of `maybe_update`); `engine` an AsyncEngine (`submit`, `llm`). Each tick:
@@ -349,7 +338,10 @@ def streaming_loop(
 
     `hold_leases()` true: lease nothing this tick (the Generator's: a weight send asked of rank 0
     and not yet ready, actors/weights/pull.py; new groups would start on weights about to be
-    replaced, overrunning the staleness budget); the groups in flight go on and are handed in."""
+    replaced, overrunning the staleness budget); the groups in flight go on and are handed in.
+
+    `group_task(assignment, version)` (multi-turn environments: actors/trajectory.py) makes the
+    coroutine of one group instead of `sample_group` (None: `sample_group`, one request of n=G)."""
     stats = StreamStats()
     flight = _InFlight()
     updates = _Updates(maybe_update, after_lease, max_failed_updates, on_update_error, owner, stats)
@@ -376,7 +368,11 @@ def streaming_loop(
             groups_at_give_up = stats.groups
             # 4. Lease up to the free capacity, submit a task per prompt, turn again at once.
             if assignments := leases.tick():
-                _submit(engine, flight, assignments, params_for, prompt_ids, version, owner)
+                if group_task is None:
+                    _submit(engine, flight, assignments, params_for, prompt_ids, version, owner)
+                else:
+                    for a in assignments:
+                        flight.add(a, engine.submit(group_task(a, version())))
                 stats.max_inflight = max(stats.max_inflight, len(flight.futures))
                 continue
             # 5. This tick's weight update (a failure is counted and retried, not raised).

@@ -16,6 +16,14 @@ with its requests kept, loads, relabels, resets the prefix cache and resumes, so
 span two versions (its first and last are recorded; staleness counts from the first); with
 "between_groups" it drains the requests in flight on the old weights first.
 
+With a multi-turn environment (`environment.kind` other than "single") each group is its G
+trajectories (actors/trajectory.py: one request of n=1 per turn on the conversation's exact
+token ids, the environment's `step` off the loop, the next turn submitted as soon as the
+feedback is in); the environment of each trajectory is built here with the problem read by id
+from the run's problem store (`GeneratorSettings.store`) and the executor pool's sandbox
+(actors/trajectory.py `EnvSandboxOnDemand`), and the engine's context grows to hold `environment.max_turns` turns.
+"single" keeps the one request of n=G per group.
+
 A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
 the launcher shows), counted (`sync_failures`) and retried at the next poll; after
 `generator.max_failed_syncs` failures in a row the loop hands in its groups in flight and ends
@@ -32,22 +40,37 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.engines.adapters import served_adapter_config
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
+from microcoder.actors.environments.base import (
+    EnvContext,
+    build_environment,
+    environment_class,
+)
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import EngineDeviceProbe, measure
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
+from microcoder.actors.trajectory import (
+    EnvSandboxOnDemand,
+    TrajectorySetup,
+    Versions,
+    engine_context,
+    sample_trajectories,
+)
 from microcoder.actors.weights.follower import WeightFollower
 from microcoder.buffer.client import BufferClient
 from microcoder.data.prompting.render import PromptRenderer
+from microcoder.data.store import ProblemStore
 from microcoder.device import resolve_device
+from microcoder.evaluation.sampling import turn_views
 from microcoder.learner.algorithm.diversity import batch_diversity
 from microcoder.protocol import ActorMemory, PromptAssignment
 
@@ -77,6 +100,13 @@ class Generator(PriorityControl):
         self.log_path = redirect_to_run_dir(name)
         self.device = resolve_device(settings.device)
         self.version = 0
+        self.multi_turn = settings.environment.kind != "single"
+        """Groups are trajectories of `environment.kind` (actors/trajectory.py), not one
+        request of n=G."""
+        if self.multi_turn:  # a kind that names nothing fails the start, not every group
+            environment_class(settings.environment.kind)
+        context = engine_context(model_path, settings.generator, settings.environment)
+        context_arg = {"max_model_len": context} if self.multi_turn else {}
         self._build_engine = lambda: build_async_engine(
             model_path,
             settings.generator,
@@ -88,6 +118,7 @@ class Generator(PriorityControl):
             config_overrides=settings.config_overrides,
             lora=settings.learner.lora,
             adapter_config=served_adapter_config(settings.learner.lora, model_path),
+            **context_arg,
         )
         self.engine = self._build_engine()
         self.engine_rebuilds = 0
@@ -119,6 +150,20 @@ class Generator(PriorityControl):
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
         self._prompt_cache: dict[str, list[int]] = {}
+        self._trajectories = (
+            TrajectorySetup(
+                problem=self._problem,
+                make_env=self._new_environment,
+                chat_ids=self.renderer.chat_ids,
+                continuation_ids=self.renderer.continuation_ids,
+                max_turns=settings.environment.max_turns,
+                max_context=context,
+            )
+            if self.multi_turn
+            else None
+        )
+        self._store: ProblemStore | None = None  # opened on first use (multi-turn only)
+        self._sandbox: EnvSandboxOnDemand | None = None
         self._device_probe: EngineDeviceProbe | None = None  # `memory()` on CUDA
         self.weights = WeightFollower(self, learner0)
         """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
@@ -238,8 +283,44 @@ class Generator(PriorityControl):
             max_failed_updates=self.settings.generator.max_failed_syncs,
             on_update_error=self._sync_failed,
             hold_leases=self.weights.under_way,
+            group_task=self._trajectory_task if self.multi_turn else None,
         )
         return self.stats()
+
+    # ------------------------------------------------------------ multi-turn groups
+
+    def _trajectory_task(self, a: PromptAssignment, version: int):
+        """The coroutine of one multi-turn group (actors/trajectory.py), on the engine's loop."""
+        engine = self.engine
+        versions = Versions(
+            admitted=version,
+            current=lambda: self.version,
+            salt=lambda: engine.cache_salt,
+            adapters=engine.adapters,
+        )
+        params = self._params(self.temperature)
+        return sample_trajectories(engine.llm, a, params, self._trajectories, versions, self.name)
+
+    def _problem(self, problem_id: str):
+        """A leased prompt's Problem, from the run's problem store (read by id; called off the
+        engine's loop, from its worker threads)."""
+        with self._count_lock:
+            if self._store is None:
+                if self.settings.store is None:
+                    raise RuntimeError(
+                        f"{self.name}: environment.kind {self.settings.environment.kind!r} "
+                        "needs the run's problem store (GeneratorSettings.store), and none "
+                        "was given"
+                    )
+                self._store = ProblemStore(self.settings.store)
+        return self._store.get(problem_id)
+
+    def _new_environment(self):
+        """One trajectory's environment (actors/environments/base.py)."""
+        if self._sandbox is None:
+            self._sandbox = EnvSandboxOnDemand(self.settings.environment)
+        context = EnvContext(self.settings.environment, self._sandbox, self.renderer.messages)
+        return build_environment(context)
 
     def _loop_version(self) -> int:
         """The version the loop sees: -1 while a failed load left the weights mixed, so that the
@@ -394,6 +475,50 @@ class Generator(PriorityControl):
             samples = sample_eval(
                 self.engine, self.tokenizer, prompt_texts, n, temperature, top_p, budgets
             )
+        return {"version": self.version, "samples": samples}
+
+    def sample_eval_turns(
+        self,
+        problems: list,
+        n: int | list[int],
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        max_turns: int,
+    ) -> dict[str, Any]:
+        """`microcoder eval --max-turns N`: `n` (or `n[i]`) trajectories per Problem, sampled by
+        the training runner (actors/trajectory.py) in this generator's environment
+        (`environment.kind`, set by the eval), each turn capped at `max_tokens`. Returns
+        {"version", "samples": [per problem: [per trajectory: evaluation/sampling.py
+        `turn_views`]]}: one view per turn 1..`max_turns`."""
+        if self._trajectories is None:
+            raise RuntimeError(
+                f"{self.name}: environment.kind is 'single'; a multi-turn evaluation needs "
+                "generators built with a multi-turn environment (launch/jobs/eval_command.py "
+                "sets it for --max-turns)"
+            )
+        ns = [int(n)] * len(problems) if isinstance(n, int) else [int(x) for x in n]
+        by_id = {p.id: p for p in problems}
+        setup = replace(self._trajectories, problem=by_id.__getitem__, max_turns=max_turns)
+        self.maybe_sync_weights()
+        with self._sampling():
+            futures = []
+            for i, (p, k) in enumerate(zip(problems, ns, strict=True)):
+                params = sampling_params(
+                    group_size=k, temperature=temperature, max_tokens=max_tokens
+                )
+                params.top_p = top_p if temperature > 0 else 1.0
+                a = PromptAssignment(group_id=-1 - i, problem_id=p.id, prompt="")
+                versions = Versions(
+                    admitted=self.version,
+                    current=lambda: self.version,
+                    salt=lambda: self.engine.cache_salt,
+                    adapters=self.engine.adapters,
+                )
+                coro = sample_trajectories(self.engine.llm, a, params, setup, versions, self.name)
+                futures.append(self._submit(coro))
+            groups = [f.result() for f in futures]
+        samples = [[turn_views(r, max_tokens, max_turns) for r in g.responses] for g in groups]
         return {"version": self.version, "samples": samples}
 
     def _sampling(self):

@@ -76,6 +76,67 @@ def response_of(
     )
 
 
+def span_versions(completion) -> tuple[int, int] | None:
+    """(first, last) version from a completion's weight_versions spans (vLLM labels each output
+    token with the engine's weight version; the generator sets the label to str(version)); None
+    when there are no spans (no tokens sampled, or a vLLM without them) or a label is not an
+    int."""
+    spans = getattr(completion, "weight_versions", None)
+    if not spans:
+        return None
+    try:
+        return int(spans[0].version), int(spans[-1].version)
+    except (TypeError, ValueError):
+        return None
+
+
+def completion_versions(
+    completion,
+    *,
+    admitted_version: int,
+    current_version: int,
+    kv_kept: bool,
+    lease=None,
+    adapters=None,
+) -> tuple[int, int]:
+    """(first, last) policy version of one engine request's completion: its spans (fallback:
+    `admitted_version` / `current_version` at completion, both conservative for staleness);
+    under `learner.lora` (`adapters` not None) the version of the adapter `lease` it ran on
+    from start to end (no lease: the base model, version 0); else, when the prefix-cache salt
+    changed while the request was in flight (`kv_kept`), first is at most `admitted_version`
+    (the KV floor: actors/generate_loop.py `sample_group`)."""
+    first, last = span_versions(completion) or (admitted_version, current_version)
+    if adapters is not None:  # one adapter from start to end; none: the base, version 0
+        first = last = 0 if lease is None else lease.version
+    elif kv_kept:
+        first = min(first, admitted_version)
+    return first, last
+
+
+def final_only(params):
+    """`params` (vLLM SamplingParams) with output_kind FINAL_ONLY: one output when the request
+    finished (a clone when it had another kind)."""
+    kind = type(params.output_kind).FINAL_ONLY  # vLLM's RequestOutputKind, via params
+    if params.output_kind is kind:
+        return params
+    params = params.clone()
+    params.output_kind = kind
+    return params
+
+
+async def generate_final(llm, prompt: dict, params, request_id: str, lease=None):
+    """The final output of one `llm.generate` (an AsyncLLM, on its loop) of `prompt` under
+    `params` (FINAL_ONLY), on the adapter of `lease` (an AdapterSet lease, or None); raises when
+    vLLM returned nothing."""
+    final = None
+    lora = None if lease is None else lease.request
+    async for out in llm.generate(prompt, params, request_id, lora_request=lora):
+        final = out
+    if final is None:
+        raise RuntimeError(f"vLLM returned no output for request {request_id}")
+    return final
+
+
 def count_tokens(groups: Sequence[Group]) -> int:
     """Generated tokens in `groups` (for tokens/s)."""
     return sum(len(r.response_ids) for g in groups for r in g.responses)

@@ -166,11 +166,21 @@ class Driver:
     # ------------------------------------------------------------ sending
 
     def _send_generate(self, name, handle, todos: Sequence[Todo], prompts) -> None:
-        texts = [prompts(t.problem) for t in todos]
         ns = [len(t.sample_indices) for t in todos]
-        ref = handle.sample_eval.remote(
-            texts, ns, self.s.temperature, self.s.top_p, list(self.s.budgets)
-        )
+        if self.s.max_turns > 1:  # trajectories: one budget, the per-turn cap
+            ref = handle.sample_eval_turns.remote(
+                [t.problem for t in todos],
+                ns,
+                self.s.temperature,
+                self.s.top_p,
+                self.s.budgets[-1],
+                self.s.max_turns,
+            )
+        else:
+            texts = [prompts(t.problem) for t in todos]
+            ref = handle.sample_eval.remote(
+                texts, ns, self.s.temperature, self.s.top_p, list(self.s.budgets)
+            )
         self._inflight[ref] = _Call("generate", name, time.monotonic(), list(todos))
         self._load[name] += 1
         self.stats.generate_calls += 1
@@ -277,6 +287,7 @@ class Driver:
                 tests_passed=int(v["verdict"]["tests_passed"]),
                 tests_total=len(sample.problem.tests),
                 message=str(v["verdict"].get("message", ""))[:200],
+                turn=v.get("turn"),
             )
             for v in sample.views
         ]
@@ -330,6 +341,7 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
     the sandbox does not run its whole reply (scored by the reward function, never unfinished:
     the reward function reads the reply as training's does)."""
 
+    turn = {"turn": v["turn"]} if "turn" in v else {}  # a --max-turns sample's turn
     if problem.kind not in JUDGED_KINDS:
         return {
             "max_tokens": v["max_tokens"],
@@ -337,6 +349,7 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
             "tokens": v["tokens"],
             "finish_reason": v["finish_reason"],
             "unfinished": "",
+            **turn,
         }
     found = extract(v["text"], reasoning, v["finish_reason"] == "length", problem.language)
     return {
@@ -345,6 +358,7 @@ def _view(v: dict, reasoning: str, problem: Problem) -> dict:
         "tokens": v["tokens"],
         "finish_reason": v["finish_reason"],
         "unfinished": found.reason if found.status == "unfinished" else "",
+        **turn,
     }
 
 

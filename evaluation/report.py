@@ -4,6 +4,7 @@
      "by_group": [{"platform", "difficulty", "problems", "pass_at_k"}, ...],
      "by_budget": [{"max_tokens", "pass_at_k", "truncation_rate", "verdicts", "by_group"}, ...],
      "verdicts": {...}, "sandbox_faults": n, ...context}
+    (--max-turns N: also "max_turns": N, "by_turn": [{"turn", "pass_at_k", ...}, ...])
 
 The headline `pass_at_k` and `by_group` are at the largest budget M. `by_group` has one row per
 (platform, difficulty) present, then one `difficulty: "all"` row per platform and one
@@ -103,8 +104,15 @@ def build_report(
 ) -> dict[str, Any]:
     """report.json (see the module doc). `budgets`: ascending, or [None] for --generations.
     k values above the smallest per-problem sample count are left out (listed in
-    `dropped_k`)."""
+    `dropped_k`). Records of a `--max-turns` evaluation (their `turn` set): the headline and
+    every other figure are the last turn's (the final program), and `by_turn` has one row per
+    turn (`turn`, and the figures of `by_budget`'s rows at the budget), turn 1 being the
+    single-turn figure."""
     head = budgets[-1]
+    turns = sorted({r.turn for r in records if r.turn is not None})
+    every_turn = list(records)
+    if turns:
+        records = [r for r in records if r.turn == turns[-1]]
     counts = per_problem_counts(records, head)
     missing = [p.id for p in problems if p.id not in counts]
     if missing:
@@ -128,5 +136,14 @@ def build_report(
         "k": usable,
         "dropped_k": sorted({k for k in ks if k > n_min}),
     }
+    if turns:
+        report["max_turns"] = turns[-1]
+        report["by_turn"] = [
+            {
+                "turn": k,
+                **budget_row(problems, [r for r in every_turn if r.turn == k], head, usable),
+            }
+            for k in turns
+        ]
     report.update(context or {})
     return report

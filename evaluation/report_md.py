@@ -63,6 +63,33 @@ def budget_table(report: dict[str, Any]) -> list[str]:
     return _table(header, rows)
 
 
+TURN_NOTE = (
+    "Each sample is a trajectory: after a turn whose program fails the environment's check "
+    "(repair: the visible tests) the model gets the feedback and answers again. The figure after "
+    "turn k judges turn k's program (the last turn's when the trajectory ended earlier) on all "
+    "tests; turn 1 is the single-turn figure."
+)
+
+
+def turn_table(report: dict[str, Any]) -> list[str]:
+    """One row per turn of a `--max-turns` evaluation: pass@k after it (percent)."""
+    ks = [str(k) for k in report["k"]]
+    header = ["after turn", *(f"pass@{k}" for k in ks), "truncated", "verdicts"]
+    rows = []
+    for t in report["by_turn"]:
+        trunc = t["truncation_rate"]
+        label = f"{t['turn']} (single turn)" if t["turn"] == 1 else str(t["turn"])
+        rows.append(
+            [
+                label,
+                *(_pct(t["pass_at_k"][k]) for k in ks),
+                "-" if trunc is None else f"{100 * trunc:.1f}%",
+                " ".join(f"{v}:{n}" for v, n in t["verdicts"].items()),
+            ]
+        )
+    return _table(header, rows)
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The whole report.md (figures in percent)."""
     s = report.get("settings", {})
@@ -95,6 +122,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report.get("sandbox_faults"):
         lines.append(f"- {report['sandbox_faults']} sandbox fault(s) (SE) counted as failures")
     lines += ["", "## pass@k by platform and difficulty (%)", "", *group_table(report)]
+    if report.get("by_turn"):
+        lines += ["", "## pass@k after each turn (%)", "", *turn_table(report), "", TURN_NOTE]
     lines += ["", "## By budget", "", *budget_table(report)]
     if len(report["by_budget"]) > 1:
         lines += ["", BUDGET_NOTE]

@@ -46,6 +46,10 @@ class SampleRecord:
     message: str = ""
     """The judge's short reason (first 200 characters); for a reply scored by the reward
     function, its reward and components (`reward 1, formatted 1`)."""
+    turn: int | None = None
+    """`--max-turns` evaluations: the turn (1..N) whose program this is (the last turn's once
+    the trajectory ended earlier); None for a single-turn evaluation. A sample's turns are
+    written together, so a resume finds all or none of them."""
 
     @property
     def key(self) -> Key:

@@ -61,3 +61,28 @@ def sample_eval(
         ]
         for out in outs
     ]
+
+
+def turn_views(response, max_tokens: int, max_turns: int) -> dict[str, Any]:
+    """A multi-turn sample (a trajectory Response, actors/trajectory.py) as `sample_eval` gives
+    a sample: {"tokens", "finish_reason", "views"} with one view per turn 1..`max_turns`
+    ({"max_tokens", "turn", "text", "tokens", "finish_reason"}): turn k's answer, or the last
+    turn's when the trajectory ended earlier (its program stands from then on). `tokens` of a
+    view is its turn's own token count; of the sample, the whole trajectory's."""
+    views = []
+    for k in range(1, max_turns + 1):
+        t = response.turns[min(k, len(response.turns)) - 1]
+        views.append(
+            {
+                "max_tokens": max_tokens,
+                "turn": k,
+                "text": t.text,
+                "tokens": t.end - t.start,
+                "finish_reason": "length" if t.truncated else "stop",
+            }
+        )
+    return {
+        "tokens": len(response.response_ids),
+        "finish_reason": response.finish_reason,
+        "views": views,
+    }

@@ -48,6 +48,13 @@ class EvalSettings:
     reuse_verdicts: bool = True
     """Judge each distinct (problem, program) once: identical programs (common at low T, and a
     sample not cut at a smaller budget) reuse the verdict."""
+    max_turns: int = 1
+    """Turns per sample (`microcoder eval --max-turns N`): with more than 1 each sample is a
+    trajectory of the run's multi-turn environment (`environment.kind`; `repair` when the config
+    says `single`) sampled by the training generators' runner (actors/trajectory.py), every
+    turn capped at the one budget; the program of each turn (the last turn's once the
+    trajectory ended) is judged on all tests, and the report has pass@k after each turn
+    (`by_turn`, turn 1 the single-turn figure)."""
     reasoning: str = "auto"
     """Where a reply's final answer starts: the resolved `prompt.reasoning` (none, think,
     marker:END; sandbox/extract.py). The run and `microcoder eval --model` resolve `auto` from

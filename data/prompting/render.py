@@ -86,6 +86,16 @@ def chat_prompt_ids(
     return list(enc["input_ids"])
 
 
+_TURN_MARK = "\u2063mc-end-of-assistant-turn\u2063"
+"""The assistant content `continuation_ids` renders in place of the model's answer: the
+template's text after it is the end of the assistant turn and what follows."""
+
+
+class ContinuationError(ValueError):
+    """The chat template did not render a conversation so that its continuation can be cut out
+    (the message says what the template did)."""
+
+
 class PromptRenderer:
     """Renders problems for one tokenizer and prompt config (the template is resolved once)."""
 
@@ -117,6 +127,65 @@ class PromptRenderer:
     def ids(self, problem: Problem) -> list[int]:
         """Token ids of `text(problem)`."""
         return chat_prompt_ids(self.tokenizer, self.messages(problem), self.chat_template_kwargs)
+
+    def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of `messages` under the chat template with the assistant turn opened
+        (an environment's first-turn messages; `ids(problem)` for the renderer's own)."""
+        return chat_prompt_ids(self.tokenizer, messages, self.chat_template_kwargs)
+
+    def continuation_ids(
+        self,
+        messages: list[dict[str, str]],
+        feedback: list[dict[str, str]],
+        response_ids: Sequence[int] = (),
+    ) -> list[int]:
+        """The token ids that follow a model turn in a multi-turn conversation: the end of the
+        assistant turn, the `feedback` messages (an environment's, actors/environments/) and the
+        next assistant turn's opening (the generation prompt), exactly as the chat template
+        renders them after the assistant's answer. `messages` is the conversation the model
+        answered (its last message the prompt), `response_ids` the tokens it sampled.
+
+        The template renders `messages` + an assistant turn + `feedback` with the generation
+        prompt; the text after the assistant's content is the continuation (the answer itself is
+        never re-rendered nor re-tokenized: the trajectory keeps the sampled tokens, so the
+        learner's log-probs line up with the engine's). The model's answer usually ends with the
+        template's end-of-turn token (its EOS, e.g. <|im_end|>): when the continuation starts
+        with the answer's last token and that token is a special one, it is not repeated. A truncated answer gets the
+        end of turn from the continuation."""
+        if not feedback:
+            raise ValueError("continuation_ids needs at least one feedback message")
+        turn = {"role": "assistant", "content": _TURN_MARK}
+        text = self.tokenizer.apply_chat_template(
+            [*messages, turn, *feedback],
+            add_generation_prompt=True,
+            tokenize=False,
+            **self.chat_template_kwargs,
+        )
+        if text.count(_TURN_MARK) != 1:
+            raise ContinuationError(
+                "the chat template did not render an assistant message's content exactly once "
+                f"(found {text.count(_TURN_MARK)} times), so the tokens between two turns cannot "
+                "be cut out; multi-turn environments need a template that renders assistant "
+                "messages (set the model's chat_template)"
+            )
+        tail = text.split(_TURN_MARK, 1)[1]
+        if not all(m["content"] in tail for m in feedback if m.get("content")):
+            raise ContinuationError(
+                "the chat template rendered the feedback messages before the assistant's answer "
+                "or not at all; multi-turn environments need a template that renders messages in "
+                "order"
+            )
+        ids = self.encode_text(tail)
+        if response_ids and ids and ids[0] == response_ids[-1] and self._special(ids[0]):
+            ids = ids[1:]
+        return ids
+
+    def _special(self, token_id: int) -> bool:
+        """A special token of the tokenizer (an EOS, an end of turn): never a piece of text."""
+        if token_id in self.tokenizer.all_special_ids:
+            return True
+        added = getattr(self.tokenizer, "added_tokens_decoder", {}).get(token_id)
+        return bool(added is not None and getattr(added, "special", False))
 
     def encode_text(self, text: str) -> list[int]:
         """Ids of a prompt text as `text` made it (no special tokens added: the template has

@@ -13,6 +13,7 @@ from microcoder.launch.cliargs import add_actor_counts, add_eval_config, add_for
 EPILOG = """\
 defaults follow LiveCodeBench's pass@1 setting: --samples 10 at --temperature 0.2, --top-p 0.95.
 Each sample is generated once at the largest --max-tokens budget and cut to the smaller ones.
+With --max-turns N each sample is a trajectory (one line per sample and turn in samples.jsonl).
 Outputs in --out: report.json, report.md, samples.jsonl (one line per sample and budget),
 settings.json and logs/. Interrupted? Rerun the same command with --resume --out DIR.
 
@@ -83,6 +84,16 @@ def _sampling_arguments(smp) -> None:
         type=int,
         default=None,
         help="prompts longer than this are skipped and listed (default 4096)",
+    )
+    smp.add_argument(
+        "--max-turns",
+        type=int,
+        default=1,
+        help="turns per sample (default 1): with N > 1 each sample is a trajectory of the "
+        "config's multi-turn environment (environment.kind; `repair` when it is `single`: a "
+        "failing program gets the visible tests' feedback and the model answers again), each "
+        "turn capped at the largest --max-tokens; reports pass@k after each turn next to the "
+        "single-turn figure (turn 1)",
     )
     smp.add_argument("--temperature", type=float, default=0.2, help="default 0.2 (0 = greedy)")
     smp.add_argument("--top-p", type=float, default=0.95, help="default 0.95")

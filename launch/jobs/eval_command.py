@@ -54,10 +54,21 @@ def _settings(args, cfg):
         raise ValueError(f"--samples {args.samples}: need at least 1")
     if args.temperature < 0 or not 0 < args.top_p <= 1:
         raise ValueError("--temperature must be >= 0 and --top-p in (0, 1]")
+    turns = getattr(args, "max_turns", 1)
+    budgets = check_budgets(int_list(args.max_tokens, "--max-tokens"))
+    if turns > 1:
+        _multi_turn(args, cfg, turns)
+        if len(budgets) > 1:
+            warn(
+                f"--max-turns {turns}: each turn is capped at the largest --max-tokens "
+                f"({budgets[-1]}); the smaller budgets are not reported"
+            )
+            budgets = budgets[-1:]
     return EvalSettings(
         samples=args.samples,
         ks=int_list(args.k, "--k"),
-        budgets=check_budgets(int_list(args.max_tokens, "--max-tokens")),
+        budgets=budgets,
+        max_turns=turns,
         temperature=args.temperature,
         top_p=args.top_p,
         call_timeout_s=args.timeout,
@@ -65,6 +76,21 @@ def _settings(args, cfg):
         resume=args.resume,
         reasoning=cfg.prompt.reasoning,  # `auto` is resolved once the model's tokenizer is read
     )
+
+
+def _multi_turn(args, cfg, turns: int) -> None:
+    """`--max-turns N`: the generators run the config's multi-turn environment (`repair` when
+    environment.kind is `single`) with N turns; refused with --generations (no model)."""
+    if args.generations:
+        raise ValueError("--max-turns samples trajectories with a model; drop --generations")
+    env = cfg.environment
+    kind = "repair" if env.kind == "single" else env.kind
+    try:
+        cfg.environment = type(env).model_validate(
+            {**env.model_dump(), "kind": kind, "max_turns": turns}
+        )
+    except ValueError:  # pydantic's ValidationError: the range of max_turns
+        raise ValueError(f"--max-turns {turns}: must be between 1 and 16") from None
 
 
 def _drop_ks(settings, samples: int) -> None:
@@ -94,6 +120,11 @@ def _run(args) -> int:
         "top_p": None if args.generations else settings.top_p,
         "prompt": None if args.generations else cfg.prompt.model_dump(mode="json"),
         "chat_template_kwargs": None if args.generations else cfg.model.chat_template_kwargs,
+        "multi_turn": (
+            {"kind": cfg.environment.kind, "max_turns": settings.max_turns}
+            if settings.max_turns > 1
+            else None
+        ),
     }
     if args.resume:
         check_resume(out, identity)
@@ -202,5 +233,11 @@ def _evaluate(args, cfg, out, problems, settings, generations, texts, context) -
         f"{report['k'][0]} = {100 * (report['pass_at_k'][str(report['k'][0])] or 0):.1f}% at "
         f"max_tokens {report['max_tokens'] or 'given'}; {t['wall_s']:.1f} s"
     )
+    if report.get("by_turn"):
+        k = str(report["k"][0])
+        after = ", ".join(
+            f"turn {t['turn']} {100 * (t['pass_at_k'][k] or 0):.1f}%" for t in report["by_turn"]
+        )
+        print(f"pass@{k} after each turn ({report['max_turns']} turns at most): {after}")
     print(f"report: {out / 'report.md'}, {out / 'report.json'}; samples: {out / 'samples.jsonl'}")
     return 0

@@ -26,8 +26,11 @@ RESUME_KEYS = (
     "top_p",
     "prompt",
     "chat_template_kwargs",
+    "multi_turn",
 )
-"""settings.json fields that must match for --resume (they change what a sample is)."""
+"""settings.json fields that must match for --resume (they change what a sample is).
+`multi_turn`: {"kind", "max_turns"} of a --max-turns evaluation, None for a single turn (so a
+folder written before the field existed resumes as a single-turn one)."""
 
 
 def warn(msg: str) -> None:

@@ -34,9 +34,10 @@ def replica_index(name: str) -> int:
     return int(tail)
 
 
-def generator_settings(cfg: Config, index: int = 0) -> GeneratorSettings:
+def generator_settings(cfg: Config, index: int = 0, store: str | None = None) -> GeneratorSettings:
     """The sections of `cfg` that generator replica `index` reads (actors/generator.py:
-    `Generator`); its engine seed is `generator_seed(cfg.seed, index)`."""
+    `Generator`); its engine seed is `generator_seed(cfg.seed, index)`; `store` the run's problem
+    store path (a multi-turn environment reads each leased problem from it)."""
     return GeneratorSettings(
         generator=cfg.generator,
         prompt=cfg.prompt,
@@ -47,6 +48,8 @@ def generator_settings(cfg: Config, index: int = 0) -> GeneratorSettings:
         seed=generator_seed(cfg.seed, index),
         chat_template_kwargs=dict(cfg.model.chat_template_kwargs),
         config_overrides=dict(cfg.model.config_overrides),
+        environment=cfg.environment,
+        store=store,
     )
 
 

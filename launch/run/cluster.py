@@ -337,7 +337,8 @@ class Run:
             gen.resources,
             lambda actor, n: actor.remote(
                 n,
-                generator_settings(cfg, replica_index(n)),  # its own engine seed
+                # its own engine seed; the problem store for a multi-turn environment's reset
+                generator_settings(cfg, replica_index(n), str(self.problems.store_path.resolve())),
                 model_path,
                 self.buffer_address,
                 self.learners.rank0_name,  # looked up by name: no handle in the object store

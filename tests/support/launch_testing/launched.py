@@ -185,11 +185,12 @@ SMALL_BATCH = [
 """Small steps that train on every group (a random-weight model fails every problem)."""
 
 
-def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200):
+def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200, **kw):
     """`microcoder launch configs/tiny-cpu.toml` into `run_dir` on the model at `model_dir`, with
-    `--set` for each of `settings`, to its end (run_launch's result)."""
+    `--set` for each of `settings`, to its end (run_launch's result); `kw` goes to the process
+    (e.g. `env`)."""
     args = [a for s in [f'model.path="{model_dir}"', *settings] for a in ("--set", s)]
-    return run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *args], timeout)
+    return run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *args], timeout, **kw)
 
 
 def metrics_records(run_dir: Path, kind: str) -> list[dict]:
@@ -198,15 +199,15 @@ def metrics_records(run_dir: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
-def finished_launch(name: str, settings: list[str]):
-    """A module-scoped fixture `finished_run`: `launch_tiny` with `settings` into a fresh
-    `<name>/run` folder, to its end; gives (the process's result, the run dir). A test module
-    shares the one run as `finished_run = finished_launch(...)`."""
+def finished_launch(name: str, settings: list[str], **kw):
+    """A module-scoped fixture `finished_run`: `launch_tiny` with `settings` (and `kw`) into a
+    fresh `<name>/run` folder, to its end; gives (the process's result, the run dir). A test
+    module shares the one run as `finished_run = finished_launch(...)`."""
 
     @pytest.fixture(scope="module")
     def finished_run(tiny_model_dir, tmp_path_factory):
         run_dir = tmp_path_factory.mktemp(name) / "run"
-        return launch_tiny(run_dir, tiny_model_dir, settings), run_dir
+        return launch_tiny(run_dir, tiny_model_dir, settings, **kw), run_dir
 
     return finished_run
 

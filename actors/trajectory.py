@@ -1,0 +1,289 @@
+"""Multi-turn groups: a group's G trajectories, each a conversation between the model and its own
+environment (actors/environments/), run concurrently on the engine's event loop.
+
+    group = await sample_trajectories(llm, assignment, params, setup, versions, owner)
+
+Each trajectory: `env.reset(problem)` gives turn 1's messages (their chat-template ids are the
+Group's `prompt_ids`, shared by the G trajectories); each turn is one `llm.generate` with n=1 on
+the conversation's token ids so far (the prompt ids, every earlier turn's sampled tokens and the
+feedback tokens between turns, never a re-tokenization of the text, so the learner's log-probs
+line up with the engine's); `env.step` runs off the loop (`asyncio.to_thread`: it blocks on the
+executor pool), and when it asks for another turn the feedback tokens (data/prompting/render.py
+`PromptRenderer.continuation_ids`) are appended and the next turn is submitted at once: a
+trajectory never waits for the others of its group (no waves). Prefix caching (on in every
+engine, actors/engines/build.py `engine_kwargs`) lets turn k+1 reuse turn k's KV, as long as the
+prefix-cache salt did not change in between (an in-flight update under "reuse" changes it, and
+the next turn then prefills anew under the new weights).
+
+The Response (microcoder/protocol.py) is the whole trajectory: `response_ids` the model's tokens
+of every turn with the feedback tokens between them, `logprobs` 0 and `loss_mask` 0 at feedback
+tokens, `turns` where each turn's tokens sit, `text`/`truncated`/`finish_reason` the last
+turn's, `policy_version` the oldest turn's, `env_reward` the final step's reward.
+
+Per turn, what sample_group does per response (actors/sampling.py `completion_versions`): the
+turn's versions from its weight_versions spans, the KV floor when the salt changed while it was
+in flight, and under `learner.lora` one adapter lease for the whole trajectory (every turn runs on
+the same adapter version). Each turn's cap is `generator.max_response_tokens`, and never past the
+engine's context (`context_tokens`): a trajectory whose next turn would not fit ends with the
+turn it has.
+
+The environments' sandbox is the executor pool's (`EnvSandboxOnDemand`: made on the first program
+run, so an environment that runs none needs no executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from microcoder.actors.environments.base import Environment, Messages
+from microcoder.actors.environments.config import EnvironmentConfig
+from microcoder.actors.sampling import (
+    completion_versions,
+    final_only,
+    generate_final,
+    sampled_logprobs,
+)
+from microcoder.data.problem import Problem
+from microcoder.protocol import EnvStep, Group, PromptAssignment, Response, Turn
+
+FEEDBACK_PARTS = 4
+"""The parts of a repair feedback message cut to `environment.feedback_chars` each (the failing
+input, the expected and the actual output, stderr)."""
+FEEDBACK_OVERHEAD_TOKENS = 256
+"""Tokens allowed for a feedback message's wording and the chat template around it."""
+
+
+def feedback_token_budget(env: EnvironmentConfig) -> int:
+    """An upper estimate of one feedback's tokens (byte-level tokenizers give at most a token
+    per byte): its parts at `feedback_chars` each, plus the wording and template."""
+    return FEEDBACK_PARTS * env.feedback_chars + FEEDBACK_OVERHEAD_TOKENS
+
+
+def context_tokens(max_prompt: int, max_response: int, env: EnvironmentConfig) -> int:
+    """The longest conversation a trajectory may reach: the prompt, `max_turns` turns of
+    `max_response` tokens (`generator.max_response_tokens` is a per-turn cap) and a feedback
+    between two turns. A single turn: prompt + response, as before."""
+    if env.kind == "single":
+        return max_prompt + max_response
+    turns = env.max_turns
+    return max_prompt + turns * max_response + (turns - 1) * feedback_token_budget(env)
+
+
+def engine_context(model_path, generator, env: EnvironmentConfig) -> int:
+    """The engine's `max_model_len` for `env`: `context_tokens`, at most the model's own
+    context (`max_position_embeddings` of its config.json, when it says)."""
+    want = context_tokens(generator.max_prompt_tokens, generator.max_response_tokens, env)
+    config = Path(model_path) / "config.json"
+    if env.kind == "single" or not config.is_file():
+        return want
+    limit = json.loads(config.read_text()).get("max_position_embeddings")
+    return min(want, int(limit)) if isinstance(limit, int) and limit > 0 else want
+
+
+@dataclass
+class TrajectorySetup:
+    """What the trajectories of every group share (one per generator)."""
+
+    problem: Callable[[str], Problem]
+    """A problem id -> its Problem (the run's problem store, data/store.py; an evaluation's
+    own problems); called off the loop."""
+    make_env: Callable[[], Environment]
+    """A new environment for one trajectory (actors/environments/base.py `build_environment`)."""
+    chat_ids: Callable[[Messages], list[int]]
+    """Messages -> their chat-template ids, assistant turn opened (`PromptRenderer.chat_ids`)."""
+    continuation_ids: Callable[[Messages, Messages, list[int]], list[int]]
+    """(conversation, feedback, the turn's tokens) -> the tokens between two turns
+    (`PromptRenderer.continuation_ids`)."""
+    max_turns: int
+    """`environment.max_turns`: a trajectory ends there whatever its environment says."""
+    max_context: int
+    """The engine's context (`max_model_len`): no turn is sampled past it."""
+
+
+@dataclass
+class Versions:
+    """The generator's version and salt as a group's trajectories see them."""
+
+    admitted: int
+    """The generator's version when the group was submitted."""
+    current: Callable[[], int]
+    """Its version now."""
+    salt: Callable[[], str | None] = lambda: None
+    """The engine's prefix-cache salt now (`AsyncEngine.cache_salt`)."""
+    adapters: object = None
+    """Under `learner.lora`: the engine's AdapterSet (actors/engines/adapters.py)."""
+
+
+@dataclass
+class _Trajectory:
+    """One trajectory being sampled."""
+
+    ids: list[int]
+    """The conversation's token ids so far (prompt, turns, feedback)."""
+    prompt_len: int
+    messages: Messages
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    last_versions: list[int] = field(default_factory=list)
+    step: EnvStep | None = None
+    finish_reason: str = ""
+
+
+async def sample_trajectories(
+    llm,
+    assignment: PromptAssignment,
+    params,
+    setup: TrajectorySetup,
+    versions: Versions,
+    owner: str,
+) -> Group:
+    """The group of `assignment`: `params.n` trajectories (vLLM SamplingParams; each turn is a
+    request of n=1 with `max_tokens` at most `params.max_tokens`), run concurrently on `llm`'s
+    loop. A trajectory whose environment raises fails the group (never trained on)."""
+    group_size = params.n
+    problem = await asyncio.to_thread(setup.problem, assignment.problem_id)
+    envs = [setup.make_env() for _ in range(group_size)]
+    first = [await asyncio.to_thread(env.reset, problem) for env in envs]
+    prompt_ids = setup.chat_ids(first[0])
+    if any(m != first[0] for m in first[1:]):
+        raise ValueError(
+            f"environment {type(envs[0]).__name__}: reset gave different first messages to the "
+            f"trajectories of one group (problem {problem.id!r}); a group shares its prompt"
+        )
+    turn_params = final_only(params).clone()
+    turn_params.n = 1
+    t0 = time.perf_counter()
+    name = f"{owner}-g{assignment.group_id}"
+    coros = [
+        _run_one(llm, env, msgs, prompt_ids, turn_params, setup, versions, f"{name}-t{i}")
+        for i, (env, msgs) in enumerate(zip(envs, first, strict=True))
+    ]
+    done = await asyncio.gather(*coros)
+    gen_s = time.perf_counter() - t0
+    responses = [_response(t, params.temperature, gen_s) for t in done]
+    return Group(
+        group_id=assignment.group_id,
+        problem_id=assignment.problem_id,
+        prompt=assignment.prompt,
+        prompt_ids=np.asarray(prompt_ids, np.int32),
+        responses=responses,
+        generator=owner,
+        source=assignment.source,
+    )
+
+
+async def _run_one(llm, env, messages, prompt_ids, params, setup, versions, name) -> _Trajectory:
+    """One trajectory, turn after turn, on one adapter lease (under LoRA)."""
+    adapters = versions.adapters
+    lease = None if adapters is None else adapters.acquire()
+    try:
+        return await _turns(llm, env, messages, prompt_ids, params, setup, versions, name, lease)
+    finally:
+        if lease is not None:
+            adapters.release(lease)
+
+
+async def _turns(llm, env, messages, prompt_ids, params, setup, versions, name, lease):
+    t = _Trajectory(ids=list(prompt_ids), prompt_len=len(prompt_ids), messages=list(messages))
+    for k in range(setup.max_turns):
+        room = setup.max_context - len(t.ids)
+        turn_params = params.clone()
+        turn_params.max_tokens = max(1, min(params.max_tokens, room))
+        admitted = versions.admitted if k == 0 else versions.current()
+        salt = versions.salt()
+        request_id = f"{name}-k{k}-{uuid.uuid4().hex[:8]}"
+        prompt = {"prompt_token_ids": list(t.ids), "cache_salt": salt}
+        final = await generate_final(llm, prompt, turn_params, request_id, lease)
+        c = final.outputs[0]
+        first, last = completion_versions(
+            c,
+            admitted_version=admitted,
+            current_version=versions.current(),
+            kv_kept=versions.salt() != salt,
+            lease=lease,
+            adapters=versions.adapters,
+        )
+        tokens = list(c.token_ids)
+        turn = Turn(
+            start=len(t.tokens),
+            end=len(t.tokens) + len(tokens),
+            text=c.text,
+            policy_version=first,
+            truncated=c.finish_reason == "length",
+        )
+        t.tokens += tokens
+        t.logprobs += sampled_logprobs(tokens, c.logprobs).tolist()
+        t.mask += [1] * len(tokens)
+        t.ids += tokens
+        t.turns.append(turn)
+        t.last_versions.append(last)
+        t.finish_reason = str(c.finish_reason)
+        t.step = await asyncio.to_thread(env.step, t.messages, c.text)
+        turn.passed = t.step.passed
+        turn.metrics = dict(t.step.metrics)
+        if t.step.done or k + 1 >= setup.max_turns:
+            break
+        feedback = list(t.step.feedback)
+        between = setup.continuation_ids(t.messages, feedback, tokens)
+        if len(t.ids) + len(between) >= setup.max_context:
+            break  # no room for another turn: the trajectory ends with this one
+        turn.feedback = "\n\n".join(m.get("content", "") for m in feedback)
+        turn.feedback_tokens = len(between)
+        t.messages = [*t.messages, {"role": "assistant", "content": c.text}, *feedback]
+        t.tokens += between
+        t.logprobs += [0.0] * len(between)
+        t.mask += [0] * len(between)
+        t.ids += between
+    return t
+
+
+def _response(t: _Trajectory, temperature: float, gen_s: float) -> Response:
+    last = t.turns[-1]
+    return Response(
+        response_ids=np.asarray(t.tokens, np.int32),
+        logprobs=np.asarray(t.logprobs, np.float32),
+        text=last.text,
+        temperature=temperature,
+        policy_version=min(turn.policy_version for turn in t.turns),
+        truncated=last.truncated,
+        finish_reason=t.finish_reason,
+        gen_time_s=gen_s,
+        last_policy_version=max(t.last_versions),
+        loss_mask=np.asarray(t.mask, np.uint8),
+        turns=t.turns,
+        env_reward=None if t.step is None else t.step.reward,
+    )
+
+
+class EnvSandboxOnDemand:
+    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): the executor pool's
+    `ExecutorSandbox` (actors/environments/executor_sandbox.py), made on the first program run,
+    so that an environment that runs no program (a user's) needs no executor."""
+
+    def __init__(self, config):
+        self.config = config
+        self._sandbox = None
+        self._lock = threading.Lock()
+
+    def run(self, problem, code):
+        with self._lock:
+            if self._sandbox is None:
+                module = importlib.import_module(SANDBOX_MODULE)
+                self._sandbox = module.ExecutorSandbox(self.config)
+        return self._sandbox.run(problem, code)
+
+
+SANDBOX_MODULE = "microcoder.actors.environments.executor_sandbox"
+"""Where the executor pool's EnvSandbox lives."""

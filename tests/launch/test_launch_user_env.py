@@ -1,0 +1,69 @@
+"""A user environment drives a 2-step tiny launch (issue 48): environment.kind =
+"multiturn_envs:AskAgain" (tests/support/multiturn_envs.py: always two turns, a fixed feedback,
+its own reward, no sandbox call), importable by every actor through PYTHONPATH. The run trains
+its steps on two-turn trajectories.
+
+The generator side (h92) is asserted on what crosses the buffer today (response token counts in
+the rollout dump); the dump's per-turn feedback and the environment's reward as the score are
+h93's (buffer/codec.py, actors/scoring.py, actors/rollouts.py): asserted in
+`test_the_dump_shows_the_feedback_and_the_reward_is_the_environments`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
+from multiturn_envs import FEEDBACK
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the launch runs in the fixture
+
+STEPS = 2
+CAP = 16  # QUICK's generator.max_response_tokens: the cap of each turn
+SUPPORT = Path(__file__).parents[1] / "support"
+SETTINGS = [
+    *QUICK,
+    *SMALL_BATCH,
+    f"max_steps={STEPS}",
+    "environment.kind=multiturn_envs:AskAgain",
+    "environment.max_turns=2",
+    "monitor.rollouts_every=1",
+    "eval.every=0",
+]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])}
+
+finished_run = finished_launch("user-env", SETTINGS, env=ENV)
+
+
+def dump_rows(run_dir) -> list[dict]:
+    return [
+        json.loads(line)
+        for f in sorted((run_dir / "rollouts").glob("step-*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+
+
+def test_the_run_trains_its_two_steps_on_two_turn_trajectories(finished_run):
+    assert_finished(*finished_run, steps=STEPS)
+    _, run_dir = finished_run
+    rows = dump_rows(run_dir)
+    assert rows
+    # every trajectory has two turns and the feedback between them: more than one turn's
+    # tokens (a turn ends at its EOS or at the cap; the feedback alone is ~25 tokens)
+    assert all(r["response_tokens"] > len(FEEDBACK) // 8 for r in rows)
+    assert any(r["response_tokens"] > CAP for r in rows)
+
+
+def test_the_dump_shows_the_feedback_and_the_reward_is_the_environments(finished_run):
+    """h93: every row shows both turns, turn 1's feedback is AskAgain's, and the reward is the
+    environment's (1.0 when the last answer holds `print`, else 0.25: no judge gives that)."""
+    _, run_dir = finished_run
+    rows = dump_rows(run_dir)
+    for r in rows:
+        turns = r.get("turns") or []
+        assert len(turns) == 2, f"a dump row without its two turns; keys: {sorted(r)}"
+        assert FEEDBACK in (turns[0].get("feedback") or "")
+        assert r["reward"] == (1.0 if "print" in r["response"] else 0.25)
