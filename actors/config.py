@@ -153,6 +153,9 @@ class GeneratorSettings:
     """The run's problem store (data/store.py, RUN_DIR/problems.sqlite), read by id: a
     multi-turn environment's `reset` needs the Problem of each leased prompt. None: no store
     (a single turn needs none; an evaluation passes its problems)."""
+    reasoning: str = "none"
+    """`prompt.reasoning` resolved for the model's tokenizer (none, think or marker:END): how a
+    multi-turn environment extracts each turn's program, as the executor does."""
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from microcoder.actors.environments.base import (
     build_environment,
     environment_class,
 )
+from microcoder.actors.environments.executor_sandbox import ExecutorSandbox
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import EngineDeviceProbe, measure
@@ -318,8 +319,14 @@ class Generator(PriorityControl):
     def _new_environment(self):
         """One trajectory's environment (actors/environments/base.py)."""
         if self._sandbox is None:
-            self._sandbox = EnvSandboxOnDemand(self.settings.environment)
-        context = EnvContext(self.settings.environment, self._sandbox, self.renderer.messages)
+            timeout_s = self.settings.environment.sandbox_timeout_s
+            self._sandbox = EnvSandboxOnDemand(lambda: ExecutorSandbox(timeout_s=timeout_s))
+        context = EnvContext(
+            self.settings.environment,
+            self._sandbox,
+            self.renderer.messages,
+            reasoning=self.settings.reasoning,
+        )
         return build_environment(context)
 
     def _loop_version(self) -> int:

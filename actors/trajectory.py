@@ -34,7 +34,6 @@ run, so an environment that runs none needs no executor).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import threading
 import time
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from microcoder.actors.environments.base import Environment, Messages
+from microcoder.actors.environments.base import Environment, EnvSandbox, Messages
 from microcoder.actors.environments.config import EnvironmentConfig
 from microcoder.actors.sampling import (
     completion_versions,
@@ -54,29 +53,18 @@ from microcoder.actors.sampling import (
     sampled_logprobs,
 )
 from microcoder.data.problem import Problem
+from microcoder.learner.models.memory_plan import trajectory_tokens
 from microcoder.protocol import EnvStep, Group, PromptAssignment, Response, Turn
-
-FEEDBACK_PARTS = 4
-"""The parts of a repair feedback message cut to `environment.feedback_chars` each (the failing
-input, the expected and the actual output, stderr)."""
-FEEDBACK_OVERHEAD_TOKENS = 256
-"""Tokens allowed for a feedback message's wording and the chat template around it."""
-
-
-def feedback_token_budget(env: EnvironmentConfig) -> int:
-    """An upper estimate of one feedback's tokens (byte-level tokenizers give at most a token
-    per byte): its parts at `feedback_chars` each, plus the wording and template."""
-    return FEEDBACK_PARTS * env.feedback_chars + FEEDBACK_OVERHEAD_TOKENS
 
 
 def context_tokens(max_prompt: int, max_response: int, env: EnvironmentConfig) -> int:
     """The longest conversation a trajectory may reach: the prompt, `max_turns` turns of
     `max_response` tokens (`generator.max_response_tokens` is a per-turn cap) and a feedback
-    between two turns. A single turn: prompt + response, as before."""
+    between two turns (learner/models/memory_plan.py `trajectory_tokens`, the plan's own
+    formula). A single turn: prompt + response, as before."""
     if env.kind == "single":
         return max_prompt + max_response
-    turns = env.max_turns
-    return max_prompt + turns * max_response + (turns - 1) * feedback_token_budget(env)
+    return trajectory_tokens(max_prompt, max_response, env.max_turns, env.feedback_chars)
 
 
 def engine_context(model_path, generator, env: EnvironmentConfig) -> int:
@@ -268,22 +256,18 @@ def _response(t: _Trajectory, temperature: float, gen_s: float) -> Response:
 
 
 class EnvSandboxOnDemand:
-    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): the executor pool's
-    `ExecutorSandbox` (actors/environments/executor_sandbox.py), made on the first program run,
-    so that an environment that runs no program (a user's) needs no executor."""
+    """The environments' sandbox (actors/environments/base.py `EnvSandbox`): `make()` (the
+    generator's: the executor pool's `ExecutorSandbox`, actors/environments/executor_sandbox.py)
+    called on the first program run, so that an environment that runs no program (a user's)
+    needs no executor."""
 
-    def __init__(self, config):
-        self.config = config
-        self._sandbox = None
+    def __init__(self, make: Callable[[], EnvSandbox]):
+        self.make = make
+        self._sandbox: EnvSandbox | None = None
         self._lock = threading.Lock()
 
     def run(self, problem, code):
         with self._lock:
             if self._sandbox is None:
-                module = importlib.import_module(SANDBOX_MODULE)
-                self._sandbox = module.ExecutorSandbox(self.config)
+                self._sandbox = self.make()
         return self._sandbox.run(problem, code)
-
-
-SANDBOX_MODULE = "microcoder.actors.environments.executor_sandbox"
-"""Where the executor pool's EnvSandbox lives."""

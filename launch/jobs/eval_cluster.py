@@ -61,7 +61,9 @@ class EvalCluster:
         ex_cls = executor_cls(cfg.executor)
         for i in range(n_executors):
             name = f"executor-{i}"
-            self.executors[name] = ex_cls.remote(name, cfg.executor)  # no buffer, no run data
+            # no buffer, no run data; named as a run's replicas are, so that a multi-turn
+            # environment's sandbox (actors/environments/executor_sandbox.py) finds them
+            self.executors[name] = ex_cls.options(name=f"mc-{name}").remote(name, cfg.executor)
         if gens:
             gen_cls = generator_cls(cfg.generator)
             g = cfg.generator

@@ -34,10 +34,13 @@ def replica_index(name: str) -> int:
     return int(tail)
 
 
-def generator_settings(cfg: Config, index: int = 0, store: str | None = None) -> GeneratorSettings:
+def generator_settings(
+    cfg: Config, index: int = 0, store: str | None = None, reasoning: str | None = None
+) -> GeneratorSettings:
     """The sections of `cfg` that generator replica `index` reads (actors/generator.py:
     `Generator`); its engine seed is `generator_seed(cfg.seed, index)`; `store` the run's problem
-    store path (a multi-turn environment reads each leased problem from it)."""
+    store path (a multi-turn environment reads each leased problem from it); `reasoning` the
+    resolved `prompt.reasoning` (None: `cfg.prompt.reasoning`, already resolved by an eval)."""
     return GeneratorSettings(
         generator=cfg.generator,
         prompt=cfg.prompt,
@@ -50,6 +53,7 @@ def generator_settings(cfg: Config, index: int = 0, store: str | None = None) ->
         config_overrides=dict(cfg.model.config_overrides),
         environment=cfg.environment,
         store=store,
+        reasoning=reasoning or cfg.prompt.reasoning,
     )
 
 

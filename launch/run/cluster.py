@@ -338,7 +338,12 @@ class Run:
             lambda actor, n: actor.remote(
                 n,
                 # its own engine seed; the problem store for a multi-turn environment's reset
-                generator_settings(cfg, replica_index(n), str(self.problems.store_path.resolve())),
+                generator_settings(
+                    cfg,
+                    replica_index(n),
+                    str(self.problems.store_path.resolve()),
+                    self.reasoning,
+                ),
                 model_path,
                 self.buffer_address,
                 self.learners.rank0_name,  # looked up by name: no handle in the object store

@@ -1,12 +1,8 @@
 """A user environment drives a 2-step tiny launch (issue 48): environment.kind =
-"multiturn_envs:AskAgain" (tests/support/multiturn_envs.py: always two turns, a fixed feedback,
-its own reward, no sandbox call), importable by every actor through PYTHONPATH. The run trains
-its steps on two-turn trajectories.
-
-The generator side (h92) is asserted on what crosses the buffer today (response token counts in
-the rollout dump); the dump's per-turn feedback and the environment's reward as the score are
-h93's (buffer/codec.py, actors/scoring.py, actors/rollouts.py): asserted in
-`test_the_dump_shows_the_feedback_and_the_reward_is_the_environments`."""
+"user_envs:TwoTurnEcho" (tests/support/user_envs.py: always two turns, a fixed feedback, its own
+reward, no sandbox call), importable by every actor through PYTHONPATH. The run trains its steps
+on two-turn trajectories; the rollout dump shows both turns with the feedback between them, and
+every score is the environment's reward (Response.env_reward: the executor judged nothing)."""
 
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
-from multiturn_envs import FEEDBACK
+from user_envs import FEEDBACK, echo_reward
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the launch runs in the fixture
 
@@ -28,7 +24,7 @@ SETTINGS = [
     *QUICK,
     *SMALL_BATCH,
     f"max_steps={STEPS}",
-    "environment.kind=multiturn_envs:AskAgain",
+    "environment.kind=user_envs:TwoTurnEcho",
     "environment.max_turns=2",
     "monitor.rollouts_every=1",
     "eval.every=0",
@@ -58,12 +54,12 @@ def test_the_run_trains_its_two_steps_on_two_turn_trajectories(finished_run):
 
 
 def test_the_dump_shows_the_feedback_and_the_reward_is_the_environments(finished_run):
-    """h93: every row shows both turns, turn 1's feedback is AskAgain's, and the reward is the
-    environment's (1.0 when the last answer holds `print`, else 0.25: no judge gives that)."""
+    """Every row shows both turns, turn 1's feedback is TwoTurnEcho's, and the reward is the
+    environment's own rule on the final answer (`echo_reward`), not a judge's."""
     _, run_dir = finished_run
     rows = dump_rows(run_dir)
     for r in rows:
         turns = r.get("turns") or []
         assert len(turns) == 2, f"a dump row without its two turns; keys: {sorted(r)}"
         assert FEEDBACK in (turns[0].get("feedback") or "")
-        assert r["reward"] == (1.0 if "print" in r["response"] else 0.25)
+        assert r["reward"] == echo_reward(turns[-1]["text"]), r
