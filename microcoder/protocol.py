@@ -660,8 +660,9 @@ class ActorMemory:
         return out
 
 
-MEMORY_POOLS = ("generator", "executor", "learner", "buffer")
-"""The pools an `ActorMemory` may name, in the order status shows them."""
+MEMORY_POOLS = ("generator", "eval-generator", "executor", "learner", "buffer")
+"""The pools an `ActorMemory` may name, in the order status shows them ("eval-generator": the
+generators set aside for the eval, eval.generators; the launcher names their pool)."""
 MEMORY_FIGURES = (
     "rss_bytes",
     "processes",

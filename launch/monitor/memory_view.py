@@ -16,6 +16,7 @@ Prometheus names are launch/monitor/prometheus.py's (`microcoder_actor_rss_bytes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from microcoder.protocol import MEMORY_POOLS, ActorMemory
@@ -31,7 +32,10 @@ def collect_memory(run: Any, timeout_s: float = ASK_S) -> list[ActorMemory]:
     for name in ("generators", "eval_generators", "executors", "learners"):
         pool = getattr(run, name, None)
         if pool is not None:
-            out += pool.memory(timeout_s)
+            got = pool.memory(timeout_s)
+            if name == "eval_generators":  # a Generator reports "generator": its own pool here
+                got = [replace(m, pool="eval-generator") for m in got]
+            out += got
     buffer = getattr(run, "buffer", None)
     if buffer is not None:
         import ray

@@ -74,6 +74,7 @@ def status_from_files(run_dir: str | Path) -> dict[str, Any]:
         "max_steps": max_steps,
         "started": records[0]["time"] if records else None,
         "world_size": (cfg.get("learner") or {}).get("world_size", 1),
+        "eval_generators": (cfg.get("eval") or {}).get("generators", 0),
     }
     return build_status(
         latest, evals[-1] if evals else None, error_lines(events, log_lines), None, meta
@@ -94,11 +95,14 @@ def pool_replicas(pool) -> list[dict[str, Any]]:
 
 def status_live(run, store, url: str = "", state: str = "running") -> dict[str, Any]:
     """Status of the run this launcher drives (the dashboard's /api/status)."""
+    eval_pool = getattr(run, "eval_generators", None)  # eval.generators > 0
     replicas = {
         "generator": pool_replicas(run.generators),
         "executor": pool_replicas(run.executors),
+        "eval-generator": pool_replicas(eval_pool),
     }
-    pool_errors = [e for p in (run.generators, run.executors) if p is not None for e in p.errors]
+    pools = (run.generators, run.executors, eval_pool)
+    pool_errors = [e for p in pools if p is not None for e in p.errors]
     latest_eval = next((r for r in reversed(store.raw) if r.get("kind") == "eval"), None)
     cfg = run.cfg
     meta = {
@@ -112,6 +116,8 @@ def status_live(run, store, url: str = "", state: str = "running") -> dict[str, 
         "world_size": cfg.learner.world_size,
         "buffer_address": run.buffer_address,
         "weight_channel_address": run.weight_channel_address,
+        "eval_generators": cfg.eval.generators,
+        "eval_activity": dict(getattr(run, "eval_activity", None) or {}),
     }
     errors = error_lines(store.events(50)) + pool_errors
     memory = memory_section(collect_memory(run))

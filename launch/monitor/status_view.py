@@ -13,6 +13,8 @@ from typing import Any
 from microcoder.launch.monitor.memory_view import memory_lines
 
 POOLS = ("generator", "executor", "learner")
+EVAL_POOL = "eval-generator"
+"""The pool of the generators set aside for the eval (eval.generators > 0), shown after POOLS."""
 
 
 def _f(x: Any, default: float = 0.0) -> float:
@@ -49,7 +51,10 @@ def build_status(
 
     meta: run, run_dir, state ("running"/"finished"/"stopped"), source ("live"/"files"),
     max_steps, started (unix s), dashboard (URL), world_size, buffer_address and
-    weight_channel_address (live only: what the buffer and learner rank 0 publish).
+    weight_channel_address (live only: what the buffer and learner rank 0 publish),
+    eval_generators (eval.generators) and eval_activity (live only: launch/run/cluster.py
+    `Run.eval_activity`); with eval.generators > 0 `pools` has "eval-generator" too
+    (`eval_pool_section`).
     """
     s = latest_step or {}
     meta = meta or {}
@@ -57,6 +62,13 @@ def build_status(
     buf = s.get("buffer") or {}
     step_s = _f(s.get("step_s"))
     pools = _pools_section(s, replicas, meta)
+    if int(_f(meta.get("eval_generators"))) or replicas.get(EVAL_POOL):
+        pools[EVAL_POOL] = eval_pool_section(
+            int(_f(meta.get("eval_generators"))),
+            replicas.get(EVAL_POOL) or [],
+            meta.get("eval_activity") or {},
+            latest_eval,
+        )
     hist = buf.get("staleness_hist") or {}
     return {
         "run": meta.get("run", ""),
@@ -125,6 +137,43 @@ def _pools_section(s: dict, replicas: dict, meta: dict) -> dict[str, Any]:
         rows = [replica_row(kind, r) for r in replicas.get(kind, [])]
         pools[kind] = {"count": len(rows) if rows else counts[kind], "replicas": rows}
     return pools
+
+
+def eval_pool_section(
+    count: int,
+    replicas: list[dict[str, Any]],
+    activity: dict[str, Any],
+    latest_eval: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The generators set aside for the eval (eval.generators, launch/run/eval_beside.py) as a
+    pool of its own: count, state ("evaluating" while an eval samples on them, "idle" between
+    evals, "no eval yet"), the eval's step and the policy version it samples (or last sampled)
+    at, and per replica the usual row plus its own state. `activity` is the live run's
+    `Run.eval_activity`; a run read from its files has the newest eval record instead."""
+    if not activity and latest_eval and latest_eval.get("eval_generators"):
+        activity = {
+            "state": "idle",
+            "step": latest_eval.get("step"),
+            "version": latest_eval.get("policy_version"),
+            "replicas": list(latest_eval["eval_generators"]),
+            "since": latest_eval.get("time"),
+        }
+    state = activity.get("state", "no eval yet")
+    busy = set(activity.get("replicas") or []) if state == "evaluating" else set()
+    rows = []
+    for r in replicas:
+        row = replica_row("generator", r)
+        if "error" not in row:
+            row["state"] = "evaluating" if row["name"] in busy else "idle"
+        rows.append(row)
+    return {
+        "count": len(rows) if rows else count,
+        "replicas": rows,
+        "state": state,
+        "step": activity.get("step"),
+        "version": activity.get("version"),
+        "since": activity.get("since"),
+    }
 
 
 def _buffer_section(buf: dict) -> dict[str, Any]:
@@ -199,6 +248,8 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
                 f"    {rep['name']:<14}{rep['rate']:9.1f} {unit + ' busy':<13} idle {_pct(rep['idle_frac'])}"
                 f"   restarts {rep['restarts']}{ver}"
             )
+    if EVAL_POOL in st["pools"]:
+        out += eval_pool_lines(st["pools"][EVAL_POOL], now)
     b = st["buffer"]
     stl = st["staleness"]
     depths = "  ".join(f"{k} {v}" for k, v in b["depths"].items()) or "-"
@@ -227,3 +278,22 @@ def render_status(st: dict[str, Any], now: float | None = None) -> str:
     out.append("last errors" + ("" if st["errors"] else "  none"))
     out += [f"  {e}" for e in st["errors"]]
     return "\n".join(out)
+
+
+def eval_pool_lines(pool: dict[str, Any], now: float) -> list[str]:
+    """The status screen's lines of the generators set aside for the eval."""
+    if pool.get("state") in ("evaluating", "idle"):
+        doing = "evaluating" if pool["state"] == "evaluating" else "idle; last evaluated"
+        doing += f" step {_v(pool.get('step'))} at policy version {_v(pool.get('version'))}"
+        doing += f" (since {_age(pool.get('since'), now)})" if pool.get("since") else ""
+    else:
+        doing = "no eval yet"
+    out = [f"  {'eval-gens':<11}{pool['count']:>3} replica(s)   {doing}"]
+    for rep in pool["replicas"]:
+        if "error" in rep:
+            out.append(f"    {rep['name']:<17} ERROR {rep['error']}")
+            continue
+        ver = f"   v{rep['version']}" if "version" in rep else ""
+        ver += f"   on {rep['node_ip']}" if rep.get("node_ip") else ""
+        out.append(f"    {rep['name']:<17} {rep['state']:<11} restarts {rep['restarts']}{ver}")
+    return out

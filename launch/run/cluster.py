@@ -115,6 +115,11 @@ class Run:
         self.eval_generators = None
         """eval.generators > 0: the generators set aside for the eval beside training (no loop;
         launch/run/eval_beside.py holds only them), else None."""
+        self.eval_activity: dict = {}
+        """What the held-out eval beside training is doing, for `microcoder status` and the
+        dashboard (launch/run/eval_beside.py sets it): {"state": "evaluating" | "idle", "step",
+        "version" (the policy version it samples at), "replicas" (the generators it holds),
+        "since" (unix s)}; {} before the first eval point."""
         self.buffer_address = ""
         self.weight_channel_address = ""
         """The address learner rank 0's weight channels bind (its node's IP, as Ray reports it)."""

@@ -154,6 +154,17 @@ def lower_this_thread(run) -> None:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
 
 
+def activity(state: str, step: int, version: int, held: dict[str, Any]) -> dict[str, Any]:
+    """The Run's `eval_activity` (what status and the dashboard show of the eval's pool)."""
+    return {
+        "state": state,
+        "step": step,
+        "version": version,
+        "replicas": sorted(held),
+        "since": time.time(),
+    }
+
+
 class EvalBeside:
     """One held-out eval at a time in a background thread (see the module docstring)."""
 
@@ -184,6 +195,7 @@ class EvalBeside:
             return False
         self.step = step
         self._error = None
+        self.run.eval_activity = activity("evaluating", step, version, held)
         self._thread = threading.Thread(
             target=self._run, args=(step, version, held), name=f"eval-step-{step}", daemon=True
         )
@@ -201,6 +213,7 @@ class EvalBeside:
         finally:
             restore_pool(self.run, lowered)
             release_pool(self.run, held)
+            self.run.eval_activity = activity("idle", step, version, held)
 
     def _skip(self, step: int, why: str) -> None:
         msg = f"eval at step {step} skipped: {why}"

@@ -20,6 +20,7 @@ from microcoder.learner.models.memory_plan import (
     GiB,
     LearnerPlan,
     ModelShape,
+    SavePlan,
     ShapeError,
     host_per_node,
     plan_generator,
@@ -181,16 +182,25 @@ def _lora_rows(plan: LearnerPlan, inputs: dict) -> list[str]:
     ]
 
 
+def save_plan(shape, inputs: dict, per_node: int, lora_params: int = 0) -> SavePlan:
+    """The asynchronous checkpoint at the recipe's size (learner/models/memory_plan.py)."""
+    replicas = inputs.get("replicas", 1)
+    return plan_save(
+        shape, inputs["world_size"], inputs["compute_bytes"], per_node, replicas, lora_params
+    )
+
+
 def save_lines(shape, inputs: dict, per_node: int, lora_params: int = 0) -> list[str]:
     """A checkpoint off the training loop: the host memory of its snapshot, its bytes and the
     estimated seconds of the background write (learner/models/memory_plan.py: plan_save)."""
-    replicas = inputs.get("replicas", 1)
-    save = plan_save(
-        shape, inputs["world_size"], inputs["compute_bytes"], per_node, replicas, lora_params
-    )
+    save = save_plan(shape, inputs, per_node, lora_params)
     rate = CHECKPOINT_WRITE_BYTES_PER_S / 1e9
     return [
-        _row("checkpoint snapshot, host per node", save.snapshot_host, "(while a save is written)"),
+        _row(
+            "checkpoint snapshot, host per node",
+            save.snapshot_host,
+            "(while a save is written; on top of the host memory above)",
+        ),
         _row(
             "checkpoint size",
             save.total,
@@ -400,9 +410,35 @@ def memory_report(
             f"{cluster.host_gb:g} GiB (--host-memory-gb); offload less (learner.offload) or "
             "raise learner.world_size over more nodes, so each rank holds a smaller shard"
         )
+    elif cluster.host_gb is not None:
+        out.errors += snapshot_refusal(
+            cfg, host, save_plan(shape, inputs, per_node, lplan.lora_params), per_node, cluster
+        )
     if g.num_engines and gplan.sequences < 1:
         out.errors.append(generator_refusal(shape, gplan, cfg, tp, gpu, gen_bytes))
     return out
+
+
+def snapshot_refusal(
+    cfg: Config, host: int, save: SavePlan, per_node: int, cluster: ClusterMemory
+) -> list[str]:
+    """The refusal of a recipe whose learner fits a node's host memory (--host-memory-gb) until
+    a checkpoint's snapshot comes on top: while a save is written, each learner rank on the node
+    holds a host copy of its shard of the fp32 masters and AdamW state, and rank 0 its copy of
+    the weights in the serving dtype (learner/checkpoint.py start_save). [] when it fits."""
+    need = host + save.snapshot_host
+    if need <= cluster.host_gb * GiB:
+        return []
+    return [
+        f"memory plan: while a checkpoint is written, a learner node needs {_gib(need)} of "
+        f"host memory: the learner's {_gib(host)} and the checkpoint snapshot's "
+        f"{_gib(save.snapshot_host)} ({per_node} rank(s)' shards of the fp32 masters and AdamW "
+        f"state, and rank 0's copy of the weights), and a node has {cluster.host_gb:g} GiB "
+        "(--host-memory-gb). Every save snapshots (the one at the end of the run too; "
+        f"learner.checkpoint_every = {cfg.learner.checkpoint_every} only sets how often): use "
+        "nodes with more host memory, raise learner.world_size over more nodes (each rank "
+        "snapshots a smaller shard), or offload less (learner.offload)"
+    ]
 
 
 def dry_run_memory(

@@ -307,12 +307,13 @@ def test_with_generators_set_aside_no_training_generator_is_ever_held(tmp_path, 
     version; the training generators are never asked to hold (the real `hold_pool` and
     `release_pool`, with stand-in handles), and each eval record names the version held and
     the generator that sampled it."""
-    run, calls, evals = stand_in_run(tmp_path, "eval.generators=1"), [], []
+    run, calls, evals, during = stand_in_run(tmp_path, "eval.generators=1"), [], [], []
     run.generators = generator_pool(run, calls, "generator-0", "generator-1")
     run.eval_generators = generator_pool(run, calls, "eval-generator-0")
     monkeypatch.setattr(eval_beside, "get_within", lambda ref, *a, **kw: ref)
 
     def evaluate(run, step, generators=None, held_version=None):
+        during.append({k: run.eval_activity[k] for k in ("state", "step", "version", "replicas")})
         time.sleep(0.2)  # the learner steps meanwhile
         evals.append((step, held_version, sorted(generators)))
         return run.metrics.log(
@@ -327,6 +328,12 @@ def test_with_generators_set_aside_no_training_generator_is_ever_held(tmp_path, 
     assert evals == [(s, s, ["eval-generator-0"]) for s in (0, 2, 4, 6)]
     records = [r for r in run.metrics.history if r["kind"] == "eval"]
     assert [r["policy_version"] for r in records] == [0, 2, 4, 6]
+    # what status and the dashboard show of the eval's pool (launch/monitor/status_view.py)
+    assert during == [
+        {"state": "evaluating", "step": s, "version": s, "replicas": ["eval-generator-0"]}
+        for s in (0, 2, 4, 6)
+    ]
+    assert (run.eval_activity["state"], run.eval_activity["version"]) == ("idle", 6)
 
 
 @pytest.mark.timeout(60)

@@ -107,3 +107,22 @@ def test_only_the_set_aside_generator_held_a_version(finished_run):
     for step in EVAL_STEPS:
         assert f"eval-generator-0: holding version {step} for a held-out eval" in aside
     assert "holding version" not in training
+
+
+def test_status_json_lists_the_set_aside_pool_with_its_version_and_memory(finished_run, capsys):
+    """`microcoder status RUN_DIR --json` of the finished run: the eval's generators as a pool
+    of their own (launch/monitor/status_view.py `eval_pool_section`), at the last eval's
+    version, and their memory under their own pool in every step record (measured live by the
+    launcher, launch/monitor/memory_view.py)."""
+    from microcoder.launch.cli.main import main
+
+    _, run_dir = finished_run
+    assert main(["status", str(run_dir), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    pool = st["pools"]["eval-generator"]
+    assert (pool["count"], pool["state"]) == (1, "idle")
+    assert (pool["step"], pool["version"]) == (EVAL_STEPS[-1], EVAL_STEPS[-1])
+    assert list(st["memory"]["eval-generator"]) == ["eval-generator-0"]
+    assert "eval-generator-0" not in st["memory"]["generator"]
+    for r in records(run_dir, "step"):
+        assert r["memory"]["eval-generator"]["eval-generator-0"]["rss_bytes"] > 0

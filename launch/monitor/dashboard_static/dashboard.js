@@ -64,6 +64,9 @@ const CHARTS = [
   { id: "mem-generator", title: "Memory: generators (with their engines)", unit: "GiB", scale: GIB,
     empty: "no memory reported", series: () => memorySeries("generator",
       [["rss_bytes", "RSS"], ["device_allocated_bytes", "device allocated"]]) },
+  { id: "mem-eval-generator", title: "Memory: generators set aside for the eval", unit: "GiB", scale: GIB,
+    empty: "no eval generators (eval.generators = 0)", series: () => memorySeries("eval-generator",
+      [["rss_bytes", "RSS"], ["device_allocated_bytes", "device allocated"]]) },
   { id: "mem-executor", title: "Memory: executors (with their sandboxes)", unit: "GiB", scale: GIB,
     empty: "no memory reported", series: () => memorySeries("executor", [["rss_bytes", "RSS"]]) },
   { id: "mem-learner", title: "Memory: learner ranks", unit: "GiB", scale: GIB,
@@ -396,6 +399,32 @@ function poolCard(kind, pool, idle) {
   return card;
 }
 
+// The generators set aside for the eval (eval.generators > 0; launch/monitor/status_view.py
+// eval_pool_section): its state, the step and policy version it evaluates at, a row per replica.
+function evalPoolCards(pool) {
+  if (!pool) return [];
+  const card = el("div", { class: "card", "data-pool": "eval-generator", "data-eval-state": pool.state });
+  const head = el("div", { class: "pool-head" });
+  head.append(el("h2", {}, `eval generators · ${pool.count}`), el("span", { class: "idle" }, pool.state));
+  card.appendChild(head);
+  const at = pool.state === "evaluating" ? "evaluating" : "last evaluated";
+  card.appendChild(el("div", { class: "pool-note", "data-eval-version": String(pool.version ?? "") },
+    pool.version === null || pool.version === undefined ? "no eval yet"
+      : `${at} step ${pool.step} at policy version ${pool.version} (${ago(pool.since)})`));
+  if (!pool.replicas.length) return [card];
+  const t = el("table", { class: "replicas" }), hr = el("tr");
+  for (const h of ["replica", "state", "restarts", "version"]) hr.appendChild(el("th", {}, h));
+  t.appendChild(hr);
+  for (const r of pool.replicas) {
+    const tr = el("tr");
+    if (r.error) tr.append(el("td", {}, r.name), el("td", { class: "err", colspan: 3 }, r.error));
+    else for (const v of [r.name, r.state, String(r.restarts), r.version ?? "–"]) tr.appendChild(el("td", {}, String(v)));
+    t.appendChild(tr);
+  }
+  card.appendChild(t);
+  return [card];
+}
+
 function renderStatus() {
   const s = status;
   $("run-name").textContent = s.run || "run";
@@ -404,7 +433,8 @@ function renderStatus() {
   $("step").textContent = s.max_steps ? `${s.step} / ${s.max_steps}` : String(s.step);
   $("version").textContent = String(s.version);
   $("updated").textContent = ago(s.updated);
-  $("pools").replaceChildren(...["generator", "executor", "learner"].map((k) => poolCard(k, s.pools[k], s.idle[k])));
+  $("pools").replaceChildren(...["generator", "executor", "learner"].map((k) => poolCard(k, s.pools[k], s.idle[k])),
+    ...evalPoolCards(s.pools["eval-generator"]));
   const b = s.buffer, acc = $("accounting");
   acc.replaceChildren();
   const inv = b.invariant_ok === true ? "ok" : b.invariant_ok === false ? "VIOLATED" : "–";
