@@ -5,7 +5,7 @@ a path that names nothing usable is refused with the fix."""
 from __future__ import annotations
 
 import pytest
-from user_envs import FEEDBACK, TwoTurnEcho, echo_reward
+from user_envs import FEEDBACK, PROBE, TwoTurnEcho, TwoTurnEchoProbe, echo_reward
 
 from microcoder.actors.environments.base import (
     EnvContext,
@@ -15,6 +15,7 @@ from microcoder.actors.environments.base import (
 )
 from microcoder.actors.environments.config import EnvironmentConfig
 from microcoder.data.problem import Problem
+from microcoder.protocol import ProgramRun
 
 PROBLEM = Problem("p", "stdin", "Say hi.", [{"input": "", "output": "hi\n"}])
 
@@ -49,6 +50,27 @@ def test_with_one_turn_allowed_the_first_is_the_last():
     env = build_environment(context(max_turns=1))
     step = env.step(env.reset(PROBLEM), "ab")
     assert (step.done, step.reward) == (True, 1.0)
+
+
+class RecordingSandbox:
+    def __init__(self):
+        self.calls = []
+
+    def run(self, problem, code):
+        self.calls.append((problem, code))
+        return ProgramRun("WA", 0, len(problem.tests), first_failed=0)
+
+
+def test_the_probe_runs_its_program_on_the_first_test_and_names_the_verdict():
+    problem = Problem("q", "stdin", "Add.", [{"input": "1 2", "output": "3"}] * 3)
+    sandbox = RecordingSandbox()
+    config = EnvironmentConfig(kind="user_envs:TwoTurnEchoProbe", max_turns=2)
+    env = build_environment(EnvContext(config, sandbox, lambda p: []))
+    assert type(env) is TwoTurnEchoProbe
+    first = env.step(env.reset(problem), "x")
+    assert first.feedback[0]["content"] == f"{FEEDBACK} (probe verdict: WA)"
+    [(ran, code)] = sandbox.calls
+    assert code == PROBE and ran.tests == problem.tests[:1]
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 executor and the sandbox, in a subprocess that starts its own Ray): every sample is a trajectory
 of the config's environment sampled by the training runner (actors/trajectory.py), each turn's
 program is judged on all tests, and the report gives pass@1 after each turn next to the
-single-turn figure. The environment is tests/support/user_envs.py `TwoTurnEcho` (always two
-turns, no sandbox call); `repair` (the default for --max-turns) runs the same path with the
+single-turn figure. The environment is tests/support/user_envs.py `TwoTurnEchoProbe` (always two
+turns; turn 1 runs a probe program through the sandbox, i.e. the eval's executors found by
+their Ray names); `repair` (the default for --max-turns) runs the same path with the
 executor pool's sandbox (tests/launch/test_launch_repair.py runs it in a launch)."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def test_eval_max_turns_reports_pass_at_1_after_each_turn(tiny_model_dir, tmp_pa
     cmd = [sys.executable, "-m", "microcoder", "eval", "--model", str(tiny_model_dir)]
     cmd += ["--problems", str(MIXED), "--samples", "2", "--max-tokens", "16,24"]
     cmd += ["--max-prompt-tokens", "512", "--max-turns", "2", "--out", str(out), "--quiet"]
-    cmd += [*CPU_ACTOR_SETS, "--set", "environment.kind=user_envs:TwoTurnEcho"]
+    cmd += [*CPU_ACTOR_SETS, "--set", "environment.kind=user_envs:TwoTurnEchoProbe"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS / "support"), *sys.path])}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=560, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

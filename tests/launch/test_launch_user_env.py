@@ -1,6 +1,7 @@
 """A user environment drives a 2-step tiny launch (issue 48): environment.kind =
-"user_envs:TwoTurnEcho" (tests/support/user_envs.py: always two turns, a fixed feedback, its own
-reward, no sandbox call), importable by every actor through PYTHONPATH. The run trains its steps
+"user_envs:TwoTurnEchoProbe" (tests/support/user_envs.py: always two turns, a fixed feedback
+naming the verdict of a probe program its turn 1 ran through the sandbox, in the executor pool
+over Ray; its own reward), importable by every actor through PYTHONPATH. The run trains its steps
 on two-turn trajectories; the rollout dump shows both turns with the feedback between them, and
 every score is the environment's reward (Response.env_reward: the executor judged nothing)."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +26,7 @@ SETTINGS = [
     *QUICK,
     *SMALL_BATCH,
     f"max_steps={STEPS}",
-    "environment.kind=user_envs:TwoTurnEcho",
+    "environment.kind=user_envs:TwoTurnEchoProbe",
     "environment.max_turns=2",
     "monitor.rollouts_every=1",
     "eval.every=0",
@@ -61,5 +63,9 @@ def test_the_dump_shows_the_feedback_and_the_reward_is_the_environments(finished
     for r in rows:
         turns = r.get("turns") or []
         assert len(turns) == 2, f"a dump row without its two turns; keys: {sorted(r)}"
-        assert FEEDBACK in (turns[0].get("feedback") or "")
+        feedback = turns[0].get("feedback") or ""
+        assert FEEDBACK in feedback
+        # the probe's run came back from an executor with a real verdict (SE: it did not)
+        verdict = re.search(r"probe verdict: (\w+)", feedback)
+        assert verdict and verdict.group(1) in {"AC", "WA", "RE", "TLE", "MLE", "OLE"}, feedback
         assert r["reward"] == echo_reward(turns[-1]["text"]), r
