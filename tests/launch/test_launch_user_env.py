@@ -68,4 +68,4 @@ def test_the_dump_shows_the_feedback_and_the_reward_is_the_environments(finished
         # the probe's run came back from an executor with a real verdict (SE: it did not)
         verdict = re.search(r"probe verdict: (\w+)", feedback)
         assert verdict and verdict.group(1) in {"AC", "WA", "RE", "TLE", "MLE", "OLE"}, feedback
-        assert r["reward"] == echo_reward(turns[-1]["text"]), r
+        assert r["reward"] == echo_reward(turns[-1]["response"]), r
