@@ -73,13 +73,12 @@ def ray_cluster():
 
 @pytest.fixture(scope="session")
 def launch_batch(tiny_model_dir, tmp_path_factory, request):
-    """The launches of the batched single-launch modules this session selected, run side by
-    side (tests/support/launch_testing/batch.py); each module's `finished_run` waits for its own."""
+    """The commands of the batched launch modules this session selected, run side by side
+    (tests/support/launch_testing/batch.py); each module's fixture waits for its own."""
     from launch_testing.batch import make_batch
 
-    batch = make_batch(
-        request.session.items, tmp_path_factory.mktemp("launch-batch"), tiny_model_dir
-    )
+    base = tmp_path_factory.mktemp("launch-batch")
+    batch = make_batch(request.session.items, base, tiny_model_dir)
     yield batch
     batch.stop()
 
