@@ -88,7 +88,7 @@ LIVE = Path(__file__).with_name("live")
 
 def unit_of(nodeid: str) -> str:
     """The unit of work of a test under xdist: tests/live as one (its run is shared by the
-    folder), the batched single-launch modules as one (their launches run side by side:
+    folder), the batched launch modules as one (their commands run side by side:
     launch_testing.batch), else the test's module (its module-scoped engines and launches are
     built once)."""
     from launch_testing.batch import MODULES, UNIT
