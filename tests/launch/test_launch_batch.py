@@ -17,10 +17,8 @@ REPO = Path(__file__).parents[2]
 STAND_IN = """
 import pathlib, sys, time
 run = pathlib.Path(sys.argv[1]); run.mkdir(parents=True)
-(run / "started").write_text(repr(time.monotonic()))
 time.sleep(float(sys.argv[2]))
 print("out of", run.parent.name); print("err of", run.parent.name, file=sys.stderr)
-(run / "ended").write_text(repr(time.monotonic()))
 sys.exit(int(sys.argv[3]))
 """
 
@@ -36,15 +34,12 @@ def stand_in(seconds: float, code: int = 0):
     ]
 
 
-def times(job: batch.Job) -> tuple[float, float]:
-    return tuple(float((job.run_dir / f).read_text()) for f in ("started", "ended"))
-
-
 @pytest.fixture
 def declared(monkeypatch):
-    """Five stand-ins declared by the first five MODULES (one each), as `declare` would."""
+    """Five stand-ins declared by the first five MODULES (one each), as `declare` would, the
+    last module's first (import order is no start order)."""
     table = {}
-    for k, module in enumerate(batch.MODULES[:5]):
+    for k, module in reversed(list(enumerate(batch.MODULES[:5]))):
         name = f"job{k}"
         table[name] = batch.Declared(module, name, stand_in(1.5), "", "tiny_model_dir", 60)
     monkeypatch.setattr(batch, "DECLARED", table)
@@ -61,25 +56,29 @@ def test_every_module_of_the_batch_exists():
         assert (REPO / module).is_file(), module
 
 
-def test_at_most_at_once_run_and_they_start_in_modules_order(declared, tmp_path):
+def test_at_most_at_once_run_and_they_start_in_modules_order(declared, tmp_path, monkeypatch):
+    starts, started = [], []  # (name, how many others ran at that moment), the jobs started
+    real_start = batch.Job.start
+
+    def start(job):
+        running = sum(1 for j in started if j.run.poll() is None)
+        starts.append((job.declared.name, running))
+        real_start(job)
+        started.append(job)
+
+    monkeypatch.setattr(batch.Job, "start", start)
     # the session's order is the reverse of MODULES': the batch still starts in MODULES order
     got = batch.make_batch(items(*reversed(batch.MODULES[:5])), tmp_path, tmp_path)
-    assert [j.run is not None for j in got.jobs.values()] == [True] * batch.AT_ONCE + [False] * (
-        5 - batch.AT_ONCE
-    )
-    last = got.wait("job4", lambda name: tmp_path)
+    assert [name for name, _ in starts] == [f"job{k}" for k in range(batch.AT_ONCE)]
+    last = got.wait("job4", lambda name: tmp_path)  # asked for first: it starts at once
     assert last.result().returncode == 0
     for name in declared:
-        got.wait(name, lambda name: tmp_path)
-    spans = {name: times(job) for name, job in got.jobs.items()}
-    # job4 was asked for first: it started at once, beside the first AT_ONCE ...
-    assert spans["job4"][0] < spans["job3"][0]
-    # ... and the batch started every other one only while fewer than AT_ONCE ran
-    for name in ("job0", "job1", "job2", "job3"):
-        start = spans[name][0]
-        running = [n for n, (s, e) in spans.items() if n != name and s <= start < e]
-        assert len(running) < batch.AT_ONCE, (name, spans)
-    assert spans["job3"][0] >= min(spans[n][1] for n in ("job0", "job1", "job2"))
+        assert got.wait(name, lambda name: tmp_path).result().returncode == 0
+    assert [name for name, _ in starts] == ["job0", "job1", "job2", "job4", "job3"]
+    assert dict(starts)["job4"] == batch.AT_ONCE  # beside the first AT_ONCE
+    for name, running in starts:  # the batch started every other one only below AT_ONCE
+        if name != "job4":
+            assert running < batch.AT_ONCE, starts
 
 
 def test_each_module_gets_its_own_output_and_exit_code(declared, tmp_path):

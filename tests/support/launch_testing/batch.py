@@ -126,6 +126,7 @@ class Batch:
         job = self.jobs[name]
         if job.model_dir is None:
             self.resolve(fixture, job.declared.model)
+        self.start_more()  # the commands before it first (the learning arms: the longest)
         if job.run is None:
             job.start()
         deadline = time.monotonic() + job.declared.timeout_s
