@@ -71,13 +71,31 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def launch_batch(tiny_model_dir, tmp_path_factory, request):
+    """The commands of the batched launch modules this session selected, run side by side
+    (tests/support/launch_testing/batch.py); each module's fixture waits for its own."""
+    from launch_testing.batch import make_batch
+
+    base = tmp_path_factory.mktemp("launch-batch")
+    batch = make_batch(request.session.items, base, tiny_model_dir)
+    yield batch
+    batch.stop()
+
+
 LIVE = Path(__file__).with_name("live")
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of work of a test under xdist: tests/live as one (its run is shared by the
-    folder), else the test's module (its module-scoped engines and launches are built once)."""
+    folder), the batched launch modules as one (their commands run side by side:
+    launch_testing.batch), else the test's module (its module-scoped engines and launches are
+    built once)."""
+    from launch_testing.batch import MODULES, UNIT
+
     path = nodeid.split("::")[0]
+    if path in MODULES:
+        return UNIT
     return "live" if path.startswith("tests/live/") else path
 
 

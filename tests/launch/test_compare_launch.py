@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from launch_testing.batch import batched_launch
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # two launches + warm start
+# the warm start (built here when this module is the batch's first to need it), then the compare
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 ARGS = [
     "configs/tiny-cpu.toml",
@@ -44,14 +47,17 @@ def compare(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory, warm_model_dir):
+def compare_args(out: Path, model_dir: Path) -> list[str]:
     """The compare on the session's warm-started model (not runs/: a test writes no folder
-    of the checkout)."""
-    out = tmp_path_factory.mktemp("compare") / "out"
-    proc = compare(*ARGS, "--set", f'model.path="{warm_model_dir}"', "--out", str(out))
-    (out.parent / "compare.log").write_text(proc.stdout + proc.stderr)
-    return proc, out
+    of the checkout) into `out`."""
+    return [*ARGS, "--set", f'model.path="{model_dir}"', "--out", str(out)]
+
+
+compared = batched_launch(
+    __file__, "compare", compare_args, command="compare", model="warm_model_dir"
+)
+"""(the compare's result, its --out folder): one command, run beside the other batched modules'
+launches (launch_testing.batch)."""
 
 
 def test_compare_exits_zero_with_both_arm_seeds_finished(compared):

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from launch_testing.launched import run_launch
+from launch_testing.batch import batched_launch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -23,14 +23,20 @@ SETTINGS = [
     "learner.batch_size=2",
     "algorithm.group_size=2",
 ]
+CONFIG = str(Path(__file__).parents[2] / "configs" / "answer-tiny.toml")
 
 
-def test_a_two_step_launch_trains_on_answer_problems(tiny_model_dir, tmp_path):
-    run_dir = tmp_path / "run"
+def launch_args(run_dir: Path, model_dir: Path) -> list[str]:
     args = [a for s in SETTINGS for a in ("--set", s)]
-    model = ["--set", f'model.path="{tiny_model_dir}"']
-    config = str(Path(__file__).parents[2] / "configs" / "answer-tiny.toml")
-    proc = run_launch([config, "--run-dir", str(run_dir), *model, *args], 900)
+    return [CONFIG, "--run-dir", str(run_dir), "--set", f'model.path="{model_dir}"', *args]
+
+
+finished_run = batched_launch(__file__, "answer", launch_args)
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
+
+
+def test_a_two_step_launch_trains_on_answer_problems(finished_run):
+    proc, run_dir = finished_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     steps = [r for r in map(json.loads, lines) if r["kind"] == "step"]

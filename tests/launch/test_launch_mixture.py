@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
+from launch_testing.batch import batched_launch
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, tiny_args
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the launch runs in the module fixture
@@ -42,7 +43,8 @@ SETTINGS = [
 EVAL_STEPS = (0, 3, 6)
 
 
-finished_run = finished_launch("mixture", SETTINGS)
+finished_run = batched_launch(__file__, "mixture", tiny_args(SETTINGS))
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
 def test_the_run_finishes_its_steps(finished_run):

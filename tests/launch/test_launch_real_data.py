@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from launch_testing.launched import QUICK, assert_finished, finished_launch
+from launch_testing.batch import batched_launch
+from launch_testing.launched import QUICK, assert_finished, tiny_args
 from launch_testing.launched import metrics_records as records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the launch runs in the module fixture
@@ -34,7 +35,8 @@ SETTINGS = [
 ]
 
 
-finished_run = finished_launch("real-data", SETTINGS)
+finished_run = batched_launch(__file__, "real-data", tiny_args(SETTINGS))
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
 def test_the_run_finishes_its_steps(finished_run):

@@ -9,32 +9,29 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
-from launch_testing.launched import SMALL_RUN, run_launch
+from launch_testing.batch import batched_launch
+from launch_testing.launched import SMALL_RUN, tiny_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROUND = re.compile(r"relay hub: epoch (\d+) round (\d+): version (\d+) to (.+) in [\d.]+ s")
+SETTINGS = [
+    *SMALL_RUN,
+    "max_steps=5",
+    "generator.num_engines=2",
+    "generator.enforce_eager=true",  # no torch.compile: the engines start sooner
+    "learner.weight_transport=relay",
+    "learner.checkpoint_every=0",
+]
+
+finished_run = batched_launch(__file__, "relay", tiny_args(SETTINGS))
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
-def test_a_launch_with_the_relay_sends_versions_to_both_generators_through_it(
-    tiny_model_dir, tmp_path
-):
-    run_dir = tmp_path / "run"
-    settings = [
-        *SMALL_RUN,
-        "max_steps=5",
-        "generator.num_engines=2",
-        "generator.enforce_eager=true",  # no torch.compile: the engines start sooner
-        "learner.weight_transport=relay",
-        "learner.checkpoint_every=0",
-        f'model.path="{tiny_model_dir}"',
-    ]
-    config = str(Path(__file__).parents[2] / "configs" / "tiny-cpu.toml")
-    args = [config, "--run-dir", str(run_dir), *[a for s in settings for a in ("--set", s)]]
-    proc = run_launch(args, 840)
+def test_a_launch_with_the_relay_sends_versions_to_both_generators_through_it(finished_run):
+    proc, run_dir = finished_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "step"] == [1, 2, 3, 4, 5]

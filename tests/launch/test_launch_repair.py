@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
+from launch_testing.batch import batched_launch
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, tiny_args
 
 from microcoder.data.store import STORE_NAME, ProblemStore
 
@@ -33,7 +34,8 @@ SETTINGS = [
     "eval.every=0",
 ]
 
-finished_run = finished_launch("repair", SETTINGS)
+finished_run = batched_launch(__file__, "repair", tiny_args(SETTINGS))
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
 def dump_rows(run_dir) -> list[dict]:

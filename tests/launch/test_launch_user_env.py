@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, finished_launch
+from launch_testing.batch import batched_launch
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, tiny_args
 from user_envs import FEEDBACK, echo_reward
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the launch runs in the fixture
@@ -33,7 +34,8 @@ SETTINGS = [
 ]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])}
 
-finished_run = finished_launch("user-env", SETTINGS, env=ENV)
+finished_run = batched_launch(__file__, "user-env", tiny_args(SETTINGS), env=ENV)
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
 def dump_rows(run_dir) -> list[dict]:

@@ -7,41 +7,50 @@ The control is launched in this session, beside the trained run and on the same 
 (seed 0 both): the same model, held-out set and recipe with no learning. A control recorded on
 another machine is no pair: the warm start is not reproduced bit for bit across machines (issue
 44: the recorded control started at greedy 0.4375, a new machine's warm start at 0.7375). The
-two launches run at once: a tiny launch waits more than it computes (process starts, imports,
-Ray, polls), so the control adds little to the module's time. The recorded runs of the learning
-bench (tests/fixtures/learning) check the criterion and the pairing fast
+two launches run at once, beside the other batched modules' launches (launch_testing.batch): a
+tiny launch waits more than it computes (process starts, imports, Ray, polls), so the control
+adds little to the module's time. The recorded runs of the learning bench
+(tests/fixtures/learning) check the criterion and the pairing fast
 (tests/bench/test_learning_criterion.py). Steps are counted, not seconds."""
 
 from __future__ import annotations
 
 import pytest
-from launch_testing.launched import start_launch
+from launch_testing.batch import declare
 
 from microcoder.bench.learning import ARMS, STEPS, beats_control, criterion, launch_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the warm start, then two launches
 
+for _arm, _extra in ARMS.items():
+    declare(
+        __file__,
+        f"learning-{_arm}",
+        lambda run_dir, model_dir, extra=_extra: launch_args(model_dir, run_dir, *extra),
+        model="warm_model_dir",
+        timeout_s=1400,
+    )
+
 
 @pytest.fixture(scope="module")
-def arms(warm_model_dir, tmp_path_factory):
-    """Both arms (`ARMS`: trained and lr = 0, seed 0) launched at once on the session's
-    warm-started model, each run to its end; their `criterion` results by arm."""
-    base = tmp_path_factory.mktemp("learning")
-    runs = {
-        arm: start_launch(launch_args(warm_model_dir, base / arm, *extra), log=base / f"{arm}.log")
-        for arm, extra in ARMS.items()
-    }
+def arms(launch_batch, request):
+    """Both arms (`ARMS`: trained and lr = 0, seed 0) on the session's warm-started model, each
+    run to its end (started by the batch); their `criterion` results by arm."""
+    jobs = {}
     try:
-        for arm, run in runs.items():
-            code = run.wait()
-            assert code == 0, (
-                f"the {arm} launch exited {code}; its log ends:\n{run.output()[-3000:]}"
+        for arm in ARMS:
+            jobs[arm] = launch_batch.wait(f"learning-{arm}", request.getfixturevalue)
+            res = jobs[arm].result()
+            assert res.returncode == 0, (
+                f"the {arm} launch exited {res.returncode}; its log ends:\n"
+                f"{res.stdout[-3000:]}{res.stderr[-3000:]}"
             )
     finally:
-        for run in runs.values():
-            run.stop()  # the other arm, when one failed
-    assert "held-out pass rate" in runs["trained"].output()  # the end-of-run table
-    return {arm: criterion(base / arm) for arm in runs}
+        for arm in ARMS:
+            launch_batch.stop(f"learning-{arm}")  # the other arm, when one failed
+    trained = jobs["trained"].result()
+    assert "held-out pass rate" in trained.stdout + trained.stderr  # the end-of-run table
+    return {arm: criterion(job.run_dir) for arm, job in jobs.items()}
 
 
 def test_rl_raises_heldout_pass_rate_and_batch_reward(arms):

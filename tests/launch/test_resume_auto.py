@@ -66,23 +66,29 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tiny_model_dir, tmp_path_factory):
+    """The uninterrupted run ("straight") and the killed-and-rerun one ("twice") of the same
+    command. They are independent (own run folders, own local Ray), so the straight run goes
+    beside the twice run's two starts: a tiny launch waits more than it computes, and the
+    module's wall is then about two launches, not three."""
     folder = tmp_path_factory.mktemp("resume-auto")
     straight, twice = folder / "straight", folder / "twice"
     out = {"straight": straight, "twice": twice}
-    out["straight_log"] = finish(
-        start(command(straight, tiny_model_dir), folder / "straight.log"), folder / "straight.log"
-    )
-    first = start(command(twice, tiny_model_dir), folder / "first.log")
+    reference = start(command(straight, tiny_model_dir), folder / "straight.log")
     try:
-        wait_for(lambda: latest_checkpoint(twice), 600, "the first complete checkpoint", first)
-        assert first.poll() is None, "the run ended before it could be killed"
+        first = start(command(twice, tiny_model_dir), folder / "first.log")
+        try:
+            wait_for(lambda: latest_checkpoint(twice), 600, "the first complete checkpoint", first)
+            assert first.poll() is None, "the run ended before it could be killed"
+        finally:
+            kill_group(first)
+        out["first_log"] = (folder / "first.log").read_text()
+        out["killed_at"] = latest_checkpoint(twice)
+        out["second_log"] = finish(
+            start(command(twice, tiny_model_dir), folder / "second.log"), folder / "second.log"
+        )
+        out["straight_log"] = finish(reference, folder / "straight.log")
     finally:
-        kill_group(first)
-    out["first_log"] = (folder / "first.log").read_text()
-    out["killed_at"] = latest_checkpoint(twice)
-    out["second_log"] = finish(
-        start(command(twice, tiny_model_dir), folder / "second.log"), folder / "second.log"
-    )
+        kill_group(reference)  # when the twice run failed first
     return out
 
 

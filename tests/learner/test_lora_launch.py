@@ -12,7 +12,8 @@ import math
 import re
 
 import pytest
-from launch_testing.launched import SMALL_RUN, launch_tiny
+from launch_testing.batch import batched_launch
+from launch_testing.launched import SMALL_RUN, tiny_args
 from launch_testing.launched import metrics_records as records
 
 from microcoder.launch.cli.main import main
@@ -21,12 +22,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 LOADED = re.compile(r"adapter v(\d+) loaded \(\d+ bytes, [\d.]+ s, no pause\); serving")
 """actors/weights/follower.py's line for each adapter sync."""
+SETTINGS = [*SMALL_RUN, "max_steps=3", "learner.lora.rank=8", "generator.enforce_eager=true"]
+
+finished_run = batched_launch(__file__, "lora", tiny_args(SETTINGS))
+"""The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
-def test_a_tiny_lora_launch_trains_reports_a_reward_and_exports(tiny_model_dir, tmp_path):
-    run_dir = tmp_path / "run"
-    settings = [*SMALL_RUN, "max_steps=3", "learner.lora.rank=8", "generator.enforce_eager=true"]
-    proc = launch_tiny(run_dir, tiny_model_dir, settings)
+def test_a_tiny_lora_launch_trains_reports_a_reward_and_exports(finished_run, tmp_path):
+    proc, run_dir = finished_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     steps = records(run_dir, "step")
     assert [r["step"] for r in steps] == [1, 2, 3]

@@ -31,8 +31,6 @@ import tempfile
 import weakref
 from pathlib import Path
 
-import pytest
-
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 SIG_DFL = 0  # <signal.h>, for libc's signal(); the signal module's SIG_DFL is a Python enum
 
@@ -185,31 +183,22 @@ SMALL_BATCH = [
 """Small steps that train on every group (a random-weight model fails every problem)."""
 
 
-def launch_tiny(run_dir: Path, model_dir: Path, settings: list[str], timeout: float = 1200, **kw):
-    """`microcoder launch configs/tiny-cpu.toml` into `run_dir` on the model at `model_dir`, with
-    `--set` for each of `settings`, to its end (run_launch's result); `kw` goes to the process
-    (e.g. `env`)."""
-    args = [a for s in [f'model.path="{model_dir}"', *settings] for a in ("--set", s)]
-    return run_launch(["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *args], timeout, **kw)
+def tiny_args(settings: list[str]):
+    """The `microcoder launch` arguments of a tiny run with `--set` for each of `settings`, as a
+    function of (run_dir, model_dir): configs/tiny-cpu.toml into `run_dir` on the model at
+    `model_dir` (a batched module's launch: launch_testing.batch)."""
+
+    def args(run_dir: Path, model_dir: Path) -> list[str]:
+        sets = [a for s in [f'model.path="{model_dir}"', *settings] for a in ("--set", s)]
+        return ["configs/tiny-cpu.toml", "--run-dir", str(run_dir), *sets]
+
+    return args
 
 
 def metrics_records(run_dir: Path, kind: str) -> list[dict]:
     """The records of `kind` ("step", "eval", ...) in `run_dir`/metrics.jsonl, in order."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
-
-
-def finished_launch(name: str, settings: list[str], **kw):
-    """A module-scoped fixture `finished_run`: `launch_tiny` with `settings` (and `kw`) into a
-    fresh `<name>/run` folder, to its end; gives (the process's result, the run dir). A test
-    module shares the one run as `finished_run = finished_launch(...)`."""
-
-    @pytest.fixture(scope="module")
-    def finished_run(tiny_model_dir, tmp_path_factory):
-        run_dir = tmp_path_factory.mktemp(name) / "run"
-        return launch_tiny(run_dir, tiny_model_dir, settings, **kw), run_dir
-
-    return finished_run
 
 
 def assert_finished(proc, run_dir: Path, steps: int) -> None:
