@@ -2,7 +2,7 @@
 
 bwrap isolation: new PID, network, IPC, UTS and cgroup namespaces; an empty root with only
 /usr (and its /lib, /bin links), the interpreter's prefix and the judge's own fork-server code
-mounted read-only; fresh /proc, minimal /dev, a private size-capped /tmp; no environment but
+(a byte-compiled private copy, `server_code`) mounted read-only; fresh /proc, minimal /dev, a private size-capped /tmp; no environment but
 PATH/HOME/LANG; a new session (no terminal); dies with the judge. The fork server is PID 1.
 
 Process bound: as root, each worker gets its own user namespace mapping in-sandbox uid 1000 to
