@@ -25,7 +25,7 @@ import time
 import traceback
 
 import childproc
-from frames import FrameError, read_frame, write_frame
+from frames import FrameError, done_frame, read_frame, write_all, write_frame
 from serverenv import not_dumpable, proc_cpu, remove_tree, site_paths
 
 
@@ -349,8 +349,8 @@ class Server:
         self._sweep(pid)
         reaped = time.monotonic()
         _, fout, ferr = self.fds
-        out_bytes = os.fstat(fout).st_size
-        err_bytes = os.fstat(ferr).st_size
+        out_bytes = os.lseek(fout, 0, os.SEEK_END)  # the size (these fds' offsets are unused)
+        err_bytes = os.lseek(ferr, 0, os.SEEK_END)
         # read only what is there (a pread of the whole cap would map and unmap 1 MiB per run),
         # and nothing of an output over its cap (OLE: the host needs only its head)
         keep = out_bytes if 0 < out_bytes <= cap and with_stdout else 0
@@ -358,27 +358,45 @@ class Server:
         err_tail = b""
         if err_bytes:
             err_tail = os.pread(ferr, min(err_bytes, 2000), max(0, err_bytes - 2000))
+        exit_code = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+        err_text = err_tail.decode("utf-8", "replace")
+        head = stdout[:300] if keep else os.pread(fout, 300, 0)
+        out_head = head.decode("utf-8", "replace")
+        if self.prof is None:  # the usual case: no json here (frames.done_frame)
+            frame = done_frame(
+                index,
+                exit_code,
+                cpu,
+                wall,
+                usage.ru_maxrss,
+                reason,
+                out_bytes,
+                err_bytes,
+                err_text,
+                out_head,
+                stdout,
+            )
+            write_all(self.ctl_out, frame)
+            return
         header = {
             "op": "done",
             "i": index,
-            "exit": os.waitstatus_to_exitcode(status),
-            "cpu": usage.ru_utime + usage.ru_stime,
+            "exit": exit_code,
+            "cpu": cpu,
             "wall": wall,
             "maxrss_kb": usage.ru_maxrss,
             "reason": reason,
             "out_bytes": out_bytes,
             "err_bytes": err_bytes,
-            "err_tail": err_tail.decode("utf-8", "replace"),
-            "out_head": (stdout[:300] if keep else os.pread(fout, 300, 0)).decode(
-                "utf-8", "replace"
-            ),
+            "err_tail": err_text,
+            "out_head": out_head,
         }
-        if self.prof is not None:
-            child = list(childproc.STAMPS)
-            childproc.STAMPS[0] = childproc.STAMPS[1] = 0.0
-            self.prof.update(noticed=noticed, reaped=reaped, entered=child[0], exiting=child[1])
-            self.prof.update(minflt=usage.ru_minflt, sent=time.monotonic())
-            header["prof"] = self.prof
+        child = list(childproc.STAMPS)
+        childproc.STAMPS[0] = childproc.STAMPS[1] = 0.0
+        self.prof.update(noticed=noticed, reaped=reaped, entered=child[0], exiting=child[1])
+        self.prof.update(minflt=usage.ru_minflt, sent=time.monotonic())
+        header["prof"] = self.prof
         write_frame(self.ctl_out, header, stdout)
 
     def _sweep(self, pid: int) -> None:
@@ -403,6 +421,7 @@ class Server:
 def main(uid: int, workdir: str) -> None:
     """Entry point (see worker.py): control on fds 0/1, log on fd 2, programs run as `uid` (0 =
     unchanged). Fds 0-2 are then handed to the programs' stdio (see Server)."""
+    os.environ.pop("LD_BIND_NOW", None)  # start-up only (bwrap.BIND_NOW): not the programs'
     ctl_in = os.dup(0)
     ctl_out = os.dup(1)
     log = os.dup(2)

@@ -15,7 +15,7 @@ from microcoder.data.problem import Problem
 from microcoder.sandbox.checker import run_checker
 from microcoder.sandbox.compare import canonical_json, compare_output, compare_value
 from microcoder.sandbox.config import ExecutorConfig
-from microcoder.sandbox.frames import MAX_PAYLOAD
+from microcoder.sandbox.frames import MAX_PAYLOAD, NEXT, STOP
 from microcoder.sandbox.languages import COMPILED, program_request
 from microcoder.sandbox.verdict import Verdict, score
 from microcoder.sandbox.worker import WorkerCrash, WorkerProcess
@@ -183,10 +183,10 @@ def _run_stdin(worker: WorkerProcess, request: dict, problem: Problem, out: Outc
             profile.append(dict(stamps, cpu=done["cpu"], first=i == 0))
         if early and i + 1 < len(tests):
             if out.first_failed is not None:
-                worker.send({"op": "stop"})
+                worker.send_encoded(STOP)
                 return
             sent = time.monotonic()
-            worker.send({"op": "next"})
+            worker.send_encoded(NEXT)
 
 
 def _expected_for(problem: Problem) -> list[str]:

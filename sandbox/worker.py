@@ -7,9 +7,9 @@ import select
 import subprocess
 import tempfile
 
-from microcoder.sandbox.bwrap import needs_host_uid, sandbox_command
+from microcoder.sandbox.bwrap import BIND_NOW, needs_host_uid, sandbox_command
 from microcoder.sandbox.config import ExecutorConfig
-from microcoder.sandbox.frames import FrameError, read_frame, write_frame
+from microcoder.sandbox.frames import FrameError, encode_frame, read_frame, write_all, write_frame
 
 START_TIMEOUT_S = 60.0
 """How long a fresh fork server may take to say it is ready."""
@@ -47,7 +47,7 @@ class WorkerProcess:
                 stdout=subprocess.PIPE,
                 stderr=self.log,
                 pass_fds=fds,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **BIND_NOW},
                 start_new_session=True,
             )
         finally:
@@ -59,8 +59,12 @@ class WorkerProcess:
             raise WorkerCrash(f"fork server said {header.get('op')!r} instead of ready")
 
     def send(self, header: dict, payload: bytes = b"") -> None:
+        self.send_encoded(encode_frame(header, payload))
+
+    def send_encoded(self, frame: bytes) -> None:
+        """Send a frame already encoded (frames.encode_frame, or frames.NEXT / STOP)."""
         try:
-            write_frame(self.proc.stdin.fileno(), header, payload)
+            write_all(self.proc.stdin.fileno(), frame)
         except (OSError, AttributeError) as e:
             raise WorkerCrash(f"fork server is gone ({e}){self._log_tail()}") from None
 
