@@ -39,12 +39,11 @@ import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
-import numpy as np
-
 from microcoder.actors.sampling import (
     completion_versions,
     final_only,
     generate_final,
+    group_of,
     response_of,
 )
 from microcoder.actors.timing import PoolTimer
@@ -145,15 +144,7 @@ async def sample_group(
                 last_policy_version=last,
             )
         )
-    return Group(
-        group_id=assignment.group_id,
-        problem_id=assignment.problem_id,
-        prompt=assignment.prompt,
-        prompt_ids=np.asarray(prompt_ids, np.int32),
-        responses=responses,
-        generator=owner,
-        source=assignment.source,
-    )
+    return group_of(assignment, prompt_ids, responses, owner)
 
 
 class _InFlight:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from microcoder.protocol import Group, Response
+from microcoder.protocol import Group, PromptAssignment, Response
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[dict] | None) -> np.ndarray:
@@ -135,6 +135,21 @@ async def generate_final(llm, prompt: dict, params, request_id: str, lease=None)
     if final is None:
         raise RuntimeError(f"vLLM returned no output for request {request_id}")
     return final
+
+
+def group_of(
+    assignment: PromptAssignment, prompt_ids: Sequence[int], responses: list[Response], owner: str
+) -> Group:
+    """The Group a generator hands in for `assignment`: its prompt ids and sampled responses."""
+    return Group(
+        group_id=assignment.group_id,
+        problem_id=assignment.problem_id,
+        prompt=assignment.prompt,
+        prompt_ids=np.asarray(prompt_ids, np.int32),
+        responses=responses,
+        generator=owner,
+        source=assignment.source,
+    )
 
 
 def count_tokens(groups: Sequence[Group]) -> int:

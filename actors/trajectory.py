@@ -50,6 +50,7 @@ from microcoder.actors.sampling import (
     completion_versions,
     final_only,
     generate_final,
+    group_of,
     sampled_logprobs,
 )
 from microcoder.data.problem import Problem
@@ -161,15 +162,7 @@ async def sample_trajectories(
     done = await asyncio.gather(*coros)
     gen_s = time.perf_counter() - t0
     responses = [_response(t, params.temperature, gen_s) for t in done]
-    return Group(
-        group_id=assignment.group_id,
-        problem_id=assignment.problem_id,
-        prompt=assignment.prompt,
-        prompt_ids=np.asarray(prompt_ids, np.int32),
-        responses=responses,
-        generator=owner,
-        source=assignment.source,
-    )
+    return group_of(assignment, prompt_ids, responses, owner)
 
 
 async def _run_one(llm, env, messages, prompt_ids, params, setup, versions, name) -> _Trajectory:

@@ -11,11 +11,9 @@ codec.py, h93) are asserted in `test_the_dump_shows_both_turns_and_the_feedback_
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from launch_testing.batch import batched_launch
-from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, tiny_args
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, rollout_rows, tiny_args
 
 from microcoder.data.store import STORE_NAME, ProblemStore
 
@@ -38,14 +36,6 @@ finished_run = batched_launch(__file__, "repair", tiny_args(SETTINGS))
 """The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
-def dump_rows(run_dir) -> list[dict]:
-    return [
-        json.loads(line)
-        for f in sorted((run_dir / "rollouts").glob("step-*.jsonl"))
-        for line in f.read_text().splitlines()
-    ]
-
-
 def test_the_run_trains_its_three_steps(finished_run):
     assert_finished(*finished_run, steps=STEPS)
 
@@ -54,7 +44,7 @@ def test_some_trajectories_have_two_turns(finished_run):
     """A trajectory's response is both turns' tokens and the feedback between them: longer than
     one turn's cap (h92's runner; the codec carries response_ids as before)."""
     _, run_dir = finished_run
-    rows = dump_rows(run_dir)
+    rows = rollout_rows(run_dir)
     assert rows and any(r["response_tokens"] > CAP for r in rows)
     assert all(r["response_tokens"] <= 2 * CAP + 2000 for r in rows)
 
@@ -76,7 +66,7 @@ def _hidden_strings(problem) -> set[str]:
 def test_the_dump_shows_both_turns_and_the_feedback_hides_the_hidden_tests(finished_run):
     """h93's dump (every turn with its feedback) and h91's feedback (the visible tests only)."""
     _, run_dir = finished_run
-    rows = dump_rows(run_dir)
+    rows = rollout_rows(run_dir)
     two = [r for r in rows if len(r.get("turns") or []) >= 2]
     assert two, f"no dump row shows two turns; a row's keys: {sorted(rows[0])}"
     store = ProblemStore(run_dir / STORE_NAME)

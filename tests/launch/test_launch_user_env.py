@@ -7,7 +7,6 @@ every score is the environment's reward (Response.env_reward: the executor judge
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from launch_testing.batch import batched_launch
-from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, tiny_args
+from launch_testing.launched import QUICK, SMALL_BATCH, assert_finished, rollout_rows, tiny_args
 from user_envs import FEEDBACK, echo_reward
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the launch runs in the fixture
@@ -38,18 +37,10 @@ finished_run = batched_launch(__file__, "user-env", tiny_args(SETTINGS), env=ENV
 """The module's one launch, run beside the other batched modules' (launch_testing.batch)."""
 
 
-def dump_rows(run_dir) -> list[dict]:
-    return [
-        json.loads(line)
-        for f in sorted((run_dir / "rollouts").glob("step-*.jsonl"))
-        for line in f.read_text().splitlines()
-    ]
-
-
 def test_the_run_trains_its_two_steps_on_two_turn_trajectories(finished_run):
     assert_finished(*finished_run, steps=STEPS)
     _, run_dir = finished_run
-    rows = dump_rows(run_dir)
+    rows = rollout_rows(run_dir)
     assert rows
     # every trajectory has two turns and the feedback between them: more than one turn's
     # tokens (a turn ends at its EOS or at the cap; the feedback alone is ~25 tokens)
@@ -61,7 +52,7 @@ def test_the_dump_shows_the_feedback_and_the_reward_is_the_environments(finished
     """Every row shows both turns, turn 1's feedback is TwoTurnEcho's, and the reward is the
     environment's own rule on the final answer (`echo_reward`), not a judge's."""
     _, run_dir = finished_run
-    rows = dump_rows(run_dir)
+    rows = rollout_rows(run_dir)
     for r in rows:
         turns = r.get("turns") or []
         assert len(turns) == 2, f"a dump row without its two turns; keys: {sorted(r)}"

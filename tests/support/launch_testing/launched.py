@@ -201,6 +201,15 @@ def metrics_records(run_dir: Path, kind: str) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
 
 
+def rollout_rows(run_dir: Path) -> list[dict]:
+    """Every row of a run's rollout dump (RUN_DIR/rollouts/step-*.jsonl), step after step."""
+    return [
+        json.loads(line)
+        for f in sorted((run_dir / "rollouts").glob("step-*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+
+
 def assert_finished(proc, run_dir: Path, steps: int) -> None:
     """The launch exited 0 (else its output's tails are the failure) and its last step record
     is step `steps`."""
