@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from microcoder.actors.environments.base import EnvironmentSetupError, environment_class
 from microcoder.data.problem import ProblemFormatError
 from microcoder.data.sources import is_synthetic
 from microcoder.device import resolve_device
@@ -63,7 +64,18 @@ def preflight_errors(
         errors.append(str(err))
     errors += model_family_errors(cfg, model_path)
     errors += sequence_parallel_errors(cfg, model_path)
+    errors += environment_errors(cfg)
     return errors
+
+
+def environment_errors(cfg: Config) -> list[str]:
+    """`environment.kind` names a class this launcher can import (a built-in, or a user's
+    `module:Class` on PYTHONPATH): otherwise every generator would refuse it at its start."""
+    try:
+        environment_class(cfg.environment.kind)
+    except EnvironmentSetupError as err:
+        return [str(err)]
+    return []
 
 
 def sequence_parallel_errors(cfg: Config, model_path: str) -> list[str]:
