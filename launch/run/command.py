@@ -51,7 +51,7 @@ def preflight_errors(
     store, `check_problem_source`; `keep_store`: into `run_dir`, where the bring-up reuses it,
     else into a temporary folder that is removed, as `launch --dry-run` does), the
     shared-path rule of a joined cluster (launch/run/shared_paths.py), the metric exporters and the
-    model's family and shape (learner/models/families.py).
+    model's family and shape (learner/models/families.py), and the class `environment.kind` names.
     `launch` and `launch --dry-run` both run exactly this, so a recipe whose dry-run passes
     does not stop here; the placement plan is the other check both make (`make_plan`)."""
 
