@@ -6,6 +6,7 @@ deadline naming it. Small Python processes stand in for the launches."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,6 +44,7 @@ def declared(monkeypatch):
         name = f"job{k}"
         table[name] = batch.Declared(module, name, stand_in(1.5), "", "tiny_model_dir", 60)
     monkeypatch.setattr(batch, "DECLARED", table)
+    monkeypatch.setattr(batch, "STAGGER_S", 0.0)
     return table
 
 
@@ -98,3 +100,23 @@ def test_a_command_past_its_deadline_is_stopped_and_named(declared, tmp_path):
     with pytest.raises(AssertionError, match="job0 did not end within 2 s"):
         got.wait("job0", lambda name: tmp_path)
     assert got.jobs["job0"].run.poll() is not None  # its process group was stopped
+
+
+def test_starts_are_staggered(declared, tmp_path, monkeypatch):
+    """No two commands start within STAGGER_S of each other (local Ray instances booting at once
+    on loaded cores miss Ray's raylet deadline), the one a module asks for included."""
+    monkeypatch.setattr(batch, "STAGGER_S", 0.6)
+    times = []
+    real_start = batch.Job.start
+
+    def start(job):
+        times.append(time.monotonic())
+        real_start(job)
+
+    monkeypatch.setattr(batch.Job, "start", start)
+    got = batch.make_batch(items(*batch.MODULES[:5]), tmp_path, tmp_path)
+    assert len(times) == 1  # one at once, the others as the stagger passes
+    for name in reversed(list(declared)):  # job4 first: asked for, it still waits its turn
+        assert got.wait(name, lambda name: tmp_path).result().returncode == 0
+    assert len(times) == 5
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.6

@@ -55,6 +55,11 @@ UNIT = "launch-batch"
 AT_ONCE = 3
 """Commands of the batch running at one time: the learning arms and one more once the warm start
 is built (a learning arm holds ~4 GiB, docs/testing.md "Learning checks"; a small launch ~1.5)."""
+STAGGER_S = 40.0
+"""At most one command starts every STAGGER_S seconds: local Ray instances booting at once on two
+loaded cores have missed Ray's fixed 30 s wait for the raylet to register ("The current node
+timed out during startup": the answer launch in the CI rehearsal of 2026-12-07, three launches
+started together while the other worker ran its own)."""
 TIMEOUT_S = 840.0
 """How long a module waits for a command from the moment it asks, unless it declared longer."""
 
@@ -103,16 +108,24 @@ class Job:
 class Batch:
     def __init__(self, jobs: dict[str, Job]):
         self.jobs = jobs  # in MODULES order
+        self.last_start = -float("inf")
 
     def start_more(self) -> None:
-        """Start waiting commands whose model is ready, in order, while fewer than AT_ONCE run."""
+        """Start waiting commands whose model is ready, in order, while fewer than AT_ONCE run
+        and STAGGER_S have passed since the last start."""
         running = sum(1 for j in self.jobs.values() if j.run is not None and not j.done())
         for job in self.jobs.values():
             if running >= AT_ONCE:
                 return
             if job.run is None and job.model_dir is not None:
-                job.start()
+                if time.monotonic() - self.last_start < STAGGER_S:
+                    return
+                self.start(job)
                 running += 1
+
+    def start(self, job: Job) -> None:
+        job.start()
+        self.last_start = time.monotonic()
 
     def resolve(self, fixture: Callable[[str], Path], model: str) -> None:
         """Give the commands on the session fixture `model` its folder (built on first use)."""
@@ -132,7 +145,9 @@ class Batch:
             self.resolve(fixture, job.declared.model)
         self.start_more()  # the commands before it first (the learning arms: the longest)
         if job.run is None:
-            job.start()
+            while time.monotonic() - self.last_start < STAGGER_S:
+                time.sleep(0.5)
+            self.start(job)
         deadline = time.monotonic() + job.declared.timeout_s
         while not job.done():
             self.start_more()
