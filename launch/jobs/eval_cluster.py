@@ -53,7 +53,7 @@ class EvalCluster:
             # Run.start_ray reads only cfg, run_dir and address: the same Ray a run gets, with
             # actor logs in <out>/logs/ (no training plan to check: no learner, no buffer).
             Run.start_ray(
-                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address),
+                SimpleNamespace(cfg=cfg, run_dir=self.out_dir, address=self.address, log=log),
                 cpus,
                 check_plan=False,
             )

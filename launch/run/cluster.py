@@ -55,8 +55,18 @@ LOOPBACK = "127.0.0.1"
 """The one address of a local run: Ray's node IP, the buffer and the weight channels."""
 
 
-def init_local_ray(**kwargs) -> None:
-    """Start a new Ray instance on this machine, every address of it on loopback.
+RAY_START_TRIES = 3
+"""Local Ray starts tried before a launch gives up: Ray waits a fixed 30 s for its raylet to
+register, which a loaded laptop (other launches booting at once) can miss; a later try usually
+makes it (the failed instance's processes are left to Ray's reaper, which ends them with this
+process)."""
+RAY_START_TIMEOUT = "timed out during startup"
+"""Ray's words when its raylet missed that deadline (ray/_private/node.py)."""
+
+
+def init_local_ray(log=print, **kwargs) -> None:
+    """Start a new Ray instance on this machine, every address of it on loopback (up to
+    RAY_START_TRIES times when Ray's raylet misses its start deadline, each retry logged).
 
     `address="local"`: never attach to another instance. Without it, `ray.init` joins
     $RAY_ADDRESS or the newest cluster `ray start` recorded (/tmp/ray/ray_current_cluster, see
@@ -75,7 +85,18 @@ def init_local_ray(**kwargs) -> None:
     saved = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(address="local", **kwargs)
+        for attempt in range(1, RAY_START_TRIES + 1):
+            try:
+                ray.init(address="local", **kwargs)
+                return
+            except Exception as err:
+                if RAY_START_TIMEOUT not in str(err) or attempt == RAY_START_TRIES:
+                    raise
+                log(
+                    f"Ray's local node did not register in its fixed 30 s (try {attempt} of "
+                    f"{RAY_START_TRIES}; is the machine loaded?); starting it again"
+                )
+                ray.shutdown()
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
@@ -198,7 +219,8 @@ class Run:
     # ------------------------------------------------------------ bring-up
 
     def start_ray(self, plan_cpus: float, check_plan: bool = True) -> None:
-        """A local run: a new Ray instance (init_local_ray). With an address: join that cluster
+        """A local run: a new Ray instance (init_local_ray, its retries said through `self.log`).
+        With an address: join that cluster
         and, unless `check_plan` is off, check the placement plan on its resources."""
         import ray
 
@@ -210,6 +232,7 @@ class Run:
             # Logical CPUs: the plan's reservations plus headroom so `microcoder scale` can add
             # replicas on a laptop (they time-share the cores; Ray counts are not a hardware limit).
             init_local_ray(
+                self.log,
                 num_cpus=max(cores, int(plan_cpus + 0.999)) + 8,
                 include_dashboard=False,
                 log_to_driver=False,

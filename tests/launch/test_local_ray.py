@@ -53,7 +53,7 @@ def test_a_local_run_asks_ray_for_a_new_local_instance_in_single_machine_mode(
 
     calls: list = []
     monkeypatch.setattr(ray, "init", fake_ray_init(calls))
-    run = SimpleNamespace(cfg=load_config(None), run_dir=tmp_path, address="local")
+    run = SimpleNamespace(cfg=load_config(None), run_dir=tmp_path, address="local", log=print)
     cluster.Run.start_ray(run, 4)
     assert calls and calls[0]["address"] == "local" and "_node_ip_address" not in calls[0]
     assert calls[0]["cluster_mode"] is False  # 127.0.0.1 as the node IP, not the interface's
@@ -65,7 +65,9 @@ def test_a_run_with_an_address_joins_that_cluster(monkeypatch, tmp_path):
 
     calls: list = []
     monkeypatch.setattr(ray, "init", fake_ray_init(calls))
-    run = SimpleNamespace(cfg=load_config(None), run_dir=tmp_path, address="10.0.0.7:6379")
+    run = SimpleNamespace(
+        cfg=load_config(None), run_dir=tmp_path, address="10.0.0.7:6379", log=print
+    )
     cluster.Run.start_ray(run, 4, check_plan=False)  # the plan: tests/launch/test_placement.py
     assert calls[0]["address"] == "10.0.0.7:6379" and calls[0]["cluster_mode"] is True
 
