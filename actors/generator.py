@@ -164,7 +164,9 @@ class Generator(PriorityControl):
             else None
         )
         self._store: ProblemStore | None = None  # opened on first use (multi-turn only)
-        self._sandbox: EnvSandboxOnDemand | None = None
+        timeout_s = settings.environment.sandbox_timeout_s
+        self._sandbox = EnvSandboxOnDemand(lambda: ExecutorSandbox(timeout_s=timeout_s))
+        """The environments' program runs, in the executor pool (made on the first one)."""
         self._device_probe: EngineDeviceProbe | None = None  # `memory()` on CUDA
         self.weights = WeightFollower(self, learner0)
         """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
@@ -318,9 +320,6 @@ class Generator(PriorityControl):
 
     def _new_environment(self):
         """One trajectory's environment (actors/environments/base.py)."""
-        if self._sandbox is None:
-            timeout_s = self.settings.environment.sandbox_timeout_s
-            self._sandbox = EnvSandboxOnDemand(lambda: ExecutorSandbox(timeout_s=timeout_s))
         context = EnvContext(
             self.settings.environment,
             self._sandbox,
