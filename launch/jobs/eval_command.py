@@ -56,7 +56,7 @@ def _settings(args, cfg):
         raise ValueError("--temperature must be >= 0 and --top-p in (0, 1]")
     turns = getattr(args, "max_turns", 1)
     budgets = check_budgets(int_list(args.max_tokens, "--max-tokens"))
-    if turns > 1:
+    if turns != 1:  # 0 or less is refused there, with the range
         _multi_turn(args, cfg, turns)
         if len(budgets) > 1:
             warn(
