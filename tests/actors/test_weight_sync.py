@@ -10,6 +10,10 @@ from engine_testing.reload import load_over_channel
 
 pytestmark = pytest.mark.slow
 
+RESPONSE_TOKENS = 600
+"""Per response of the in-flight test: ~15 s of the wave alone (1,800 took 48 s idle and over
+the 300 s deadline beside CI's launches, 2026-12-07), still far longer than the 2 s before the
+update."""
 PROMPTS = ["Read two integers a and b. Print a+b.", "Read a list of integers. Print the sum."]
 
 
@@ -75,6 +79,7 @@ def test_generator_follows_the_learner_after_a_step(trio, actor_cfg, tmp_path, r
     assert after != before
 
 
+@pytest.mark.timeout(600)  # the wave runs ~6x slower beside CI's launches
 def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
     trio, actor_cfg, tmp_path, render_statement
 ):
@@ -102,7 +107,11 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
     ckpt = group.save(str(tmp_path / "latest"))
     settings = generator_settings(actor_cfg)
     long = settings.generator.model_copy(
-        update={"max_response_tokens": 1800, "ignore_eos": True, "max_inflight_prompts": 2}
+        update={
+            "max_response_tokens": RESPONSE_TOKENS,
+            "ignore_eos": True,
+            "max_inflight_prompts": 2,
+        }
     )
     settings = dataclasses.replace(settings, generator=long)
     gen2 = wave_generator_cls(long).remote(
@@ -121,7 +130,7 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
         while ray.get(gen2.stats.remote())["inflight"] < len(texts):
             assert time.monotonic() < deadline, "the groups never went in flight"
             time.sleep(0.1)
-        time.sleep(2.0)  # some tokens on the old weights (1,800 per response take far longer)
+        time.sleep(2.0)  # some tokens on the old weights (RESPONSE_TOKENS take far longer)
         assert ray.get(gen2.maybe_sync_weights.remote()) is True
         stats = ray.get(gen2.stats.remote())
         assert stats["version"] == new_version and stats["pauses"] == 1
@@ -129,7 +138,7 @@ def test_requests_in_flight_through_a_weight_update_finish_with_both_versions(
         groups = ray.get(wave, timeout=600)
         assert len(groups) == len(texts)
         responses = [r for g in groups for r in g.responses]
-        assert all(len(r.response_ids) == len(r.logprobs) == 1800 for r in responses)
+        assert all(len(r.response_ids) == len(r.logprobs) == RESPONSE_TOKENS for r in responses)
         versions = [(r.policy_version, r.last_policy_version) for r in responses]
         assert all(v in ((0, 0), (0, new_version), (new_version, new_version)) for v in versions)
         assert (0, new_version) in versions, versions  # a response spans the update
