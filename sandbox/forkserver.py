@@ -25,7 +25,7 @@ import time
 import traceback
 
 import childproc
-from frames import FrameError, done_frame, read_frame, write_all, write_frame
+from frames import NEXT, STOP, FrameError, done_frame, read_control, read_frame, write_all, write_frame
 from serverenv import not_dumpable, proc_cpu, remove_tree, site_paths
 
 
@@ -186,11 +186,16 @@ class Server:
         start = 0
         for i, size in enumerate(sizes):
             if i and lockstep:
-                frame = read_frame(self.ctl_in)
-                if frame[0]["op"] != "next":
-                    if frame[0]["op"] != "stop":
-                        self.pending = frame  # a new request: the host gave up on this one
-                    return
+                got = read_control(self.ctl_in)  # one read, no json, no dict (frames.NEXT)
+                if got != NEXT:
+                    op = "stop" if got == STOP else None
+                    if op is None:  # not the usual bytes: read the whole frame
+                        frame = read_frame(self.ctl_in, got)
+                        op = frame[0]["op"]
+                        if op not in ("next", "stop"):
+                            self.pending = frame  # a new request: the host gave up on this one
+                    if op != "next":
+                        return
                 if self.prof is not None:
                     self.prof = {"got": time.monotonic()}
             rlimits = childproc.with_output_cap(self.rlimits, caps[i])
