@@ -223,13 +223,16 @@ class Server:
     # -- children ---------------------------------------------------------------------------
     def _spawn(self, rlimits, data: bytes, result_w: int, target, *args) -> tuple[int, float]:
         fin, fout, ferr = self.fds
-        os.ftruncate(fout, 0)
-        os.ftruncate(ferr, 0)
-        os.ftruncate(fin, 0)
+        ftruncate = os.ftruncate
+        ftruncate(fout, 0)
+        ftruncate(ferr, 0)
+        ftruncate(fin, 0)
         if data:
             os.pwrite(fin, data, 0)
-        for fd in (0, 1, 2):
-            os.lseek(fd, 0, os.SEEK_SET)
+        lseek = os.lseek
+        lseek(0, 0, os.SEEK_SET)  # the stdio offsets the last run moved
+        lseek(1, 0, os.SEEK_SET)
+        lseek(2, 0, os.SEEK_SET)
         uid = self.uid
         t0 = time.monotonic()
         pid = os.fork()
@@ -348,11 +351,12 @@ class Server:
         return data[cut:], complete.count(b"\n"), cpu
 
     def _finish(self, pid: int, t0: float, reason, cap: int, with_stdout: bool, index=-1):
-        noticed = time.monotonic()
+        prof = self.prof
+        noticed = time.monotonic() if prof is not None else 0.0
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - t0
         self._sweep(pid)
-        reaped = time.monotonic()
+        reaped = time.monotonic() if prof is not None else 0.0
         _, fout, ferr = self.fds
         out_bytes = os.lseek(fout, 0, os.SEEK_END)  # the size (these fds' offsets are unused)
         err_bytes = os.lseek(ferr, 0, os.SEEK_END)
@@ -368,7 +372,7 @@ class Server:
         err_text = err_tail.decode("utf-8", "replace")
         head = stdout[:300] if keep else os.pread(fout, 300, 0)
         out_head = head.decode("utf-8", "replace")
-        if self.prof is None:  # the usual case: no json here (frames.done_frame)
+        if prof is None:  # the usual case: no json here (frames.done_frame)
             frame = done_frame(
                 index,
                 exit_code,
