@@ -277,7 +277,7 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
                     tag = "BAD"
                     text = _error_text(exc)
             else:
-                exec(compile(test, f"<test {i}>", "exec"), namespace)
+                exec(compile(test, f"<test {i}>", "exec", dont_inherit=True), namespace)
         except AssertionError as exc:
             tag = "FAIL"
             text = _error_text(exc)

@@ -93,9 +93,11 @@ class Server:
             self.runner = (childproc.exec_program, h["run"])
             self.rlimits = childproc.rlimits(h["limits"])
             return True
-        try:
-            prelude = compile(h["prelude"], "prelude.py", "exec") if h.get("prelude") else None
-            code = compile(h["code"], "solution.py", "exec")
+        try:  # dont_inherit: not this module's `from __future__ import annotations` (PEP 563)
+            prelude = None
+            if h.get("prelude"):
+                prelude = compile(h["prelude"], "prelude.py", "exec", dont_inherit=True)
+            code = compile(h["code"], "solution.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             msg = "".join(traceback.format_exception_only(type(exc), exc))[-2000:]
             write_frame(self.ctl_out, {"op": "ce", "msg": msg})
