@@ -77,7 +77,7 @@ def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
     out = [
         (resource.RLIMIT_AS, (mem, mem)),
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, (limits["output_bytes"] + 1,) * 2),
+        (resource.RLIMIT_FSIZE, (limits["output_bytes"] + 1,) * 2),  # at _FSIZE_AT
         (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
         (resource.RLIMIT_CORE, (0, 0)),
     ]
@@ -88,11 +88,16 @@ def rlimits(limits: dict) -> list[tuple[int, tuple[int, int]]]:
     return out
 
 
+_FSIZE_AT = 2
+"""Where rlimits() puts RLIMIT_FSIZE (with_output_cap replaces it there, once per run)."""
+
+
 def with_output_cap(rlimits_: list, cap: int) -> list[tuple[int, tuple[int, int]]]:
-    """The same rlimits with the file size limit set to `cap` bytes + 1 (one byte over the cap
-    is how the judge sees that a program went over it)."""
-    fsize = resource.RLIMIT_FSIZE
-    return [(res, (cap + 1, cap + 1) if res == fsize else value) for res, value in rlimits_]
+    """The same rlimits (as rlimits() made them) with the file size limit set to `cap` bytes + 1
+    (one byte over the cap is how the judge sees that a program went over it)."""
+    out = rlimits_.copy()
+    out[_FSIZE_AT] = (resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
+    return out
 
 
 def enter(limits: list, uid: int, result_fd: int) -> None:
@@ -272,7 +277,7 @@ def run_tests(kind: str, code, prelude, fn_name: str, tests: list[str], early_ex
                     tag = "BAD"
                     text = _error_text(exc)
             else:
-                exec(compile(test, f"<test {i}>", "exec"), namespace)
+                exec(compile(test, f"<test {i}>", "exec", dont_inherit=True), namespace)
         except AssertionError as exc:
             tag = "FAIL"
             text = _error_text(exc)

@@ -25,7 +25,7 @@ import time
 import traceback
 
 import childproc
-from frames import FrameError, done_frame, read_frame, write_all, write_frame
+from frames import NEXT, STOP, FrameError, done_frame, read_control, read_frame, write_all, write_frame
 from serverenv import not_dumpable, proc_cpu, remove_tree, site_paths
 
 
@@ -93,9 +93,11 @@ class Server:
             self.runner = (childproc.exec_program, h["run"])
             self.rlimits = childproc.rlimits(h["limits"])
             return True
-        try:
-            prelude = compile(h["prelude"], "prelude.py", "exec") if h.get("prelude") else None
-            code = compile(h["code"], "solution.py", "exec")
+        try:  # dont_inherit: not this module's `from __future__ import annotations` (PEP 563)
+            prelude = None
+            if h.get("prelude"):
+                prelude = compile(h["prelude"], "prelude.py", "exec", dont_inherit=True)
+            code = compile(h["code"], "solution.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as exc:
             msg = "".join(traceback.format_exception_only(type(exc), exc))[-2000:]
             write_frame(self.ctl_out, {"op": "ce", "msg": msg})
@@ -186,11 +188,16 @@ class Server:
         start = 0
         for i, size in enumerate(sizes):
             if i and lockstep:
-                frame = read_frame(self.ctl_in)
-                if frame[0]["op"] != "next":
-                    if frame[0]["op"] != "stop":
-                        self.pending = frame  # a new request: the host gave up on this one
-                    return
+                got = read_control(self.ctl_in)  # one read, no json, no dict (frames.NEXT)
+                if got != NEXT:
+                    op = "stop" if got == STOP else None
+                    if op is None:  # not the usual bytes: read the whole frame
+                        frame = read_frame(self.ctl_in, got)
+                        op = frame[0]["op"]
+                        if op not in ("next", "stop"):
+                            self.pending = frame  # a new request: the host gave up on this one
+                    if op != "next":
+                        return
                 if self.prof is not None:
                     self.prof = {"got": time.monotonic()}
             rlimits = childproc.with_output_cap(self.rlimits, caps[i])
@@ -218,13 +225,16 @@ class Server:
     # -- children ---------------------------------------------------------------------------
     def _spawn(self, rlimits, data: bytes, result_w: int, target, *args) -> tuple[int, float]:
         fin, fout, ferr = self.fds
-        os.ftruncate(fout, 0)
-        os.ftruncate(ferr, 0)
-        os.ftruncate(fin, 0)
+        ftruncate = os.ftruncate
+        ftruncate(fout, 0)
+        ftruncate(ferr, 0)
+        ftruncate(fin, 0)
         if data:
             os.pwrite(fin, data, 0)
-        for fd in (0, 1, 2):
-            os.lseek(fd, 0, os.SEEK_SET)
+        lseek = os.lseek
+        lseek(0, 0, os.SEEK_SET)  # the stdio offsets the last run moved
+        lseek(1, 0, os.SEEK_SET)
+        lseek(2, 0, os.SEEK_SET)
         uid = self.uid
         t0 = time.monotonic()
         pid = os.fork()
@@ -343,11 +353,12 @@ class Server:
         return data[cut:], complete.count(b"\n"), cpu
 
     def _finish(self, pid: int, t0: float, reason, cap: int, with_stdout: bool, index=-1):
-        noticed = time.monotonic()
+        prof = self.prof
+        noticed = time.monotonic() if prof is not None else 0.0
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - t0
         self._sweep(pid)
-        reaped = time.monotonic()
+        reaped = time.monotonic() if prof is not None else 0.0
         _, fout, ferr = self.fds
         out_bytes = os.lseek(fout, 0, os.SEEK_END)  # the size (these fds' offsets are unused)
         err_bytes = os.lseek(ferr, 0, os.SEEK_END)
@@ -363,7 +374,7 @@ class Server:
         err_text = err_tail.decode("utf-8", "replace")
         head = stdout[:300] if keep else os.pread(fout, 300, 0)
         out_head = head.decode("utf-8", "replace")
-        if self.prof is None:  # the usual case: no json here (frames.done_frame)
+        if prof is None:  # the usual case: no json here (frames.done_frame)
             frame = done_frame(
                 index,
                 exit_code,

@@ -92,9 +92,10 @@ def done_frame(
     return _HEAD.pack(len(head), len(payload)) + head + payload
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks = []
-    left = n
+def _read_exact(fd: int, n: int, have: bytes = b"") -> bytes:
+    """`n` bytes from `fd`, the first of them already read (`have`, at most `n` bytes)."""
+    chunks = [have]
+    left = n - len(have)
     while left:
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
@@ -104,19 +105,90 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(fd: int) -> tuple[dict, bytes]:
-    """Read one frame from a blocking file descriptor; FrameError on EOF or garbage."""
-    hlen, plen = _HEAD.unpack(_read_exact(fd, _HEAD.size))
-    if hlen > MAX_HEADER or plen > MAX_PAYLOAD:
-        raise FrameError(f"implausible frame sizes header={hlen} payload={plen}")
-    raw = _read_exact(fd, hlen)
+def _decode_header(raw: bytes) -> dict:
     op = _CONTROL.get(raw)
     if op is not None:  # `next` or `stop`: no json (see NEXT)
-        return {"op": op}, _read_exact(fd, plen) if plen else b""
+        return {"op": op}
     try:
         header = json.loads(raw)
     except ValueError as e:
         raise FrameError(f"frame header is not JSON: {e}") from None
     if not isinstance(header, dict) or "op" not in header:
         raise FrameError("frame header has no 'op'")
-    return header, _read_exact(fd, plen) if plen else b""
+    return header
+
+
+def _sizes(head: bytes) -> tuple[int, int]:
+    hlen, plen = _HEAD.unpack(head)
+    if hlen > MAX_HEADER or plen > MAX_PAYLOAD:
+        raise FrameError(f"implausible frame sizes header={hlen} payload={plen}")
+    return hlen, plen
+
+
+def read_frame(fd: int, have: bytes = b"") -> tuple[dict, bytes]:
+    """Read one frame from a blocking file descriptor; FrameError on EOF or garbage. `have`:
+    the frame's first bytes, already read (read_control), at most the whole frame."""
+    head = _read_exact(fd, _HEAD.size, have[: _HEAD.size])
+    hlen, plen = _sizes(head)
+    if len(have) > _HEAD.size + hlen + plen:
+        raise FrameError(f"{len(have)} bytes read ahead of a frame of {_HEAD.size + hlen + plen}")
+    rest = have[_HEAD.size :]
+    raw = _read_exact(fd, hlen, rest[:hlen])
+    header = _decode_header(raw)
+    if not plen:
+        return header, b""
+    return header, _read_exact(fd, plen, rest[hlen:])
+
+
+CONTROL_SIZE = len(NEXT)
+"""Bytes of `next` and `stop` (and of every other frame the host sends between two runs: none
+is shorter, so reading this many never reads into the frame after it)."""
+
+
+def read_control(fd: int) -> bytes:
+    """What the host sent after a run of a stdin program: NEXT or STOP (the very bytes: one
+    read, no dict), else the first bytes of another frame, to finish with read_frame(fd, them).
+    b"" when the host closed the stream."""
+    return os.read(fd, CONTROL_SIZE)
+
+
+class FrameReader:
+    """The host's reader of one fork server's frames: reads what the pipe holds (up to 64 KiB
+    a read) and splits frames out of it, so a small frame costs one read, not three."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buf = b""
+
+    def complete(self) -> bool:
+        """A whole frame is already buffered (read() needs no read from the pipe)."""
+        buf = self.buf
+        if len(buf) < _HEAD.size:
+            return False
+        hlen, plen = _HEAD.unpack_from(buf)
+        return len(buf) >= _HEAD.size + hlen + plen
+
+    def read(self) -> tuple[dict, bytes]:
+        """The next frame (blocking until it is whole); FrameError on EOF or garbage."""
+        buf = self.buf
+        if len(buf) < _HEAD.size:
+            buf = self._more(buf, _HEAD.size)
+        hlen, plen = _sizes(buf[: _HEAD.size])
+        end = _HEAD.size + hlen + plen
+        if len(buf) < end:
+            buf = self._more(buf, end)
+        self.buf = buf[end:]
+        header = _decode_header(buf[_HEAD.size : _HEAD.size + hlen])
+        return header, buf[_HEAD.size + hlen : end] if plen else b""
+
+    def _more(self, buf: bytes, n: int) -> bytes:
+        chunks = [buf]
+        have = len(buf)
+        while have < n:
+            chunk = os.read(self.fd, max(n - have, 1 << 16) if n - have < 1 << 20 else 1 << 20)
+            if not chunk:
+                self.buf = b""
+                raise FrameError(f"stream closed with {n - have} of {n} bytes missing")
+            chunks.append(chunk)
+            have += len(chunk)
+        return b"".join(chunks)

@@ -9,7 +9,7 @@ import tempfile
 
 from microcoder.sandbox.bwrap import BIND_NOW, needs_host_uid, sandbox_command
 from microcoder.sandbox.config import ExecutorConfig
-from microcoder.sandbox.frames import FrameError, encode_frame, read_frame, write_all, write_frame
+from microcoder.sandbox.frames import FrameError, FrameReader, encode_frame, write_all, write_frame
 
 START_TIMEOUT_S = 60.0
 """How long a fresh fork server may take to say it is ready."""
@@ -30,6 +30,7 @@ class WorkerProcess:
         # as root, a host uid of its own for its programs, held until close() (sandbox/uids.py)
         self.uid_claim = claim_uid(cfg.sandbox_uid_base) if needs_host_uid(cfg) else None
         self.proc: subprocess.Popen | None = None
+        self.reader: FrameReader | None = None
         self.log = tempfile.TemporaryFile()
         self.starts = 0
 
@@ -54,6 +55,7 @@ class WorkerProcess:
             for fd in fds:
                 os.close(fd)
         self.starts += 1
+        self.reader = FrameReader(self.proc.stdout.fileno())
         header, _ = self.recv(START_TIMEOUT_S)
         if header.get("op") != "ready":
             raise WorkerCrash(f"fork server said {header.get('op')!r} instead of ready")
@@ -69,12 +71,13 @@ class WorkerProcess:
             raise WorkerCrash(f"fork server is gone ({e}){self._log_tail()}") from None
 
     def recv(self, timeout: float) -> tuple[dict, bytes]:
-        fd = self.proc.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
-            raise WorkerCrash(f"fork server did not answer within {timeout:.0f} s")
+        reader = self.reader
+        if not reader.complete():  # else a frame read along with the last one is waiting
+            ready, _, _ = select.select([reader.fd], [], [], timeout)
+            if not ready:
+                raise WorkerCrash(f"fork server did not answer within {timeout:.0f} s")
         try:
-            return read_frame(fd)
+            return reader.read()
         except (FrameError, OSError) as e:
             raise WorkerCrash(f"fork server stream broke ({e}){self._log_tail()}") from None
 
@@ -92,6 +95,7 @@ class WorkerProcess:
         """Ask the server to exit, then make sure it (and its sandbox) is gone."""
         proc = self.proc
         self.proc = None
+        self.reader = None
         if proc is None:
             return
         try:

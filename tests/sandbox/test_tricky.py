@@ -25,12 +25,14 @@ CORRECT = {
     "readline with trailing newline": "import sys\nn = int(sys.stdin.readline())\nprint(sum(int(sys.stdin.readline()) for _ in range(n)))",
     "threading main": "import threading\nr = []\ndef main():\n    n = int(input())\n    r.append(sum(int(input()) for _ in range(n)))\nt = threading.Thread(target=main)\nt.start(); t.join()\nprint(r[0])",
     "print to stderr too": "import sys\nn = int(input())\nprint('debug', file=sys.stderr)\nprint(sum(int(input()) for _ in range(n)))",
+    "annotations evaluated as in CPython": "def f(x: int) -> int:\n    return x\nassert f.__annotations__['x'] is int\nn = int(input())\nprint(sum(int(input()) for _ in range(n)))",
 }
 WRONG = {
     "extra debug line": "n = int(input())\nprint('debug')\nprint(sum(int(input()) for _ in range(n)))",
     "off by one": "n = int(input())\nprint(sum(int(input()) for _ in range(n)) + 1)",
     "nothing printed": "pass",
     "exit status 1 after correct output": "import sys\nn = int(input())\nprint(sum(int(input()) for _ in range(n)))\nsys.exit(1)",
+    "annotation naming an undefined class": "def f(x: Undefined) -> int:\n    return x\nn = int(input())\nprint(sum(int(input()) for _ in range(n)))",
 }
 
 
@@ -132,6 +134,21 @@ def test_assert_kind_runs_tests_in_the_solution_namespace(pool):
     assert pool.judge(problem, "def sq(x):\n    return x * x").verdict == "AC"
     wrong = pool.judge(problem, "def sq(x):\n    return x + x")
     assert (wrong.verdict, wrong.first_failed) == ("WA", 0)
+
+
+def test_programs_and_tests_compile_without_the_judges_future_flags(pool):
+    """The fork server's own `from __future__ import annotations` must not reach the programs
+    (nor an assert problem's tests): an annotation naming nothing fails as it does in CPython."""
+    problem = validate_problem(
+        {
+            "id": "ann",
+            "kind": "assert",
+            "tests": [{"code": "assert sq(3) == 9"}, {"code": "y: Undefined = 1\nassert y == 1"}],
+        }
+    )
+    v = pool.judge(problem, "def sq(x):\n    return x * x")
+    assert (v.verdict, v.first_failed) == ("RE", 1), v
+    assert "NameError" in v.message
 
 
 def test_the_whole_standard_library_is_importable(pool):
