@@ -25,7 +25,16 @@ import time
 import traceback
 
 import childproc
-from frames import NEXT, STOP, FrameError, done_frame, read_control, read_frame, write_all, write_frame
+from frames import (
+    NEXT,
+    STOP,
+    FrameError,
+    done_frame,
+    read_control,
+    read_frame,
+    write_all,
+    write_frame,
+)
 from serverenv import not_dumpable, proc_cpu, remove_tree, site_paths
 
 
