@@ -34,23 +34,31 @@ KINDS = (
 )
 
 
+def stat_of(pid: str) -> tuple[int, int, float, str] | None:
+    """(parent pid, start time, CPU seconds, name) of process `pid` from /proc; None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    cpu = (int(fields[11]) + int(fields[12])) / HZ
+    return int(fields[1]), int(fields[19]), cpu, stat[stat.find("(") + 1 : stat.rfind(")")]
+
+
 def processes() -> dict[tuple[int, int], tuple[int, float, str]]:
     """{(pid, start time): (parent pid, CPU seconds, command line)} of every process now."""
     out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        got = stat_of(name)
         try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
-        cpu = (int(fields[11]) + int(fields[12])) / HZ
-        out[(int(name), int(fields[19]))] = (int(fields[1]), cpu, cmd or comm)
+        if got is not None:
+            parent, start, cpu, comm = got
+            out[(int(name), start)] = (parent, cpu, cmd or comm)
     return out
 
 

@@ -19,23 +19,18 @@ import os
 import sys
 import time
 
-HZ = os.sysconf("SC_CLK_TCK")
+from by_process import stat_of  # this folder is sys.path[0] when run as a script
+
 FOLDER = os.environ.get("TEST_CPU_DIR", "/tmp/test-cpu")
 
 
 def processes() -> dict[int, tuple[int, int, float]]:
     """{pid: (parent pid, start time, CPU seconds)} of every process now."""
     out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        out[int(name)] = (int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / HZ)
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        got = stat_of(name)
+        if got is not None:
+            out[int(name)] = got[:3]
     return out
 
 
