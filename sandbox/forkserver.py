@@ -198,14 +198,14 @@ class Server:
         for i, size in enumerate(sizes):
             if i and lockstep:
                 got = read_control(self.ctl_in)  # one read, no json, no dict (frames.NEXT)
-                if got != NEXT:
-                    op = "stop" if got == STOP else None
-                    if op is None:  # not the usual bytes: read the whole frame
-                        frame = read_frame(self.ctl_in, got)
-                        op = frame[0]["op"]
-                        if op not in ("next", "stop"):
-                            self.pending = frame  # a new request: the host gave up on this one
+                if got == STOP:
+                    return
+                if got != NEXT:  # not the usual bytes: read the whole frame
+                    frame = read_frame(self.ctl_in, got)
+                    op = frame[0]["op"]
                     if op != "next":
+                        if op != "stop":
+                            self.pending = frame  # a new request: the host gave up on this one
                         return
                 if self.prof is not None:
                     self.prof = {"got": time.monotonic()}

@@ -185,7 +185,7 @@ class FrameReader:
         chunks = [buf]
         have = len(buf)
         while have < n:
-            chunk = os.read(self.fd, max(n - have, 1 << 16) if n - have < 1 << 20 else 1 << 20)
+            chunk = os.read(self.fd, min(max(n - have, 1 << 16), 1 << 20))  # 64 KiB to 1 MiB
             if not chunk:
                 self.buf = b""
                 raise FrameError(f"stream closed with {n - have} of {n} bytes missing")

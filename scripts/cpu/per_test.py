@@ -20,8 +20,7 @@ import sys
 import time
 
 from by_process import stat_of  # this folder is sys.path[0] when run as a script
-
-FOLDER = os.environ.get("TEST_CPU_DIR", "/tmp/test-cpu")
+from test_cpu_plugin import FOLDER
 
 
 def processes() -> dict[int, tuple[int, int, float]]:

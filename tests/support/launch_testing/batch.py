@@ -145,8 +145,7 @@ class Batch:
             self.resolve(fixture, job.declared.model)
         self.start_more()  # the commands before it first (the learning arms: the longest)
         if job.run is None:
-            while time.monotonic() - self.last_start < STAGGER_S:
-                time.sleep(0.5)
+            time.sleep(max(0.0, self.last_start + STAGGER_S - time.monotonic()))
             self.start(job)
         deadline = time.monotonic() + job.declared.timeout_s
         while not job.done():
