@@ -35,7 +35,7 @@ files, the judge's environment, the host's home or project directories. Limits p
 run's stdout and of a functional program's returned values, and sends the judge nothing of an
 output over its cap), open files, and a process count that holds for root
 (programs run as a dedicated host uid per worker via a user namespace mapping, claimed host-wide
-from `sandbox_uid_base` through lock files, sandbox/uids.py, so no two workers of any pools on the
+from `sandbox_uid_base` through lock files, sandbox/claims.py, so no two workers of any pools on the
 host share one; RLIMIT_NPROC is ignored only for uid 0). The fork server is PID 1 of its namespace (a
 program cannot kill it), non-dumpable (no ptrace or /proc/1/mem) and runs as another uid; after
 every run it kills every process left in the namespace, so daemons do not outlive their test;

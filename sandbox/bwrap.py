@@ -7,7 +7,7 @@ PATH/HOME/LANG; a new session (no terminal); dies with the judge. The fork serve
 
 Process bound: as root, each worker gets its own user namespace mapping in-sandbox uid 1000 to
 a host uid of its own, claimed host-wide from [sandbox_uid_base, sandbox_uid_base + 4096) through
-a lock file (sandbox/uids.py: no two workers of any pools on the host share one); programs run as
+a lock file (sandbox/claims.py: no two workers of any pools on the host share one); programs run as
 that uid (RLIMIT_NPROC counts per real uid and is ignored only for host root, so it holds),
 cannot signal or trace the fork server (uid 0 of the namespace with only the capabilities it
 needs), and are their worker's only processes. Not root: bwrap's own unprivileged user
@@ -154,10 +154,12 @@ def _remove_compiled(path: str, owner: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def bootstrap(code_dir: str, uid: int, workdir: str) -> str:
+def bootstrap(code_dir: str, uid: int, workdir: str, cpus: tuple = ()) -> str:
+    """The fork server's `-c` program; `cpus` = (its CPU, every CPU its compiled programs may
+    use) when the worker is pinned (sandbox/claims.py), else ()."""
     return (
         f"import sys; sys.path.insert(0, {code_dir!r}); import forkserver; "
-        f"sys.path.remove({code_dir!r}); forkserver.main({uid}, {workdir!r})"
+        f"sys.path.remove({code_dir!r}); forkserver.main({uid}, {workdir!r}, {tuple(cpus)!r})"
     )
 
 
@@ -229,19 +231,31 @@ def needs_host_uid(cfg: ExecutorConfig) -> bool:
     return cfg.isolation == "bwrap" and os.geteuid() == 0
 
 
-def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str], tuple[int, ...]]:
+def sandbox_command(
+    cfg: ExecutorConfig, host_uid: int | None, cpus: tuple = ()
+) -> tuple[list[str], tuple[int, ...]]:
     """argv and fds to pass for one worker's fork server (the fds are closed by the caller);
-    `host_uid`: its programs' host uid (sandbox/uids.py), needed when `needs_host_uid(cfg)`."""
+    `host_uid`: its programs' host uid (sandbox/claims.py), needed when `needs_host_uid(cfg)`;
+    `cpus`: (its CPU, the CPUs of compiled programs) when pinned (sandbox/claims.py)."""
     python = interpreter(cfg)
     if cfg.isolation == "none":
         workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
-        return [python, "-I", "-S", "-B", "-c", bootstrap(server_code(python), 0, workdir)], ()
+        return [
+            python,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            bootstrap(server_code(python), 0, workdir, cpus),
+        ], ()
     args = [bwrap_binary(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
     fds: tuple[int, ...] = ()
     if os.geteuid() == 0:
         if host_uid is None:
-            raise ValueError("a root host's sandbox needs the programs' host uid (sandbox/uids.py)")
+            raise ValueError(
+                "a root host's sandbox needs the programs' host uid (sandbox/claims.py)"
+            )
         fd = make_userns(host_uid)
         fds = (fd,)
         args += ["--userns", str(fd), "--cap-drop", "ALL"]
@@ -259,5 +273,5 @@ def sandbox_command(cfg: ExecutorConfig, host_uid: int | None) -> tuple[list[str
     args += ["--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp"]
     for name, value in BIND_NOW.items():
         args += ["--setenv", name, value]
-    args += ["--", python, "-I", "-S", "-B", "-c", bootstrap(CODE_DIR, uid, "/tmp/w")]
+    args += ["--", python, "-I", "-S", "-B", "-c", bootstrap(CODE_DIR, uid, "/tmp/w", cpus)]
     return args, fds

@@ -36,6 +36,24 @@ doubles, that a child writes CLOCK_MONOTONIC stamps into: [0] after `enter`, [1]
 `_exit` (in `finish`). None unless the fork server got a request with `profile` set."""
 
 
+WIDE_CPUS: frozenset = frozenset()
+"""The CPUs exec'd programs (C++, Java, compilers) may use when the worker is pinned: a JVM
+sizes its threads by the CPUs it sees (see pin); empty = unpinned (nothing to widen)."""
+
+
+def pin(cpu: int, wide: tuple[int, ...]) -> None:
+    """Pin the fork server, and so every child it forks, to `cpu` (sandbox/claims.py: a worker's
+    chain of wake-ups stays on one CPU); exec'd programs widen back to `wide`. A refusal (the
+    CPU is not in this sandbox's cpuset) leaves the server unpinned: it is only speed."""
+    global WIDE_CPUS
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError as e:
+        print(f"fork server: not pinned to CPU {cpu}: {e}", file=sys.stderr)
+        return
+    WIDE_CPUS = frozenset(wide)
+
+
 def warm_up() -> None:
     """Import what programs commonly use, once, in the fork server (children inherit it)."""
     import_random()
@@ -212,6 +230,11 @@ def exec_program(command: dict) -> None:
     compiler), `command` = {"argv": [...], "env": {extra variables}}. A program too large for
     the address-space limit cannot even be loaded: that is reported as a MemoryError (MLE)."""
     argv = command["argv"]
+    if WIDE_CPUS:
+        try:
+            os.sched_setaffinity(0, WIDE_CPUS)
+        except OSError:
+            pass  # it runs on the server's CPU: slower for a JVM, never wrong
     try:
         os.execve(argv[0], argv, {**os.environ, **command.get("env", {})})
     except OSError as exc:

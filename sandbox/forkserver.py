@@ -438,9 +438,13 @@ class Server:
                 killed = True
 
 
-def main(uid: int, workdir: str) -> None:
+def main(uid: int, workdir: str, cpus: tuple = ()) -> None:
     """Entry point (see worker.py): control on fds 0/1, log on fd 2, programs run as `uid` (0 =
-    unchanged). Fds 0-2 are then handed to the programs' stdio (see Server)."""
+    unchanged). Fds 0-2 are then handed to the programs' stdio (see Server). `cpus`, when the
+    worker is pinned (sandbox/claims.py): (the CPU the server and its Python programs run on,
+    the CPUs C++/Java programs and compilers may use)."""
+    if cpus:
+        childproc.pin(*cpus)
     os.environ.pop("LD_BIND_NOW", None)  # start-up only (bwrap.BIND_NOW): not the programs'
     ctl_in = os.dup(0)
     ctl_out = os.dup(1)

@@ -1,7 +1,8 @@
 """JudgePool: N sandboxed fork servers judging many (problem, code) pairs concurrently.
 
 One host thread per worker drives its fork server (blocking pipe I/O releases the GIL, and the
-host does only framing and comparison). A worker that dies, hangs or breaks the protocol is
+host does only framing and comparison); with `pin_cpus` the thread, the server and its programs
+share one CPU (sandbox/claims.py). A worker that dies, hangs or breaks the protocol is
 replaced and the solution re-run (`retries`); only then is it reported as SE.
 
 Every worker takes jobs from one FIFO queue. The pool's own `submit`/`as_completed` are for one
@@ -24,6 +25,7 @@ from typing import Any
 
 from microcoder.data.problem import JUDGED_KINDS, Problem
 from microcoder.sandbox.bwrap import SandboxUnavailable, check_available
+from microcoder.sandbox.claims import pin_this_thread
 from microcoder.sandbox.config import ExecutorConfig
 from microcoder.sandbox.grade import judge_solution
 from microcoder.sandbox.verdict import Verdict, score
@@ -167,6 +169,8 @@ class JudgePool:
             worker.close()
             return
         started.put(None)
+        if worker.cpu is not None:
+            pin_this_thread(worker.cpu)  # beside its fork server (sandbox/claims.py)
         try:
             while (job := self._jobs.get()) is not None:
                 job.done.put(self._run(worker, job))

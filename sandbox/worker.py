@@ -23,12 +23,14 @@ class WorkerProcess:
     """One fork server process; not thread-safe (one pool thread owns it)."""
 
     def __init__(self, cfg: ExecutorConfig, slot: int):
-        from microcoder.sandbox.uids import claim_uid
+        from microcoder.sandbox.claims import claim_cpu, claim_uid
 
         self.cfg = cfg
         self.slot = slot
-        # as root, a host uid of its own for its programs, held until close() (sandbox/uids.py)
+        # as root, a host uid of its own for its programs, held until close() (sandbox/claims.py)
         self.uid_claim = claim_uid(cfg.sandbox_uid_base) if needs_host_uid(cfg) else None
+        # a CPU of its own for its server, its programs and the thread that drives it
+        self.cpu_claim = claim_cpu() if cfg.pin_cpus else None
         self.proc: subprocess.Popen | None = None
         self.reader: FrameReader | None = None
         self.log = tempfile.TemporaryFile()
@@ -40,7 +42,9 @@ class WorkerProcess:
 
     def start(self) -> None:
         self.stop()
-        argv, fds = sandbox_command(self.cfg, self.host_uid)
+        claim = self.cpu_claim
+        cpus = (claim.cpu, claim.allowed) if claim else ()
+        argv, fds = sandbox_command(self.cfg, self.host_uid, cpus)
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -118,8 +122,14 @@ class WorkerProcess:
         """The host uid its programs run as (root hosts, bwrap), else None."""
         return self.uid_claim.uid if self.uid_claim else None
 
+    @property
+    def cpu(self) -> int | None:
+        """The CPU its server, programs and host thread run on (sandbox/claims.py), else None."""
+        return self.cpu_claim.cpu if self.cpu_claim else None
+
     def close(self) -> None:
         self.stop()
         self.log.close()
-        if self.uid_claim is not None:
-            self.uid_claim.release()
+        for claim in (self.uid_claim, self.cpu_claim):
+            if claim is not None:
+                claim.release()

@@ -56,6 +56,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "rounds with its spread (min-max and IQR), and CPU ms per program",
     )
     p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="ours with executor.pin_cpus = false (its workers float over the CPUs; the A/B of "
+        "sandbox/claims.py)",
+    )
+    p.add_argument(
         "--repeat", type=int, default=None, help="the old name of --rounds (overrides it)"
     )
     p.add_argument(
@@ -206,11 +212,14 @@ def run(args: argparse.Namespace) -> dict:
     lcb_python = None if args.skip_lcb else ensure_lcb_venv(Path(args.lcb_venv).resolve())
     rounds = max(1, args.repeat if args.repeat is not None else args.rounds)
     t0 = time.perf_counter()
-    JudgePool(workers=args.workers).close()
+    pin = not args.no_pin
+    JudgePool(workers=args.workers, pin_cpus=pin).close()
     startup = time.perf_counter() - t0
 
     def make_pool():
-        return JudgePool(workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048)
+        return JudgePool(
+            workers=args.workers, time_limit_s=float(args.timeout), memory_mb=2048, pin_cpus=pin
+        )
 
     if args.profile:
         from microcoder.bench.judge.profile import profile
@@ -220,6 +229,7 @@ def run(args: argparse.Namespace) -> dict:
     result = {
         "language": args.language,
         "workers": args.workers,
+        "pin_cpus": pin,
         "timeout_s": args.timeout,
         "rounds": rounds,
         "pool_startup_s": startup,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from microcoder.sandbox import JudgePool, uids
+from microcoder.sandbox import JudgePool, claims
 
 from .conftest import _servers, descendants, stdin_problem
 
@@ -94,7 +94,7 @@ def test_a_closed_pool_frees_its_uids():
 
 def holders(uid: int) -> set[int]:
     """The pids that hold `uid`'s lock file now (the kernel's /proc/locks, by the file's inode)."""
-    inode = os.stat(os.path.join(uids.lock_dir(), f"{uid}.lock")).st_ino
+    inode = os.stat(os.path.join(claims.uid_lock_dir(), f"{uid}.lock")).st_ino
     with open("/proc/locks") as f:
         rows = [line.split() for line in f]
     return {int(r[4]) for r in rows if len(r) > 5 and r[5].rsplit(":", 1)[-1] == str(inode)}
@@ -102,7 +102,7 @@ def holders(uid: int) -> set[int]:
 
 def free(uid: int) -> bool:
     """Whether no worker on the host holds `uid` (its lock file can be locked)."""
-    fd = os.open(os.path.join(uids.lock_dir(), f"{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(claims.uid_lock_dir(), f"{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
