@@ -10,11 +10,13 @@ bubblewrap, no fork server, no limits.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import io
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,6 +105,24 @@ def _quiet() -> None:
     os.dup2(null, 1)
 
 
+@contextlib.contextmanager
+def _default_sigterm():
+    """SIGTERM's default action while the floor's workers are forked. A worker forked from a
+    process with other threads (a test process where Ray ran) can hang on a lock held at the
+    fork; the pool's exit ends its workers with SIGTERM, which an inherited Python handler (Ray
+    installs one) would never get to run in such a worker: the pool's exit then waited forever
+    (a CI run's 300 s timeout). The default action ends it whatever it is doing."""
+    try:
+        old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:  # not the main thread: nothing was changed
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_floor(items: list, workers: int) -> tuple[list[bool], float]:
     """(accepted per item, wall seconds) with `workers` forked processes."""
     global _ITEMS
@@ -111,7 +131,9 @@ def run_floor(items: list, workers: int) -> tuple[list[bool], float]:
     ctx = multiprocessing.get_context("fork")
     results = [False] * len(items)
     t0 = time.perf_counter()
-    with ctx.Pool(workers, initializer=_quiet) as pool:
+    with _default_sigterm():  # what the workers inherit at fork
+        pool = ctx.Pool(workers, initializer=_quiet)
+    with pool:
         for index, ok, _ in pool.imap_unordered(_judge, range(len(items)), chunksize=1):
             results[index] = ok
     return results, time.perf_counter() - t0
