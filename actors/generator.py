@@ -21,7 +21,7 @@ trajectories (actors/trajectory.py: one request of n=1 per turn on the conversat
 token ids, the environment's `step` off the loop, the next turn submitted as soon as the
 feedback is in); the environment of each trajectory is built here with the problem read by id
 from the run's problem store (`GeneratorSettings.store`) and the executor pool's sandbox
-(actors/trajectory.py `EnvSandboxOnDemand`), and the engine's context grows to hold `environment.max_turns` turns.
+(actors/trajectory.py `MultiTurn`), and the engine's context grows to hold `environment.max_turns` turns.
 "single" keeps the one request of n=G per group.
 
 A failed update costs the groups in flight nothing: it is logged (the generator's `errors`, which
@@ -40,36 +40,23 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import replace
 from typing import Any
 
 from microcoder.actors.config import GeneratorSettings
 from microcoder.actors.engines.adapters import served_adapter_config
 from microcoder.actors.engines.async_llm import build_async_engine
 from microcoder.actors.engines.build import WORKER_EXTENSION
-from microcoder.actors.environments.base import (
-    EnvContext,
-    build_environment,
-    environment_class,
-)
-from microcoder.actors.environments.executor_sandbox import ExecutorSandbox
+from microcoder.actors.environments.base import environment_class
 from microcoder.actors.generate_loop import caused_by, engine_dead, sample_group, streaming_loop
 from microcoder.actors.logs import last_error_line, redirect_to_run_dir, replica_identity
 from microcoder.actors.memory import EngineDeviceProbe, measure
 from microcoder.actors.niceness import PriorityControl
 from microcoder.actors.sampling import count_tokens, sampling_params
 from microcoder.actors.timing import PoolTimer
-from microcoder.actors.trajectory import (
-    EnvSandboxOnDemand,
-    TrajectorySetup,
-    Versions,
-    engine_context,
-    sample_trajectories,
-)
+from microcoder.actors.trajectory import MultiTurn, Versions, engine_context
 from microcoder.actors.weights.follower import WeightFollower
 from microcoder.buffer.client import BufferClient
 from microcoder.data.prompting.render import PromptRenderer
-from microcoder.data.store import ProblemStore
 from microcoder.device import resolve_device
 from microcoder.evaluation.sampling import turn_views
 from microcoder.learner.algorithm.diversity import batch_diversity
@@ -104,7 +91,7 @@ class Generator(PriorityControl):
         self.multi_turn = settings.environment.kind != "single"
         """Groups are trajectories of `environment.kind` (actors/trajectory.py), not one
         request of n=G."""
-        if self.multi_turn:  # a kind that names nothing fails the start, not every group
+        if self.multi_turn:  # a kind that names nothing fails the start, before the engine
             environment_class(settings.environment.kind)
         context = engine_context(model_path, settings.generator, settings.environment)
         context_arg = {"max_model_len": context} if self.multi_turn else {}
@@ -151,22 +138,10 @@ class Generator(PriorityControl):
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
         self._prompt_cache: dict[str, list[int]] = {}
-        self._trajectories = (
-            TrajectorySetup(
-                problem=self._problem,
-                make_env=self._new_environment,
-                chat_ids=self.renderer.chat_ids,
-                continuation_ids=self.renderer.continuation_ids,
-                max_turns=settings.environment.max_turns,
-                max_context=context,
-            )
-            if self.multi_turn
-            else None
+        self.trajectories = (
+            MultiTurn(name, settings, self.renderer, context) if self.multi_turn else None
         )
-        self._store: ProblemStore | None = None  # opened on first use (multi-turn only)
-        timeout_s = settings.environment.sandbox_timeout_s
-        self._sandbox = EnvSandboxOnDemand(lambda: ExecutorSandbox(timeout_s=timeout_s))
-        """The environments' program runs, in the executor pool (made on the first one)."""
+        """The multi-turn side: environments, problems by id, their sandbox (actors/trajectory.py)."""
         self._device_probe: EngineDeviceProbe | None = None  # `memory()` on CUDA
         self.weights = WeightFollower(self, learner0)
         """Its half of every weight update: when to poll, hold, and load (actors/weights/)."""
@@ -294,39 +269,18 @@ class Generator(PriorityControl):
 
     def _trajectory_task(self, a: PromptAssignment, version: int):
         """The coroutine of one multi-turn group (actors/trajectory.py), on the engine's loop."""
+        params = self._params(self.temperature)
+        return self.trajectories.group(self.engine.llm, a, params, self._versions(version))
+
+    def _versions(self, admitted: int) -> Versions:
+        """This generator's version and its engine's salt and adapters, as a group sees them."""
         engine = self.engine
-        versions = Versions(
-            admitted=version,
+        return Versions(
+            admitted=admitted,
             current=lambda: self.version,
             salt=lambda: engine.cache_salt,
             adapters=engine.adapters,
         )
-        params = self._params(self.temperature)
-        return sample_trajectories(engine.llm, a, params, self._trajectories, versions, self.name)
-
-    def _problem(self, problem_id: str):
-        """A leased prompt's Problem, from the run's problem store (read by id; called off the
-        engine's loop, from its worker threads)."""
-        with self._count_lock:
-            if self._store is None:
-                if self.settings.store is None:
-                    raise RuntimeError(
-                        f"{self.name}: environment.kind {self.settings.environment.kind!r} "
-                        "needs the run's problem store (GeneratorSettings.store), and none "
-                        "was given"
-                    )
-                self._store = ProblemStore(self.settings.store)
-        return self._store.get(problem_id)
-
-    def _new_environment(self):
-        """One trajectory's environment (actors/environments/base.py)."""
-        context = EnvContext(
-            self.settings.environment,
-            self._sandbox,
-            self.renderer.messages,
-            reasoning=self.settings.reasoning,
-        )
-        return build_environment(context)
 
     def _loop_version(self) -> int:
         """The version the loop sees: -1 while a failed load left the weights mixed, so that the
@@ -497,15 +451,14 @@ class Generator(PriorityControl):
         (`environment.kind`, set by the eval), each turn capped at `max_tokens`. Returns
         {"version", "samples": [per problem: [per trajectory: evaluation/sampling.py
         `turn_views`]]}: one view per turn 1..`max_turns`."""
-        if self._trajectories is None:
+        if self.trajectories is None:
             raise RuntimeError(
                 f"{self.name}: environment.kind is 'single'; a multi-turn evaluation needs "
                 "generators built with a multi-turn environment (launch/jobs/eval_command.py "
                 "sets it for --max-turns)"
             )
         ns = [int(n)] * len(problems) if isinstance(n, int) else [int(x) for x in n]
-        by_id = {p.id: p for p in problems}
-        setup = replace(self._trajectories, problem=by_id.__getitem__, max_turns=max_turns)
+        setup = self.trajectories.eval_setup(problems, max_turns)
         self.maybe_sync_weights()
         with self._sampling():
             futures = []
@@ -515,13 +468,9 @@ class Generator(PriorityControl):
                 )
                 params.top_p = top_p if temperature > 0 else 1.0
                 a = PromptAssignment(group_id=-1 - i, problem_id=p.id, prompt="")
-                versions = Versions(
-                    admitted=self.version,
-                    current=lambda: self.version,
-                    salt=lambda: self.engine.cache_salt,
-                    adapters=self.engine.adapters,
+                coro = self.trajectories.group(
+                    self.engine.llm, a, params, self._versions(self.version), setup
                 )
-                coro = sample_trajectories(self.engine.llm, a, params, setup, versions, self.name)
                 futures.append(self._submit(coro))
             groups = [f.result() for f in futures]
         samples = [[turn_views(r, max_tokens, max_turns) for r in g.responses] for g in groups]

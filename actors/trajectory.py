@@ -28,7 +28,9 @@ engine's context (`context_tokens`): a trajectory whose next turn would not fit 
 turn it has.
 
 The environments' sandbox is the executor pool's (`EnvSandboxOnDemand`: made on the first program
-run, so an environment that runs none needs no executor).
+run, so an environment that runs none needs no executor). `MultiTurn` is a generator's multi-turn
+side: the setup, the environments, the problems read by id from the run's problem store, the
+sandbox.
 """
 
 from __future__ import annotations
@@ -40,12 +42,22 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from pathlib import Path
 
 import numpy as np
 
-from microcoder.actors.environments.base import Environment, EnvSandbox, Messages
+from microcoder.actors.config import GeneratorSettings
+from microcoder.actors.environments.base import (
+    EnvContext,
+    Environment,
+    EnvSandbox,
+    Messages,
+    build_environment,
+    environment_class,
+)
 from microcoder.actors.environments.config import EnvironmentConfig
+from microcoder.actors.environments.executor_sandbox import ExecutorSandbox
 from microcoder.actors.sampling import (
     completion_versions,
     final_only,
@@ -54,6 +66,7 @@ from microcoder.actors.sampling import (
     sampled_logprobs,
 )
 from microcoder.data.problem import Problem
+from microcoder.data.store import ProblemStore
 from microcoder.learner.models.memory_plan import trajectory_tokens
 from microcoder.protocol import EnvStep, Group, PromptAssignment, Response, Turn
 
@@ -264,3 +277,64 @@ class EnvSandboxOnDemand:
             if self._sandbox is None:
                 self._sandbox = self.make()
         return self._sandbox.run(problem, code)
+
+
+class MultiTurn:
+    """A generator's multi-turn side (`environment.kind` other than "single"): the setup its
+    groups share, one environment per trajectory (actors/environments/base.py), the problems
+    read by id from the run's problem store (`GeneratorSettings.store`, opened on first use) and
+    the environments' sandbox in the executor pool (made on the first program run)."""
+
+    def __init__(self, owner: str, settings: GeneratorSettings, renderer, max_context: int):
+        """`renderer`: the generator's PromptRenderer (data/prompting/render.py); `max_context`:
+        its engine's context (`engine_context`)."""
+        environment_class(settings.environment.kind)  # a kind that names nothing fails here
+        self.owner = owner
+        self.settings = settings
+        self.renderer = renderer
+        self._store: ProblemStore | None = None
+        self._store_lock = threading.Lock()
+        timeout_s = settings.environment.sandbox_timeout_s
+        self.sandbox = EnvSandboxOnDemand(lambda: ExecutorSandbox(timeout_s=timeout_s))
+        self.setup = TrajectorySetup(
+            problem=self.problem,
+            make_env=self.new_environment,
+            chat_ids=renderer.chat_ids,
+            continuation_ids=renderer.continuation_ids,
+            max_turns=settings.environment.max_turns,
+            max_context=max_context,
+        )
+
+    def group(self, llm, a: PromptAssignment, params, versions: Versions, setup=None):
+        """The coroutine of one group's trajectories (`sample_trajectories`), for the engine's
+        loop; `setup` replaces the run's (an evaluation's, `eval_setup`)."""
+        return sample_trajectories(llm, a, params, setup or self.setup, versions, self.owner)
+
+    def eval_setup(self, problems: list[Problem], max_turns: int) -> TrajectorySetup:
+        """The setup of `microcoder eval --max-turns N`: the evaluation's own problems by id."""
+        by_id = {p.id: p for p in problems}
+        return replace_fields(self.setup, problem=by_id.__getitem__, max_turns=max_turns)
+
+    def problem(self, problem_id: str) -> Problem:
+        """A leased prompt's Problem, from the run's problem store (called off the engine's
+        loop, from its worker threads)."""
+        with self._store_lock:
+            if self._store is None:
+                if self.settings.store is None:
+                    raise RuntimeError(
+                        f"{self.owner}: environment.kind {self.settings.environment.kind!r} "
+                        "needs the run's problem store (GeneratorSettings.store), and none "
+                        "was given"
+                    )
+                self._store = ProblemStore(self.settings.store)
+        return self._store.get(problem_id)
+
+    def new_environment(self) -> Environment:
+        """One trajectory's environment (actors/environments/base.py)."""
+        context = EnvContext(
+            self.settings.environment,
+            self.sandbox,
+            self.renderer.messages,
+            reasoning=self.settings.reasoning,
+        )
+        return build_environment(context)
