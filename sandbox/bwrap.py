@@ -240,14 +240,8 @@ def sandbox_command(
     python = interpreter(cfg)
     if cfg.isolation == "none":
         workdir = tempfile.mkdtemp(prefix="microcoder-judge-")
-        return [
-            python,
-            "-I",
-            "-S",
-            "-B",
-            "-c",
-            bootstrap(server_code(python), 0, workdir, cpus),
-        ], ()
+        code = bootstrap(server_code(python), 0, workdir, cpus)
+        return [python, "-I", "-S", "-B", "-c", code], ()
     args = [bwrap_binary(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session"]
     fds: tuple[int, ...] = ()
