@@ -1,6 +1,7 @@
-"""A CPU per judge worker (sandbox/claims.py, `executor.pin_cpus`): claims spread over the CPUs host-wide, the fork
-server, its Python programs and its host thread share the worker's CPU, C++ programs keep every
-CPU, and a pool without a usable lock folder still judges (unpinned)."""
+"""A CPU per judge worker (sandbox/claims.py, `executor.pin_cpus`): claims spread over the CPUs
+host-wide, the fork server, its Python programs and its host thread share the worker's CPU (the
+pool's caller keeps every CPU), C++ programs keep every CPU, and a pool without a usable lock
+folder still judges (unpinned)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def test_a_pinned_worker_its_server_programs_and_host_thread_share_one_cpu(priva
         )
         threads = [t for t in pool._threads if t.is_alive()]
         assert sorted(_thread_cpus(t) for t in threads) == sorted([c] for c in homes)
+        assert claims.allowed_cpus() == ALLOWED  # only the pool's own threads were pinned
     assert os.listdir(private_claims)  # the claims were made in the test's folder
 
 
