@@ -204,16 +204,20 @@ class EvalBeside:
 
     def _run(self, step: int, version: int, held: dict[str, Any]) -> None:
         lowered: dict[str, Any] = {}
+        error: BaseException | None = None
         try:
             lower_this_thread(self.run)
             lowered = lower_pool(self.run, held)
             evaluation.evaluate(self.run, step, generators=held, held_version=version)
         except BaseException as err:  # raised in the training loop (raise_if_failed)
-            self._error = err
+            error = err
         finally:
-            restore_pool(self.run, lowered)
-            release_pool(self.run, held)
-            self.run.eval_activity = activity("idle", step, version, held)
+            try:
+                restore_pool(self.run, lowered)
+                release_pool(self.run, held)
+                self.run.eval_activity = activity("idle", step, version, held)
+            finally:  # the loop sees the error only once the generators are released
+                self._error = error
 
     def _skip(self, step: int, why: str) -> None:
         msg = f"eval at step {step} skipped: {why}"

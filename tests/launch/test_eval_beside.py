@@ -160,12 +160,19 @@ def test_the_run_end_waits_for_the_last_eval_at_most_eval_wait_s(tmp_path, monke
 
 @pytest.mark.timeout(60)
 def test_a_failed_eval_stops_the_run_at_the_next_step(tmp_path, monkeypatch, held):
+    """...and only once its generators are released: the run does not end (and shut its
+    actors down) while the eval's thread still releases them."""
     run = stand_in_run(tmp_path, "max_steps=50")
 
     def fails(run, step, generators=None, held_version=None):
         raise RuntimeError("executor-0 died")
 
+    def slow_release(run, generators):
+        time.sleep(0.5)
+        held.append(("release",))
+
     patch_evaluate(monkeypatch, fails)
+    monkeypatch.setattr(eval_beside, "release_pool", slow_release)
     with pytest.raises(RuntimeError, match="executor-0 died"):
         _train_steps(run, None)
     assert run.learners.version < 50 and ("release",) in held
