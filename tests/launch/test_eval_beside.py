@@ -156,6 +156,10 @@ def test_the_run_end_waits_for_the_last_eval_at_most_eval_wait_s(tmp_path, monke
     assert time.monotonic() - t0 < DEADLINE_S / 2
     assert any("did not finish within eval.wait_s = 0.5" in line for line in run.logs)
     gate.set()
+    deadline = time.monotonic() + DEADLINE_S  # its thread releases while the stand-ins are in place
+    while held.count(("release",)) < 2 and time.monotonic() < deadline:  # steps 0 and 1
+        time.sleep(0.01)
+    assert held.count(("release",)) == 2 and done == [0, 1]
 
 
 @pytest.mark.timeout(60)
