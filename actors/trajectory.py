@@ -54,7 +54,6 @@ from microcoder.actors.environments.base import (
     EnvSandbox,
     Messages,
     build_environment,
-    environment_class,
 )
 from microcoder.actors.environments.config import EnvironmentConfig
 from microcoder.actors.environments.executor_sandbox import ExecutorSandbox
@@ -287,8 +286,8 @@ class MultiTurn:
 
     def __init__(self, owner: str, settings: GeneratorSettings, renderer, max_context: int):
         """`renderer`: the generator's PromptRenderer (data/prompting/render.py); `max_context`:
-        its engine's context (`engine_context`)."""
-        environment_class(settings.environment.kind)  # a kind that names nothing fails here
+        its engine's context (`engine_context`). The kind was checked at the generator's start
+        (`environment_class`, before its engine is built)."""
         self.owner = owner
         self.settings = settings
         self.renderer = renderer

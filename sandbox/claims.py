@@ -151,14 +151,13 @@ def claim_cpu(allowed: tuple[int, ...] | None = None) -> CpuClaim | None:
     return None
 
 
-def pin_this_thread(cpu: int) -> bool:
-    """Run the calling thread (only it: Linux's sched_setaffinity of tid 0) on `cpu`; False
-    when the OS refuses (the CPU left this process's cpuset meanwhile)."""
+def pin_this_thread(cpu: int) -> None:
+    """Run the calling thread (only it: Linux's sched_setaffinity of tid 0) on `cpu`; a refusal
+    (the CPU left this process's cpuset meanwhile) leaves it unpinned: only slower."""
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError:
-        return False
-    return True
+        pass
 
 
 # -- lock files -----------------------------------------------------------------------------
